@@ -1,0 +1,59 @@
+/** Layering rules of ../shared/design/ARCHITECTURE.md, enforced in `npm test`. */
+module.exports = {
+  forbidden: [
+    {
+      name: 'protocol-is-pure',
+      comment: 'protocol/ imports node:buffer and its own files only (ARCHITECTURE.md rule 1)',
+      severity: 'error',
+      from: { path: '^protocol/' },
+      to: { pathNot: ['^protocol/', '^node:buffer$', '^buffer$', '^@node-rs/crc32'], dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'protocol-no-core-modules',
+      comment: 'protocol/ does no I/O: only node:buffer among core modules',
+      severity: 'error',
+      from: { path: '^protocol/' },
+      to: { dependencyTypes: ['core'], pathNot: ['^buffer$', '^node:buffer$'] },
+    },
+    {
+      name: 'target-not-initiator',
+      comment: 'target/ and initiator/ never import each other (rule 2)',
+      severity: 'error',
+      from: { path: '^target/' },
+      to: { path: '^(initiator|harness|test)/' },
+    },
+    {
+      name: 'initiator-not-target',
+      comment: 'target/ and initiator/ never import each other (rule 2)',
+      severity: 'error',
+      from: { path: '^initiator/' },
+      to: { path: '^(target|harness|test)/' },
+    },
+    {
+      name: 'target-core-no-sockets',
+      comment: 'target core never touches a socket; it reaches the transport through its interface (rule 3)',
+      severity: 'error',
+      from: { path: '^target/(core|backend)/' },
+      to: { path: ['^target/transport/tcp', '^node:net$', '^net$'] },
+    },
+    {
+      name: 'protocol-not-upward',
+      severity: 'error',
+      from: { path: '^protocol/' },
+      to: { path: '^(target|initiator|harness|cli|test)/' },
+    },
+    {
+      name: 'no-circular',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '(node_modules|\\.test\\.ts$)' },
+    tsConfig: { fileName: 'tsconfig.json' },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: { extensions: ['.ts', '.js', '.mjs'] },
+  },
+};

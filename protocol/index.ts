@@ -1,0 +1,5 @@
+// Public face of protocol/: wire formats only; no I/O (ARCHITECTURE.md rule 1).
+export * from './errors.js';
+export * from './tcp/index.js';
+export * from './nvme/index.js';
+export * from './fabrics/index.js';

@@ -1,0 +1,262 @@
+// Incremental PDU receiver (TCP 1.0 §3.6): CH(8) → rest of header(+HDGST+pad) → DATA → DDGST, over chunks of any size.
+// Header bytes are copied only when a header straddles chunks; payload is handed out as views (STYLE.md §2.2).
+import { Buffer } from 'node:buffer';
+import { CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
+import { crc32c } from './crc32c.js';
+import type { Pdu } from './pdu.js';
+import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
+
+export interface ReaderFatal extends FatalFinding {
+  /** The offending header bytes as far as they were received (for the TermReq's error data). */
+  header: Buffer;
+}
+
+export interface PduReaderOptions {
+  role: ReceiverRole;
+  /** Called for every complete, valid PDU. Data buffers are views into the received chunks. */
+  onPdu: (pdu: Pdu) => void;
+  /** Called once on the first fatal finding; the reader then ignores all further input. */
+  onFatal: (finding: ReaderFatal) => void;
+  /**
+   * Called instead of onPdu when a PDU's data digest does not match (TCP 1.0 §3.6.1.4 leaves recovery to the
+   * command: Linux hosts complete it with DATA_XFER_ERROR). Without a handler it is fatal (FES 3, as SPDK does).
+   */
+  onDataDigestError?: (pdu: Pdu) => void;
+  /** Largest data length accepted per H2CData/C2HData PDU (MAXH2CDATA); 0 = unlimited. */
+  maxDataLength?: number;
+  /** Largest in-capsule data accepted in one CapsuleCmd; 0 = unlimited. */
+  maxInCapsuleData?: number;
+}
+
+type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
+
+export class PduReader {
+  #state: State = 'ch';
+  #opts: PduReaderOptions;
+  #icDone = false;
+  #hdgst = false;
+  #ddgst = false;
+  #pda = 0;
+  readonly #ch = Buffer.alloc(CH_SIZE);
+  #chHave = 0;
+  #head: Buffer = this.#ch;
+  #headHave = 0;
+  #headLen = 0;
+  #dataLen = 0;
+  #dataHave = 0;
+  #data: Buffer[] = [];
+  #crc = 0;
+  readonly #ddgstBuf = Buffer.alloc(DIGEST_SIZE);
+  #ddgstHave = 0;
+  /** Bytes consumed over the connection's life (for diagnostics). */
+  bytesIn = 0;
+
+  constructor(opts: PduReaderOptions) {
+    this.#opts = opts;
+  }
+
+  /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
+  setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
+    this.#hdgst = hdgst;
+    this.#ddgst = ddgst;
+    this.#pda = pda;
+  }
+
+  setMaxDataLength(n: number): void {
+    this.#opts.maxDataLength = n;
+  }
+
+  get failed(): boolean {
+    return this.#state === 'failed';
+  }
+
+  /** Feed the next received chunk. Never throws for any byte content. */
+  push(chunk: Buffer): void {
+    let off = 0;
+    const n = chunk.length;
+    this.bytesIn += n;
+    while (off < n) {
+      switch (this.#state) {
+        case 'failed':
+          return;
+        case 'ch': {
+          if (this.#chHave === 0 && n - off >= CH_SIZE) {
+            // Fast path: whole CH here; take the header as a view when it is complete in this chunk.
+            const verdict = this.#checkCh(chunk.subarray(off, off + CH_SIZE));
+            if (verdict === undefined) return;
+            if (n - off >= this.#headLen) {
+              this.#head = chunk.subarray(off, off + this.#headLen);
+              off += this.#headLen;
+              if (!this.#headerComplete()) return;
+            } else {
+              this.#head = Buffer.allocUnsafe(this.#headLen);
+              chunk.copy(this.#head, 0, off, n);
+              this.#headHave = n - off;
+              off = n;
+              this.#state = 'head';
+            }
+            break;
+          }
+          const take = Math.min(CH_SIZE - this.#chHave, n - off);
+          chunk.copy(this.#ch, this.#chHave, off, off + take);
+          this.#chHave += take;
+          off += take;
+          if (this.#chHave < CH_SIZE) return;
+          this.#chHave = 0;
+          if (this.#checkCh(this.#ch) === undefined) return;
+          this.#head = Buffer.allocUnsafe(this.#headLen);
+          this.#ch.copy(this.#head, 0);
+          this.#headHave = CH_SIZE;
+          this.#state = 'head';
+          if (this.#headHave === this.#headLen && !this.#headerComplete()) return;
+          break;
+        }
+        case 'head': {
+          const take = Math.min(this.#headLen - this.#headHave, n - off);
+          chunk.copy(this.#head, this.#headHave, off, off + take);
+          this.#headHave += take;
+          off += take;
+          if (this.#headHave === this.#headLen && !this.#headerComplete()) return;
+          break;
+        }
+        case 'data': {
+          const take = Math.min(this.#dataLen - this.#dataHave, n - off);
+          const view = chunk.subarray(off, off + take);
+          this.#data.push(view);
+          if (this.#wantsDdgst()) this.#crc = crc32c(view, this.#crc);
+          this.#dataHave += take;
+          off += take;
+          if (this.#dataHave === this.#dataLen) this.#dataComplete();
+          break;
+        }
+        case 'ddgst': {
+          const take = Math.min(DIGEST_SIZE - this.#ddgstHave, n - off);
+          chunk.copy(this.#ddgstBuf, this.#ddgstHave, off, off + take);
+          this.#ddgstHave += take;
+          off += take;
+          if (this.#ddgstHave === DIGEST_SIZE) this.#finish(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
+          break;
+        }
+      }
+    }
+  }
+
+  #fail(f: FatalFinding, header: Buffer): void {
+    this.#state = 'failed';
+    this.#opts.onFatal({ ...f, header: Buffer.from(header.subarray(0, Math.min(header.length, 128))) });
+  }
+
+  /** Validates the CH; on success sets #headLen/#dataLen and returns true, else fails and returns undefined. */
+  #checkCh(ch: Buffer): true | undefined {
+    const type = ch[0] as number;
+    const verdict = validatePduHeader(ch, {
+      role: this.#opts.role,
+      icDone: this.#icDone,
+      hdgst: this.#hdgst,
+      ddgst: this.#ddgst,
+      pda: this.#pda,
+      maxDataLength: this.#opts.maxDataLength ?? 0,
+    });
+    if (!verdict.ok) {
+      this.#fail(verdict, ch);
+      return undefined;
+    }
+    if (type === PduType.CAPSULE_CMD && (this.#opts.maxInCapsuleData ?? 0) > 0 && verdict.dataLen > (this.#opts.maxInCapsuleData ?? 0)) {
+      this.#fail({ fes: Fes.DATA_LIMIT_EXCEEDED, fei: 4, reason: `in-capsule data ${verdict.dataLen} exceeds ${this.#opts.maxInCapsuleData}` }, ch);
+      return undefined;
+    }
+    this.#headLen = verdict.headLen;
+    this.#dataLen = verdict.dataLen;
+    return true;
+  }
+
+  #wantsDdgst(): boolean {
+    const type = this.#head[0] as number;
+    return this.#ddgst && type !== PduType.H2C_TERM_REQ && type !== PduType.C2H_TERM_REQ;
+  }
+
+  /** Header (and HDGST) received: verify, then move to data or emit. Returns false when the reader failed. */
+  #headerComplete(): boolean {
+    const head = this.#head;
+    const type = head[0] as number;
+    const hlen = head[2] as number;
+    if (((head[1] as number) & PduFlag.HDGSTF) !== 0) {
+      const got = head.readUInt32LE(hlen);
+      if (got !== crc32c(head.subarray(0, hlen))) {
+        this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: `header digest mismatch on ${PDU_INFO[type as PduType].name}` }, head.subarray(0, hlen));
+        return false;
+      }
+    }
+    const specific = validatePduSpecific(head, type, this.#dataLen);
+    if (specific !== undefined) {
+      this.#fail(specific, head.subarray(0, hlen));
+      return false;
+    }
+    if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
+    this.#data = [];
+    this.#dataHave = 0;
+    this.#crc = 0;
+    this.#ddgstHave = 0;
+    if (this.#dataLen > 0) {
+      this.#state = 'data';
+      return true;
+    }
+    this.#finish(true);
+    return this.#state !== 'failed';
+  }
+
+  #dataComplete(): void {
+    if (this.#wantsDdgst()) {
+      this.#state = 'ddgst';
+      return;
+    }
+    this.#finish(true);
+  }
+
+  #finish(dataDigestOk: boolean): void {
+    const head = this.#head;
+    const pdu = decodePduHeader(head, this.#data, this.#dataLen);
+    this.#state = 'ch';
+    this.#head = this.#ch;
+    this.#data = [];
+    if (!dataDigestOk) {
+      if (this.#opts.onDataDigestError !== undefined) this.#opts.onDataDigestError(pdu);
+      else this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest mismatch' }, head.subarray(0, head[2] as number));
+      return;
+    }
+    this.#opts.onPdu(pdu);
+  }
+}
+
+/** Decode a complete header (CH + PSH) plus its data views into a Pdu. The header must already be validated. */
+export function decodePduHeader(head: Buffer, data: Buffer[], dataLen: number): Pdu {
+  const type = head[0] as PduType;
+  const flags = head[1] as number;
+  switch (type) {
+    case PduType.IC_REQ:
+      return { type, pfv: head.readUInt16LE(8), hpda: head[10] as number, dgst: head[11] as number, maxr2t: head.readUInt32LE(12) };
+    case PduType.IC_RESP:
+      return { type, pfv: head.readUInt16LE(8), cpda: head[10] as number, dgst: head[11] as number, maxh2cdata: head.readUInt32LE(12) };
+    case PduType.H2C_TERM_REQ:
+    case PduType.C2H_TERM_REQ:
+      return { type, fes: head.readUInt16LE(8), fei: head.readUInt32LE(10), errorData: dataLen === 0 ? Buffer.alloc(0) : Buffer.concat(data, dataLen) };
+    case PduType.CAPSULE_CMD:
+      return { type, sqe: head.subarray(CH_SIZE, CH_SIZE + 64), data };
+    case PduType.CAPSULE_RESP:
+      return { type, cqe: head.subarray(CH_SIZE, CH_SIZE + 16) };
+    case PduType.H2C_DATA:
+      return { type, cccid: head.readUInt16LE(8), ttag: head.readUInt16LE(10), datao: head.readUInt32LE(12), last: (flags & PduFlag.DATA_LAST) !== 0, data };
+    case PduType.C2H_DATA:
+      return {
+        type,
+        cccid: head.readUInt16LE(8),
+        datao: head.readUInt32LE(12),
+        last: (flags & PduFlag.DATA_LAST) !== 0,
+        success: (flags & PduFlag.DATA_SUCCESS) !== 0,
+        data,
+      };
+    case PduType.R2T:
+      return { type, cccid: head.readUInt16LE(8), ttag: head.readUInt16LE(10), r2to: head.readUInt32LE(12), r2tl: head.readUInt32LE(16) };
+  }
+}
+

@@ -1,0 +1,110 @@
+// The target's configuration model: one shape for the JSON config file, the HTTP API bodies and TargetService.
+// The schema in ./schema.ts validates unknown input into these types; TargetService.apply() replays them.
+
+/** Sizes accept bytes or strings with K/M/G/T suffixes meaning powers of 1024 ("1G" = 1073741824). */
+export type SizeSpec = number | string;
+
+export type AnaStateName = 'optimized' | 'non-optimized' | 'inaccessible' | 'persistent-loss' | 'change';
+
+export interface ReferralConfig {
+  /** Address of the other discovery service. */
+  addr: string;
+  port: number;
+  family?: 'ipv4' | 'ipv6';
+  /** Port id reported in the referral entry. */
+  portId?: number;
+}
+
+export interface PortConfig {
+  /** NVMe port id (PORTID in discovery entries); unique. */
+  id: number;
+  /** Listen address ("127.0.0.1", "::1", "0.0.0.0"). */
+  addr: string;
+  /** TCP port; 0 picks a free one (tests). 4420 by convention, 8009 for discovery. */
+  port: number;
+  family?: 'ipv4' | 'ipv6';
+  /** Address advertised in discovery log entries when different from addr (e.g. NAT/qemu guestfwd). */
+  advertiseAddr?: string;
+  advertisePort?: number;
+  /** In-capsule data accepted on I/O queues (bytes); IOCCSZ = (64 + this)/16. Default 16384. */
+  inlineDataSize?: number;
+  /** MAXH2CDATA advertised in ICResp (bytes, multiple of 4, >= 4096). Default 131072. */
+  maxH2CData?: number;
+  /** Largest C2HData PDU payload; reads are split at this size. Default 131072. */
+  c2hDataSize?: number;
+  /** Per-ANA-group state on this port, keyed by group id; groups not listed are optimized. */
+  anaStates?: Record<string, AnaStateName>;
+  referrals?: ReferralConfig[];
+  /** Advertise SQ flow control disable (TREQ bit 2). Default true, like nvmet. */
+  sqFlowDisable?: boolean;
+}
+
+export type BackendConfig =
+  | { type: 'ram'; size: SizeSpec }
+  | { type: 'file'; path: string; /** create or extend to this size; omit to use the file's size */ size?: SizeSpec }
+  | { type: 'null'; size: SizeSpec };
+
+export interface NamespaceConfig {
+  nsid: number;
+  backend: BackendConfig;
+  /** LBA size: 512 (default, what ESXi requires) or 4096. */
+  blockSize?: 512 | 4096;
+  /** 36-char UUID; generated stably from subsystem NQN + nsid when omitted. */
+  uuid?: string;
+  /** 32 hex chars; generated stably when omitted. */
+  nguid?: string;
+  /** ANA group id (default 1). */
+  anaGroup?: number;
+  readOnly?: boolean;
+}
+
+export interface FaultConfig {
+  /** Added latency before each I/O command completes (microseconds). */
+  commandLatencyUs?: number;
+  /** Added latency before each Fabrics Connect completes (milliseconds). */
+  connectLatencyMs?: number;
+  /** Fail the next `count` I/O commands with `status` (Linux-style status value, e.g. 0x4002). */
+  failNext?: { count: number; status: number };
+}
+
+export interface SubsystemConfig {
+  nqn: string;
+  /** Allow every host (default true when `hosts` is empty). */
+  allowAnyHost?: boolean;
+  /** Allowed host NQNs. */
+  hosts?: string[];
+  /** Port ids this subsystem is exported on; default all ports. */
+  ports?: number[];
+  serial?: string;
+  model?: string;
+  firmware?: string;
+  /** Cap on I/O queues granted per controller by Set Features Number of Queues (default 128). */
+  maxIoQueues?: number;
+  /** Max queue entries per I/O queue (MQES + 1); default 1024. */
+  maxQueueSize?: number;
+  /** MDTS as log2 of 4 KiB units (default 8 = 1 MiB). */
+  mdts?: number;
+  /** Report ANA (CMIC bit 3, ANA log). Default true. */
+  ana?: boolean;
+  namespaces?: NamespaceConfig[];
+  faults?: FaultConfig;
+}
+
+export interface HostConfig {
+  nqn: string;
+  /** DH-HMAC-CHAP host key ("DHHC-1:xx:...:"), when authentication is required. */
+  dhchapKey?: string;
+  dhchapCtrlKey?: string;
+}
+
+export interface TargetConfig {
+  ports: PortConfig[];
+  subsystems: SubsystemConfig[];
+  hosts?: HostConfig[];
+  /** Unique discovery NQN; the well-known one is always served too. */
+  discoveryNqn?: string;
+  /** Seconds a new socket may stay silent before ICReq (default 10). */
+  icReqTimeoutS?: number;
+  /** HTTP management API listen address "ADDR:PORT" (issue 5). */
+  api?: { listen: string; token?: string };
+}
