@@ -1,0 +1,126 @@
+// File backend: an existing file, or one created/extended to a size. Callback fs API only: performance.md measured it
+// ~10x faster than FileHandle for 4 KiB reads; nothing here blocks the event loop.
+import { Buffer } from 'node:buffer';
+import fs from 'node:fs';
+import type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
+
+const ZERO_SLAB = Buffer.alloc(1024 * 1024);
+
+export interface FileBackendOptions {
+  path: string;
+  /** Create or extend the file to this many bytes; omitted: use the file's current size. */
+  size?: number;
+  readOnly?: boolean;
+}
+
+export class FileBackend implements NamespaceBackend {
+  readonly kind = 'file';
+  #closed = false;
+
+  private constructor(
+    readonly path: string,
+    readonly fd: number,
+    readonly size: number,
+  ) {}
+
+  static async open(opts: FileBackendOptions): Promise<FileBackend> {
+    const exists = await fs.promises
+      .stat(opts.path)
+      .then((s) => s)
+      .catch((e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENOENT') return undefined;
+        throw e;
+      });
+    if (exists === undefined && opts.size === undefined) throw new Error(`${opts.path}: file does not exist and no size was given`);
+    if (exists !== undefined && !exists.isFile()) throw new Error(`${opts.path}: not a regular file`);
+    const flags = opts.readOnly === true ? 'r' : exists === undefined ? 'w+' : 'r+';
+    const fd = await new Promise<number>((resolve, reject) => fs.open(opts.path, flags, 0o644, (err, f) => (err ? reject(err) : resolve(f))));
+    let size = exists?.size ?? 0;
+    if (opts.size !== undefined && opts.size > size) {
+      if (opts.readOnly === true) {
+        await closeFd(fd);
+        throw new Error(`${opts.path}: read-only file is smaller than the configured size`);
+      }
+      await new Promise<void>((resolve, reject) => fs.ftruncate(fd, opts.size, (err) => (err ? reject(err) : resolve())));
+      size = opts.size;
+    } else if (opts.size !== undefined) {
+      size = opts.size;
+    }
+    return new FileBackend(opts.path, fd, size);
+  }
+
+  read(offset: number, length: number, cb: ReadCallback): void {
+    const buf = Buffer.allocUnsafe(length);
+    const step = (done: number): void => {
+      fs.read(this.fd, buf, done, length - done, offset + done, (err, n) => {
+        if (err) return cb(err, []);
+        // EOF inside the namespace (file shrunk underneath us): the rest reads as zeros.
+        if (n === 0) {
+          buf.fill(0, done);
+          return cb(null, [buf]);
+        }
+        if (done + n < length) return step(done + n);
+        cb(null, [buf]);
+      });
+    };
+    step(0);
+  }
+
+  write(offset: number, data: readonly Buffer[], fua: boolean, cb: IoCallback): void {
+    const finish = (err: Error | null): void => {
+      if (err || !fua) return cb(err);
+      fs.fdatasync(this.fd, cb);
+    };
+    const bufs = data.filter((b) => b.length > 0);
+    const writeFrom = (list: Buffer[], pos: number): void => {
+      if (list.length === 0) return finish(null);
+      fs.writev(this.fd, list, pos, (err, n) => {
+        if (err) return finish(err);
+        let total = 0;
+        for (const b of list) total += b.length;
+        if (n >= total) return finish(null);
+        // Short write: drop what was written and continue (rare on regular files, but allowed by writev(2)).
+        const rest: Buffer[] = [];
+        let skip = n;
+        for (const b of list) {
+          if (skip >= b.length) {
+            skip -= b.length;
+            continue;
+          }
+          rest.push(skip > 0 ? b.subarray(skip) : b);
+          skip = 0;
+        }
+        writeFrom(rest, pos + n);
+      });
+    };
+    writeFrom(bufs, offset);
+  }
+
+  flush(cb: IoCallback): void {
+    fs.fsync(this.fd, cb);
+  }
+
+  writeZeroes(offset: number, length: number, _deallocate: boolean, cb: IoCallback): void {
+    // Node has no fallocate(PUNCH_HOLE); writing zeros gives the same read-back result.
+    const step = (off: number, left: number): void => {
+      if (left === 0) return cb(null);
+      const n = Math.min(left, ZERO_SLAB.length);
+      fs.write(this.fd, ZERO_SLAB, 0, n, off, (err, w) => {
+        if (err) return cb(err);
+        step(off + w, left - w);
+      });
+    };
+    step(offset, length);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await new Promise<void>((resolve) => fs.fsync(this.fd, () => resolve()));
+    await closeFd(this.fd);
+  }
+}
+
+function closeFd(fd: number): Promise<void> {
+  return new Promise((resolve) => fs.close(fd, () => resolve()));
+}

@@ -1,0 +1,27 @@
+// NamespaceBackend: what a namespace stores its blocks in. Backends see byte offsets and buffers, never PDUs
+// (ARCHITECTURE.md rule 3; Linux nvmet io-cmd-file.c / io-cmd-bdev.c play this role).
+
+/** Completion of a write-type operation; `err` set when the medium failed. */
+export type IoCallback = (err: Error | null) => void;
+/** Completion of a read: the bytes as views the caller must not modify. */
+export type ReadCallback = (err: Error | null, data: Buffer[]) => void;
+
+/**
+ * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of
+ * promise and microtask overhead on the hot path (performance.md). Callers must tolerate both sync and async calls.
+ */
+export interface NamespaceBackend {
+  readonly kind: 'ram' | 'file' | 'null';
+  /** Capacity in bytes. */
+  readonly size: number;
+  /** Read `length` bytes at `offset` (in range, checked by the caller). Returned buffers may be shared: never write into them. */
+  read(offset: number, length: number, cb: ReadCallback): void;
+  /** Write the concatenation of `data` at `offset`; with `fua` the data is durable before `cb`. The backend copies or consumes `data` before `cb`. */
+  write(offset: number, data: readonly Buffer[], fua: boolean, cb: IoCallback): void;
+  /** Make every completed write durable (file: fsync). */
+  flush(cb: IoCallback): void;
+  /** Zero `length` bytes at `offset`; `deallocate` lets the backend free the space instead (reads must still return zeros). */
+  writeZeroes(offset: number, length: number, deallocate: boolean, cb: IoCallback): void;
+  /** Flush and release resources; no calls after this. */
+  close(): Promise<void>;
+}

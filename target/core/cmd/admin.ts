@@ -1,0 +1,478 @@
+// Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
+import { Buffer } from 'node:buffer';
+import {
+  ABORT_NOT_ABORTED,
+  AdminOpcode,
+  CmdEffects,
+  DNR,
+  FeatureId,
+  LogPageId,
+  NidType,
+  NvmOpcode,
+  Status,
+  encodeActiveNsList,
+  encodeAnaLog,
+  encodeChangedNsList,
+  encodeCmdEffectsLog,
+  encodeErrorLog,
+  encodeFwSlotLog,
+  encodeIdentifyController,
+  encodeIdentifyNamespace,
+  encodeIdentifyNvmController,
+  encodeNsDescList,
+  encodeSmartLog,
+  selectActiveNsids,
+  sliceLogPage,
+} from '../../../protocol/index.js';
+import { ANA_STATE_CODE } from '../port.js';
+import { type Controller, MAX_AERS, NVME_VS, type QueueModel, type Request } from '../model.js';
+import type { Namespace } from '../namespace.js';
+
+const IDENTIFY_SIZE = 4096;
+const NSID_ALL = 0xffff_ffff;
+/** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
+export const MAX_ANA_GROUPS = 128;
+
+/** Admin opcodes this controller implements (effects log ACS). */
+const ADMIN_SUPPORTED = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.ASYNC_EVENT, AdminOpcode.KEEP_ALIVE];
+
+type Handler = (ctrl: Controller, req: Request) => number;
+
+export function parseAdminCmd(ctrl: Controller, req: Request): number {
+  ctrl.subsys.countOpcode(`admin-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  const h = ADMIN[req.opcode];
+  if (h === undefined) {
+    req.errorLoc = 0;
+    return Status.INVALID_OPCODE | DNR;
+  }
+  return h(ctrl, req);
+}
+
+const ADMIN: Readonly<Record<number, Handler>> = {
+  [AdminOpcode.IDENTIFY]: parseIdentify,
+  [AdminOpcode.GET_LOG_PAGE]: parseGetLogPage,
+  [AdminOpcode.SET_FEATURES]: parseSetFeatures,
+  [AdminOpcode.GET_FEATURES]: parseGetFeatures,
+  [AdminOpcode.ASYNC_EVENT]: parseAsyncEvent,
+  [AdminOpcode.KEEP_ALIVE]: parseKeepAlive,
+  [AdminOpcode.ABORT]: (_c, req) => {
+    req.execute = (r) => {
+      r.dw0 = ABORT_NOT_ABORTED;
+      done(r, 0);
+    };
+    return 0;
+  },
+};
+
+export function done(req: Request, status: number): void {
+  (req.queueRef as QueueModel).complete(req, status);
+}
+
+/** Reply with a data buffer (C2H). */
+function replyData(req: Request, buf: Buffer): void {
+  req.out = [buf.length === req.dataLen ? buf : sliceLogPage(buf, 0n, req.dataLen)];
+  done(req, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Identify (NVMe Base 2.0 §5.17)
+
+export function parseIdentify(ctrl: Controller, req: Request): number {
+  const cns = req.sqe.readUInt32LE(40) & 0xff;
+  req.dir = 'c2h';
+  req.dataLen = IDENTIFY_SIZE;
+  switch (cns) {
+    case 0x00:
+      if (req.nsid === NSID_ALL) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.namespaces.get(r.nsid)));
+      return 0;
+    case 0x01:
+      req.execute = (r) => replyData(r, identifyController(ctrl));
+      return 0;
+    case 0x02:
+      if (req.nsid >= 0xffff_fffe) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.nsids, r.nsid)));
+      return 0;
+    case 0x03: {
+      const ns = ctrl.subsys.namespaces.get(req.nsid);
+      if (ns === undefined) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      req.execute = (r) =>
+        replyData(
+          r,
+          encodeNsDescList([
+            { nidt: NidType.UUID, nid: ns.uuid },
+            { nidt: NidType.NGUID, nid: ns.nguid },
+            { nidt: NidType.CSI, nid: Buffer.from([0]) },
+          ]),
+        );
+      return 0;
+    }
+    case 0x06: {
+      // I/O command set specific controller data, CSI 0 (NVM): no extra limits to report.
+      const csi = req.sqe.readUInt32LE(44) >>> 24;
+      if (csi !== 0) {
+        req.errorLoc = 44;
+        return Status.INVALID_FIELD | DNR;
+      }
+      req.execute = (r) => replyData(r, encodeIdentifyNvmController({}));
+      return 0;
+    }
+    default:
+      req.errorLoc = 40;
+      return Status.INVALID_FIELD | DNR;
+  }
+}
+
+/** Identify Controller with the values nvmet reports (reference §18.9). */
+export function identifyController(ctrl: Controller): Buffer {
+  const s = ctrl.subsys;
+  const port = ctrl.port;
+  if (ctrl.discovery) {
+    return encodeIdentifyController({
+      sn: s.serial,
+      mn: s.model,
+      fr: s.firmware,
+      cntlid: ctrl.cntlid,
+      ver: NVME_VS,
+      lpa: 0x04,
+      maxcmd: s.maxQueueSize,
+      sgls: port.inlineDataSize > 0 ? 0x0010_0001 : 0x1,
+      kas: 10,
+      oaes: ctrl.supportedAens,
+      cntrltype: 2,
+      subnqn: ctrl.target.discoveryNqn,
+      sqes: 0x66,
+      cqes: 0x44,
+      ioccsz: (64 + port.inlineDataSize) / 16,
+      iorcsz: 1,
+      msdbd: 1,
+    });
+  }
+  const nn = s.nn;
+  return encodeIdentifyController({
+    sn: s.serial,
+    mn: s.model,
+    fr: s.firmware,
+    rab: 6,
+    cmic: s.ana ? 0x0b : 0x03,
+    mdts: s.mdts,
+    cntlid: ctrl.cntlid,
+    ver: NVME_VS,
+    oaes: ctrl.supportedAens,
+    // bit0: 128-bit host identifier; bit6: traffic based keep alive (TBKAS).
+    ctratt: 0x41,
+    cntrltype: 1,
+    acl: 3,
+    aerl: MAX_AERS - 1,
+    frmw: 0x03,
+    lpa: 0x07,
+    elpe: 127,
+    npss: 0,
+    kas: 10,
+    anatt: s.ana ? 10 : 0,
+    anacap: s.ana ? 0x1f : 0,
+    anagrpmax: s.ana ? MAX_ANA_GROUPS : 0,
+    nanagrpid: s.ana ? MAX_ANA_GROUPS : 0,
+    sqes: 0x66,
+    cqes: 0x44,
+    maxcmd: s.maxQueueSize,
+    nn,
+    // Compare, Dataset Management, Write Zeroes.
+    oncs: 0x01 | 0x04 | 0x08,
+    vwc: 0x01,
+    sgls: port.inlineDataSize > 0 ? 0x0010_0001 : 0x1,
+    mnan: s.ana ? nn : 0,
+    subnqn: s.nqn,
+    ioccsz: (64 + port.inlineDataSize) / 16,
+    iorcsz: 1,
+    icdoff: 0,
+    fcatt: 0,
+    msdbd: 1,
+    ofcs: 0,
+    psd0: { maxPower: 0x9c4, flags: 0, entryLatency: 0x10, exitLatency: 0x4, rrt: 0, rrl: 0, rwt: 0, rwl: 0 },
+  });
+}
+
+/** Identify Namespace; an inactive NSID returns zeros with success (reference §9, trap 12). */
+export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer {
+  if (ns === undefined) return Buffer.alloc(IDENTIFY_SIZE);
+  const size = BigInt(ns.nsze);
+  const st = ctrl.port.anaState(ns.anaGroup);
+  const reachable = !ctrl.subsys.ana || (st !== 'inaccessible' && st !== 'persistent-loss');
+  return encodeIdentifyNamespace({
+    nsze: size,
+    ncap: size,
+    nuse: reachable ? size : 0n,
+    nlbaf: 0,
+    flbas: 0,
+    nmic: 1,
+    // DLFEAT: deallocated blocks read as zeroes (bits 2:0 = 1), Write Zeroes DEAC supported (bit 3).
+    dlfeat: 0x09,
+    anagrpid: ctrl.subsys.ana ? ns.anaGroup : 0,
+    nsattr: ns.readOnly ? 1 : 0,
+    nguid: ns.nguid,
+    lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Get Log Page (NVMe Base 2.0 §5.16)
+
+interface LogArgs {
+  lid: number;
+  lsp: number;
+  rae: boolean;
+  lpo: bigint;
+  length: number;
+}
+
+export function decodeLogArgs(req: Request): LogArgs {
+  const cdw10 = req.sqe.readUInt32LE(40);
+  const cdw11 = req.sqe.readUInt32LE(44);
+  const numd = (((cdw11 & 0xffff) << 16) | (cdw10 >>> 16)) >>> 0;
+  const lpo = (BigInt(req.sqe.readUInt32LE(52)) << 32n) | BigInt(req.sqe.readUInt32LE(48));
+  return { lid: cdw10 & 0xff, lsp: (cdw10 >>> 8) & 0x7f, rae: (cdw10 & 0x8000) !== 0, lpo, length: (numd + 1) * 4 };
+}
+
+function parseGetLogPage(ctrl: Controller, req: Request): number {
+  const a = decodeLogArgs(req);
+  if ((a.lpo & 3n) !== 0n) {
+    req.errorLoc = 48;
+    return Status.INVALID_FIELD | DNR;
+  }
+  req.dir = 'c2h';
+  req.dataLen = a.length;
+  let build: (() => Buffer) | undefined;
+  switch (a.lid) {
+    case LogPageId.ERROR:
+      build = () => encodeErrorLog(ctrl.errors, 128);
+      break;
+    case LogPageId.SMART: {
+      if (req.nsid !== NSID_ALL && req.nsid !== 0 && !ctrl.subsys.namespaces.has(req.nsid)) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      build = () => smartLog(ctrl, req.nsid);
+      break;
+    }
+    case LogPageId.FW_SLOT:
+      build = () => encodeFwSlotLog({ afi: 1, frs: [ctrl.subsys.firmware] });
+      break;
+    case LogPageId.CHANGED_NS:
+      build = () => encodeChangedNsList([...ctrl.changedNs].sort((x, y) => x - y));
+      break;
+    case LogPageId.CMD_EFFECTS:
+      build = () => effectsLog();
+      break;
+    case LogPageId.ANA:
+      if (!ctrl.subsys.ana) break;
+      build = () => anaLog(ctrl, (a.lsp & 1) !== 0);
+      break;
+    default:
+      break;
+  }
+  if (build === undefined) {
+    req.errorLoc = 40;
+    return Status.INVALID_LOG_PAGE | DNR;
+  }
+  const make = build;
+  req.execute = (r) => {
+    const full = make();
+    ctrl.logRead(a.lid, a.rae);
+    r.out = [sliceLogPage(full, a.lpo, a.length)];
+    done(r, 0);
+  };
+  return 0;
+}
+
+function u128(n: number): bigint {
+  return BigInt(Math.trunc(n));
+}
+
+function smartLog(ctrl: Controller, nsid: number): Buffer {
+  const list = nsid === NSID_ALL || nsid === 0 ? [...ctrl.subsys.namespaces.values()] : [ctrl.subsys.namespaces.get(nsid)].filter((n): n is Namespace => n !== undefined);
+  let br = 0;
+  let bw = 0;
+  let rc = 0;
+  let wc = 0;
+  for (const ns of list) {
+    br += ns.counters.bytesRead;
+    bw += ns.counters.bytesWritten;
+    rc += ns.counters.reads;
+    wc += ns.counters.writes;
+  }
+  // Data units are thousands of 512-byte units, rounded up (NVMe Base 2.0 Figure 207).
+  return encodeSmartLog({
+    compositeTemperature: 300,
+    availableSpare: 100,
+    availableSpareThreshold: 10,
+    dataUnitsRead: u128(Math.ceil(br / 512_000)),
+    dataUnitsWritten: u128(Math.ceil(bw / 512_000)),
+    hostReadCommands: u128(rc),
+    hostWriteCommands: u128(wc),
+    powerCycles: 1n,
+    powerOnHours: u128((Date.now() - ctrl.target.startedAt) / 3_600_000),
+    numErrLogEntries: ctrl.errorCount,
+  });
+}
+
+function effectsLog(): Buffer {
+  const acs: number[] = [];
+  const iocs: number[] = [];
+  for (const op of ADMIN_SUPPORTED) acs[op] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.FLUSH] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.READ] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.COMPARE] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.WRITE] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.WRITE_ZEROES] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  return encodeCmdEffectsLog({ acs, iocs });
+}
+
+/** ANA log for the controller's port: group 1 always, plus every group holding a namespace (nvmet_execute_get_log_page_ana). */
+export function anaLog(ctrl: Controller, rgo: boolean): Buffer {
+  const port = ctrl.port;
+  const groups = new Map<number, number[]>([[1, []]]);
+  for (const nsid of ctrl.subsys.nsids) {
+    const ns = ctrl.subsys.namespaces.get(nsid) as Namespace;
+    const g = groups.get(ns.anaGroup) ?? [];
+    g.push(nsid);
+    groups.set(ns.anaGroup, g);
+  }
+  const ids = [...groups.keys()].sort((a, b) => a - b);
+  return encodeAnaLog(
+    {
+      chgcnt: port.anaChangeCount,
+      groups: ids.map((id) => ({ grpid: id, chgcnt: port.anaChangeCount, state: ANA_STATE_CODE[port.anaState(id)], nsids: groups.get(id) ?? [] })),
+    },
+    { rgo },
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Features (NVMe Base 2.0 §5.27) and the rest
+
+export function parseSetFeatures(ctrl: Controller, req: Request): number {
+  const fid = req.sqe.readUInt32LE(40) & 0xff;
+  const v = req.sqe.readUInt32LE(44);
+  switch (fid) {
+    case FeatureId.NUM_QUEUES: {
+      const nsqr = v & 0xffff;
+      const ncqr = v >>> 16;
+      if (ctrl.discovery || nsqr === 0xffff || ncqr === 0xffff) {
+        req.errorLoc = 44;
+        return Status.INVALID_FIELD | DNR;
+      }
+      req.execute = (r) => {
+        const granted = Math.max(1, Math.min(Math.min(nsqr, ncqr) + 1, ctrl.subsys.maxIoQueues));
+        ctrl.grantedIoQueues = granted;
+        r.dw0 = ((granted - 1) | ((granted - 1) << 16)) >>> 0;
+        done(r, 0);
+      };
+      return 0;
+    }
+    case FeatureId.KATO:
+      req.execute = (r) => {
+        ctrl.setKato(v);
+        done(r, 0);
+      };
+      return 0;
+    case FeatureId.ASYNC_EVENT:
+      if ((v & ~ctrl.supportedAens) !== 0) {
+        req.errorLoc = 44;
+        return Status.INVALID_FIELD | DNR;
+      }
+      req.execute = (r) => {
+        ctrl.aenEnabled = v >>> 0;
+        r.dw0 = v >>> 0;
+        done(r, 0);
+      };
+      return 0;
+    case FeatureId.HOST_ID:
+      req.errorLoc = 40;
+      return Status.CMD_SEQ_ERROR | DNR;
+    default:
+      req.errorLoc = 40;
+      return Status.INVALID_FIELD | DNR;
+  }
+}
+
+export function parseGetFeatures(ctrl: Controller, req: Request): number {
+  const fid = req.sqe.readUInt32LE(40) & 0xff;
+  const v = req.sqe.readUInt32LE(44);
+  let dw0: number | undefined;
+  switch (fid) {
+    case FeatureId.ARBITRATION:
+    case FeatureId.POWER_MGMT:
+    case FeatureId.ERR_RECOVERY:
+    case FeatureId.IRQ_COALESCE:
+    case FeatureId.IRQ_CONFIG:
+    case FeatureId.WRITE_ATOMIC:
+      dw0 = ctrl.discovery ? undefined : 0;
+      break;
+    case FeatureId.TEMP_THRESH:
+      // Over-temperature threshold of the composite sensor, Kelvin (nvmet's default for NVMET_...: 0x157 = 343 K).
+      dw0 = ctrl.discovery ? undefined : 0x157;
+      break;
+    case FeatureId.VOLATILE_WC:
+      dw0 = ctrl.discovery ? undefined : 1;
+      break;
+    case FeatureId.NUM_QUEUES:
+      dw0 = ctrl.discovery ? undefined : ((ctrl.grantedIoQueues - 1) | ((ctrl.grantedIoQueues - 1) << 16)) >>> 0;
+      break;
+    case FeatureId.ASYNC_EVENT:
+      dw0 = ctrl.aenEnabled >>> 0;
+      break;
+    case FeatureId.KATO:
+      dw0 = ctrl.katoMs;
+      break;
+    case FeatureId.HOST_ID:
+      if ((v & 1) === 0) {
+        req.errorLoc = 44;
+        return Status.INVALID_FIELD | DNR;
+      }
+      req.dir = 'c2h';
+      req.dataLen = 16;
+      req.execute = (r) => replyData(r, Buffer.from(ctrl.hostid));
+      return 0;
+    default:
+      break;
+  }
+  if (dw0 === undefined) {
+    req.errorLoc = 40;
+    return Status.INVALID_FIELD | DNR;
+  }
+  const val = dw0;
+  req.execute = (r) => {
+    r.dw0 = val;
+    done(r, 0);
+  };
+  return 0;
+}
+
+export function parseAsyncEvent(ctrl: Controller, req: Request): number {
+  req.execute = (r) => {
+    if (ctrl.aers.length >= MAX_AERS) return done(r, Status.ASYNC_LIMIT | DNR);
+    ctrl.aers.push(r);
+    ctrl.deliverEvents();
+  };
+  return 0;
+}
+
+export function parseKeepAlive(ctrl: Controller, req: Request): number {
+  req.execute = (r) => {
+    if (ctrl.katoMs === 0) return done(r, Status.KA_TIMEOUT_INVALID);
+    ctrl.kaSeen = true;
+    done(r, 0);
+  };
+  return 0;
+}

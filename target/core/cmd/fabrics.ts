@@ -1,0 +1,177 @@
+// Fabrics commands (NVMe-oF 1.1 §3.3-3.5): Connect, Property Get/Set; nvmet fabrics-cmd.c is the model.
+import { Buffer } from 'node:buffer';
+import { CapCss, DNR, FabricsType, Status, connectInvalidParamDw0, connectResultDw0, decodeConnectData, encodeCap, validateNqn } from '../../../protocol/index.js';
+import { Controller, Csts, NVME_VS, type QueueModel, type Request } from '../model.js';
+
+const CONNECT_DATA_SIZE = 1024;
+/** NVMe Base 2.0 §4.5: NQNs are at most 223 bytes. */
+const NQN_MAX = 223;
+/** CAP.TO: 15 × 500 ms = 7.5 s, like nvmet. */
+const CAP_TO = 15;
+
+/** Property offsets (NVMe-oF 1.1 Figure 36). */
+const Prop = { CAP: 0x00, VS: 0x08, CC: 0x14, CSTS: 0x1c } as const;
+
+export function parseFabricsCmd(q: QueueModel, req: Request): number {
+  const fctype = req.sqe[4] as number;
+  if (fctype === FabricsType.CONNECT) {
+    if (q.state !== 'connecting') {
+      req.errorLoc = 4;
+      return Status.CMD_SEQ_ERROR | DNR;
+    }
+    req.dir = 'h2c';
+    req.dataLen = CONNECT_DATA_SIZE;
+    req.execute = executeConnect;
+    return 0;
+  }
+  // Reference §7: any other Fabrics command before Connect is a sequence error.
+  if (q.state !== 'live' || q.ctrl === undefined) {
+    req.errorLoc = 4;
+    return Status.CMD_SEQ_ERROR | DNR;
+  }
+  // Property Get/Set are admin-queue only (NVMe-oF 1.1 §3.4); Disconnect is unsupported like nvmet.
+  if (q.qid !== 0) {
+    req.errorLoc = 4;
+    return Status.INVALID_OPCODE | DNR;
+  }
+  switch (fctype) {
+    case FabricsType.PROPERTY_GET:
+      req.execute = executePropertyGet;
+      return 0;
+    case FabricsType.PROPERTY_SET:
+      req.execute = executePropertySet;
+      return 0;
+    default:
+      req.errorLoc = 4;
+      return Status.INVALID_OPCODE | DNR;
+  }
+}
+
+function invalidParam(req: Request, inData: boolean, offset: number): number {
+  req.dw0 = connectInvalidParamDw0({ inData, offset });
+  req.errorLoc = offset;
+  return Status.CONNECT_INVALID_PARAM | DNR;
+}
+
+/** Empty, over-long or malformed NQNs are refused (NVMe Base 2.0 §4.5; reference trap 22). */
+export function nqnProblem(nqn: string, field: Buffer): string | undefined {
+  if (field.indexOf(0) < 0 || Buffer.byteLength(nqn) > NQN_MAX) return 'NQN longer than 223 bytes';
+  const v = validateNqn(nqn);
+  return v.ok ? undefined : v.reason;
+}
+
+function executeConnect(req: Request): void {
+  const q = req.queueRef as QueueModel;
+  const target = q.target;
+  const sqe = req.sqe;
+  const data = Buffer.concat(req.data ?? [], CONNECT_DATA_SIZE);
+  const recfmt = sqe.readUInt16LE(40);
+  const qid = sqe.readUInt16LE(42);
+  const sqsize = sqe.readUInt16LE(44);
+  const cattr = sqe[46] as number;
+  const kato = sqe.readUInt32LE(48);
+  const cd = decodeConnectData(data);
+  const log = target.logger.child({ hostnqn: cd.hostnqn, subnqn: cd.subnqn, qid, peer: q.ops.peer });
+
+  const fail = (status: number, reason: string): void => {
+    target.stats.connectsFailed++;
+    log.warn({ status: `0x${status.toString(16)}` }, `connect refused: ${reason}`);
+    q.complete(req, status);
+  };
+
+  if (recfmt !== 0) return fail(Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, `record format ${recfmt}`);
+  const subProblem = nqnProblem(cd.subnqn, data.subarray(256, 512));
+  if (subProblem !== undefined) return fail(invalidParam(req, true, 256), `subsystem NQN: ${subProblem}`);
+  const hostProblem = nqnProblem(cd.hostnqn, data.subarray(512, 768));
+  if (hostProblem !== undefined) return fail(invalidParam(req, true, 512), `host NQN: ${hostProblem}`);
+  const subsys = target.findSubsystem(cd.subnqn, q.port.id);
+  if (subsys === undefined) return fail(invalidParam(req, true, 256), 'unknown subsystem');
+  if (!subsys.hostAllowed(cd.hostnqn)) {
+    req.dw0 = connectInvalidParamDw0({ inData: true, offset: 512 });
+    return fail(Status.CONNECT_INVALID_HOST | DNR, 'host not allowed');
+  }
+  const mqes = subsys.maxQueueSize - 1;
+  if (sqsize === 0 || sqsize > mqes) return fail(invalidParam(req, false, 44), `sqsize ${sqsize} (MQES ${mqes})`);
+
+  let ctrl: Controller;
+  if (qid === 0) {
+    if (cd.cntlid !== 0xffff) return fail(invalidParam(req, true, 16), `admin connect with cntlid ${cd.cntlid}`);
+    const cntlid = subsys.allocCntlid();
+    if (cntlid === undefined) return fail(Status.CONNECT_CTRL_BUSY | DNR, 'no free controller ID');
+    ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, kato);
+    subsys.controllers.set(cntlid, ctrl);
+    ctrl.startKeepAlive();
+    log.info({ cntlid, kato: ctrl.katoMs, discovery: ctrl.discovery }, 'controller created');
+  } else {
+    const found = subsys.controllers.get(cd.cntlid);
+    if (found === undefined || found.hostnqn !== cd.hostnqn || found.state === 'dead') return fail(invalidParam(req, true, 16), `no controller ${cd.cntlid} for this host`);
+    if (found.discovery) return fail(invalidParam(req, false, 42), 'I/O queue on a discovery controller');
+    if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return fail(invalidParam(req, false, 42), `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues`);
+    if (found.queues.has(qid)) return fail(Status.CMD_SEQ_ERROR | DNR, `duplicate qid ${qid}`);
+    ctrl = found;
+  }
+  q.ctrl = ctrl;
+  q.qid = qid;
+  q.sqsize = sqsize;
+  // CATTR bit2: SQ flow control disabled → SQHD 0xFFFF and C2H SUCCESS allowed (NVMe-oF 1.1 §3.3, reference §6.3).
+  q.sqflowDisabled = (cattr & 0x04) !== 0;
+  q.sqhd = 0;
+  ctrl.queues.set(qid, q);
+  q.setState('live');
+  target.stats.connectsOk++;
+  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid });
+  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled }, 'queue connected');
+  const delay = subsys.faults.connectLatencyMs ?? 0;
+  if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
+  else q.complete(req, 0);
+}
+
+function capValue(q: QueueModel): bigint {
+  const ctrl = q.ctrl as Controller;
+  // CSS: NVM only (bit37), never "I/O command sets" (bit43, reference trap 10); MPSMIN/MPSMAX 0 (4 KiB).
+  return encodeCap({ mqes: ctrl.subsys.maxQueueSize - 1, to: CAP_TO, css: CapCss.NVM });
+}
+
+function executePropertyGet(req: Request): void {
+  const q = req.queueRef as QueueModel;
+  const ctrl = q.ctrl as Controller;
+  const size8 = ((req.sqe[40] as number) & 0x7) === 1;
+  const off = req.sqe.readUInt32LE(44);
+  let val: bigint;
+  switch (off) {
+    case Prop.CAP:
+      val = capValue(q);
+      break;
+    case Prop.VS:
+      val = BigInt(NVME_VS);
+      break;
+    case Prop.CC:
+      val = BigInt(ctrl.cc);
+      break;
+    case Prop.CSTS:
+      val = BigInt(ctrl.csts);
+      break;
+    default:
+      req.errorLoc = 44;
+      return q.complete(req, Status.INVALID_FIELD | DNR);
+  }
+  req.dw0 = Number(val & 0xffff_ffffn);
+  req.dw1 = size8 ? Number(val >> 32n) : 0;
+  q.complete(req, 0);
+}
+
+function executePropertySet(req: Request): void {
+  const q = req.queueRef as QueueModel;
+  const ctrl = q.ctrl as Controller;
+  const off = req.sqe.readUInt32LE(44);
+  if (off !== Prop.CC) {
+    req.errorLoc = 44;
+    return q.complete(req, Status.INVALID_FIELD | DNR);
+  }
+  const before = ctrl.csts;
+  ctrl.writeCc(req.sqe.readUInt32LE(48));
+  if ((ctrl.csts & Csts.CFS) !== 0 && (before & Csts.CFS) === 0) {
+    q.target.logger.warn({ cntlid: ctrl.cntlid, cc: `0x${ctrl.cc.toString(16)}` }, 'CC rejected: controller fatal status');
+  }
+  q.complete(req, 0);
+}

@@ -1,0 +1,233 @@
+// NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM.
+// Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
+import { Buffer } from 'node:buffer';
+import { DNR, NvmOpcode, Status } from '../../../protocol/index.js';
+import type { Controller, QueueModel, Request } from '../model.js';
+import type { Namespace } from '../namespace.js';
+
+const NSID_ALL = 0xffff_ffff;
+const CDW12_FUA = 1 << 30;
+const CDW12_DEAC = 1 << 25;
+const DSM_AD = 1 << 2;
+
+const OPNAME: Readonly<Record<number, string>> = { 0: 'flush', 1: 'write', 2: 'read', 5: 'compare', 8: 'write-zeroes', 9: 'dsm' };
+
+export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
+  const subsys = ctrl.subsys;
+  const op = req.opcode;
+  subsys.countOpcode(OPNAME[op] ?? `0x${op.toString(16)}`);
+  if (op === NvmOpcode.FLUSH && req.nsid === NSID_ALL) {
+    req.execute = executeFlushAll;
+    return 0;
+  }
+  switch (op) {
+    case NvmOpcode.READ:
+    case NvmOpcode.WRITE:
+    case NvmOpcode.COMPARE:
+    case NvmOpcode.FLUSH:
+    case NvmOpcode.WRITE_ZEROES:
+    case NvmOpcode.DSM:
+      break;
+    default:
+      req.errorLoc = 0;
+      return Status.INVALID_OPCODE | DNR;
+  }
+  const ns = subsys.namespaces.get(req.nsid);
+  if (ns === undefined) {
+    req.errorLoc = 4;
+    return Status.INVALID_NS | DNR;
+  }
+  req.ns = ns;
+  // ANA state of the namespace's group on the controller's port (nvmet_check_ana_state).
+  if (subsys.ana && q.port.anaStates.size > 0) {
+    const st = q.port.anaState(ns.anaGroup);
+    if (st === 'inaccessible') return Status.ANA_INACCESSIBLE;
+    if (st === 'persistent-loss') return Status.ANA_PERSISTENT_LOSS;
+    if (st === 'change') return Status.ANA_TRANSITION;
+  }
+  if (ns.readOnly && (op === NvmOpcode.WRITE || op === NvmOpcode.WRITE_ZEROES || op === NvmOpcode.DSM)) {
+    req.errorLoc = 0;
+    return Status.NS_WRITE_PROTECTED;
+  }
+  switch (op) {
+    case NvmOpcode.READ:
+    case NvmOpcode.WRITE:
+    case NvmOpcode.COMPARE: {
+      const sqe = req.sqe;
+      const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
+      const nlb = (sqe.readUInt16LE(48) as number) + 1;
+      if (slba + nlb > ns.nsze || sqe.readUInt32LE(44) >= 0x20_0000) {
+        req.errorLoc = 40;
+        return Status.LBA_RANGE | DNR;
+      }
+      const len = nlb * ns.blockSize;
+      const max = subsys.maxTransfer;
+      if (max > 0 && len > max) {
+        req.errorLoc = 48;
+        return Status.INVALID_FIELD | DNR;
+      }
+      req.dataLen = len;
+      req.dir = op === NvmOpcode.READ ? 'c2h' : 'h2c';
+      req.execute = op === NvmOpcode.READ ? executeRead : op === NvmOpcode.WRITE ? executeWrite : executeCompare;
+      return 0;
+    }
+    case NvmOpcode.FLUSH:
+      req.execute = executeFlush;
+      return 0;
+    case NvmOpcode.WRITE_ZEROES: {
+      const sqe = req.sqe;
+      const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
+      const nlb = (sqe.readUInt16LE(48) as number) + 1;
+      if (slba + nlb > ns.nsze) {
+        req.errorLoc = 40;
+        return Status.LBA_RANGE | DNR;
+      }
+      req.execute = executeWriteZeroes;
+      return 0;
+    }
+    case NvmOpcode.DSM: {
+      const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
+      // nvmet_check_data_len_lte: the host may send fewer ranges than NR announces, never more.
+      if (req.sglLen > nr) {
+        req.errorLoc = 32;
+        return Status.SGL_INVALID_DATA | DNR;
+      }
+      req.dataLen = req.sglLen;
+      req.dir = 'h2c';
+      req.execute = executeDsm;
+      return 0;
+    }
+    default:
+      return Status.INVALID_OPCODE | DNR;
+  }
+}
+
+/** Completion with the I/O fault knobs (failNext, commandLatencyUs) applied. */
+function finish(req: Request, status: number): void {
+  const q = req.queueRef as QueueModel;
+  const subsys = q.ctrl?.subsys;
+  if (subsys !== undefined) {
+    if (subsys.failRemaining > 0) {
+      subsys.failRemaining--;
+      status = subsys.failStatus;
+      req.out = undefined;
+    }
+    const lat = subsys.faults.commandLatencyUs ?? 0;
+    if (lat > 0) {
+      setTimeout(() => q.complete(req, status), lat / 1000);
+      return;
+    }
+  }
+  q.complete(req, status);
+}
+
+function executeRead(req: Request): void {
+  const ns = req.ns as Namespace;
+  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
+  const len = req.dataLen;
+  ns.backend.read(off, len, (err, bufs) => {
+    if (err) {
+      ns.counters.errors++;
+      return finish(req, Status.READ_ERROR);
+    }
+    ns.counters.reads++;
+    ns.counters.bytesRead += len;
+    const ctrl = req.queueRef?.ctrl;
+    if (ctrl !== undefined) {
+      ctrl.smart.readCmds++;
+      ctrl.smart.bytesRead += len;
+    }
+    req.out = bufs;
+    finish(req, 0);
+  });
+}
+
+function executeWrite(req: Request): void {
+  const ns = req.ns as Namespace;
+  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
+  const fua = (req.sqe.readUInt32LE(48) & CDW12_FUA) !== 0;
+  const len = req.dataLen;
+  ns.backend.write(off, req.data ?? [], fua, (err) => {
+    if (err) {
+      ns.counters.errors++;
+      return finish(req, Status.WRITE_FAULT);
+    }
+    ns.counters.writes++;
+    ns.counters.bytesWritten += len;
+    const ctrl = req.queueRef?.ctrl;
+    if (ctrl !== undefined) {
+      ctrl.smart.writeCmds++;
+      ctrl.smart.bytesWritten += len;
+    }
+    finish(req, 0);
+  });
+}
+
+function executeCompare(req: Request): void {
+  const ns = req.ns as Namespace;
+  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
+  ns.backend.read(off, req.dataLen, (err, bufs) => {
+    if (err) return finish(req, Status.READ_ERROR);
+    const a = Buffer.concat(bufs, req.dataLen);
+    const b = Buffer.concat(req.data ?? [], req.dataLen);
+    finish(req, a.equals(b) ? 0 : Status.COMPARE_FAILED);
+  });
+}
+
+function executeFlush(req: Request): void {
+  const ns = req.ns as Namespace;
+  ns.counters.flushes++;
+  ns.backend.flush((err) => finish(req, err ? Status.WRITE_FAULT : 0));
+}
+
+function executeFlushAll(req: Request): void {
+  const subsys = req.queueRef?.ctrl?.subsys;
+  const list = subsys === undefined ? [] : [...subsys.namespaces.values()];
+  let left = list.length;
+  let status = 0;
+  if (left === 0) return finish(req, 0);
+  for (const ns of list) {
+    ns.counters.flushes++;
+    ns.backend.flush((err) => {
+      if (err) status = Status.WRITE_FAULT;
+      if (--left === 0) finish(req, status);
+    });
+  }
+}
+
+function executeWriteZeroes(req: Request): void {
+  const ns = req.ns as Namespace;
+  const sqe = req.sqe;
+  const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
+  const cdw12 = sqe.readUInt32LE(48);
+  const nlb = (cdw12 & 0xffff) + 1;
+  const fua = (cdw12 & CDW12_FUA) !== 0;
+  ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & CDW12_DEAC) !== 0, (err) => {
+    if (err) return finish(req, Status.WRITE_FAULT);
+    if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
+    finish(req, 0);
+  });
+}
+
+function executeDsm(req: Request): void {
+  const ns = req.ns as Namespace;
+  if ((req.sqe.readUInt32LE(44) & DSM_AD) === 0) return finish(req, 0);
+  const data = Buffer.concat(req.data ?? [], req.dataLen);
+  const ranges: Array<{ off: number; len: number }> = [];
+  for (let o = 0; o + 16 <= data.length; o += 16) {
+    const nlb = data.readUInt32LE(o + 4);
+    const slba = data.readUInt32LE(o + 8) + data.readUInt32LE(o + 12) * 0x1_0000_0000;
+    if (nlb === 0) continue;
+    if (slba + nlb > ns.nsze) {
+      req.errorLoc = 40;
+      return finish(req, Status.LBA_RANGE | DNR);
+    }
+    ranges.push({ off: slba * ns.blockSize, len: nlb * ns.blockSize });
+  }
+  const next = (i: number): void => {
+    const r = ranges[i];
+    if (r === undefined) return finish(req, 0);
+    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, Status.WRITE_FAULT) : next(i + 1)));
+  };
+  next(0);
+}

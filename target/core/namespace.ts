@@ -1,0 +1,65 @@
+// A namespace: NSID, LBA format, identifiers and the backend holding its blocks (nvmet_ns).
+import { Buffer } from 'node:buffer';
+import { createHash } from 'node:crypto';
+import type { NamespaceBackend } from '../backend/index.js';
+import type { NamespaceConfig } from '../config/types.js';
+
+export interface NamespaceCounters {
+  reads: number;
+  writes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  flushes: number;
+  errors: number;
+}
+
+export class Namespace {
+  readonly blockSize: number;
+  readonly lbaShift: number;
+  /** Size in LBAs (NSZE = NCAP = NUSE). */
+  readonly nsze: number;
+  readonly uuid: Buffer;
+  readonly nguid: Buffer;
+  readonly anaGroup: number;
+  readonly readOnly: boolean;
+  readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0 };
+
+  constructor(
+    readonly subnqn: string,
+    readonly config: NamespaceConfig,
+    readonly backend: NamespaceBackend,
+  ) {
+    this.blockSize = config.blockSize ?? 512;
+    this.lbaShift = this.blockSize === 4096 ? 12 : 9;
+    this.nsze = Math.floor(backend.size / this.blockSize);
+    // §21 trap 13: identifiers must be unique across subsystems and stable across restarts → hash of (subnqn, nsid).
+    const h = createHash('sha256').update(`${subnqn}\0${config.nsid}`).digest();
+    this.uuid = config.uuid !== undefined ? parseUuid(config.uuid) : uuidFromHash(h.subarray(0, 16));
+    this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
+    this.anaGroup = config.anaGroup ?? 1;
+    this.readOnly = config.readOnly ?? false;
+  }
+
+  get nsid(): number {
+    return this.config.nsid;
+  }
+}
+
+function uuidFromHash(b: Buffer): Buffer {
+  const u = Buffer.from(b);
+  // RFC 4122 name-based layout: version nibble and variant bits, so tools display it as a valid UUID.
+  u[6] = ((u[6] as number) & 0x0f) | 0x50;
+  u[8] = ((u[8] as number) & 0x3f) | 0x80;
+  return u;
+}
+
+export function parseUuid(s: string): Buffer {
+  const hex = s.replace(/-/g, '');
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new Error(`invalid UUID "${s}"`);
+  return Buffer.from(hex, 'hex');
+}
+
+export function formatUuid(b: Buffer): string {
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}

@@ -1,0 +1,57 @@
+// Core view of a port: id, data-plane limits, ANA states per group and discovery referrals (nvmet_port).
+import type { AnaStateName, PortConfig, ReferralConfig } from '../config/types.js';
+
+/** ANA state values in the ANA log and Identify (NVMe Base 2.0 §8.1.3, Figure 196). */
+export const ANA_STATE_CODE = { optimized: 0x01, 'non-optimized': 0x02, inaccessible: 0x03, 'persistent-loss': 0x04, change: 0x0f } as const satisfies Record<AnaStateName, number>;
+
+export const PORT_DEFAULTS = {
+  inlineDataSize: 16384,
+  maxH2CData: 131072,
+  c2hDataSize: 131072,
+  sqFlowDisable: true,
+} as const;
+
+/** Fabrics and admin commands are accepted in-capsule up to 8 KiB on every queue (reference §5.3, trap 5). */
+export const FABRICS_IN_CAPSULE_MAX = 8192;
+
+export class CorePort {
+  readonly anaStates = new Map<number, AnaStateName>();
+  readonly referrals: ReferralConfig[] = [];
+  /** Bumped on every ANA state change of this port (ANA log CHGCNT). */
+  anaChangeCount = 0n;
+
+  constructor(readonly config: PortConfig) {
+    for (const [g, s] of Object.entries(config.anaStates ?? {})) this.anaStates.set(Number(g), s);
+    for (const r of config.referrals ?? []) this.referrals.push({ ...r });
+  }
+
+  get id(): number {
+    return this.config.id;
+  }
+  get inlineDataSize(): number {
+    return this.config.inlineDataSize ?? PORT_DEFAULTS.inlineDataSize;
+  }
+  get maxH2CData(): number {
+    return this.config.maxH2CData ?? PORT_DEFAULTS.maxH2CData;
+  }
+  get c2hDataSize(): number {
+    return this.config.c2hDataSize ?? PORT_DEFAULTS.c2hDataSize;
+  }
+  get sqFlowDisable(): boolean {
+    return this.config.sqFlowDisable ?? PORT_DEFAULTS.sqFlowDisable;
+  }
+
+  anaState(group: number): AnaStateName {
+    return this.anaStates.get(group) ?? 'optimized';
+  }
+
+  /** Config snapshot with the live ANA states and referrals (getConfig round-trips through apply). */
+  snapshot(): PortConfig {
+    const out: PortConfig = { ...this.config };
+    if (this.anaStates.size > 0) out.anaStates = Object.fromEntries([...this.anaStates].map(([g, s]) => [String(g), s]));
+    else delete out.anaStates;
+    if (this.referrals.length > 0) out.referrals = this.referrals.map((r) => ({ ...r }));
+    else delete out.referrals;
+    return out;
+  }
+}

@@ -1,0 +1,204 @@
+// Core side of one queue (one TCP connection): Connect binding, SQ head, command dispatch and completion (nvmet_sq).
+import { DNR, FABRICS_OPCODE, Status } from '../../protocol/index.js';
+import { parseAdminCmd } from './cmd/admin.js';
+import { parseDiscoveryCmd } from './cmd/discovery.js';
+import { parseFabricsCmd } from './cmd/fabrics.js';
+import { parseIoCmd } from './cmd/io.js';
+import type { Controller, QueueCounters, QueueInfoView, QueueModel, QueueState, QueueTransportOps, Request, TargetCore } from './model.js';
+import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
+
+const SGL_IN_CAPSULE = 0x01;
+const SGL_TRANSPORT = 0x5a;
+
+export class CoreQueue implements QueueModel {
+  state: QueueState = 'connecting';
+  ctrl: Controller | undefined;
+  qid = -1;
+  /** 0's based SQ size from Connect. */
+  sqsize = 0;
+  sqhd = 0;
+  sqflowDisabled = false;
+  inFlight = 0;
+  readonly counters: QueueCounters = { commands: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
+
+  constructor(
+    readonly target: TargetCore,
+    readonly port: CorePort,
+    readonly ops: QueueTransportOps,
+  ) {}
+
+  setState(next: QueueState): boolean {
+    const ok = (this.state === 'connecting' && next !== 'connecting') || (this.state === 'live' && next === 'closed');
+    if (!ok) return false;
+    this.state = next;
+    return true;
+  }
+
+  /** A command capsule arrived: parse, check the SGL, then fetch data or execute (nvmet_req_init + nvmet_tcp_map_data). */
+  submit(req: Request): void {
+    req.queueRef = this;
+    req.state = 'exec';
+    this.inFlight++;
+    this.counters.commands++;
+    const ctrl = this.ctrl;
+    if (ctrl !== undefined) ctrl.kaSeen = true;
+    let status = this.#parse(req);
+    if (status === 0) status = this.#mapSgl(req);
+    if (status !== 0) {
+      this.complete(req, status);
+      return;
+    }
+    if (req.dir === 'h2c' && req.dataLen > 0) {
+      if (req.inCapsule !== undefined) {
+        req.data = req.inCapsule;
+        this.execute(req);
+      } else {
+        req.state = 'need-data';
+        this.ops.requestData(req);
+      }
+      return;
+    }
+    this.execute(req);
+  }
+
+  /** Complete a command without parsing it (transport-level failure such as a data digest error on in-capsule data). */
+  reject(req: Request, status: number): void {
+    req.queueRef = this;
+    req.state = 'exec';
+    this.inFlight++;
+    this.counters.commands++;
+    this.complete(req, status);
+  }
+
+  /** Data (if any) is in req.data: run the command. */
+  execute(req: Request): void {
+    req.state = 'exec';
+    const exec = req.execute;
+    if (exec === undefined) {
+      this.complete(req, Status.INTERNAL | DNR);
+      return;
+    }
+    try {
+      exec(req);
+    } catch (err) {
+      this.target.logger.error({ err, opcode: req.opcode, qid: this.qid, peer: this.ops.peer }, 'command handler threw');
+      if (req.state === 'exec') this.complete(req, Status.INTERNAL | DNR);
+    }
+  }
+
+  /** Finish a command: status, SQ head, counters, error log; then the transport sends the response. */
+  complete(req: Request, status = req.status): void {
+    if (req.state === 'done' || req.state === 'free') return;
+    req.state = 'done';
+    req.status = status;
+    this.inFlight--;
+    if (this.sqflowDisabled) req.sqhd = 0xffff;
+    else {
+      // nvmet advances the head at completion (__nvmet_req_complete): (sqhd + 1) % (sqsize + 1).
+      this.sqhd = (this.sqhd + 1) % (this.sqsize + 1);
+      req.sqhd = this.sqhd;
+    }
+    if (status !== 0) {
+      this.counters.errors++;
+      this.ctrl?.recordError(req, this.qid < 0 ? 0 : this.qid);
+    }
+    if (this.state === 'closed') return;
+    // Completions also arrive from backend callbacks, outside the socket handler's try/catch: never let one escape.
+    try {
+      this.ops.queueResponse(req);
+    } catch (err) {
+      this.target.logger.error({ err, qid: this.qid, peer: this.ops.peer }, 'sending a completion failed; closing connection');
+      this.ops.close('internal error');
+    }
+  }
+
+  #parse(req: Request): number {
+    // Common checks (nvmet_req_init): fused operations unsupported, PSDT must select SGLs (reference §5.1).
+    if ((req.flags & 0x03) !== 0) {
+      req.errorLoc = 1;
+      return Status.INVALID_FIELD | DNR;
+    }
+    if ((req.flags & 0xc0) !== 0x40) {
+      req.errorLoc = 1;
+      return Status.INVALID_FIELD | DNR;
+    }
+    if (req.opcode === FABRICS_OPCODE) return parseFabricsCmd(this, req);
+    const ctrl = this.ctrl;
+    if (this.state !== 'live' || ctrl === undefined) {
+      req.errorLoc = 0;
+      return Status.CMD_SEQ_ERROR | DNR;
+    }
+    if (this.qid === 0) {
+      if (!ctrl.ready) {
+        req.errorLoc = 0;
+        return Status.CMD_SEQ_ERROR | DNR;
+      }
+      return ctrl.discovery ? parseDiscoveryCmd(ctrl, req) : parseAdminCmd(ctrl, req);
+    }
+    if (!ctrl.ready) {
+      req.errorLoc = 0;
+      return Status.CMD_SEQ_ERROR | DNR;
+    }
+    return parseIoCmd(ctrl, this, req);
+  }
+
+  /** SGL checks of nvmet_tcp_map_data and nvmet_check_transfer_len (reference §5.2), before any data moves. */
+  #mapSgl(req: Request): number {
+    const t = req.sglType;
+    if (t === SGL_IN_CAPSULE) {
+      if (req.dir !== 'h2c') {
+        req.errorLoc = 24;
+        return Status.INVALID_FIELD | DNR;
+      }
+      if (!req.sglAddrIsZero()) {
+        req.errorLoc = 24;
+        return Status.SGL_INVALID_OFFSET | DNR;
+      }
+      const limit = this.qid > 0 && req.opcode !== FABRICS_OPCODE ? this.port.inlineDataSize : FABRICS_IN_CAPSULE_MAX;
+      if (req.sglLen > limit) {
+        req.errorLoc = 32;
+        return Status.SGL_INVALID_OFFSET | DNR;
+      }
+      if (req.inCapsuleLen !== req.sglLen) {
+        req.errorLoc = 32;
+        return Status.SGL_INVALID_DATA | DNR;
+      }
+    } else if (t === SGL_TRANSPORT) {
+      if (req.inCapsule !== undefined) {
+        req.errorLoc = 39;
+        return Status.SGL_INVALID_DATA | DNR;
+      }
+    } else {
+      req.errorLoc = 39;
+      return Status.SGL_INVALID_TYPE | DNR;
+    }
+    if (req.sglLen !== req.dataLen) {
+      req.errorLoc = 32;
+      return Status.SGL_INVALID_DATA | DNR;
+    }
+    return 0;
+  }
+
+  /** Counters view for listControllers(). */
+  info(): QueueInfoView {
+    return { qid: this.qid, peer: this.ops.peer, state: this.state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
+  }
+
+  /** Transport reports the connection is gone. */
+  onTransportClosed(): void {
+    if (this.state === 'closed') return;
+    const wasLive = this.state === 'live';
+    this.state = 'closed';
+    const ctrl = this.ctrl;
+    if (ctrl === undefined || !wasLive) return;
+    ctrl.queues.delete(this.qid);
+    this.target.logger.info({ cntlid: ctrl.cntlid, subnqn: ctrl.subsys.nqn, hostnqn: ctrl.hostnqn, qid: this.qid, peer: this.ops.peer }, 'queue disconnected');
+    // Reference trap 25: the host closes the admin socket last; its loss ends the controller.
+    if (this.qid === 0) ctrl.teardown('admin queue closed');
+  }
+
+  /** Core-initiated close (controller teardown). */
+  closeTransport(reason: string): void {
+    this.ops.close(reason);
+  }
+}

@@ -1,0 +1,333 @@
+// TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
+// and the TCP listeners and translates config objects into core objects (ARCHITECTURE.md rule 3, STYLE.md §1.4).
+import pino, { type Logger } from 'pino';
+import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
+import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
+import { parseSize } from './config/size.js';
+import type { AnaStateName, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { CorePort, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid } from './core/index.js';
+import { TcpListener } from './transport/tcp/index.js';
+
+export interface TargetServiceOptions {
+  logger?: Logger;
+  /** Seconds a new connection may stay silent before ICReq (and before Connect); fractions allowed for tests. */
+  icReqTimeoutS?: number;
+}
+
+export interface BoundPort {
+  id: number;
+  addr: string;
+  /** Actual TCP port (differs from the config when it asked for 0). */
+  port: number;
+}
+
+export interface QueueInfo {
+  qid: number;
+  peer: string;
+  state: string;
+  inFlight: number;
+  commands: number;
+  bytesIn: number;
+  bytesOut: number;
+  errors: number;
+  sqsize: number;
+}
+
+export interface ControllerInfo {
+  cntlid: number;
+  subnqn: string;
+  hostnqn: string;
+  hostid: string;
+  kato: number;
+  discovery: boolean;
+  portId: number;
+  queues: QueueInfo[];
+}
+
+export interface NamespaceStats {
+  nsid: number;
+  reads: number;
+  writes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  flushes: number;
+  errors: number;
+}
+
+export interface TargetStats {
+  subsystems: Record<string, { controllers: number; opcodes: Record<string, number>; namespaces: NamespaceStats[] }>;
+  pduErrorsByFes: Record<string, number>;
+  dataDigestErrors: number;
+  katoExpiries: number;
+  connections: { accepted: number; active: number };
+  connects: { ok: number; failed: number };
+}
+
+export class TargetService {
+  readonly #core: TargetCore;
+  readonly #listeners = new Map<number, TcpListener>();
+  readonly #log: Logger;
+  readonly #icReqTimeoutMs: number;
+  #stopped = false;
+
+  constructor(opts: TargetServiceOptions = {}) {
+    this.#log = opts.logger ?? pino({ level: 'silent' });
+    this.#icReqTimeoutMs = Math.max(1, Math.round((opts.icReqTimeoutS ?? 10) * 1000));
+    this.#core = new TargetCore(this.#log);
+  }
+
+  async apply(config: TargetConfig): Promise<void> {
+    if (config.discoveryNqn !== undefined) this.setDiscoveryNqn(config.discoveryNqn);
+    for (const p of config.ports) await this.addPort(p);
+    for (const s of config.subsystems) await this.addSubsystem(s);
+  }
+
+  async addPort(p: PortConfig): Promise<BoundPort> {
+    if (this.#listeners.has(p.id)) throw new InvalidArgumentError('ports.id', `port ${p.id} already exists`);
+    const maxh2c = p.maxH2CData ?? 131072;
+    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (reference trap 3)');
+    if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
+    if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
+    const port = new CorePort(p);
+    const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs });
+    const bound = await l.listen();
+    this.#core.ports.set(p.id, port);
+    this.#listeners.set(p.id, l);
+    this.#core.discoveryChanged();
+    return { id: p.id, addr: bound.addr, port: bound.port };
+  }
+
+  async removePort(id: number): Promise<void> {
+    const l = this.#listeners.get(id);
+    if (l === undefined) throw new InvalidArgumentError('portId', `no port ${id}`);
+    this.#listeners.delete(id);
+    this.#core.ports.delete(id);
+    await l.close(true);
+    this.#core.discoveryChanged();
+  }
+
+  boundPorts(): BoundPort[] {
+    const out: BoundPort[] = [];
+    for (const [id, l] of this.#listeners) {
+      const b = l.bound;
+      if (b !== undefined) out.push({ id, addr: b.addr, port: b.port });
+    }
+    return out;
+  }
+
+  async addSubsystem(s: SubsystemConfig): Promise<void> {
+    const v = validateNqn(s.nqn);
+    if (!v.ok) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn}: ${v.reason}`);
+    if (s.nqn === WELL_KNOWN_DISCOVERY_NQN || s.nqn === this.#core.uniqueDiscoveryNqn) throw new InvalidArgumentError('subsystems.nqn', 'is a discovery NQN');
+    if (this.#core.subsystems.has(s.nqn)) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn} already exists`);
+    for (const h of s.hosts ?? []) {
+      const hv = validateNqn(h);
+      if (!hv.ok) throw new InvalidArgumentError('subsystems.hosts', `${h}: ${hv.reason}`);
+    }
+    const sub = new Subsystem({ ...s, namespaces: [] });
+    this.#core.subsystems.set(s.nqn, sub);
+    try {
+      for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);
+    } catch (err) {
+      this.#core.subsystems.delete(s.nqn);
+      for (const ns of sub.namespaces.values()) await ns.backend.close();
+      throw err;
+    }
+    this.#core.discoveryChanged();
+    this.#log.info({ subnqn: s.nqn, namespaces: sub.nsids.length }, 'subsystem added');
+  }
+
+  async removeSubsystem(nqn: string): Promise<void> {
+    const sub = this.#subsys(nqn);
+    this.#core.subsystems.delete(nqn);
+    for (const c of [...sub.controllers.values()]) c.teardown('subsystem removed');
+    for (const ns of sub.namespaces.values()) await ns.backend.close();
+    this.#core.discoveryChanged();
+    this.#log.info({ subnqn: nqn }, 'subsystem removed');
+  }
+
+  async addNamespace(subnqn: string, ns: NamespaceConfig): Promise<void> {
+    await this.#addNs(this.#subsys(subnqn), ns, true);
+  }
+
+  async removeNamespace(subnqn: string, nsid: number): Promise<void> {
+    const sub = this.#subsys(subnqn);
+    const ns = sub.removeNamespace(nsid);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    await ns.backend.close();
+    this.#core.nsChanged(sub, nsid);
+    this.#log.info({ subnqn, nsid }, 'namespace removed');
+  }
+
+  addAllowedHost(subnqn: string, hostnqn: string): void {
+    const v = validateNqn(hostnqn);
+    if (!v.ok) throw new InvalidArgumentError('hostnqn', v.reason);
+    const sub = this.#subsys(subnqn);
+    sub.hosts.add(hostnqn);
+    if (sub.config.allowAnyHost !== true) sub.allowAnyHost = false;
+    this.#core.discoveryChanged();
+  }
+
+  removeAllowedHost(subnqn: string, hostnqn: string): void {
+    const sub = this.#subsys(subnqn);
+    sub.hosts.delete(hostnqn);
+    this.#core.discoveryChanged();
+  }
+
+  /** Allow every host, or only the listed ones. */
+  setAllowAnyHost(subnqn: string, allow: boolean): void {
+    this.#subsys(subnqn).allowAnyHost = allow;
+    this.#core.discoveryChanged();
+  }
+
+  setAnaState(portId: number, anaGroup: number, state: AnaStateName): void {
+    const port = this.#port(portId);
+    if (!Number.isInteger(anaGroup) || anaGroup < 1 || anaGroup > 128) throw new InvalidArgumentError('anaGroup', 'must be 1..128');
+    port.anaStates.set(anaGroup, state);
+    port.anaChangeCount++;
+    this.#core.anaChanged(portId);
+    this.#log.info({ portId, anaGroup, state }, 'ANA state changed');
+  }
+
+  addReferral(portId: number, r: ReferralConfig): void {
+    const port = this.#port(portId);
+    port.referrals.push({ ...r });
+    this.#core.discoveryChanged();
+  }
+
+  removeReferral(portId: number, addr: string, port: number): void {
+    const p = this.#port(portId);
+    const i = p.referrals.findIndex((r) => r.addr === addr && r.port === port);
+    if (i < 0) throw new InvalidArgumentError('referral', `no referral ${addr}:${port} on port ${portId}`);
+    p.referrals.splice(i, 1);
+    this.#core.discoveryChanged();
+  }
+
+  setFaults(subnqn: string, f: FaultConfig): void {
+    this.#subsys(subnqn).setFaults(f);
+  }
+
+  setDiscoveryNqn(nqn: string): void {
+    const v = validateNqn(nqn);
+    if (!v.ok) throw new InvalidArgumentError('discoveryNqn', v.reason);
+    this.#core.uniqueDiscoveryNqn = nqn === WELL_KNOWN_DISCOVERY_NQN ? undefined : nqn;
+    this.#core.discoveryChanged();
+  }
+
+  getConfig(): TargetConfig {
+    const cfg: TargetConfig = {
+      ports: [...this.#core.ports.values()].map((p) => p.snapshot()),
+      subsystems: [...this.#core.subsystems.values()].map((s) => s.snapshot()),
+    };
+    if (this.#core.uniqueDiscoveryNqn !== undefined) cfg.discoveryNqn = this.#core.uniqueDiscoveryNqn;
+    if (this.#icReqTimeoutMs !== 10_000) cfg.icReqTimeoutS = this.#icReqTimeoutMs / 1000;
+    return cfg;
+  }
+
+  listControllers(): ControllerInfo[] {
+    const out: ControllerInfo[] = [];
+    const subs = [this.#core.discovery, ...this.#core.subsystems.values()];
+    for (const s of subs) {
+      for (const c of s.controllers.values()) {
+        out.push({
+          cntlid: c.cntlid,
+          subnqn: s.kind === 'discovery' ? this.#core.discoveryNqn : s.nqn,
+          hostnqn: c.hostnqn,
+          hostid: formatUuid(c.hostid),
+          kato: c.katoMs,
+          discovery: c.discovery,
+          portId: c.port.id,
+          queues: [...c.queues.values()].sort((a, b) => a.qid - b.qid).map((q) => q.info()),
+        });
+      }
+    }
+    return out;
+  }
+
+  stats(): TargetStats {
+    const subsystems: TargetStats['subsystems'] = {};
+    for (const s of this.#core.subsystems.values()) {
+      subsystems[s.nqn] = {
+        controllers: s.controllers.size,
+        opcodes: { ...s.opcodeCounts },
+        namespaces: s.nsids.map((id) => ({ nsid: id, ...(s.namespaces.get(id) as Namespace).counters })),
+      };
+    }
+    const st = this.#core.stats;
+    return {
+      subsystems,
+      pduErrorsByFes: { ...st.pduErrorsByFes },
+      dataDigestErrors: st.dataDigestErrors,
+      katoExpiries: st.katoExpiries,
+      connections: { accepted: st.connectionsAccepted, active: st.connectionsActive },
+      connects: { ok: st.connectsOk, failed: st.connectsFailed },
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    const listeners = [...this.#listeners.values()];
+    this.#listeners.clear();
+    // Stop accepting, let in-flight commands finish (bounded), then close every connection.
+    const closing = listeners.map((l) => l.close(false));
+    await Promise.all(listeners.flatMap((l) => [...l.queues].map((q) => q.drain(2000))));
+    for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) for (const c of [...s.controllers.values()]) c.teardown('target stopping');
+    for (const l of listeners) for (const q of [...l.queues]) q.close('target stopping');
+    await Promise.all(closing);
+    for (const ns of this.#core.allNamespaces()) await ns.backend.close();
+    this.#core.ports.clear();
+    this.#log.info('target stopped');
+  }
+
+  #subsys(nqn: string): Subsystem {
+    const s = this.#core.subsystems.get(nqn);
+    if (s === undefined) throw new InvalidArgumentError('subnqn', `no subsystem ${nqn}`);
+    return s;
+  }
+
+  #port(id: number): CorePort {
+    const p = this.#core.ports.get(id);
+    if (p === undefined) throw new InvalidArgumentError('portId', `no port ${id}`);
+    return p;
+  }
+
+  async #addNs(sub: Subsystem, cfg: NamespaceConfig, notify: boolean): Promise<void> {
+    if (!Number.isInteger(cfg.nsid) || cfg.nsid < 1 || cfg.nsid >= 0xffff_fffe) throw new InvalidArgumentError('namespaces.nsid', `invalid NSID ${cfg.nsid}`);
+    if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
+    const bs = cfg.blockSize ?? 512;
+    if (bs !== 512 && bs !== 4096) throw new InvalidArgumentError('namespaces.blockSize', 'must be 512 or 4096');
+    if ((cfg.anaGroup ?? 1) < 1 || (cfg.anaGroup ?? 1) > 128) throw new InvalidArgumentError('namespaces.anaGroup', 'must be 1..128');
+    const backend = await openBackend(cfg);
+    let ns: Namespace;
+    try {
+      ns = new Namespace(sub.nqn, cfg, backend);
+      if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
+      for (const other of this.#core.allNamespaces()) {
+        if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
+      }
+    } catch (err) {
+      await backend.close();
+      throw err;
+    }
+    sub.addNamespace(ns);
+    this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: backend.kind, bytes: backend.size, blockSize: bs }, 'namespace added');
+    if (notify) this.#core.nsChanged(sub, cfg.nsid);
+  }
+}
+
+async function openBackend(cfg: NamespaceConfig): Promise<NamespaceBackend> {
+  const b = cfg.backend;
+  switch (b.type) {
+    case 'ram':
+      return new RamBackend(parseSize(b.size, 'backend.size'));
+    case 'null':
+      return new NullBackend(parseSize(b.size, 'backend.size'));
+    case 'file': {
+      const opts: { path: string; size?: number; readOnly?: boolean } = { path: b.path };
+      if (b.size !== undefined) opts.size = parseSize(b.size, 'backend.size');
+      if (cfg.readOnly === true) opts.readOnly = true;
+      return FileBackend.open(opts);
+    }
+  }
+}

@@ -1,0 +1,62 @@
+// TCP listener for one port (IPv4 or IPv6): accepts connections and gives each its own TcpQueue.
+import net from 'node:net';
+import type { CorePort, TargetCore } from '../../core/index.js';
+import { TcpQueue, type TcpQueueOptions } from './queue.js';
+
+export interface BoundAddress {
+  addr: string;
+  port: number;
+}
+
+export class TcpListener {
+  readonly #server: net.Server;
+  readonly queues = new Set<TcpQueue>();
+  #bound: BoundAddress | undefined;
+
+  constructor(
+    readonly target: TargetCore,
+    readonly port: CorePort,
+    readonly opts: TcpQueueOptions,
+  ) {
+    this.#server = net.createServer({ noDelay: true }, (socket) => this.#accept(socket));
+    this.#server.on('error', (err) => target.logger.error({ err, port: port.id }, 'listener error'));
+  }
+
+  get bound(): BoundAddress | undefined {
+    return this.#bound;
+  }
+
+  listen(): Promise<BoundAddress> {
+    const cfg = this.port.config;
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.#server.once('error', onError);
+      const opts: net.ListenOptions = { host: cfg.addr, port: cfg.port };
+      if (cfg.addr === '::') opts.ipv6Only = cfg.family === 'ipv6';
+      this.#server.listen(opts, () => {
+        this.#server.off('error', onError);
+        const a = this.#server.address() as net.AddressInfo;
+        this.#bound = { addr: a.address, port: a.port };
+        this.target.logger.info({ port: this.port.id, addr: a.address, tcpPort: a.port }, 'listening');
+        resolve(this.#bound);
+      });
+    });
+  }
+
+  #accept(socket: net.Socket): void {
+    this.target.stats.connectionsAccepted++;
+    this.target.stats.connectionsActive++;
+    const q = new TcpQueue(this.target, this.port, socket, this.opts, (closed) => {
+      this.target.stats.connectionsActive--;
+      this.queues.delete(closed);
+    });
+    this.queues.add(q);
+  }
+
+  /** Stop accepting; with `closeConnections` also drop every connection of this port. */
+  async close(closeConnections: boolean): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    if (closeConnections) for (const q of [...this.queues]) q.close('port removed');
+    await closed;
+  }
+}
