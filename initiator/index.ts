@@ -1,0 +1,26 @@
+// Public face of the initiator: connect(), discover(), connectAll() and the types users need (ARCHITECTURE.md rule 4).
+export { connect, connectAll, discover } from './connect.js';
+
+export { Controller } from './controller.js';
+export type { AsyncEvent, ControllerState, DiscoveryEntry, QueueInfo } from './controller.js';
+export { Namespace } from './namespace.js';
+export type { AnaStateName, DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
+export type { ConnectOptions } from './options.js';
+export { Hctx, mapQueues } from './dispatch/hctx.js';
+export type { HctxType, QueueMap } from './dispatch/hctx.js';
+export { MultipathNamespace, createMultipath } from './dispatch/multipath.js';
+export type { IoPolicy, MultipathOptions } from './dispatch/multipath.js';
+export {
+  ConnectionClosedError,
+  ControllerInitError,
+  ControllerStateError,
+  InvalidArgumentError,
+  NoPathError,
+  NvmeStatusError,
+  NvmeTcpError,
+  TimeoutError,
+  TransportFatalError,
+} from './errors.js';
+export { checkHost, routeInterface, nicQueueCounts } from './topology.js';
+export type { HostReport, NicQueues } from './topology.js';
+export { runInitiatorCli } from './cli.js';

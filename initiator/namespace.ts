@@ -1,0 +1,201 @@
+// Block API over one controller's namespace (Linux drivers/nvme/host/core.c nvme_setup_rw / nvme_setup_discard):
+// requests larger than MDTS are split; each piece is one NVMe command on the caller's hctx.
+import { Buffer } from 'node:buffer';
+import { NvmOpcode, encodeDsmCmd, encodeDsmRanges, encodeRwCmd, encodeSqe, encodeWriteZeroesCmd, sglTransport } from '../protocol/index.js';
+import { InvalidArgumentError } from './errors.js';
+import type { Completion, SubmitSpec } from './queue-pair.js';
+
+/** Where an I/O goes: which hctx (submission context) and whether transport errors fail at once (multipath). */
+export interface IoOptions {
+  /** Submission context index (default 0); writes use the write hctxs when nr_write_queues > 0. */
+  hctx?: number;
+  /** Use the poll hctxs (nr_poll_queues). */
+  poll?: boolean;
+  /** Fail on a transport error instead of waiting for reconnect (REQ_FAILFAST_TRANSPORT, used by multipath). */
+  failfast?: boolean;
+  /** Force Unit Access on reads/writes. */
+  fua?: boolean;
+}
+
+/** The controller side a Namespace needs: executing a command with retry/requeue policy and the transfer limit. */
+export interface IoExecutor {
+  execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion>;
+  /** Largest data transfer of one command in bytes (MDTS). */
+  readonly maxTransferBytes: number;
+  readonly ioTimeoutMs: number;
+}
+
+/** Namespace identity and geometry from Identify Namespace (CNS 0) and the descriptor list (CNS 3). */
+export interface NamespaceInfo {
+  nsid: number;
+  /** Size in logical blocks (NSZE). */
+  blocks: bigint;
+  /** Logical block size in bytes (2^LBADS of the formatted LBA format). */
+  blockSize: number;
+  /** 32 hex chars, or '' when the namespace reports none. */
+  nguid: string;
+  /** 36-char UUID, or ''. */
+  uuid: string;
+  eui64: string;
+  /** ANA group (0 when the controller does not report ANA). */
+  anagrpid: number;
+  /** NMIC bit 0: may be shared by several controllers (multipath). */
+  shared: boolean;
+  readOnly: boolean;
+}
+
+/** ANA state names used by the initiator. */
+export type AnaStateName = 'optimized' | 'non-optimized' | 'inaccessible' | 'persistent-loss' | 'change';
+
+export interface DeallocateRange {
+  lba: bigint;
+  blocks: number;
+}
+
+/** Largest NLB one Read/Write/Write Zeroes can carry (16-bit, 0's based). */
+const MAX_NLB = 65536;
+
+export class Namespace {
+  readonly #exec: IoExecutor;
+  info: NamespaceInfo;
+  /** ANA state of this namespace's group on this controller ('optimized' when ANA is not reported). */
+  anaState: AnaStateName = 'optimized';
+
+  constructor(exec: IoExecutor, info: NamespaceInfo) {
+    this.#exec = exec;
+    this.info = info;
+  }
+
+  get nsid(): number {
+    return this.info.nsid;
+  }
+
+  get blockSize(): number {
+    return this.info.blockSize;
+  }
+
+  get blocks(): bigint {
+    return this.info.blocks;
+  }
+
+  get sizeBytes(): bigint {
+    return this.info.blocks * BigInt(this.info.blockSize);
+  }
+
+  /** Blocks per command: MDTS and the 16-bit NLB bound. */
+  get maxBlocksPerCommand(): number {
+    return Math.max(1, Math.min(MAX_NLB, Math.floor(this.#exec.maxTransferBytes / this.info.blockSize)));
+  }
+
+  #check(lba: bigint, blocks: number): void {
+    if (typeof lba !== 'bigint' || lba < 0n) throw new InvalidArgumentError('lba', 'must be a non-negative bigint');
+    if (!Number.isInteger(blocks) || blocks < 1) throw new InvalidArgumentError('blocks', `must be a positive integer, got ${blocks}`);
+    if (lba + BigInt(blocks) > this.info.blocks) throw new InvalidArgumentError('lba', `${lba}+${blocks} beyond namespace size ${this.info.blocks}`);
+  }
+
+  #rw(opcode: number, lba: bigint, blocks: number, fua: boolean): Buffer {
+    // The SGL is rewritten by the queue pair once it knows whether the data goes in-capsule.
+    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: sglTransport(0) });
+  }
+
+  /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
+  async #split(lba: bigint, blocks: number, one: (lba: bigint, blocks: number, byteOff: number) => Promise<unknown>): Promise<void> {
+    const per = this.maxBlocksPerCommand;
+    if (blocks <= per) {
+      await one(lba, blocks, 0);
+      return;
+    }
+    const parts: Promise<unknown>[] = [];
+    for (let done = 0; done < blocks; done += per) {
+      const n = Math.min(per, blocks - done);
+      parts.push(one(lba + BigInt(done), n, done * this.info.blockSize));
+    }
+    await Promise.all(parts);
+  }
+
+  /** Read `blocks` blocks at `lba` into `buf` (allocated when omitted). */
+  async read(lba: bigint, blocks: number, buf?: Buffer, opts: IoOptions = {}): Promise<Buffer> {
+    this.#check(lba, blocks);
+    const len = blocks * this.info.blockSize;
+    const out = buf ?? Buffer.allocUnsafe(len);
+    if (out.length < len) throw new InvalidArgumentError('buf', `${out.length} bytes, need ${len}`);
+    await this.#split(lba, blocks, (l, n, off) =>
+      this.#exec.execIo(() => ({ sqe: this.#rw(NvmOpcode.READ, l, n, opts.fua === true), c2h: out.subarray(off, off + n * this.info.blockSize), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: false }),
+    );
+    return out;
+  }
+
+  /** Write `data` (a whole number of blocks) at `lba`. */
+  async write(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+    const blocks = this.#blocksOf(data);
+    this.#check(lba, blocks);
+    await this.#split(lba, blocks, (l, n, off) =>
+      this.#exec.execIo(() => ({ sqe: this.#rw(NvmOpcode.WRITE, l, n, opts.fua === true), h2c: data.subarray(off, off + n * this.info.blockSize), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: true }),
+    );
+  }
+
+  /** Compare `data` with the blocks at `lba`; a mismatch rejects with NvmeStatusError COMPARE_FAILED (0x285). */
+  async compare(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+    const blocks = this.#blocksOf(data);
+    this.#check(lba, blocks);
+    await this.#split(lba, blocks, (l, n, off) =>
+      this.#exec.execIo(() => ({ sqe: this.#rw(NvmOpcode.COMPARE, l, n, false), h2c: data.subarray(off, off + n * this.info.blockSize), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: true }),
+    );
+  }
+
+  async flush(opts: IoOptions = {}): Promise<void> {
+    await this.#exec.execIo(() => ({ sqe: encodeSqe({ opcode: NvmOpcode.FLUSH, cid: 0, nsid: this.info.nsid }), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: true });
+  }
+
+  /** Write Zeroes (NVM Command Set 1.0 §3.2.8); `deac` asks the controller to deallocate (CDW12 bit 25). */
+  async writeZeroes(lba: bigint, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
+    this.#check(lba, blocks);
+    const parts: Promise<unknown>[] = [];
+    for (let done = 0; done < blocks; done += MAX_NLB) {
+      const n = Math.min(MAX_NLB, blocks - done);
+      const l = lba + BigInt(done);
+      parts.push(
+        this.#exec.execIo(
+          () => ({
+            sqe: encodeWriteZeroesCmd({ cid: 0, nsid: this.info.nsid, slba: l, nlb: n, deac: flags.deac === true, fua: opts.fua === true }),
+            timeoutMs: this.#exec.ioTimeoutMs,
+          }),
+          { ...opts, write: true },
+        ),
+      );
+    }
+    await Promise.all(parts);
+  }
+
+  /** Dataset Management with AD (deallocate), up to 256 ranges per command (NVM Command Set 1.0 §3.2.3). */
+  async deallocate(ranges: readonly DeallocateRange[], opts: IoOptions = {}): Promise<void> {
+    if (ranges.length === 0) throw new InvalidArgumentError('ranges', 'at least one range');
+    for (const r of ranges) {
+      if (r.blocks > 0xffff_ffff) throw new InvalidArgumentError('ranges', `range of ${r.blocks} blocks exceeds 2^32-1`);
+      this.#check(r.lba, r.blocks);
+    }
+    const parts: Promise<unknown>[] = [];
+    for (let i = 0; i < ranges.length; i += 256) {
+      const chunk = ranges.slice(i, i + 256);
+      const data = encodeDsmRanges(chunk.map((r) => ({ cattr: 0, nlb: r.blocks, slba: r.lba })));
+      parts.push(
+        this.#exec.execIo(
+          () => ({
+            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: sglTransport(data.length) }),
+            h2c: data,
+            timeoutMs: this.#exec.ioTimeoutMs,
+          }),
+          { ...opts, write: true },
+        ),
+      );
+    }
+    await Promise.all(parts);
+  }
+
+  #blocksOf(data: Buffer): number {
+    if (data.length === 0 || data.length % this.info.blockSize !== 0) {
+      throw new InvalidArgumentError('data', `${data.length} bytes is not a whole number of ${this.info.blockSize}-byte blocks`);
+    }
+    return data.length / this.info.blockSize;
+  }
+}

@@ -1,0 +1,321 @@
+// Connect options with nvme-cli / Linux fabrics names and defaults (drivers/nvme/host/fabrics.c nvmf_parse_options),
+// validated before any socket opens; plus the process-wide host identity and duplicate-connect registries.
+import os from 'node:os';
+import net from 'node:net';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNqn } from '../protocol/index.js';
+import { InvalidArgumentError } from './errors.js';
+
+/** Options accepted by connect()/discover(), named as nvme-cli names them (snake_case, as /dev/nvme-fabrics takes them). */
+export interface ConnectOptions {
+  /** Target address (-a). */
+  traddr: string;
+  /** Target port (-s); default 4420 (8009 for discover). */
+  trsvcid?: number;
+  /** Subsystem NQN (-n); discover() uses the well-known discovery NQN. */
+  nqn?: string;
+  /** Host NQN (-q); default nqn.2014-08.org.nvmexpress:uuid:<hostid>. */
+  hostnqn?: string;
+  /** Host identifier UUID (-I); default the UUID in hostnqn, else a process-wide random UUID. */
+  hostid?: string;
+  /** Source address to bind (-w). */
+  host_traddr?: string;
+  /** Source interface (-f): binds to that interface's first address (Node has no SO_BINDTODEVICE). */
+  host_iface?: string;
+  /** Read/default I/O queues (-i); default os.availableParallelism(). Not clamped to the CPU count. */
+  nr_io_queues?: number;
+  /** Extra queues dedicated to writes (-W); default 0. */
+  nr_write_queues?: number;
+  /** Extra "poll" queues (-P); Node cannot poll, they form a separate hctx type; default 0. */
+  nr_poll_queues?: number;
+  /** I/O queue depth (-Q), 16..1024; default 128. */
+  queue_size?: number;
+  /** Keep-alive timeout in seconds (-k); default 5 (0 for discovery). */
+  keep_alive_tmo?: number;
+  /** Seconds between reconnect attempts (-c); default 10. */
+  reconnect_delay?: number;
+  /** Seconds of reconnecting before giving up (-l); default 600; negative = forever. */
+  ctrl_loss_tmo?: number;
+  /** Seconds of reconnecting after which queued I/O fails (-F); -1 = never (default). */
+  fast_io_fail_tmo?: number;
+  /** Header digest (-g). */
+  hdr_digest?: boolean;
+  /** Data digest (-G). */
+  data_digest?: boolean;
+  /** Allow a second controller with the same identity tuple (-D). */
+  duplicate_connect?: boolean;
+  /** Connect CATTR bit 2: disable SQ flow control. */
+  disable_sqflow?: boolean;
+  /** IP TOS byte (-T), -1..255. Node 20 exposes no IP_TOS setter: validated and reported, not applied. */
+  tos?: number;
+  /** Transport queues per hctx (queue group size), 1..16; default 1. */
+  queues_per_hctx?: number;
+  /** Limit I/O queues to min(CPUs, NIC rx/tx queues) unless nr_io_queues was given. */
+  match_hw_queues?: boolean;
+  /** How many I/O queues connect at once; default all (Linux: 1). */
+  connect_concurrency?: number;
+  /** I/O command timeout in seconds; default 30. */
+  io_timeout?: number;
+  /** Admin command timeout in seconds; default 60. */
+  admin_timeout?: number;
+  /** pino logger; default silent. */
+  logger?: Logger;
+}
+
+export interface ResolvedOptions {
+  traddr: string;
+  trsvcid: number;
+  nqn: string;
+  hostnqn: string;
+  hostid: string;
+  hostTraddr: string | undefined;
+  hostIface: string | undefined;
+  /** Source address derived from host_traddr or host_iface. */
+  localAddress: string | undefined;
+  nrIoQueues: number;
+  nrIoQueuesExplicit: boolean;
+  nrWriteQueues: number;
+  nrPollQueues: number;
+  queueSize: number;
+  keepAliveTmo: number;
+  reconnectDelay: number;
+  ctrlLossTmo: number;
+  fastIoFailTmo: number;
+  hdrDigest: boolean;
+  dataDigest: boolean;
+  duplicateConnect: boolean;
+  disableSqflow: boolean;
+  tos: number;
+  queuesPerHctx: number;
+  matchHwQueues: boolean;
+  connectConcurrency: number;
+  ioTimeoutMs: number;
+  adminTimeoutMs: number;
+  discovery: boolean;
+  logger: Logger | undefined;
+}
+
+const KNOWN = new Set<string>([
+  'traddr', 'trsvcid', 'nqn', 'hostnqn', 'hostid', 'host_traddr', 'host_iface', 'nr_io_queues', 'nr_write_queues',
+  'nr_poll_queues', 'queue_size', 'keep_alive_tmo', 'reconnect_delay', 'ctrl_loss_tmo', 'fast_io_fail_tmo', 'hdr_digest',
+  'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
+  'io_timeout', 'admin_timeout', 'logger',
+]);
+
+
+let processHostId: string | undefined;
+/** The process's default host identity (nvme-cli reads /etc/nvme/hostid; we generate one per process). */
+export function defaultHostId(): string {
+  processHostId ??= randomUUID();
+  return processHostId;
+}
+
+function int(o: Record<string, unknown>, k: string, def: number, min: number, max: number): number {
+  const v = o[k];
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new InvalidArgumentError(k, `must be an integer, got ${JSON.stringify(v)}`);
+  if (v < min || v > max) throw new InvalidArgumentError(k, `${v} outside ${min}..${max}`);
+  return v;
+}
+
+function num(o: Record<string, unknown>, k: string, def: number, min: number, max: number): number {
+  const v = o[k];
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidArgumentError(k, `must be a number, got ${JSON.stringify(v)}`);
+  if (v < min || v > max) throw new InvalidArgumentError(k, `${v} outside ${min}..${max}`);
+  return v;
+}
+
+function bool(o: Record<string, unknown>, k: string): boolean {
+  const v = o[k];
+  if (v === undefined) return false;
+  if (typeof v !== 'boolean') throw new InvalidArgumentError(k, `must be a boolean, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function str(o: Record<string, unknown>, k: string): string | undefined {
+  const v = o[k];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || v.length === 0) throw new InvalidArgumentError(k, `must be a non-empty string`);
+  return v;
+}
+
+function checkNqn(field: string, nqn: string): void {
+  const v = validateNqn(nqn);
+  if (!v.ok) throw new InvalidArgumentError(field, `${nqn}: ${v.reason}`);
+}
+
+function ifaceAddress(name: string): string {
+  const addrs = os.networkInterfaces()[name];
+  if (addrs === undefined) throw new InvalidArgumentError('host_iface', `no running interface named ${name} with an address`);
+  const a = addrs.find((x) => x.family === 'IPv4') ?? addrs[0];
+  if (a === undefined) throw new InvalidArgumentError('host_iface', `${name} has no address`);
+  return a.address;
+}
+
+/** Validate raw options (unknown keys, types, ranges) and apply Linux defaults. Throws InvalidArgumentError naming the option. */
+export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'connect'): ResolvedOptions {
+  if (raw === null || typeof raw !== 'object') throw new InvalidArgumentError('options', 'must be an object');
+  const o = raw as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!KNOWN.has(k) && o[k] !== undefined) throw new InvalidArgumentError(k, 'unknown option');
+  const discovery = mode === 'discover';
+
+  const traddr = str(o, 'traddr');
+  if (traddr === undefined) throw new InvalidArgumentError('traddr', 'is required');
+  const trsvcid = int(o, 'trsvcid', discovery ? 8009 : 4420, 1, 65535);
+  let nqn = str(o, 'nqn');
+  if (nqn === undefined) {
+    if (!discovery) throw new InvalidArgumentError('nqn', 'is required');
+    nqn = DISCOVERY_NQN;
+  }
+  checkNqn('nqn', nqn);
+
+  let hostid = str(o, 'hostid');
+  if (hostid !== undefined && !isUuid(hostid)) throw new InvalidArgumentError('hostid', `${hostid} is not a UUID`);
+  let hostnqn = str(o, 'hostnqn');
+  if (hostnqn !== undefined) checkNqn('hostnqn', hostnqn);
+  if (hostid === undefined) {
+    const fromNqn = hostnqn !== undefined ? uuidFromNqn(hostnqn) : undefined;
+    hostid = fromNqn ?? (hostnqn !== undefined ? (hostRegistry.idFor(hostnqn) ?? randomUUID()) : defaultHostId());
+  }
+  hostid = hostid.toLowerCase();
+  hostnqn ??= hostRegistry.nqnFor(hostid) ?? `${NQN_UUID_PREFIX}${hostid}`;
+
+  const hostTraddr = str(o, 'host_traddr');
+  if (hostTraddr !== undefined && net.isIP(hostTraddr) === 0) throw new InvalidArgumentError('host_traddr', `${hostTraddr} is not an IP address`);
+  const hostIface = str(o, 'host_iface');
+  const localAddress = hostTraddr ?? (hostIface !== undefined ? ifaceAddress(hostIface) : undefined);
+
+  const nrIoQueuesExplicit = o['nr_io_queues'] !== undefined;
+  const nrIoQueues = int(o, 'nr_io_queues', os.availableParallelism(), 1, 1024);
+  const nrWriteQueues = int(o, 'nr_write_queues', 0, 0, 1024);
+  const nrPollQueues = int(o, 'nr_poll_queues', 0, 0, 1024);
+  const queueSize = int(o, 'queue_size', 128, 16, 1024);
+  const keepAliveTmo = int(o, 'keep_alive_tmo', discovery ? 0 : 5, 0, 65535);
+  const reconnectDelay = num(o, 'reconnect_delay', 10, 0.001, 1e6);
+  const ctrlLossTmo = num(o, 'ctrl_loss_tmo', 600, -1e9, 1e9);
+  const fastIoFailTmo = num(o, 'fast_io_fail_tmo', -1, -1, 1e9);
+  if (fastIoFailTmo < 0 && fastIoFailTmo !== -1) throw new InvalidArgumentError('fast_io_fail_tmo', `${fastIoFailTmo}: use -1 to disable`);
+  const tos = int(o, 'tos', -1, -1, 255);
+  const queuesPerHctx = int(o, 'queues_per_hctx', 1, 1, 16);
+  const totalQueues = nrIoQueues * queuesPerHctx + nrWriteQueues + nrPollQueues;
+  if (totalQueues > 65534) throw new InvalidArgumentError('nr_io_queues', `${totalQueues} queues requested, at most 65534`);
+  const connectConcurrency = int(o, 'connect_concurrency', totalQueues, 1, 65535);
+  const ioTimeoutMs = Math.round(num(o, 'io_timeout', 30, 0.001, 1e6) * 1000);
+  const adminTimeoutMs = Math.round(num(o, 'admin_timeout', 60, 0.001, 1e6) * 1000);
+  const logger = o['logger'] as Logger | undefined;
+  if (logger !== undefined && typeof (logger as { info?: unknown }).info !== 'function') throw new InvalidArgumentError('logger', 'must be a pino logger');
+
+  return {
+    traddr,
+    trsvcid,
+    nqn,
+    hostnqn,
+    hostid,
+    hostTraddr,
+    hostIface,
+    localAddress,
+    nrIoQueues,
+    nrIoQueuesExplicit,
+    nrWriteQueues,
+    nrPollQueues,
+    queueSize,
+    keepAliveTmo,
+    reconnectDelay,
+    ctrlLossTmo,
+    fastIoFailTmo,
+    hdrDigest: bool(o, 'hdr_digest'),
+    dataDigest: bool(o, 'data_digest'),
+    duplicateConnect: discovery || bool(o, 'duplicate_connect'),
+    disableSqflow: bool(o, 'disable_sqflow'),
+    tos,
+    queuesPerHctx,
+    matchHwQueues: bool(o, 'match_hw_queues'),
+    connectConcurrency,
+    ioTimeoutMs,
+    adminTimeoutMs,
+    discovery,
+    logger,
+  };
+}
+
+/**
+ * hostnqn ↔ hostid must be 1:1 across the process (Linux nvmf_host_add: "Invalid argument" when a hostid is already
+ * used with another hostnqn or vice versa). Entries live while a controller uses them (refcounted).
+ */
+class HostRegistry {
+  readonly #byNqn = new Map<string, { id: string; refs: number }>();
+  readonly #byId = new Map<string, string>();
+
+  idFor(nqn: string): string | undefined {
+    return this.#byNqn.get(nqn)?.id;
+  }
+
+  nqnFor(id: string): string | undefined {
+    return this.#byId.get(id);
+  }
+
+  check(nqn: string, id: string): void {
+    const byNqn = this.#byNqn.get(nqn);
+    if (byNqn !== undefined && byNqn.id !== id) throw new InvalidArgumentError('hostid', `hostnqn ${nqn} is already used with hostid ${byNqn.id}`);
+    const byId = this.#byId.get(id);
+    if (byId !== undefined && byId !== nqn) throw new InvalidArgumentError('hostnqn', `hostid ${id} is already used with hostnqn ${byId}`);
+  }
+
+  acquire(nqn: string, id: string): () => void {
+    this.check(nqn, id);
+    const e = this.#byNqn.get(nqn) ?? { id, refs: 0 };
+    e.refs++;
+    this.#byNqn.set(nqn, e);
+    this.#byId.set(id, nqn);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      e.refs--;
+      if (e.refs === 0) {
+        this.#byNqn.delete(nqn);
+        this.#byId.delete(id);
+      }
+    };
+  }
+}
+
+export const hostRegistry = new HostRegistry();
+
+/** Live controllers by identity tuple (Linux nvmf_ctlr_matches_baseopts / nvmf_ip_options_match → -EALREADY). */
+class ConnectionRegistry {
+  readonly #live = new Map<string, number>();
+
+  static key(o: ResolvedOptions): string {
+    return [o.nqn, o.traddr, o.trsvcid, o.hostTraddr ?? '', o.hostIface ?? '', o.hostnqn, o.hostid].join('\u0000');
+  }
+
+  has(o: ResolvedOptions): boolean {
+    return (this.#live.get(ConnectionRegistry.key(o)) ?? 0) > 0;
+  }
+
+  /** Reserve the tuple; throws InvalidArgumentError('duplicate_connect') when taken and the flag is off. */
+  acquire(o: ResolvedOptions): () => void {
+    const k = ConnectionRegistry.key(o);
+    const n = this.#live.get(k) ?? 0;
+    if (n > 0 && !o.duplicateConnect) {
+      throw new InvalidArgumentError(
+        'duplicate_connect',
+        `already connected to ${o.nqn} at ${o.traddr}:${o.trsvcid} with this host identity and source (EALREADY); set duplicate_connect`,
+      );
+    }
+    this.#live.set(k, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const m = (this.#live.get(k) ?? 1) - 1;
+      if (m <= 0) this.#live.delete(k);
+      else this.#live.set(k, m);
+    };
+  }
+}
+
+export const connectionRegistry = new ConnectionRegistry();

@@ -1,0 +1,120 @@
+// Interop: our TypeScript initiator against the Linux 6.1 kernel nvmet target running in the qemu lab
+// (../shared/lab). Host 127.0.0.1:<free port> → qemu hostfwd → guest 10.0.2.15:4420.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, discover, type Controller } from '../../initiator/index.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repoRoot = path.resolve(here, '..', '..');
+const NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
+
+function labDir(): string {
+  const candidates = [path.resolve(repoRoot, '..', 'shared', 'lab'), '/work/shared/lab'];
+  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
+  if (found === undefined) throw new Error(`NVMe lab not found (looked in ${candidates.join(', ')}); CI installs it`);
+  return found;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
+}
+
+function pattern(size: number, seed: number): Buffer {
+  const b = Buffer.alloc(size);
+  for (let i = 0; i < size; i += 4) b.writeUInt32LE((Math.imul(i + 1, 2654435761) ^ seed) >>> 0, i);
+  return b;
+}
+
+let lab: ChildProcess | undefined;
+let out = '';
+let dataPort = 0;
+let ctlPort = 0;
+
+describe('initiator ↔ Linux kernel nvmet (qemu lab)', () => {
+  beforeAll(async () => {
+    const dir = labDir();
+    const kernel = path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'vmlinux');
+    if (!existsSync(kernel)) throw new Error(`lab not built (${kernel} missing): run bash ${dir}/build.sh`);
+    dataPort = await freePort();
+    ctlPort = await freePort();
+    lab = spawn(
+      'bash',
+      [path.join(dir, 'run.sh'), '--timeout', '900', '--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none', '--env', 'WAIT_S=800', path.join(here, 'guest-target', 'kernel-target.sh')],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    lab.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+    lab.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    const deadline = Date.now() + 300_000;
+    while (!out.includes('===LAB-READY===')) {
+      if (lab.exitCode !== null) throw new Error(`lab ended before READY (rc ${lab.exitCode}):\n${out}`);
+      if (Date.now() > deadline) throw new Error(`lab not ready within 300 s:\n${out}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  });
+
+  afterAll(async () => {
+    if (lab === undefined) return;
+    const p = lab;
+    if (p.exitCode === null) {
+      // Release lab-wait-host: one TCP connection to the control port.
+      await new Promise<void>((resolve) => {
+        const s = net.connect(ctlPort, '127.0.0.1', () => s.end());
+        s.on('close', () => resolve());
+        s.on('error', () => resolve());
+      });
+      const ended = await Promise.race([new Promise<boolean>((r) => p.once('exit', () => r(true))), new Promise<boolean>((r) => setTimeout(() => r(false), 60_000))]);
+      if (!ended) p.kill('SIGTERM');
+    }
+  });
+
+  it('discovers the kernel target: current discovery entry first, then the subsystem', async () => {
+    const entries = await discover({ traddr: '127.0.0.1', trsvcid: dataPort });
+    expect(entries[0]?.subtype).toBe(3);
+    const sub = entries.find((e) => e.subtype === 2);
+    expect(sub?.subnqn).toBe(NQN);
+    expect(sub?.trsvcid).toBe('4420');
+  });
+
+  for (const digests of [false, true]) {
+    it(`connects with 2 I/O queues (digests ${digests ? 'on' : 'off'}), identifies, verifies 4 KiB..1 MiB, disconnects`, async () => {
+      let c: Controller | undefined;
+      try {
+        c = await connect({ traddr: '127.0.0.1', trsvcid: dataPort, nqn: NQN, nr_io_queues: 2, hdr_digest: digests, data_digest: digests });
+        expect(c.state).toBe('live');
+        expect(c.identify.cntlid).toBe(c.cntlid);
+        expect(c.identify.subnqn).toBe(NQN);
+        expect(c.identify.kas).toBeGreaterThan(0);
+        expect(c.queueInfo().map((q) => q.qid)).toEqual([1, 2]);
+        const ns = c.namespaces[0];
+        expect(ns).toBeDefined();
+        if (ns === undefined) return;
+        let lba = 0n;
+        for (const size of [4096, 8192, 16384, 65536, 131072, 524288, 1 << 20]) {
+          const data = pattern(size, size ^ (digests ? 0x5a5a : 0));
+          const blocks = size / ns.blockSize;
+          await ns.write(lba, data, { hctx: size % 2 });
+          const back = await ns.read(lba, blocks, undefined, { hctx: 1 });
+          expect(back.equals(data), `${size} bytes at lba ${lba}`).toBe(true);
+          lba += BigInt(blocks);
+        }
+        const info = c.queueInfo();
+        expect(info.every((q) => q.errors === 0 && q.inFlight === 0)).toBe(true);
+        expect(info.reduce((n, q) => n + q.completed, 0)).toBeGreaterThan(14);
+      } finally {
+        await c?.disconnect();
+      }
+      expect(c?.state).toBe('deleted');
+    });
+  }
+});
