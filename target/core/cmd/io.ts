@@ -87,8 +87,9 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     }
     case NvmOpcode.DSM: {
       const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-      // nvmet_check_data_len_lte: the host may send fewer ranges than NR announces, never more.
-      if (req.sglLen > nr) {
+      // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
+      // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
+      if (req.sglLen < nr) {
         req.errorLoc = 32;
         return Status.SGL_INVALID_DATA | DNR;
       }
@@ -212,7 +213,8 @@ function executeWriteZeroes(req: Request): void {
 function executeDsm(req: Request): void {
   const ns = req.ns as Namespace;
   if ((req.sqe.readUInt32LE(44) & DSM_AD) === 0) return finish(req, 0);
-  const data = Buffer.concat(req.data ?? [], req.dataLen);
+  const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
+  const data = Buffer.concat(req.data ?? [], req.dataLen).subarray(0, nrBytes);
   const ranges: Array<{ off: number; len: number }> = [];
   for (let o = 0; o + 16 <= data.length; o += 16) {
     const nlb = data.readUInt32LE(o + 4);

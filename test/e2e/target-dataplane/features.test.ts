@@ -230,6 +230,25 @@ describe('data path', () => {
     expect(st?.namespaces[0]?.writes).toBe(1);
   });
 
+  it('DSM with a range buffer longer than NR+1 ranges (Linux 6.1 blkdiscard sends 4096 bytes) deallocates only NR+1 ranges', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    expectOk(await io.command(writeCmd(1, 0n, 16, { inCapsule: true }), { data: Buffer.alloc(8192, 0xcd), inCapsule: true }));
+    // One range (NR=0) in a 4096-byte buffer; a stale second range must be ignored.
+    const ranges = Buffer.alloc(4096);
+    ranges.writeUInt32LE(4, 4);
+    ranges.writeBigUInt64LE(0n, 8);
+    ranges.writeUInt32LE(4, 16 + 4);
+    ranges.writeBigUInt64LE(8n, 16 + 8);
+    expectOk(await io.command(encodeSqe({ opcode: 0x09, cid: 81, nsid: 1, cdw10: 0, cdw11: 4, sgl: { address: 0n, length: 4096, type: 0x01 } }), { data: ranges, inCapsule: true }));
+    const r = (await io.command(readCmd(1, 0n, 16))).data;
+    expect(r.subarray(0, 2048).every((b) => b === 0)).toBe(true);
+    expect(r.subarray(4096, 6144).every((b) => b === 0xcd)).toBe(true);
+    // Shorter than NR+1 ranges is what nvmet refuses.
+    const short = encodeSqe({ opcode: 0x09, cid: 82, nsid: 1, cdw10: 1, cdw11: 4, sgl: { address: 0n, length: 16, type: 0x01 } });
+    expect((await io.command(short, { data: ranges.subarray(0, 16), inCapsule: true })).cqe?.status).toBe(Status.SGL_INVALID_DATA | DNR);
+  });
+
   it('fault knobs: failNext and command latency', async () => {
     h = await startTarget();
     const { io } = await ioQueue(h);
