@@ -1,0 +1,82 @@
+// The `nvme-tcp` bin: one subcommand per role. The target is imported eagerly; the initiator and harness
+// CLIs load on demand so that each works (or says it is missing) independently of the others.
+import { runTargetCli } from '../target/main.js';
+
+export const USAGE = `usage: nvme-tcp <command> [options]
+
+commands:
+  target        run an NVMe/TCP target (controller); "target ctl" manages a running one over HTTP
+  discover      read a discovery log page from a target
+  connect       connect to a subsystem and print what it exposes
+  disconnect    disconnect a controller
+  io            run reads/writes against a namespace
+  queues        show the I/O queue layout a connect would use
+  check-host    check this machine's NIC/CPU layout for queue settings
+  bench         run a harness scenario or workload and write a report
+
+"nvme-tcp <command> --help" describes each command's options.
+`;
+
+const INITIATOR_COMMANDS = new Set(['discover', 'connect', 'disconnect', 'io', 'queues', 'check-host']);
+
+interface Io {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+}
+
+const defaultIo: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) };
+
+function isMissingModule(err: unknown, file: string): boolean {
+  const e = err as { code?: string; message?: string };
+  return e.code === 'ERR_MODULE_NOT_FOUND' && (e.message ?? '').includes(file);
+}
+
+/** Dispatches `nvme-tcp <command> ...`; resolves to the exit status. */
+export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    io.stdout(USAGE);
+    return 0;
+  }
+  if (cmd === 'target') return runTargetCli(rest);
+  if (INITIATOR_COMMANDS.has(cmd)) {
+    let mod: typeof import('../initiator/cli.js');
+    try {
+      mod = await import('../initiator/cli.js');
+    } catch (err) {
+      if (!isMissingModule(err, 'initiator/cli')) throw err;
+      io.stderr(`nvme-tcp ${cmd}: not available yet (initiator/cli.ts is missing)\n`);
+      return 1;
+    }
+    return mod.runInitiatorCli(cmd, rest);
+  }
+  if (cmd === 'bench') {
+    let mod: typeof import('../harness/cli.js');
+    try {
+      mod = await import('../harness/cli.js');
+    } catch (err) {
+      if (!isMissingModule(err, 'harness/cli')) throw err;
+      io.stderr('nvme-tcp bench: not available yet (harness/cli.ts is missing)\n');
+      return 1;
+    }
+    return mod.runBenchCli(rest);
+  }
+  io.stderr(`nvme-tcp: unknown command ${JSON.stringify(cmd)}; run "nvme-tcp --help" for the list\n`);
+  return 2;
+}
+
+const isEntry = process.argv[1] !== undefined && /(^|[\\/])(cli[\\/]main\.[cm]?[jt]s|nvme-tcp(\.mjs)?)$/.test(process.argv[1]);
+if (isEntry) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+      // Whatever a subcommand leaves open (a stray handle) must not keep a finished CLI alive.
+      setTimeout(() => process.exit(code), 3000).unref();
+    },
+    (err: unknown) => {
+      process.stderr.write(`nvme-tcp: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+      setTimeout(() => process.exit(1), 3000).unref();
+    },
+  );
+}

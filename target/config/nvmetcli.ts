@@ -1,0 +1,270 @@
+// Import of the kernel target's saved configuration (`nvmetcli save` → /etc/nvmet/config.json) into a
+// TargetConfig. The file mirrors configfs: ports/<id>/addr_*, param_*, subsystems/, referrals/, ana_groups/;
+// subsystems/<nqn>/attr_*, allowed_hosts/, namespaces/<nsid>/device_*; hosts/<nqn>.
+import { readFile, stat } from 'node:fs/promises';
+import { z } from 'zod';
+import { errnoText } from './load.js';
+import { ConfigError, parseTargetConfig, parseWith } from './schema.js';
+import type { AnaStateName, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './types.js';
+
+// nvmetcli writes attribute values as the strings configfs returns; numbers appear for ids and enable.
+const attrValue = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const attrs = z.record(z.string(), attrValue);
+
+const addrSchema = z.looseObject({
+  adrfam: z.string().optional(),
+  traddr: z.string().optional(),
+  treq: z.string().optional(),
+  trsvcid: z.union([z.string(), z.number()]).optional(),
+  trtype: z.string().optional(),
+  portid: z.union([z.string(), z.number()]).optional(),
+});
+
+const nvmetcliSchema = z.looseObject({
+  hosts: z
+    .array(z.looseObject({ nqn: z.string(), dhchap: attrs.optional() }))
+    .optional(),
+  ports: z
+    .array(
+      z.looseObject({
+        portid: z.union([z.number().int(), z.string().regex(/^\d+$/)]),
+        addr: addrSchema,
+        param: attrs.optional(),
+        subsystems: z.array(z.string()).optional(),
+        referrals: z.array(z.looseObject({ name: z.string().optional(), addr: addrSchema, enable: attrValue.optional() })).optional(),
+        ana_groups: z.array(z.looseObject({ grpid: z.union([z.number().int(), z.string()]), ana: attrs.optional() })).optional(),
+      }),
+    )
+    .optional(),
+  subsystems: z
+    .array(
+      z.looseObject({
+        nqn: z.string(),
+        attr: attrs.optional(),
+        allowed_hosts: z.array(z.string()).optional(),
+        namespaces: z
+          .array(
+            z.looseObject({
+              nsid: z.union([z.number().int(), z.string().regex(/^\d+$/)]),
+              enable: attrValue.optional(),
+              device: attrs.optional(),
+              ana_grpid: z.union([z.number().int(), z.string()]).optional(),
+            }),
+          )
+          .optional(),
+        passthru: z.array(attrs.or(z.looseObject({}))).optional(),
+      }),
+    )
+    .optional(),
+});
+
+export interface NvmetcliImport {
+  config: TargetConfig;
+  /** Things the import left out or changed (non-tcp ports, disabled namespaces, unsupported attributes). */
+  warnings: string[];
+}
+
+/** What importNvmetcli needs to know about a device path; injectable so tests need no block device. */
+export type PathKind = 'file' | 'block' | 'missing' | 'other';
+
+export interface NvmetcliImportOptions {
+  pathKind?: (path: string) => Promise<PathKind>;
+}
+
+async function statPathKind(path: string): Promise<PathKind> {
+  try {
+    const st = await stat(path);
+    if (st.isFile()) return 'file';
+    if (st.isBlockDevice()) return 'block';
+    return 'other';
+  } catch (err) {
+    if (err && typeof err === 'object' && 'code' in err && (err.code === 'ENOENT' || err.code === 'ENOTDIR')) return 'missing';
+    throw new ConfigError(`nvmetcli: cannot stat ${path} (${errnoText(err)})`, '', { cause: err });
+  }
+}
+
+const ANA_STATES: readonly string[] = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'] satisfies readonly AnaStateName[];
+
+function text(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  return String(v).trim();
+}
+
+function isZeroId(v: string): boolean {
+  return /^[0-]*$/.test(v);
+}
+
+/** Reads an nvmetcli config.json and converts it (see importNvmetcli). */
+export async function loadNvmetcliConfig(path: string, opts: NvmetcliImportOptions = {}): Promise<NvmetcliImport> {
+  let raw: string;
+  try {
+    raw = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`nvmetcli: cannot read ${path} (${errnoText(err)}); check the path`, '', { cause: err });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch (err) {
+    throw new ConfigError(`nvmetcli: ${path} is not valid JSON (${err instanceof Error ? err.message : String(err)})`, '', { cause: err });
+  }
+  return importNvmetcli(json, opts);
+}
+
+/**
+ * Converts the JSON `nvmetcli save` writes into a TargetConfig.
+ * - tcp ports only (rdma/fc/loop are skipped with a warning); ANA group states and tcp referrals carry over;
+ * - a namespace whose device path is a regular file becomes a file namespace; a block device is an error
+ *   (this target serves files, not block devices); disabled namespaces are skipped with a warning;
+ * - subsystem attributes serial/model/firmware/qid_max/allow_any_host and allowed_hosts carry over.
+ * The result is validated with the config schema; errors are one-line ConfigErrors prefixed "nvmetcli:".
+ */
+export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions = {}): Promise<NvmetcliImport> {
+  const pathKind = opts.pathKind ?? statPathKind;
+  const src = parseWith(nvmetcliSchema, json, 'nvmetcli');
+  const warnings: string[] = [];
+  const ports: PortConfig[] = [];
+  /** subsystem NQN -> ids of the tcp ports it is linked to */
+  const exportedOn = new Map<string, number[]>();
+
+  for (const [i, p] of (src.ports ?? []).entries()) {
+    const id = Number(p.portid);
+    const where = `ports[${i}] (portid ${id})`;
+    const trtype = text(p.addr.trtype) ?? '';
+    if (trtype !== 'tcp') {
+      warnings.push(`${where}: trtype "${trtype}" skipped; only tcp is served`);
+      continue;
+    }
+    const adrfam = text(p.addr.adrfam) ?? '';
+    if (adrfam !== 'ipv4' && adrfam !== 'ipv6') {
+      warnings.push(`${where}: adrfam "${adrfam}" skipped; use ipv4 or ipv6`);
+      continue;
+    }
+    const traddr = text(p.addr.traddr) ?? '';
+    const trsvcid = Number(text(p.addr.trsvcid) ?? '');
+    if (!traddr) throw new ConfigError(`nvmetcli: ${where}.addr.traddr: is empty; set the listen address`, `ports[${i}].addr.traddr`);
+    if (!Number.isInteger(trsvcid) || trsvcid < 0 || trsvcid > 65535) {
+      throw new ConfigError(`nvmetcli: ${where}.addr.trsvcid: ${JSON.stringify(p.addr.trsvcid)} is not a TCP port; use 0..65535`, `ports[${i}].addr.trsvcid`);
+    }
+    const port: PortConfig = { id, addr: traddr, port: trsvcid, family: adrfam };
+    if (text(p.addr.treq) === 'required') warnings.push(`${where}: treq "required" ignored; this target has no secure channel (TLS)`);
+
+    const inline = Number(text(p.param?.['inline_data_size']) ?? '-1');
+    // nvmet reports -1 until the port is enabled with its default; only an explicit size carries over.
+    if (Number.isInteger(inline) && inline >= 0) {
+      const rounded = inline - (inline % 16);
+      if (rounded !== inline) warnings.push(`${where}: param inline_data_size ${inline} rounded down to ${rounded} (IOCCSZ counts 16-byte units)`);
+      port.inlineDataSize = rounded;
+    }
+    if (text(p.param?.['pi_enable']) === '1') warnings.push(`${where}: param pi_enable=1 ignored; protection information is not supported`);
+
+    const ana: Record<string, AnaStateName> = {};
+    for (const g of p.ana_groups ?? []) {
+      const state = text(g.ana?.['state']);
+      if (state && ANA_STATES.includes(state)) ana[String(Number(g.grpid))] = state as AnaStateName;
+      else if (state) warnings.push(`${where}: ANA group ${String(g.grpid)} state "${state}" ignored`);
+    }
+    // Groups not listed are optimized; keep the map only when it says something.
+    if (Object.values(ana).some((s) => s !== 'optimized')) port.anaStates = ana;
+
+    const referrals: ReferralConfig[] = [];
+    for (const r of p.referrals ?? []) {
+      const name = r.name ?? '?';
+      if (r.enable !== undefined && text(r.enable) === '0') {
+        warnings.push(`${where}: referral "${name}" is disabled; skipped`);
+        continue;
+      }
+      if ((text(r.addr.trtype) ?? 'tcp') !== 'tcp') {
+        warnings.push(`${where}: referral "${name}" trtype "${text(r.addr.trtype) ?? ''}" skipped; only tcp is served`);
+        continue;
+      }
+      const ref: ReferralConfig = { addr: text(r.addr.traddr) ?? '', port: Number(text(r.addr.trsvcid) ?? '') };
+      const fam = text(r.addr.adrfam);
+      if (fam === 'ipv4' || fam === 'ipv6') ref.family = fam;
+      const pid = text(r.addr.portid);
+      if (pid !== undefined && pid !== '') ref.portId = Number(pid);
+      referrals.push(ref);
+    }
+    if (referrals.length > 0) port.referrals = referrals;
+
+    ports.push(port);
+    for (const nqn of p.subsystems ?? []) exportedOn.set(nqn, [...(exportedOn.get(nqn) ?? []), id]);
+  }
+
+  const subsystems: SubsystemConfig[] = [];
+  for (const [i, s] of (src.subsystems ?? []).entries()) {
+    const where = `subsystems[${i}] (${s.nqn})`;
+    if ((s.passthru ?? []).length > 0) {
+      warnings.push(`${where}: passthru subsystem skipped; NVMe passthrough is not supported`);
+      continue;
+    }
+    const attr = s.attr ?? {};
+    const sub: SubsystemConfig = { nqn: s.nqn };
+    const anyHost = text(attr['allow_any_host']);
+    const hosts = s.allowed_hosts ?? [];
+    sub.allowAnyHost = anyHost === undefined ? hosts.length === 0 : anyHost === '1';
+    if (hosts.length > 0) sub.hosts = [...hosts];
+    const ids = exportedOn.get(s.nqn) ?? [];
+    // Omitting `ports` means every port; a subsystem linked to no tcp port must stay unexported.
+    if (ids.length < ports.length) sub.ports = ids;
+    if (ids.length === 0) warnings.push(`${where}: not linked to any tcp port; it will not be reachable`);
+    const serial = text(attr['serial']);
+    if (serial) sub.serial = serial;
+    const model = text(attr['model']);
+    if (model) sub.model = model;
+    const firmware = text(attr['firmware']);
+    if (firmware) sub.firmware = firmware;
+    const qidMax = Number(text(attr['qid_max']) ?? 'NaN');
+    if (Number.isInteger(qidMax) && qidMax >= 1) sub.maxIoQueues = qidMax;
+    if (text(attr['pi_enable']) === '1') warnings.push(`${where}: attr pi_enable=1 ignored; protection information is not supported`);
+    const version = text(attr['version']);
+    if (version && version !== '1.3') warnings.push(`${where}: attr version ${version} ignored; this target reports NVMe 1.3 (what Linux expects from nvmet)`);
+
+    const namespaces: NamespaceConfig[] = [];
+    for (const [j, n] of (s.namespaces ?? []).entries()) {
+      const nsid = Number(n.nsid);
+      const nsWhere = `subsystems[${i}].namespaces[${j}]`;
+      if (n.enable !== undefined && text(n.enable) === '0') {
+        warnings.push(`${where}: namespace ${nsid} is disabled; skipped`);
+        continue;
+      }
+      const dev = n.device ?? {};
+      const path = text(dev['path']) ?? '';
+      if (!path) throw new ConfigError(`nvmetcli: ${nsWhere}.device.path: is empty; give the path of a regular file`, `${nsWhere}.device.path`);
+      const kind = await pathKind(path);
+      if (kind === 'block') {
+        throw new ConfigError(
+          `nvmetcli: ${nsWhere}.device.path: ${path} is a block device; block devices are not supported, use a regular file (e.g. truncate -s 1G /srv/ns${nsid}.img)`,
+          `${nsWhere}.device.path`,
+        );
+      }
+      if (kind === 'missing') throw new ConfigError(`nvmetcli: ${nsWhere}.device.path: ${path} does not exist; create the file or fix the path`, `${nsWhere}.device.path`);
+      if (kind === 'other') throw new ConfigError(`nvmetcli: ${nsWhere}.device.path: ${path} is not a regular file; use a regular file`, `${nsWhere}.device.path`);
+      const ns: NamespaceConfig = { nsid, backend: { type: 'file', path } };
+      // configfs shows an unset NGUID/UUID as all zeros; nvmetcli prints the NGUID in UUID layout.
+      const nguid = (text(dev['nguid']) ?? '').replace(/-/g, '');
+      if (nguid && !isZeroId(nguid)) ns.nguid = nguid.toLowerCase();
+      const uuid = text(dev['uuid']) ?? '';
+      if (uuid && !isZeroId(uuid)) ns.uuid = uuid.toLowerCase();
+      const grp = Number(n.ana_grpid ?? 1);
+      if (Number.isInteger(grp) && grp > 1) ns.anaGroup = grp;
+      namespaces.push(ns);
+    }
+    if (namespaces.length > 0) sub.namespaces = namespaces;
+    subsystems.push(sub);
+  }
+
+  const hosts: HostConfig[] = [];
+  for (const h of src.hosts ?? []) {
+    const host: HostConfig = { nqn: h.nqn };
+    const key = text(h.dhchap?.['key']);
+    if (key) host.dhchapKey = key;
+    const ctrlKey = text(h.dhchap?.['ctrl_key']);
+    if (ctrlKey) host.dhchapCtrlKey = ctrlKey;
+    hosts.push(host);
+  }
+
+  const config: TargetConfig = { ports, subsystems };
+  if (hosts.length > 0) config.hosts = hosts;
+  return { config: parseTargetConfig(config, 'nvmetcli (converted)'), warnings };
+}

@@ -1,0 +1,244 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  ConfigError,
+  formatConfigError,
+  namespaceSchema,
+  parseHostPort,
+  parseTargetConfig,
+  parseWith,
+  portSchema,
+  sizeToBytes,
+  subsystemSchema,
+} from './schema.js';
+import type { TargetConfig } from './types.js';
+
+function base(): TargetConfig {
+  return {
+    ports: [{ id: 1, addr: '127.0.0.1', port: 4420 }],
+    subsystems: [{ nqn: 'nqn.2024-01.io.example:a', namespaces: [{ nsid: 1, backend: { type: 'ram', size: '64M' } }] }],
+  };
+}
+
+/** A config as plain JSON, edited by dotted paths ("subsystems.0.nqn") so rows can break it in any way. */
+type Doc = Record<string, unknown>;
+type Mutate = (c: Doc) => void;
+
+function walk(c: Doc, path: string): [Record<string, unknown>, string] {
+  const keys = path.split('.');
+  const last = keys.pop() ?? '';
+  let node: unknown = c;
+  for (const k of keys) node = (node as Record<string, unknown>)[k];
+  return [node as Record<string, unknown>, last];
+}
+const set = (path: string, value: unknown): Mutate => (c) => {
+  const [node, key] = walk(c, path);
+  node[key] = value;
+};
+const del = (path: string): Mutate => (c) => {
+  const [node, key] = walk(c, path);
+  delete node[key];
+};
+const push = (path: string, value: unknown): Mutate => (c) => {
+  const [node, key] = walk(c, path);
+  (node[key] as unknown[]).push(value);
+};
+const all = (...ms: Mutate[]): Mutate => (c) => ms.forEach((m) => m(c));
+
+function mutated(f: Mutate): unknown {
+  const c = structuredClone(base()) as unknown as Doc;
+  f(c);
+  return c;
+}
+
+function errorOf(input: unknown): string {
+  try {
+    parseTargetConfig(input);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return formatConfigError(err);
+  }
+  throw new Error('expected the config to be rejected');
+}
+
+describe('targetConfigSchema accepts', () => {
+  it('the minimal config unchanged (no defaults added)', () => {
+    expect(parseTargetConfig(base())).toEqual(base());
+  });
+
+  it('every field of the model', () => {
+    const full: TargetConfig = {
+      ports: [
+        {
+          id: 1,
+          addr: '0.0.0.0',
+          port: 4420,
+          family: 'ipv4',
+          advertiseAddr: '10.0.2.100',
+          advertisePort: 4420,
+          inlineDataSize: 16384,
+          maxH2CData: 131072,
+          c2hDataSize: 65536,
+          anaStates: { '1': 'optimized', '2': 'inaccessible' },
+          referrals: [{ addr: '10.0.0.2', port: 8009, family: 'ipv4', portId: 7 }],
+          sqFlowDisable: false,
+        },
+        { id: 2, addr: '::1', port: 0, family: 'ipv6' },
+      ],
+      subsystems: [
+        {
+          nqn: 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001',
+          allowAnyHost: false,
+          hosts: ['nqn.2024-01.io.example:host1'],
+          ports: [1],
+          serial: '0123456789abcdef',
+          model: 'nvme-tcp-ts',
+          firmware: '0.1.0',
+          maxIoQueues: 8,
+          maxQueueSize: 128,
+          mdts: 8,
+          ana: true,
+          namespaces: [
+            { nsid: 1, backend: { type: 'ram', size: 1 << 20 }, blockSize: 4096, uuid: 'd592cdf3-5d1c-44e0-8412-3fcf7d99df27', nguid: '0123456789abcdef0123456789abcdef', anaGroup: 2, readOnly: true },
+            { nsid: 2, backend: { type: 'file', path: '/tmp/x.img' } },
+            { nsid: 3, backend: { type: 'file', path: '/tmp/y.img', size: '1G' } },
+            { nsid: 0xfffffffd, backend: { type: 'null', size: '1T' } },
+          ],
+          faults: { commandLatencyUs: 100, connectLatencyMs: 5, failNext: { count: 2, status: 0x4002 } },
+        },
+      ],
+      hosts: [{ nqn: 'nqn.2024-01.io.example:host1', dhchapKey: 'DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:' }],
+      discoveryNqn: 'nqn.2024-01.io.example:discovery',
+      icReqTimeoutS: 10,
+      api: { listen: '127.0.0.1:8080', token: 'secret' },
+    };
+    expect(parseTargetConfig(full)).toEqual(full);
+  });
+
+  it('IPv6 listen addresses and an empty port list (ports added later through the API)', () => {
+    expect(parseTargetConfig({ ports: [], subsystems: [] })).toEqual({ ports: [], subsystems: [] });
+    expect(parseWith(portSchema, { id: 3, addr: '::', port: 4420 })).toEqual({ id: 3, addr: '::', port: 4420 });
+  });
+});
+
+// Each row: what is wrong, the mutation, and the exact one-line message (field path + fix).
+const rejections: [string, Mutate, string][] = [
+  ['bad size', set('subsystems.0.namespaces.0.backend.size', '1X'), 'config: subsystems[0].namespaces[0].backend.size: "1X" is not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
+  ['typo in a key', all(set('ports.0.adr', '1.2.3.4'), del('ports.0.addr')), 'config: ports[0]: unknown key "adr"; did you mean "addr"? (+1 more problem)'],
+  ['unknown top-level key', set('listen', 1), 'config: unknown key "listen"; allowed: ports, subsystems, hosts, discoveryNqn, icReqTimeoutS, api'],
+  ['missing key', del('ports.0.port'), 'config: ports[0].port: is missing; add a number (use a TCP port in 0..65535)'],
+  ['port out of range', set('ports.0.port', 65536), 'config: ports[0].port: 65536 is too large; use a TCP port in 0..65535'],
+  ['negative port', set('ports.0.port', -1), 'config: ports[0].port: -1 is too small; use a TCP port in 0..65535'],
+  ['port as string', set('ports.0.port', '4420'), 'config: ports[0].port: expected a number, got "4420"; use a TCP port in 0..65535'],
+  ['host name as addr', set('ports.0.addr', 'localhost'), 'config: ports[0].addr: "localhost" is not an IP address; use e.g. 127.0.0.1, 0.0.0.0, ::1 or ::'],
+  ['family mismatch', set('ports.0.family', 'ipv6'), 'config: ports[0].family: "ipv6" does not match addr "127.0.0.1" (ipv4); drop family or fix it'],
+  ['maxH2CData not a multiple of 4', set('ports.0.maxH2CData', 8190), 'config: ports[0].maxH2CData: 8190 is not a multiple of 4; MAXH2CDATA must be a multiple of 4 and >= 4096'],
+  ['maxH2CData too small', set('ports.0.maxH2CData', 1024), 'config: ports[0].maxH2CData: 1024 is too small; use bytes in 4096..4294967292'],
+  ['inline size not /16', set('ports.0.inlineDataSize', 100), 'config: ports[0].inlineDataSize: 100 is not a multiple of 16; IOCCSZ counts 16-byte units'],
+  ['ANA state name', set('ports.0.anaStates', { '1': 'optimised' }), 'config: ports[0].anaStates["1"]: "optimised" is not an ANA state; use optimized, non-optimized, inaccessible, persistent-loss, change'],
+  ['ANA group key', set('ports.0.anaStates', { grp1: 'optimized' }), 'config: ports[0].anaStates.grp1: is not an ANA group id; use "1".."128"'],
+  ['duplicate port id', push('ports', { id: 1, addr: '::1', port: 4421 }), 'config: ports[1].id: port id 1 is used twice; give each port its own id'],
+  ['subsystem port reference', set('subsystems.0.ports', [1, 9]), 'config: subsystems[0].ports[1]: port id 9 does not exist; use one of the ids in ports (1)'],
+  ['bad NQN', set('subsystems.0.nqn', 'disk1'), 'config: subsystems[0].nqn: "disk1" is not a valid NQN (does not start with "nqn."); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)'],
+  ['NQN too long', set('subsystems.0.nqn', `nqn.2024-01.io.example:${'x'.repeat(220)}`), 'config: subsystems[0].nqn: "nqn.2024-01.io.example:' + 'x'.repeat(220) + '" is not a valid NQN (too long: 243 bytes, at most 223); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)'],
+  ['discovery NQN as subsystem', set('subsystems.0.nqn', 'nqn.2014-08.org.nvmexpress.discovery'), 'config: subsystems[0].nqn: "nqn.2014-08.org.nvmexpress.discovery" is the discovery NQN; the discovery subsystem is built in, pick another NQN'],
+  ['bad host NQN', set('subsystems.0.hosts', ['host1']), 'config: subsystems[0].hosts[0]: "host1" is not a valid NQN (does not start with "nqn."); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)'],
+  ['duplicate subsystem', push('subsystems', { nqn: 'nqn.2024-01.io.example:a' }), 'config: subsystems[1].nqn: "nqn.2024-01.io.example:a" is defined twice; merge the two subsystems'],
+  ['duplicate nsid', push('subsystems.0.namespaces', { nsid: 1, backend: { type: 'null', size: '1G' } }), 'config: subsystems[0].namespaces[1].nsid: nsid 1 is used twice; give each namespace its own nsid'],
+  ['nsid 0', set('subsystems.0.namespaces.0.nsid', 0), 'config: subsystems[0].namespaces[0].nsid: 0 is too small; use a namespace id in 1..4294967293'],
+  ['block size', set('subsystems.0.namespaces.0.blockSize', 1024), 'config: subsystems[0].namespaces[0].blockSize: 1024 is not a supported block size; use 512 or 4096'],
+  ['size not a block multiple', all(set('subsystems.0.namespaces.0.blockSize', 4096), set('subsystems.0.namespaces.0.backend.size', 6144)), 'config: subsystems[0].namespaces[0].backend.size: 6144 (6144 bytes) is not a positive multiple of the block size 4096'],
+  ['zero size', set('subsystems.0.namespaces.0.backend.size', 0), 'config: subsystems[0].namespaces[0].backend.size: 0 (0 bytes) is not a positive multiple of the block size 512'],
+  ['backend type', set('subsystems.0.namespaces.0.backend', { type: 'disk', size: '1G' }), 'config: subsystems[0].namespaces[0].backend.type: "disk" is not a backend type; use ram, file or null'],
+  ['backend without type', set('subsystems.0.namespaces.0.backend', { size: '1G' }), 'config: subsystems[0].namespaces[0].backend.type: is missing; add "ram", "file" or "null"'],
+  ['file without path', set('subsystems.0.namespaces.0.backend', { type: 'file' }), 'config: subsystems[0].namespaces[0].backend.path: is missing; add a file path'],
+  ['ram key on file backend', set('subsystems.0.namespaces.0.backend', { type: 'file', path: '/x', sise: '1G' }), 'config: subsystems[0].namespaces[0].backend: unknown key "sise"; did you mean "size"?'],
+  ['uuid', set('subsystems.0.namespaces.0.uuid', 'not-a-uuid'), 'config: subsystems[0].namespaces[0].uuid: "not-a-uuid" is not a UUID; use 8-4-4-4-12 hex digits'],
+  ['nguid', set('subsystems.0.namespaces.0.nguid', 'abc'), 'config: subsystems[0].namespaces[0].nguid: "abc" is not an NGUID; use 32 hex digits'],
+  [
+    'duplicate nguid across subsystems',
+    all(
+      set('subsystems.0.namespaces.0.nguid', '0123456789abcdef0123456789abcdef'),
+      push('subsystems', { nqn: 'nqn.2024-01.io.example:b', namespaces: [{ nsid: 1, backend: { type: 'null', size: '1G' }, nguid: '0123456789ABCDEF0123456789ABCDEF' }] }),
+    ),
+    'config: subsystems[1].namespaces[0].nguid: nguid 0123456789abcdef0123456789abcdef is used by another namespace; hosts drop namespaces with duplicate ids',
+  ],
+  ['serial too long', set('subsystems.0.serial', 'x'.repeat(21)), `config: subsystems[0].serial: "${'x'.repeat(21)}" is longer than 20 characters (the Identify field size)`],
+  ['model not ASCII', set('subsystems.0.model', 'modèle'), 'config: subsystems[0].model: "modèle" has non-printable or non-ASCII characters; use printable ASCII'],
+  ['fault status', set('subsystems.0.faults', { failNext: { count: 1, status: 0x10000 } }), 'config: subsystems[0].faults.failNext.status: 65536 is too large; use a 15-bit NVMe status in 0..32767'],
+  ['api listen', set('api', { listen: '8080' }), 'config: api.listen: "8080" is not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080'],
+  ['not a list', set('subsystems', {}), 'config: subsystems: expected a list, got an object'],
+  ['bool as string', set('subsystems.0.allowAnyHost', 'yes'), 'config: subsystems[0].allowAnyHost: expected true or false, got "yes"'],
+];
+
+describe('targetConfigSchema rejects with one line naming the field and the fix', () => {
+  it.each(rejections)('%s', (_name, mutate, message) => {
+    const line = errorOf(mutated(mutate));
+    expect(line).toBe(message);
+    expect(line).not.toContain('\n');
+  });
+
+  it('a document that is not an object', () => {
+    expect(errorOf(null)).toBe('config: expected object, got null');
+    expect(errorOf([])).toBe('config: expected object, got a list');
+  });
+
+  it('reports the path of the error on the ConfigError', () => {
+    try {
+      parseTargetConfig(mutated(set('subsystems.0.namespaces.0.backend.size', 'big')));
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ConfigError).path).toBe('subsystems[0].namespaces[0].backend.size');
+      expect((err as ConfigError).code).toBe('NVMEOF_ERR_CONFIG');
+    }
+  });
+});
+
+describe('per-resource schemas (HTTP API bodies)', () => {
+  it('subsystemSchema checks duplicates inside one body', () => {
+    expect(() =>
+      parseWith(subsystemSchema, { nqn: 'nqn.2024-01.io.example:a', hosts: ['nqn.2024-01.io.example:h', 'nqn.2024-01.io.example:h'] }, 'body'),
+    ).toThrow('body: hosts[1]: "nqn.2024-01.io.example:h" is listed twice; remove one');
+  });
+
+  it('namespaceSchema names the field relative to the body', () => {
+    expect(() => parseWith(namespaceSchema, { nsid: 1, backend: { type: 'ram', size: '1Q' } }, 'body')).toThrow(
+      'body: backend.size: "1Q" is not a size; use bytes or a K/M/G/T suffix (e.g. 1G)',
+    );
+  });
+
+  it('formatConfigError words raw zod errors and other errors on one line', () => {
+    const r = z.object({ a: z.string() }).safeParse({ a: 1 });
+    expect(r.success).toBe(false);
+    if (!r.success) expect(formatConfigError(r.error)).toMatch(/^config: a: /);
+    expect(formatConfigError(new Error('boom\nsecond line'))).toBe('config: boom');
+  });
+});
+
+describe('helpers', () => {
+  it.each([
+    ['512', 512],
+    ['4K', 4096],
+    ['64M', 64 * 2 ** 20],
+    ['1G', 2 ** 30],
+    ['1g', 2 ** 30],
+    ['1GiB', 2 ** 30],
+    ['1.5K', 1536],
+    ['2T', 2 * 2 ** 40],
+    [4096, 4096],
+  ] as const)('sizeToBytes(%j) = %d', (spec, bytes) => {
+    expect(sizeToBytes(spec)).toBe(bytes);
+  });
+
+  it.each(['', '1X', 'G', '-1', '1.3', '1 GB extra'])('sizeToBytes(%j) is undefined', (spec) => {
+    expect(sizeToBytes(spec)).toBeUndefined();
+  });
+
+  it('parseHostPort handles IPv4, bracketed IPv6 and rejects the rest', () => {
+    expect(parseHostPort('127.0.0.1:4420')).toEqual({ addr: '127.0.0.1', port: 4420, family: 'ipv4' });
+    expect(parseHostPort('[::1]:0')).toEqual({ addr: '::1', port: 0, family: 'ipv6' });
+    for (const bad of ['::1:4420', 'localhost:4420', '127.0.0.1', '127.0.0.1:65536', '[127.0.0.1]:1', '1.2.3.4:']) {
+      expect(parseHostPort(bad), bad).toBeUndefined();
+    }
+  });
+});

@@ -1,0 +1,255 @@
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, connect, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_SUBSYSTEM_NQN, defaultConfig } from './config/load.js';
+import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines } from './main.js';
+
+let dir: string;
+const servers: Server[] = [];
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'nvme-tcp-main-'));
+});
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+  await rm(dir, { recursive: true, force: true });
+});
+
+const build = async (argv: string[]) => (await buildTargetConfig(parseTargetArgs(argv))).config;
+
+describe('parseTargetArgs rejects bad flags with one line naming the flag and the fix', () => {
+  it.each([
+    [['--bogus'], 'unknown option --bogus; see nvme-tcp target --help'],
+    [['--listen'], '--listen: missing value; see nvme-tcp target --help'],
+    [['extra'], 'unexpected argument "extra"; every value needs its flag; see nvme-tcp target --help'],
+    [['--listen', 'localhost:4420'], '--listen localhost:4420: not ADDR:PORT; use e.g. 127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420'],
+    [['--listen', '::1:4420'], '--listen ::1:4420: not ADDR:PORT; use e.g. 127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420'],
+    [['--ram', '1X'], '--ram 1X: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
+    [['--null', 'big'], '--null big: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
+    [['--block-size', '1024'], '--block-size 1024: not supported; use 512 or 4096'],
+    [['--nqn', 'disk1'], '--nqn: "disk1" is not a valid NQN (does not start with "nqn."); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)'],
+    [['--allow-host', 'nqn.2024-13.x:y'], '--allow-host: "nqn.2024-13.x:y" is not a valid NQN (invalid month 13 in date code); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)'],
+    [['--advertise', 'gateway'], '--advertise gateway: not an IP address; use ADDR or ADDR:PORT (e.g. 10.0.2.100 or 10.0.2.100:4420)'],
+    [['--advertise', '10.0.2.100:0'], '--advertise 10.0.2.100:0: port 0 cannot be advertised; use the port hosts connect to'],
+    [['--log-level', 'loud'], '--log-level loud: unknown level; use trace, debug, info, warn, error, fatal, silent'],
+    [['--api', '8080'], '--api 8080: not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080'],
+    [['--write-back'], '--write-back: needs --config FILE (the file API changes are saved to)'],
+    [['--config', 'a.json', '--import-nvmetcli', 'b.json'], '--config and --import-nvmetcli: give only one of them (convert once, then save as a config); see nvme-tcp target --help'],
+  ])('%j', (argv, message) => {
+    expect(() => parseTargetArgs(argv)).toThrow(message);
+    try {
+      parseTargetArgs(argv);
+    } catch (err) {
+      expect((err as Error).message).toBe(message);
+    }
+  });
+});
+
+describe('buildTargetConfig', () => {
+  it('no flags: the embedded default', async () => {
+    expect(await build([])).toEqual(defaultConfig());
+  });
+
+  it('namespace flags replace the default namespace and get nsids in command-line order', async () => {
+    const img = join(dir, 'a:b.img');
+    const c = await build(['--ram', '64M', '--file', `${img}:32M`, '--null', '1G', '--ram', '1M', '--block-size', '4096']);
+    expect(c.subsystems).toHaveLength(1);
+    expect(c.subsystems[0]?.nqn).toBe(DEFAULT_SUBSYSTEM_NQN);
+    expect(c.subsystems[0]?.namespaces).toEqual([
+      { nsid: 1, backend: { type: 'ram', size: '64M' }, blockSize: 4096 },
+      { nsid: 2, backend: { type: 'file', path: img, size: '32M' }, blockSize: 4096 },
+      { nsid: 3, backend: { type: 'null', size: '1G' }, blockSize: 4096 },
+      { nsid: 4, backend: { type: 'ram', size: '1M' }, blockSize: 4096 },
+    ]);
+  });
+
+  it('--nqn renames the default subsystem; --allow-host restricts it; --block-size alone applies to the default namespace', async () => {
+    const c = await build(['--nqn', 'nqn.2024-01.io.example:x', '--allow-host', 'nqn.2024-01.io.example:h1', '--allow-host', 'nqn.2024-01.io.example:h2', '--block-size', '4096']);
+    expect(c.subsystems).toEqual([
+      {
+        nqn: 'nqn.2024-01.io.example:x',
+        allowAnyHost: false,
+        hosts: ['nqn.2024-01.io.example:h1', 'nqn.2024-01.io.example:h2'],
+        namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1G' }, blockSize: 4096 }],
+      },
+    ]);
+  });
+
+  it('--listen (repeatable, IPv6) and --advertise', async () => {
+    const c = await build(['--listen', '127.0.0.1:0', '--listen', '[::1]:4421', '--advertise', '10.0.2.100:4420']);
+    expect(c.ports).toEqual([
+      { id: 1, addr: '127.0.0.1', port: 0, family: 'ipv4', advertiseAddr: '10.0.2.100', advertisePort: 4420 },
+      { id: 2, addr: '::1', port: 4421, family: 'ipv6', advertiseAddr: '10.0.2.100', advertisePort: 4420 },
+    ]);
+  });
+
+  it('extends a config file: --listen keeps port settings by position, drops the rest, namespaces append', async () => {
+    const path = join(dir, 'c.json');
+    await writeFile(
+      path,
+      JSON.stringify({
+        ports: [
+          { id: 7, addr: '0.0.0.0', port: 4420, maxH2CData: 65536 },
+          { id: 9, addr: '0.0.0.0', port: 4421 },
+        ],
+        subsystems: [
+          { nqn: 'nqn.2024-01.io.example:a', ports: [9], namespaces: [{ nsid: 3, backend: { type: 'null', size: '1G' } }] },
+          { nqn: 'nqn.2024-01.io.example:b', ports: [7, 9] },
+        ],
+      }),
+    );
+    const built = await buildTargetConfig(parseTargetArgs(['--config', path, '--listen', '127.0.0.1:0', '--nqn', 'nqn.2024-01.io.example:b', '--ram', '1M']));
+    expect(built.config.ports).toEqual([{ id: 7, addr: '127.0.0.1', port: 0, family: 'ipv4', maxH2CData: 65536 }]);
+    expect(built.config.subsystems).toEqual([
+      { nqn: 'nqn.2024-01.io.example:a', namespaces: [{ nsid: 3, backend: { type: 'null', size: '1G' } }] },
+      { nqn: 'nqn.2024-01.io.example:b', ports: [7], namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] },
+    ]);
+    expect(built.warnings).toEqual([
+      '--listen: config ports 9 (0.0.0.0:4421) dropped',
+      '--listen: subsystem nqn.2024-01.io.example:a lost all its ports; it is now exported on every port',
+    ]);
+    // a --nqn the config lacks becomes a new subsystem; namespace flags on the first subsystem append after its nsids
+    const more = await build(['--config', path, '--nqn', 'nqn.2024-01.io.example:new', '--null', '1M']);
+    expect(more.subsystems.map((s) => s.nqn)).toEqual(['nqn.2024-01.io.example:a', 'nqn.2024-01.io.example:b', 'nqn.2024-01.io.example:new']);
+    const first = await build(['--config', path, '--ram', '1M']);
+    expect(first.subsystems[0]?.namespaces?.map((n) => n.nsid)).toEqual([3, 4]);
+  });
+
+  it.each([
+    [['--ram', '1000'], '--ram 1000: 1000 bytes is not a positive multiple of the block size 512; use e.g. 1G'],
+    [['--ram', '6K', '--block-size', '4096'], '--ram 6K: 6144 bytes is not a positive multiple of the block size 4096; use e.g. 1G'],
+  ])('rejects namespace sizes that are not whole blocks: %j', async (argv, message) => {
+    await expect(build(argv)).rejects.toThrow(message);
+  });
+
+  it('--file without a size needs an existing regular file', async () => {
+    const missing = join(dir, 'missing.img');
+    await expect(build(['--file', missing])).rejects.toThrow(`--file ${missing}: ${missing} does not exist; add a size to create it (--file ${missing}:1G)`);
+    await expect(build(['--file', dir])).rejects.toThrow(`--file ${dir}: ${dir} is not a regular file; use a regular file`);
+    const img = join(dir, 'ok.img');
+    await writeFile(img, Buffer.alloc(8192));
+    expect((await build(['--file', img])).subsystems[0]?.namespaces).toEqual([{ nsid: 1, backend: { type: 'file', path: img } }]);
+  });
+
+  it('reports config file problems with the file name', async () => {
+    const path = join(dir, 'bad.json');
+    await writeFile(path, JSON.stringify({ ports: [{ id: 1, addr: '127.0.0.1', port: 4420 }], subsystems: [], extra: true }));
+    await expect(build(['--config', path])).rejects.toThrow(`config ${path}: unknown key "extra"; allowed: ports, subsystems, hosts, discoveryNqn, icReqTimeoutS, api`);
+    await expect(build(['--block-size', '4096', '--config', path.replace('bad', 'none')])).rejects.toThrow(/^config: cannot read .*none\.json \(no such file or directory\); check the path$/);
+  });
+});
+
+describe('startupLines', () => {
+  it('prints the nvme-cli lines with the bound port, or the advertised address', () => {
+    const c = defaultConfig();
+    expect(startupLines(c, [{ id: 1, addr: '127.0.0.1', port: 40000 }]).slice(-2)).toEqual([
+      'nvme discover -t tcp -a 127.0.0.1 -s 40000',
+      `nvme connect -t tcp -a 127.0.0.1 -s 40000 -n ${DEFAULT_SUBSYSTEM_NQN}`,
+    ]);
+    c.ports[0] = { id: 1, addr: '127.0.0.1', port: 0, advertiseAddr: '10.0.2.100', advertisePort: 4420 };
+    const lines = startupLines(c, [{ id: 1, addr: '127.0.0.1', port: 40001 }]);
+    expect(lines[0]).toBe('nvme-tcp target: listening on 127.0.0.1:40001, port id 1 (advertised as 10.0.2.100:4420)');
+    expect(lines).toContain(`nvme connect -t tcp -a 10.0.2.100 -s 4420 -n ${DEFAULT_SUBSYSTEM_NQN}`);
+  });
+});
+
+describe('runTargetCli in-process', () => {
+  const silent = pino({ level: 'silent' });
+
+  function capture() {
+    const out: string[] = [];
+    const err: string[] = [];
+    return { out, err, io: { stdout: (s: string) => void out.push(s), stderr: (s: string) => void err.push(s), logger: silent, processHandlers: false } };
+  }
+
+  it('serves on the port it prints, creates the file namespace, and stops with exit 0', async () => {
+    const c = capture();
+    const ac = new AbortController();
+    const img = join(dir, 'ns2.img');
+    let port = 0;
+    const code = runTargetCli(['--listen', '127.0.0.1:0', '--ram', '1M', '--file', `${img}:2M`], {
+      ...c.io,
+      signal: ac.signal,
+      onReady: (bound) => {
+        port = bound[0]?.port ?? 0;
+        const s = connect(port, '127.0.0.1');
+        s.on('connect', () => {
+          s.destroy();
+          ac.abort();
+        });
+        s.on('error', () => ac.abort());
+      },
+    });
+    expect(await code).toBe(0);
+    expect(port).toBeGreaterThan(0);
+    const text = c.out.join('');
+    expect(text).toContain(`nvme discover -t tcp -a 127.0.0.1 -s ${port}\n`);
+    expect(text).toContain(`nvme connect -t tcp -a 127.0.0.1 -s ${port} -n ${DEFAULT_SUBSYSTEM_NQN}\n`);
+    expect((await stat(img)).size).toBe(2 * 1024 * 1024);
+    expect(c.err).toEqual([]);
+  });
+
+  it('exit 2 and one stderr line for a bad flag', async () => {
+    const c = capture();
+    expect(await runTargetCli(['--ram', '12Q'], c.io)).toBe(2);
+    expect(c.err).toEqual(['--ram 12Q: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)\n']);
+    expect(c.out).toEqual([]);
+  });
+
+  it('exit 1 with a one-line reason when the port is taken', async () => {
+    const busy = createServer();
+    servers.push(busy);
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const port = (busy.address() as { port: number }).port;
+    const c = capture();
+    expect(await runTargetCli(['--listen', `127.0.0.1:${port}`, '--null', '1M'], c.io)).toBe(1);
+    expect(c.err).toEqual([`--listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`]);
+  });
+
+  it('--api starts the management API next to the target and stops it with the target', async () => {
+    const c = capture();
+    const ac = new AbortController();
+    let health: number | undefined;
+    const code = runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M', '--api', '127.0.0.1:0'], {
+      ...c.io,
+      signal: ac.signal,
+      onReady: () => {
+        const url = /management API on (http:\/\/\S+)/.exec(c.out.join(''))?.[1];
+        if (url === undefined) return ac.abort();
+        fetch(`${url}/healthz`)
+          .then((r) => (health = r.status))
+          .finally(() => ac.abort());
+      },
+    });
+    expect(await code).toBe(0);
+    expect(c.out.join('')).toMatch(/management API on http:\/\/127\.0\.0\.1:\d+ /);
+    expect(health).toBe(200);
+  });
+
+  it('refuses an API reachable from other machines without a token (exit 2)', async () => {
+    const c = capture();
+    const saved = process.env.NVME_TCP_API_TOKEN;
+    delete process.env.NVME_TCP_API_TOKEN;
+    try {
+      expect(await runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M', '--api', '0.0.0.0:0'], c.io)).toBe(2);
+    } finally {
+      if (saved !== undefined) process.env.NVME_TCP_API_TOKEN = saved;
+    }
+    expect(c.err).toHaveLength(1);
+    expect(c.err[0]).toMatch(/^--api: refusing to serve the management API on 0\.0\.0\.0:0 without a token/);
+  });
+
+  it('"ctl" goes to the management client', async () => {
+    const c = capture();
+    expect(await runTargetCli(['ctl', '--help'], c.io)).toBe(0);
+    expect(c.out.join('')).toMatch(/^usage: nvme-tcp target ctl /);
+  });
+
+  it('--help prints the usage and exits 0', async () => {
+    const c = capture();
+    expect(await runTargetCli(['--help'], c.io)).toBe(0);
+    expect(c.out.join('')).toMatch(/^usage: nvme-tcp target \[options\]/);
+  });
+});

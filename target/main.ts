@@ -1,0 +1,512 @@
+// `nvme-tcp target`: flags and config files → one validated TargetConfig → TargetService; prints the
+// nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
+import { stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { networkInterfaces } from 'node:os';
+import { parseArgs } from 'node:util';
+import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { defaultConfig, errnoText, loadConfig } from './config/load.js';
+import { loadNvmetcliConfig } from './config/nvmetcli.js';
+import { ConfigError, formatConfigError, ipFamily, nqnProblem, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './config/schema.js';
+import type { NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { runCtlCli } from './ctl.js';
+import { ApiConfigError, startTargetApi, type ApiHandle } from './mgmt/index.js';
+import { TargetService, type BoundPort } from './service.js';
+
+export const TARGET_USAGE = `usage: nvme-tcp target [options]
+       nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)
+
+Serves NVMe over TCP. With no options: 127.0.0.1:4420, subsystem ${defaultConfig().subsystems[0]?.nqn ?? ''},
+one 1 GiB RAM namespace, any host.
+
+  --config FILE            start from this JSON config (the flags below extend or override it)
+  --import-nvmetcli FILE   start from a kernel target config saved by \`nvmetcli save\` (tcp ports, file namespaces)
+  --listen ADDR:PORT       listen address, repeatable; IPv6 as [::1]:4420, port 0 picks a free port.
+                           The Nth --listen replaces the address of the config's Nth port; extra ones add ports,
+                           config ports beyond the last --listen are dropped
+  --nqn NQN                the subsystem the namespace/host flags apply to (created if the config lacks it;
+                           without a config it renames the default subsystem)
+  --ram SIZE               add a RAM namespace (repeatable)
+  --file PATH[:SIZE]       add a file namespace (repeatable); SIZE creates or extends the file
+  --null SIZE              add a null namespace: reads return zeroes, writes are dropped (repeatable)
+                           Namespace flags get nsids 1, 2, ... in command-line order (after the config's own);
+                           without a config they replace the default RAM namespace
+  --block-size 512|4096    LBA size of the namespaces given by flags (default 512)
+  --allow-host NQN         allow only these hosts on that subsystem (repeatable; default: any host)
+  --advertise ADDR[:PORT]  address (and port) put in discovery log entries, e.g. behind NAT or qemu guestfwd
+  --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
+                           token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
+  --write-back             save every change made through the API back to the --config file
+  --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
+                           pretty-printed when stdout is a terminal
+  -h, --help               this text
+
+SIZE is bytes or a K/M/G/T suffix (powers of 1024), e.g. 64M, 1G.
+Exit status: 0 after SIGINT/SIGTERM, 2 for a bad flag or config, 1 for a runtime failure.
+`;
+
+const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+const OPTIONS = {
+  config: { type: 'string' },
+  'import-nvmetcli': { type: 'string' },
+  listen: { type: 'string', multiple: true },
+  nqn: { type: 'string' },
+  ram: { type: 'string', multiple: true },
+  file: { type: 'string', multiple: true },
+  null: { type: 'string', multiple: true },
+  'block-size': { type: 'string' },
+  'allow-host': { type: 'string', multiple: true },
+  advertise: { type: 'string' },
+  api: { type: 'string' },
+  'write-back': { type: 'boolean' },
+  'log-level': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** A namespace requested on the command line, in the order given. */
+export type NamespaceFlag = { kind: 'ram' | 'null'; size: string } | { kind: 'file'; path: string; size?: string };
+
+export interface TargetArgs {
+  help: boolean;
+  config?: string;
+  importNvmetcli?: string;
+  listen: { addr: string; port: number; family: 'ipv4' | 'ipv6' }[];
+  nqn?: string;
+  namespaces: NamespaceFlag[];
+  blockSize?: 512 | 4096;
+  allowHosts: string[];
+  advertise?: { addr: string; port?: number };
+  /** --api ADDR:PORT */
+  api?: string;
+  writeBack: boolean;
+  logLevel: LevelWithSilent;
+}
+
+function usageError(msg: string): ConfigError {
+  return new ConfigError(`${msg}; see nvme-tcp target --help`);
+}
+
+function parseFlags(argv: readonly string[]) {
+  try {
+    return parseArgs({ args: [...argv], options: OPTIONS, strict: true, tokens: true, allowPositionals: false });
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    const name = /'(-[^' ]+)/.exec(e.message)?.[1];
+    const positional = /Unexpected argument '([^']*)'/.exec(e.message)?.[1];
+    if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw usageError(`unknown option ${name ?? e.message}`);
+    if (e.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw usageError(`unexpected argument ${JSON.stringify(positional ?? '')}; every value needs its flag`);
+    if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      throw usageError(/argument missing/.test(e.message) ? `${name ?? 'option'}: missing value` : `${name ?? 'option'}: takes no value`);
+    }
+    throw usageError(e.message);
+  }
+}
+
+/** Parses the flags; throws a ConfigError with a one-line message naming the flag and the fix. */
+export function parseTargetArgs(argv: readonly string[]): TargetArgs {
+  const parsed = parseFlags(argv);
+  const v = parsed.values;
+  const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], writeBack: v['write-back'] === true, logLevel: 'info' };
+  if (v.config !== undefined) args.config = v.config;
+  if (v['import-nvmetcli'] !== undefined) args.importNvmetcli = v['import-nvmetcli'];
+  if (args.config !== undefined && args.importNvmetcli !== undefined) {
+    throw usageError('--config and --import-nvmetcli: give only one of them (convert once, then save as a config)');
+  }
+  for (const l of v.listen ?? []) {
+    const hp = parseHostPort(l);
+    if (!hp) throw new ConfigError(`--listen ${l}: not ADDR:PORT; use e.g. 127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420`);
+    args.listen.push(hp);
+  }
+  if (v.nqn !== undefined) {
+    const p = nqnProblem(v.nqn);
+    if (p) throw new ConfigError(`--nqn: ${JSON.stringify(v.nqn)} ${p}`);
+    args.nqn = v.nqn;
+  }
+  for (const h of v['allow-host'] ?? []) {
+    const p = nqnProblem(h);
+    if (p) throw new ConfigError(`--allow-host: ${JSON.stringify(h)} ${p}`);
+    if (!args.allowHosts.includes(h)) args.allowHosts.push(h);
+  }
+  if (v['block-size'] !== undefined) {
+    const bs = v['block-size'];
+    if (bs !== '512' && bs !== '4096') throw new ConfigError(`--block-size ${bs}: not supported; use 512 or 4096`);
+    args.blockSize = bs === '512' ? 512 : 4096;
+  }
+  // Namespace flags keep their command-line order across --ram/--file/--null (tokens preserve it).
+  for (const t of parsed.tokens) {
+    if (t.kind !== 'option' || t.value === undefined) continue;
+    if (t.name === 'ram' || t.name === 'null') {
+      if (sizeToBytes(t.value) === undefined) throw new ConfigError(`--${t.name} ${t.value}: not a size; ${SIZE_FIX}`);
+      args.namespaces.push({ kind: t.name, size: t.value });
+    } else if (t.name === 'file') {
+      args.namespaces.push(parseFileFlag(t.value));
+    }
+  }
+  if (v.advertise !== undefined) {
+    const a = v.advertise;
+    const hp = parseHostPort(a);
+    if (hp) args.advertise = { addr: hp.addr, port: hp.port };
+    else if (ipFamily(a)) args.advertise = { addr: a };
+    else throw new ConfigError(`--advertise ${a}: not an IP address; use ADDR or ADDR:PORT (e.g. 10.0.2.100 or 10.0.2.100:4420)`);
+    if (args.advertise.port === 0) throw new ConfigError(`--advertise ${a}: port 0 cannot be advertised; use the port hosts connect to`);
+  }
+  if (v.api !== undefined) {
+    if (!parseHostPort(v.api)) throw new ConfigError(`--api ${v.api}: not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`);
+    args.api = v.api;
+  }
+  if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
+  if (v['log-level'] !== undefined) {
+    const lvl = v['log-level'];
+    if (!(LOG_LEVELS as readonly string[]).includes(lvl)) throw new ConfigError(`--log-level ${lvl}: unknown level; use ${LOG_LEVELS.join(', ')}`);
+    args.logLevel = lvl as LevelWithSilent;
+  }
+  return args;
+}
+
+/** PATH[:SIZE]: the part after the last ":" is a size only when it parses as one (paths may contain ":"). */
+function parseFileFlag(spec: string): NamespaceFlag {
+  const i = spec.lastIndexOf(':');
+  if (i > 0) {
+    const size = spec.slice(i + 1);
+    if (sizeToBytes(size) !== undefined) return { kind: 'file', path: spec.slice(0, i), size };
+  }
+  if (spec === '') throw new ConfigError('--file: empty path; use --file PATH[:SIZE]');
+  return { kind: 'file', path: spec };
+}
+
+export interface BuiltConfig {
+  config: TargetConfig;
+  /** Notes for the log (nvmetcli import leftovers, dropped ports). */
+  warnings: string[];
+}
+
+/** Starts from --config / --import-nvmetcli / the default and applies the flags (documented in TARGET_USAGE). */
+export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> {
+  const warnings: string[] = [];
+  let config: TargetConfig;
+  const fromFile = args.config !== undefined || args.importNvmetcli !== undefined;
+  if (args.config !== undefined) config = await loadConfig(args.config);
+  else if (args.importNvmetcli !== undefined) {
+    const imp = await loadNvmetcliConfig(args.importNvmetcli);
+    config = imp.config;
+    warnings.push(...imp.warnings.map((w) => `nvmetcli: ${w}`));
+  } else config = defaultConfig();
+
+  if (args.listen.length > 0) {
+    const old = config.ports;
+    let nextId = Math.max(0, ...old.map((p) => p.id)) + 1;
+    config.ports = args.listen.map((l, i): PortConfig => {
+      const prev = old[i];
+      const { family: _f, ...keep } = prev ?? { id: nextId++ };
+      return { ...keep, addr: l.addr, port: l.port, family: l.family };
+    });
+    const kept = new Set(config.ports.map((p) => p.id));
+    const dropped = old.filter((p) => !kept.has(p.id));
+    if (dropped.length > 0) {
+      warnings.push(`--listen: config ports ${dropped.map((p) => `${p.id} (${p.addr}:${p.port})`).join(', ')} dropped`);
+      for (const s of config.subsystems) {
+        if (!s.ports) continue;
+        s.ports = s.ports.filter((id) => kept.has(id));
+        if (s.ports.length === 0) {
+          delete s.ports;
+          warnings.push(`--listen: subsystem ${s.nqn} lost all its ports; it is now exported on every port`);
+        }
+      }
+    }
+  }
+  if (args.advertise) {
+    for (const p of config.ports) {
+      p.advertiseAddr = args.advertise.addr;
+      if (args.advertise.port !== undefined) p.advertisePort = args.advertise.port;
+    }
+  }
+
+  const wantsSubsystem = args.nqn !== undefined || args.namespaces.length > 0 || args.allowHosts.length > 0 || args.blockSize !== undefined;
+  if (wantsSubsystem) {
+    let sub: SubsystemConfig | undefined;
+    if (!fromFile) {
+      // Without a config file the flags describe the one subsystem: rename the default rather than add one.
+      sub = config.subsystems[0];
+      if (sub && args.nqn !== undefined) sub.nqn = args.nqn;
+      if (sub && args.namespaces.length > 0) sub.namespaces = [];
+    } else {
+      sub = args.nqn !== undefined ? config.subsystems.find((s) => s.nqn === args.nqn) : config.subsystems[0];
+    }
+    if (!sub) {
+      sub = { nqn: args.nqn ?? defaultConfig().subsystems[0]?.nqn ?? '', allowAnyHost: true };
+      config.subsystems.push(sub);
+    }
+    if (fromFile && args.blockSize !== undefined && args.namespaces.length === 0) {
+      throw new ConfigError('--block-size: applies to namespaces given with --ram/--file/--null, and there are none; set blockSize in the config instead');
+    }
+    const namespaces: NamespaceConfig[] = sub.namespaces ?? [];
+    if (!fromFile && args.blockSize !== undefined) for (const ns of namespaces) ns.blockSize = args.blockSize;
+    let nsid = Math.max(0, ...namespaces.map((n) => n.nsid)) + 1;
+    const bs = args.blockSize ?? 512;
+    for (const f of args.namespaces) {
+      const ns: NamespaceConfig = { nsid: nsid++, backend: await backendFor(f, bs) };
+      if (args.blockSize !== undefined) ns.blockSize = args.blockSize;
+      namespaces.push(ns);
+    }
+    sub.namespaces = namespaces;
+    if (args.allowHosts.length > 0) {
+      sub.allowAnyHost = false;
+      sub.hosts = [...new Set([...(sub.hosts ?? []), ...args.allowHosts])];
+    }
+  }
+  return { config: parseTargetConfig(config), warnings };
+}
+
+async function backendFor(f: NamespaceFlag, blockSize: number): Promise<NamespaceConfig['backend']> {
+  const flag = f.kind === 'file' ? `--file ${f.path}${f.size !== undefined ? `:${f.size}` : ''}` : `--${f.kind} ${f.size}`;
+  if (f.size !== undefined) {
+    const bytes = sizeToBytes(f.size) ?? 0;
+    if (bytes < blockSize || bytes % blockSize !== 0) {
+      throw new ConfigError(`${flag}: ${bytes} bytes is not a positive multiple of the block size ${blockSize}; use e.g. 1G`);
+    }
+  }
+  if (f.kind !== 'file') return { type: f.kind, size: f.size };
+  let kind: 'file' | 'block' | 'other' | 'missing';
+  try {
+    const st = await stat(f.path);
+    kind = st.isFile() ? 'file' : st.isBlockDevice() ? 'block' : 'other';
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'ENOENT') throw new ConfigError(`${flag}: cannot stat ${f.path} (${errnoText(err)})`);
+    kind = 'missing';
+  }
+  if (kind === 'block') throw new ConfigError(`${flag}: ${f.path} is a block device; block devices are not supported, use a regular file`);
+  if (kind === 'other') throw new ConfigError(`${flag}: ${f.path} is not a regular file; use a regular file`);
+  if (kind === 'missing' && f.size === undefined) throw new ConfigError(`${flag}: ${f.path} does not exist; add a size to create it (--file ${f.path}:1G)`);
+  return f.size !== undefined ? { type: 'file', path: f.path, size: f.size } : { type: 'file', path: f.path };
+}
+
+// ---------------------------------------------------------------------------------------------- start-up lines
+
+/** An address a host can type: the advertised one, else the listen address, else (wildcard) this machine's first external IP. */
+function reachableAddr(addr: string): string {
+  if (addr !== '0.0.0.0' && addr !== '::') return addr;
+  for (const list of Object.values(networkInterfaces())) {
+    for (const ni of list ?? []) {
+      if (!ni.internal && (addr === '::' || ni.family === 'IPv4')) return ni.address;
+    }
+  }
+  return addr === '::' ? '::1' : '127.0.0.1';
+}
+
+/** The plain lines printed on start: where we listen, what we serve, and the nvme-cli commands to reach it. */
+export function startupLines(config: TargetConfig, bound: readonly BoundPort[]): string[] {
+  const lines: string[] = [];
+  for (const b of bound) {
+    const p = config.ports.find((x) => x.id === b.id);
+    const adv = p?.advertiseAddr !== undefined ? ` (advertised as ${p.advertiseAddr}:${p.advertisePort ?? b.port})` : '';
+    lines.push(`nvme-tcp target: listening on ${b.addr.includes(':') ? `[${b.addr}]` : b.addr}:${b.port}, port id ${b.id}${adv}`);
+  }
+  for (const s of config.subsystems) {
+    const nss = (s.namespaces ?? []).map((n) => `nsid ${n.nsid} ${describeBackend(n)}`).join(', ') || 'no namespaces';
+    const acl = s.allowAnyHost === false || (s.hosts?.length ?? 0) > 0 ? `hosts ${(s.hosts ?? []).join(' ') || 'none'}` : 'any host';
+    lines.push(`nvme-tcp target: subsystem ${s.nqn}: ${nss}; ${acl}`);
+  }
+  const hosts = bound.map((b) => {
+    const p = config.ports.find((x) => x.id === b.id);
+    return { id: b.id, addr: p?.advertiseAddr ?? reachableAddr(b.addr), port: p?.advertisePort ?? b.port };
+  });
+  for (const h of hosts) lines.push(`nvme discover -t tcp -a ${h.addr} -s ${h.port}`);
+  for (const s of config.subsystems) {
+    for (const h of hosts) {
+      if (s.ports && !s.ports.includes(h.id)) continue;
+      lines.push(`nvme connect -t tcp -a ${h.addr} -s ${h.port} -n ${s.nqn}`);
+    }
+  }
+  return lines;
+}
+
+function describeBackend(n: NamespaceConfig): string {
+  const bs = `${n.blockSize ?? 512}-byte blocks`;
+  switch (n.backend.type) {
+    case 'ram':
+      return `ram ${String(n.backend.size)} (${bs})`;
+    case 'null':
+      return `null ${String(n.backend.size)} (${bs})`;
+    case 'file':
+      return `file ${n.backend.path}${n.backend.size !== undefined ? ` ${String(n.backend.size)}` : ''} (${bs})`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- the command
+
+export interface TargetCliIo {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  /** Logger to use instead of building one from --log-level (tests). */
+  logger?: Logger;
+  /** Install SIGINT/SIGTERM and uncaught-error handlers (default true; in-process tests pass false). */
+  processHandlers?: boolean;
+  /** Stops the target like SIGTERM does (tests). */
+  signal?: AbortSignal;
+  /** Called once the target listens, with the bound ports. */
+  onReady?: (bound: BoundPort[]) => void;
+}
+
+const defaultIo: TargetCliIo = {
+  stdout: (s) => process.stdout.write(s),
+  stderr: (s) => process.stderr.write(s),
+};
+
+/** How long a graceful stop may take before the process gives up on it. */
+const STOP_TIMEOUT_MS = 15_000;
+
+function createLogger(level: LevelWithSilent): Logger {
+  if (process.stdout.isTTY) {
+    try {
+      // pino-pretty is a dev dependency: pretty output only when it is installed.
+      createRequire(import.meta.url).resolve('pino-pretty');
+      return pino({ level, base: { pid: process.pid } }, pino.transport({ target: 'pino-pretty', options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l' } }));
+    } catch {
+      // fall through to JSON lines
+    }
+  }
+  // Synchronous writes: logs are rare (never per I/O at info) and must interleave in order with the plain
+  // start-up lines written to the same stdout.
+  return pino({ level, base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
+}
+
+/** `nvme-tcp target [options]` (and `nvme-tcp target ctl ...`); resolves to the exit status. */
+export async function runTargetCli(argv: readonly string[], ioIn: Partial<TargetCliIo> = {}): Promise<number> {
+  const io: TargetCliIo = { ...defaultIo, ...ioIn };
+  if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: io.stdout, stderr: io.stderr, env: process.env });
+
+  let built: BuiltConfig;
+  let args: TargetArgs;
+  try {
+    args = parseTargetArgs(argv);
+    if (args.help) {
+      io.stdout(TARGET_USAGE);
+      return 0;
+    }
+    built = await buildTargetConfig(args);
+  } catch (err) {
+    io.stderr(`${formatConfigError(err)}\n`);
+    return err instanceof ConfigError ? 2 : 1;
+  }
+
+  const log = io.logger ?? createLogger(args.logLevel);
+  for (const w of built.warnings) log.warn(w);
+  const service = new TargetService(built.config.icReqTimeoutS !== undefined ? { logger: log, icReqTimeoutS: built.config.icReqTimeoutS } : { logger: log });
+
+  let api: ApiHandle | undefined;
+  let stopping: Promise<number> | undefined;
+  let resolveDone: (code: number) => void = () => undefined;
+  const done = new Promise<number>((r) => (resolveDone = r));
+  const stop = (why: string, code: number): Promise<number> => {
+    stopping ??= (async () => {
+      log.info({ reason: why }, 'stopping');
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)));
+      try {
+        const closeAll = async (): Promise<'ok'> => {
+          await api?.close();
+          await service.stop();
+          return 'ok';
+        };
+        const r = await Promise.race([closeAll(), timedOut]);
+        if (r === 'timeout') {
+          log.error({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out');
+          return 1;
+        }
+        return code;
+      } catch (err) {
+        log.error({ err }, 'stop failed');
+        return 1;
+      } finally {
+        clearTimeout(timer);
+      }
+    })();
+    void stopping.then(resolveDone);
+    return stopping;
+  };
+
+  const removers: (() => void)[] = [];
+  // A signal during start-up is acted on once apply() is done, so no listener opens after the stop.
+  let started = false;
+  let earlyStop: string | undefined;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (stopping || earlyStop !== undefined) {
+      // A second signal means "now": skip the graceful path.
+      log.warn({ signal: sig }, 'second signal, exiting immediately');
+      process.exit(sig === 'SIGINT' ? 130 : 143);
+    }
+    if (started) void stop(sig, 0);
+    else earlyStop = sig;
+  };
+  const onFatal = (err: unknown): void => {
+    log.fatal({ err }, 'uncaught error');
+    void stop('uncaught error', 1);
+  };
+  if (io.processHandlers !== false) {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+      process.on(sig, onSignal);
+      removers.push(() => process.off(sig, onSignal));
+    }
+    process.on('uncaughtException', onFatal);
+    process.on('unhandledRejection', onFatal);
+    removers.push(() => process.off('uncaughtException', onFatal), () => process.off('unhandledRejection', onFatal));
+  }
+  const onAbort = (): void => {
+    if (started) void stop('abort', 0);
+    else earlyStop = 'abort';
+  };
+  io.signal?.addEventListener('abort', onAbort, { once: true });
+
+  try {
+    try {
+      await service.apply(built.config);
+    } catch (err) {
+      io.stderr(`${startError(err)}\n`);
+      log.error({ err }, 'start failed');
+      await stop('start failed', 1);
+      return err instanceof ConfigError || (err as { code?: string }).code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;
+    }
+    try {
+      api = await startTargetApi(service, {
+        config: built.config,
+        logger: log,
+        writeBack: args.writeBack,
+        ...(args.api !== undefined ? { listen: args.api } : {}),
+        ...(args.config !== undefined ? { configPath: args.config } : {}),
+      });
+    } catch (err) {
+      io.stderr(`${apiStartError(err, args.api ?? built.config.api?.listen ?? '')}\n`);
+      log.error({ err }, 'management API failed to start');
+      await stop('start failed', 1);
+      return err instanceof ApiConfigError ? 2 : 1;
+    }
+    const bound = service.boundPorts();
+    log.info({ ports: bound, subsystems: built.config.subsystems.map((s) => s.nqn), api: api?.url }, 'target started');
+    const lines = startupLines(built.config, bound);
+    if (api) lines.splice(bound.length, 0, `nvme-tcp target: management API on ${api.url} (nvme-tcp target ctl --api ${api.url} ...)`);
+    io.stdout(`${lines.join('\n')}\n`);
+    started = true;
+    io.onReady?.(bound);
+    if (earlyStop !== undefined || io.signal?.aborted === true) void stop(earlyStop ?? 'abort', 0);
+    return await done;
+  } finally {
+    io.signal?.removeEventListener('abort', onAbort);
+    for (const remove of removers) remove();
+  }
+}
+
+function apiStartError(err: unknown, listen: string): string {
+  const e = err as { code?: string; message?: string };
+  if (err instanceof ApiConfigError) return `--api: ${e.message ?? ''}`;
+  if (e.code === 'EADDRINUSE') return `--api: ${listen} is already in use; pick another port`;
+  return `--api: ${listen}: ${e.message ?? String(err)}`;
+}
+
+function startError(err: unknown): string {
+  const e = err as { code?: string; address?: string; port?: number; message?: string };
+  if (e.code === 'EADDRINUSE') return `--listen: ${e.address ?? ''}:${e.port ?? ''} is already in use; stop the other listener or pick another port`;
+  if (e.code === 'EADDRNOTAVAIL') return `--listen: ${e.address ?? ''} is not an address of this machine; use one of its addresses or 0.0.0.0`;
+  if (e.code === 'EACCES') return `--listen: ${e.address ?? ''}:${e.port ?? ''} needs privileges; use a port above 1023`;
+  return formatConfigError(err, 'start');
+}

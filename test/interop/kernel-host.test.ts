@@ -1,0 +1,253 @@
+// The Linux 6.1 kernel host (nvme-tcp + nvme-cli + fio under qemu, ../shared/lab) against our target.
+// The target runs as the CLI a user starts (`nvme-tcp target ...`, a child process) on 127.0.0.1:<free port>;
+// the guest reaches it as 10.0.2.100:4420 through qemu's guestfwd, and the target advertises that address.
+// guest/kernel-host.sh prints one PASS/FAIL marker per step; each step becomes one test here, so a failure
+// names the step and shows its output, the guest's dmesg tail and the target's warnings.
+//
+// INTEROP_KERNEL_TARGET=1 runs the same guest script against the guest's own nvmet instead (the
+// reference): a step failing against us but passing there is our bug.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
+const NQN = 'nqn.2024-01.io.nvme-tcp-ts:interop';
+const GUEST_ADDR = '10.0.2.100';
+const GUEST_PORT = 4420;
+const REFERENCE = process.env.INTEROP_KERNEL_TARGET === '1';
+const LAB_TIMEOUT_S = 420;
+
+/** The steps of guest/kernel-host.sh, in order; one test each. */
+const STEPS = [
+  'discover',
+  'connect',
+  'id-ctrl',
+  'id-ns',
+  'ns-descs',
+  'smart-log',
+  'logs-features',
+  'fio-ram-4k',
+  'fio-ram-128k',
+  'fio-file-4k',
+  'fio-file-128k',
+  'flush',
+  'discard',
+  'write-zeroes',
+  'reset',
+  'io-after-reset',
+  'disconnect',
+  'connect-digests',
+  'fio-digests-4k',
+  'fio-digests-128k',
+  'digest-errors',
+  'disconnect-digests',
+  'no-controllers-left',
+] as const;
+
+/** ../shared/lab next to the repository (CI layout), else the shared lab of this machine. */
+function findLab(): string {
+  const candidates = [path.resolve(repoRoot, '..', 'shared', 'lab'), '/work/shared/lab'];
+  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
+  if (found === undefined) throw new Error(`kernel lab not found: no run.sh in ${candidates.join(' or ')}; CI must provide ../shared/lab next to the repository`);
+  return found;
+}
+
+function checkLabReady(lab: string): void {
+  const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
+  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
+    if (!existsSync(path.join(out, f))) throw new Error(`kernel lab not built: ${path.join(out, f)} is missing; run "bash ${path.join(lab, 'build.sh')}" first (it installs qemu and builds the guest)`);
+  }
+  const pathDirs = (process.env.PATH ?? '').split(path.delimiter);
+  if (!pathDirs.some((d) => existsSync(path.join(d, 'qemu-system-x86_64')))) {
+    throw new Error(`qemu-system-x86_64 is not installed; run "bash ${path.join(lab, 'build.sh')}" (it apt-installs qemu-system-x86)`);
+  }
+}
+
+interface StepResult {
+  status: 'PASS' | 'FAIL' | 'SKIP';
+  output: string;
+}
+
+/** Splits the guest output at the @@STEP markers. */
+function parseSteps(out: string): Map<string, StepResult> {
+  const steps = new Map<string, StepResult>();
+  let current: { name: string; lines: string[] } | undefined;
+  for (const line of out.split('\n')) {
+    const m = /^@@STEP (\S+) (BEGIN|PASS|FAIL|SKIP)\b/.exec(line);
+    if (!m) {
+      current?.lines.push(line);
+      continue;
+    }
+    const [, name = '', what] = m;
+    if (what === 'BEGIN') current = { name, lines: [] };
+    else {
+      steps.set(name, { status: what as StepResult['status'], output: [...(current?.name === name ? current.lines : []), line].join('\n') });
+      current = undefined;
+    }
+  }
+  return steps;
+}
+
+interface Target {
+  child: ChildProcess;
+  port: number;
+  log: string[];
+  exited: Promise<number | null>;
+}
+
+/** Starts `nvme-tcp target` as a user would and resolves once it prints where it listens. */
+async function startTarget(dir: string): Promise<Target> {
+  const args = [
+    '--import',
+    'tsx',
+    path.join(repoRoot, 'cli', 'main.ts'),
+    'target',
+    '--listen',
+    '127.0.0.1:0',
+    '--nqn',
+    NQN,
+    '--ram',
+    '64M',
+    '--file',
+    `${path.join(dir, 'ns2.img')}:64M`,
+    '--advertise',
+    `${GUEST_ADDR}:${GUEST_PORT}`,
+    '--log-level',
+    'debug',
+  ];
+  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`target did not start within 30 s:\n${log.join('\n')}`)), 30_000);
+    const onLine = (line: string): void => {
+      log.push(line);
+      const m = /^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout?.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        onLine(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+    child.stderr?.on('data', (d: Buffer) => log.push(...d.toString().trimEnd().split('\n')));
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`target exited with ${String(code)} before listening:\n${log.join('\n')}`));
+    });
+  });
+  return { child, port, log, exited };
+}
+
+/** Runs the guest script in the lab; resolves with the exit code and everything it printed. */
+function runLab(lab: string, env: string[], forwardPort: number | undefined): { done: Promise<{ code: number | null; out: string }>; child: ChildProcess } {
+  const args = [path.join(lab, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none'];
+  args.push('--guestfwd', forwardPort === undefined ? 'none' : `${GUEST_ADDR}:${GUEST_PORT}:${forwardPort}`);
+  for (const e of env) args.push('--env', e);
+  args.push(GUEST_SCRIPT);
+  // Own process group: afterAll can end run.sh, qemu and the per-connection socats together.
+  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const done = new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
+  return { done, child };
+}
+
+function targetWarnings(t: Target | undefined): string {
+  if (!t) return '';
+  const bad = t.log.filter((l) => {
+    try {
+      return ((JSON.parse(l) as { level?: number }).level ?? 0) >= 40;
+    } catch {
+      return !l.startsWith('nvme'); // stderr text, not a start-up line
+    }
+  });
+  return bad.length > 0 ? `\n--- target warnings/errors (last 20 of ${bad.length})\n${bad.slice(-20).join('\n')}` : '';
+}
+
+describe(`Linux kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nvmet (reference run)' : 'our target'}`, () => {
+  let dir: string | undefined;
+  let target: Target | undefined;
+  let labChild: ChildProcess | undefined;
+  let lab: { code: number | null; out: string } | undefined;
+  let steps = new Map<string, StepResult>();
+  let setupError: unknown;
+
+  beforeAll(async () => {
+    try {
+      const labDir = findLab();
+      checkLabReady(labDir);
+      dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-interop-'));
+      const env = [`NQN=${NQN}`];
+      // nvmet's file backend zeroes with fallocate(ZERO_RANGE), which the guest's tmpfs refuses
+      if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes');
+      else {
+        env.push(`ADVERTISED=${GUEST_ADDR}:${GUEST_PORT}`);
+        target = await startTarget(dir);
+      }
+      const run = runLab(labDir, env, target?.port);
+      labChild = run.child;
+      lab = await run.done;
+      steps = parseSteps(lab.out);
+    } catch (err) {
+      setupError = err;
+    }
+  });
+
+  afterAll(async () => {
+    if (labChild?.pid !== undefined && labChild.exitCode === null) {
+      try {
+        process.kill(-labChild.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    if (target && target.child.exitCode === null) {
+      target.child.kill('SIGTERM');
+      const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
+      await target.exited;
+      clearTimeout(t);
+    }
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the lab boots and the guest script runs to its end', () => {
+    if (setupError !== undefined) throw setupError;
+    expect(lab, 'lab did not run').toBeDefined();
+    const tail = lab?.out.split('\n').slice(-40).join('\n') ?? '';
+    expect(lab?.out, `no END marker (lab failure or timeout); last output:\n${tail}`).toMatch(/===LAB-SCRIPT-END rc=\d+/);
+  });
+
+  it.each(STEPS)('%s', (name) => {
+    if (setupError !== undefined) throw setupError;
+    const r = steps.get(name);
+    if (r === undefined) {
+      const failed = [...steps].filter(([, s]) => s.status === 'FAIL').map(([n]) => n);
+      throw new Error(`step ${name} did not run${failed.length > 0 ? ` (after failed steps: ${failed.join(', ')})` : ''}`);
+    }
+    if (r.status === 'SKIP') return;
+    expect(r.status, `${name} failed in the guest:\n${r.output}${targetWarnings(target)}`).toBe('PASS');
+  });
+
+  it.skipIf(REFERENCE)('the target is still running after the kernel tests and exits 0 on SIGTERM', async () => {
+    if (setupError !== undefined) throw setupError;
+    if (!target) throw new Error('target not started');
+    expect(target.child.exitCode, `target died during the run:${targetWarnings(target)}`).toBeNull();
+    target.child.kill('SIGTERM');
+    const code = await Promise.race([target.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 20_000))]);
+    expect(code).toBe(0);
+  });
+});
