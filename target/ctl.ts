@@ -1,0 +1,292 @@
+// `nvme-tcp target ctl`: every management operation as a command line over the HTTP API (target/mgmt/client.ts).
+import { readFile, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import type { AnaStateName, BackendConfig, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from './config/types.js';
+import { MgmtApiError, MgmtClient } from './mgmt/index.js';
+
+export const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
+
+  --api URL      management API base URL (default $NVME_TCP_API or http://127.0.0.1:8080)
+  --token T      bearer token (default $NVME_TCP_API_TOKEN)
+
+commands:
+  health
+  subsystem list
+  subsystem show <nqn>
+  subsystem add <nqn> [--host NQN]... [--port ID]... [--allow-any-host] [--serial S] [--model M]
+                      [--max-io-queues N] [--max-queue-size N] [--no-ana] | --body JSON|@FILE
+  subsystem remove <nqn>
+  namespace list <subnqn>
+  namespace add <subnqn> <nsid> (--ram SIZE | --null SIZE | --file PATH [--size SIZE])
+                      [--block-size 512|4096] [--ana-group N] [--read-only] [--uuid U] [--nguid G] | --body JSON|@FILE
+  namespace remove <subnqn> <nsid>
+  host list <subnqn>
+  host add <subnqn> <hostnqn>
+  host remove <subnqn> <hostnqn>
+  port list
+  port add <id> <addr> <port> [--family ipv4|ipv6] [--inline-data-size N] [--max-h2c-data N] | --body JSON|@FILE
+  port remove <id>
+  referral list <portid>
+  referral add <portid> <addr> <port> [--family ipv4|ipv6] [--portid N]
+  referral remove <portid> <addr> <port>
+  ana set <portid> <grpid> <optimized|non-optimized|inaccessible|persistent-loss|change>
+  faults set <subnqn> [--command-latency-us N] [--connect-latency-ms N] [--fail-next COUNT:STATUS] | --clear
+  controllers
+  config [--output FILE]
+  metrics
+`;
+
+const ANA_STATES: readonly AnaStateName[] = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'];
+
+/** A command line that cannot be turned into a request; exit status 2. */
+class UsageError extends Error {
+  readonly code = 'NVMEOF_ERR_USAGE';
+}
+
+export interface CtlIo {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  env: NodeJS.ProcessEnv;
+  fetch?: typeof globalThis.fetch;
+}
+
+const defaultIo: CtlIo = {
+  stdout: (s) => process.stdout.write(s),
+  stderr: (s) => process.stderr.write(s),
+  env: process.env,
+};
+
+const OPTIONS = {
+  api: { type: 'string' },
+  token: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  body: { type: 'string' },
+  host: { type: 'string', multiple: true },
+  port: { type: 'string', multiple: true },
+  'allow-any-host': { type: 'boolean' },
+  serial: { type: 'string' },
+  model: { type: 'string' },
+  'max-io-queues': { type: 'string' },
+  'max-queue-size': { type: 'string' },
+  'no-ana': { type: 'boolean' },
+  ram: { type: 'string' },
+  null: { type: 'string' },
+  file: { type: 'string' },
+  size: { type: 'string' },
+  'block-size': { type: 'string' },
+  'ana-group': { type: 'string' },
+  'read-only': { type: 'boolean' },
+  uuid: { type: 'string' },
+  nguid: { type: 'string' },
+  family: { type: 'string' },
+  'inline-data-size': { type: 'string' },
+  'max-h2c-data': { type: 'string' },
+  portid: { type: 'string' },
+  'command-latency-us': { type: 'string' },
+  'connect-latency-ms': { type: 'string' },
+  'fail-next': { type: 'string' },
+  clear: { type: 'boolean' },
+  output: { type: 'string', short: 'o' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function int(v: string | undefined, field: string): number {
+  if (v === undefined) throw new UsageError(`missing ${field}`);
+  const n = v.startsWith('0x') ? Number.parseInt(v.slice(2), 16) : Number(v);
+  if (!Number.isInteger(n)) throw new UsageError(`${field}: "${v}" is not an integer`);
+  return n;
+}
+
+function str(v: string | undefined, field: string): string {
+  if (v === undefined || v === '') throw new UsageError(`missing ${field}`);
+  return v;
+}
+
+/** Numbers in size flags are bytes; strings keep their suffix for the API's size parser. */
+const size = (v: string): number | string => (/^\d+$/.test(v) ? Number(v) : v);
+
+async function bodyArg(v: string): Promise<unknown> {
+  const text = v.startsWith('@') ? await readFile(v.slice(1), 'utf8') : v;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new UsageError(`--body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+function subsystemFromFlags(nqn: string, v: Values): SubsystemConfig {
+  const s: SubsystemConfig = { nqn };
+  if (v.host !== undefined) s.hosts = v.host;
+  if (v.port !== undefined) s.ports = v.port.map((p) => int(p, '--port'));
+  if (v['allow-any-host'] === true) s.allowAnyHost = true;
+  if (v.serial !== undefined) s.serial = v.serial;
+  if (v.model !== undefined) s.model = v.model;
+  if (v['max-io-queues'] !== undefined) s.maxIoQueues = int(v['max-io-queues'], '--max-io-queues');
+  if (v['max-queue-size'] !== undefined) s.maxQueueSize = int(v['max-queue-size'], '--max-queue-size');
+  if (v['no-ana'] === true) s.ana = false;
+  return s;
+}
+
+function namespaceFromFlags(nsid: number, v: Values): NamespaceConfig {
+  const kinds = [v.ram, v.null, v.file].filter((x) => x !== undefined);
+  if (kinds.length !== 1) throw new UsageError('namespace add needs exactly one of --ram SIZE, --null SIZE, --file PATH');
+  let backend: BackendConfig;
+  if (v.ram !== undefined) backend = { type: 'ram', size: size(v.ram) };
+  else if (v.null !== undefined) backend = { type: 'null', size: size(v.null) };
+  else {
+    backend = { type: 'file', path: str(v.file, '--file') };
+    if (v.size !== undefined) backend.size = size(v.size);
+  }
+  const ns: NamespaceConfig = { nsid, backend };
+  if (v['block-size'] !== undefined) {
+    const bs = int(v['block-size'], '--block-size');
+    if (bs !== 512 && bs !== 4096) throw new UsageError('--block-size must be 512 or 4096');
+    ns.blockSize = bs;
+  }
+  if (v['ana-group'] !== undefined) ns.anaGroup = int(v['ana-group'], '--ana-group');
+  if (v['read-only'] === true) ns.readOnly = true;
+  if (v.uuid !== undefined) ns.uuid = v.uuid;
+  if (v.nguid !== undefined) ns.nguid = v.nguid;
+  return ns;
+}
+
+function family(v: string | undefined): 'ipv4' | 'ipv6' | undefined {
+  if (v === undefined) return undefined;
+  if (v !== 'ipv4' && v !== 'ipv6') throw new UsageError('--family must be ipv4 or ipv6');
+  return v;
+}
+
+function portFromFlags(pos: string[], v: Values): PortConfig {
+  const p: PortConfig = { id: int(pos[0], 'port id'), addr: str(pos[1], 'addr'), port: int(pos[2], 'tcp port') };
+  const fam = family(v.family);
+  if (fam !== undefined) p.family = fam;
+  if (v['inline-data-size'] !== undefined) p.inlineDataSize = int(v['inline-data-size'], '--inline-data-size');
+  if (v['max-h2c-data'] !== undefined) p.maxH2CData = int(v['max-h2c-data'], '--max-h2c-data');
+  return p;
+}
+
+function faultsFromFlags(v: Values): FaultConfig {
+  if (v.clear === true) return {};
+  const f: FaultConfig = {};
+  if (v['command-latency-us'] !== undefined) f.commandLatencyUs = int(v['command-latency-us'], '--command-latency-us');
+  if (v['connect-latency-ms'] !== undefined) f.connectLatencyMs = int(v['connect-latency-ms'], '--connect-latency-ms');
+  if (v['fail-next'] !== undefined) {
+    const [count, status] = v['fail-next'].split(':');
+    f.failNext = { count: int(count, '--fail-next COUNT'), status: int(status, '--fail-next STATUS') };
+  }
+  if (Object.keys(f).length === 0) throw new UsageError('faults set needs at least one fault flag, or --clear');
+  return f;
+}
+
+async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Promise<unknown> {
+  const [noun, verb, ...rest] = pos;
+  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'port', 'referral', 'ana', 'faults'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
+  const args = key.includes(' ') ? rest : pos.slice(1);
+  switch (key) {
+    case 'health':
+      return c.health();
+    case 'subsystem list':
+      return c.listSubsystems();
+    case 'subsystem show':
+      return c.getSubsystem(str(args[0], 'nqn'));
+    case 'subsystem add':
+      return c.addSubsystem(v.body !== undefined ? ((await bodyArg(v.body)) as SubsystemConfig) : subsystemFromFlags(str(args[0], 'nqn'), v));
+    case 'subsystem remove':
+      return c.removeSubsystem(str(args[0], 'nqn'));
+    case 'namespace list':
+      return c.listNamespaces(str(args[0], 'subnqn'));
+    case 'namespace add':
+      return c.addNamespace(
+        str(args[0], 'subnqn'),
+        v.body !== undefined ? ((await bodyArg(v.body)) as NamespaceConfig) : namespaceFromFlags(int(args[1], 'nsid'), v),
+      );
+    case 'namespace remove':
+      return c.removeNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'));
+    case 'host list':
+      return c.listHosts(str(args[0], 'subnqn'));
+    case 'host add':
+      return c.addHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
+    case 'host remove':
+      return c.removeHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
+    case 'port list':
+      return c.listPorts();
+    case 'port add':
+      return c.addPort(v.body !== undefined ? ((await bodyArg(v.body)) as PortConfig) : portFromFlags(args, v));
+    case 'port remove':
+      return c.removePort(int(args[0], 'port id'));
+    case 'referral list':
+      return c.listReferrals(int(args[0], 'port id'));
+    case 'referral add': {
+      const r: ReferralConfig = { addr: str(args[1], 'addr'), port: int(args[2], 'tcp port') };
+      const fam = family(v.family);
+      if (fam !== undefined) r.family = fam;
+      if (v.portid !== undefined) r.portId = int(v.portid, '--portid');
+      return c.addReferral(int(args[0], 'port id'), r);
+    }
+    case 'referral remove':
+      return c.removeReferral(int(args[0], 'port id'), str(args[1], 'addr'), int(args[2], 'tcp port'));
+    case 'ana set': {
+      const state = str(args[2], 'state');
+      if (!(ANA_STATES as readonly string[]).includes(state)) throw new UsageError(`state must be one of ${ANA_STATES.join(', ')}`);
+      return c.setAnaState(int(args[0], 'port id'), int(args[1], 'ANA group id'), state as AnaStateName);
+    }
+    case 'faults set':
+      return c.setFaults(str(args[0], 'subnqn'), faultsFromFlags(v));
+    case 'controllers':
+      return c.controllers();
+    case 'config': {
+      const cfg = await c.config();
+      if (v.output === undefined) return cfg;
+      await writeFile(v.output, `${JSON.stringify(cfg, null, 2)}\n`);
+      io.stderr(`wrote ${v.output}\n`);
+      return undefined;
+    }
+    case 'metrics':
+      return c.metrics();
+    case '':
+      throw new UsageError('missing command');
+    default:
+      throw new UsageError(`unknown command "${pos.join(' ')}"`);
+  }
+}
+
+/** Runs `ctl` with the arguments after "ctl"; resolves to the exit status (0 ok, 1 API/network error, 2 usage). */
+export async function runCtlCli(argv: readonly string[], io: CtlIo = defaultIo): Promise<number> {
+  let values: Values;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true }));
+  } catch (err) {
+    io.stderr(`${(err as Error).message}\n\n${CTL_USAGE}`);
+    return 2;
+  }
+  if (values.help === true) {
+    io.stdout(CTL_USAGE);
+    return 0;
+  }
+  const token = values.token ?? io.env.NVME_TCP_API_TOKEN;
+  const client = new MgmtClient({
+    baseUrl: values.api ?? io.env.NVME_TCP_API ?? 'http://127.0.0.1:8080',
+    ...(token !== undefined && token !== '' ? { token } : {}),
+    ...(io.fetch !== undefined ? { fetch: io.fetch } : {}),
+  });
+  try {
+    const out = await dispatch(client, positionals, values, io);
+    if (typeof out === 'string') io.stdout(out.endsWith('\n') ? out : `${out}\n`);
+    else if (out !== undefined) io.stdout(`${JSON.stringify(out, null, 2)}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr(`${err.message}\n\n${CTL_USAGE}`);
+      return 2;
+    }
+    if (err instanceof MgmtApiError) {
+      io.stderr(`${err.message}\n`);
+      return 1;
+    }
+    const e = err as Error & { cause?: { message?: string } };
+    io.stderr(`request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,144 @@
+// Client for the management API (used by `nvme-tcp target ctl`): one method per route, JSON in and out.
+// It uses the WHATWG fetch that Node 20 ships (undici inside) rather than undici's npm `request`:
+// msw's node interceptors patch globalThis.fetch and node:http but not the undici npm package, whose
+// `request` dials its own sockets; with global fetch the same client code is testable with msw.
+import type { AnaStateName, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../config/types.js';
+
+/** A request the API answered with a non-2xx status; `path` names the offending body field for 400s. */
+export class MgmtApiError extends Error {
+  readonly code = 'NVMEOF_ERR_MGMT_API';
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly path?: string,
+  ) {
+    super(path !== undefined && path !== '' ? `HTTP ${status}: ${message} (at ${path})` : `HTTP ${status}: ${message}`);
+    this.name = 'MgmtApiError';
+  }
+}
+
+export interface MgmtClientOptions {
+  /** Base URL of the API, e.g. "http://127.0.0.1:8080". */
+  baseUrl: string;
+  /** Bearer token, when the API was started with one. */
+  token?: string;
+  /** Per-request timeout (ms); default 10000. */
+  timeoutMs?: number;
+  /** Injected fetch (tests); default globalThis.fetch. */
+  fetch?: typeof globalThis.fetch;
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+const seg = (s: string | number): string => encodeURIComponent(String(s));
+
+export class MgmtClient {
+  readonly #base: string;
+  readonly #token: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof globalThis.fetch;
+
+  constructor(opts: MgmtClientOptions) {
+    this.#base = opts.baseUrl.replace(/\/+$/, '');
+    this.#token = opts.token;
+    this.#timeoutMs = opts.timeoutMs ?? 10_000;
+    this.#fetch = opts.fetch ?? globalThis.fetch;
+  }
+
+  /** One request; resolves to the decoded JSON body (or text for non-JSON replies), rejects with MgmtApiError on non-2xx. */
+  async call(method: HttpMethod, path: string, body?: unknown): Promise<unknown> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
+    const init: RequestInit = { method, headers, signal: AbortSignal.timeout(this.#timeoutMs) };
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const res = await this.#fetch(`${this.#base}${path}`, init);
+    const text = await res.text();
+    const isJson = (res.headers.get('content-type') ?? '').includes('application/json');
+    let parsed: unknown = text;
+    if (isJson && text !== '') {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new MgmtApiError(res.status, `unparsable JSON reply: ${text.slice(0, 200)}`);
+      }
+    }
+    if (!res.ok) {
+      if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
+        const { error, path: field } = parsed as { error: unknown; path?: unknown };
+        throw new MgmtApiError(res.status, String(error), typeof field === 'string' ? field : undefined);
+      }
+      throw new MgmtApiError(res.status, text === '' ? res.statusText : text.slice(0, 500));
+    }
+    return res.status === 204 ? undefined : parsed;
+  }
+
+  health(): Promise<unknown> {
+    return this.call('GET', '/healthz');
+  }
+  listSubsystems(): Promise<unknown> {
+    return this.call('GET', '/subsystems');
+  }
+  getSubsystem(nqn: string): Promise<unknown> {
+    return this.call('GET', `/subsystems/${seg(nqn)}`);
+  }
+  addSubsystem(s: SubsystemConfig): Promise<unknown> {
+    return this.call('POST', '/subsystems', s);
+  }
+  removeSubsystem(nqn: string): Promise<unknown> {
+    return this.call('DELETE', `/subsystems/${seg(nqn)}`);
+  }
+  listNamespaces(nqn: string): Promise<unknown> {
+    return this.call('GET', `/subsystems/${seg(nqn)}/namespaces`);
+  }
+  addNamespace(nqn: string, ns: NamespaceConfig): Promise<unknown> {
+    return this.call('POST', `/subsystems/${seg(nqn)}/namespaces`, ns);
+  }
+  removeNamespace(nqn: string, nsid: number): Promise<unknown> {
+    return this.call('DELETE', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}`);
+  }
+  listHosts(nqn: string): Promise<unknown> {
+    return this.call('GET', `/subsystems/${seg(nqn)}/hosts`);
+  }
+  addHost(nqn: string, hostnqn: string): Promise<unknown> {
+    return this.call('POST', `/subsystems/${seg(nqn)}/hosts`, { nqn: hostnqn });
+  }
+  removeHost(nqn: string, hostnqn: string): Promise<unknown> {
+    return this.call('DELETE', `/subsystems/${seg(nqn)}/hosts/${seg(hostnqn)}`);
+  }
+  setFaults(nqn: string, f: FaultConfig): Promise<unknown> {
+    return this.call('PUT', `/subsystems/${seg(nqn)}/faults`, f);
+  }
+  listPorts(): Promise<unknown> {
+    return this.call('GET', '/ports');
+  }
+  addPort(p: PortConfig): Promise<unknown> {
+    return this.call('POST', '/ports', p);
+  }
+  removePort(id: number): Promise<unknown> {
+    return this.call('DELETE', `/ports/${seg(id)}`);
+  }
+  setAnaState(portId: number, grpid: number, state: AnaStateName): Promise<unknown> {
+    return this.call('PUT', `/ports/${seg(portId)}/ana/${seg(grpid)}`, { state });
+  }
+  listReferrals(portId: number): Promise<unknown> {
+    return this.call('GET', `/ports/${seg(portId)}/referrals`);
+  }
+  addReferral(portId: number, r: ReferralConfig): Promise<unknown> {
+    return this.call('POST', `/ports/${seg(portId)}/referrals`, r);
+  }
+  removeReferral(portId: number, addr: string, port: number): Promise<unknown> {
+    return this.call('DELETE', `/ports/${seg(portId)}/referrals/${seg(addr)}/${seg(port)}`);
+  }
+  controllers(): Promise<unknown> {
+    return this.call('GET', '/controllers');
+  }
+  async config(): Promise<TargetConfig> {
+    return (await this.call('GET', '/config')) as TargetConfig;
+  }
+  async metrics(): Promise<string> {
+    return String(await this.call('GET', '/metrics'));
+  }
+}
