@@ -1,0 +1,205 @@
+// `nvme-tcp bench`: run a job file (fio syntax or JSON) against a target, or a named scenario; print a Markdown
+// summary and write JSON / Markdown / HTML reports.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect, type ConnectOptions, type Controller } from '../initiator/index.js';
+import { runJobs } from './load/engine.js';
+import { JobFileError, parseJobFile, resolveJobs } from './load/job-file.js';
+import { controllerBlockTarget, DEFAULT_BENCH_NQN, startInProcessTarget, type InProcessTarget } from './nvme.js';
+import { armFromRun, makeReport } from './report/build.js';
+import { renderMarkdown } from './report/markdown.js';
+import { progressEnabled, progressLine } from './report/progress.js';
+import type { Report } from './report/types.js';
+import { renderJson, writeReport } from './report/write.js';
+import { findScenario, SCENARIOS } from './scenarios/index.js';
+
+export const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
+       nvme-tcp bench --scenario NAME [--quick] [--out DIR]
+       nvme-tcp bench --list
+
+JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
+runtime, ramp_time, size, io_size, offset, rate_iops, verify=crc32c, randseed, stonewall, hctx) or the same
+options as JSON ({"global": {...}, "jobs": [{"name": ..., ...}]}). Without -a an in-process target with one
+RAM namespace is started (both ends then share this process and its CPU figures).
+
+  -a, --traddr ADDR        target address
+  -s, --trsvcid PORT       target port (default 4420)
+  -n, --nqn NQN            subsystem NQN (default ${DEFAULT_BENCH_NQN} for the in-process target)
+      --nsid N             namespace (default 1)
+      --nr-io-queues N     I/O queues (hctxs); default: one per submitter (sum of numjobs), at most 64
+      --queues-per-hctx N  transport queues per hctx (queue groups); default 1
+      --queue-size N       I/O queue depth; default 128
+      --hdr-digest, --data-digest
+      --ram SIZE           in-process target namespace size (default 256M)
+      --scenario NAME      run a scenario (see --list); --quick runs it in seconds
+      --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
+      --json               print the JSON report instead of the Markdown summary
+  -h, --help
+
+Exit status: 0 ok, 1 when an I/O failed, verification found a mismatch or the run failed, 2 for bad usage.
+`;
+
+export interface BenchIo {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  /** Where progress lines go (stderr); only used on a TTY outside CI. */
+  progress?: { isTTY?: boolean; write(s: string): boolean };
+}
+
+const defaultIo: BenchIo = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s), progress: process.stderr };
+
+const OPTIONS = {
+  traddr: { type: 'string', short: 'a' },
+  trsvcid: { type: 'string', short: 's' },
+  nqn: { type: 'string', short: 'n' },
+  nsid: { type: 'string' },
+  'nr-io-queues': { type: 'string' },
+  'queues-per-hctx': { type: 'string' },
+  'queue-size': { type: 'string' },
+  'hdr-digest': { type: 'boolean' },
+  'data-digest': { type: 'boolean' },
+  ram: { type: 'string' },
+  scenario: { type: 'string' },
+  quick: { type: 'boolean' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  list: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+class UsageError extends Error {
+  readonly code = 'HARNESS_ERR_USAGE';
+}
+
+function intFlag(v: string | undefined, name: string, min: number, max: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}..${max}, got "${v}"`);
+  return n;
+}
+
+/** Entry point called by cli/main.ts for `nvme-tcp bench ...`; resolves to the exit status. */
+export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Promise<number> {
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (e) {
+    // parseArgs explains at length how to pass a dash-argument; the first sentence is the error.
+    const first = ((e as Error).message.split('\n')[0] ?? 'bad arguments').split('. ')[0] ?? 'bad arguments';
+    io.stderr(`nvme-tcp bench: ${first.replace(/\.$/, '')}; see nvme-tcp bench --help\n`);
+    return 2;
+  }
+  const v = parsed.values;
+  const pos = parsed.positionals;
+  try {
+    if (v.help === true) {
+      io.stdout(BENCH_USAGE);
+      return 0;
+    }
+    if (v.list === true) {
+      for (const s of SCENARIOS) io.stdout(`${s.name.padEnd(18)} ${s.title}\n`);
+      return 0;
+    }
+    const tty = progressEnabled(io.progress ?? { write: () => true });
+    const log = (msg: string): void => {
+      if (tty) io.stderr(`\r\x1b[2K${msg}\n`);
+    };
+    if (v.scenario !== undefined) {
+      if (pos.length > 0) throw new UsageError(`--scenario takes no job file (got "${pos[0]}")`);
+      const sc = findScenario(v.scenario);
+      if (sc === undefined) throw new UsageError(`unknown scenario "${v.scenario}"; one of: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+      const progress = progressLine(sc.name, io.progress ?? { write: () => true });
+      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }) });
+      progress.done();
+      return await emit(io, report, v.out ?? 'reports', v.json === true);
+    }
+    if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
+    if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
+    const file = pos[0] as string;
+    // Flags first, so a bad flag is reported before any file or network work.
+    const nrIoFlag = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
+    const qph = intFlag(v['queues-per-hctx'], 'queues-per-hctx', 1, 16) ?? 1;
+    const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024) ?? 128;
+    const nsid = intFlag(v.nsid, 'nsid', 1, 0xfffffffe) ?? 1;
+    const portFlag = intFlag(v.trsvcid, 'trsvcid', 1, 65535);
+    if (v.traddr === undefined && v.trsvcid !== undefined) throw new UsageError('-s needs -a');
+    if (v.traddr !== undefined && v.nqn === undefined) throw new UsageError('-a needs -n NQN');
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (e) {
+      throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+    let parsedJobs;
+    try {
+      parsedJobs = parseJobFile(text);
+    } catch (e) {
+      if (e instanceof JobFileError) throw new UsageError(`${file}: ${e.message}`);
+      throw e;
+    }
+    const submitters = parsedJobs.jobs.reduce((s, j) => s + Number(j.options['numjobs'] ?? parsedJobs.global['numjobs'] ?? '1'), 0);
+    const nrIo = nrIoFlag ?? Math.min(64, Math.max(1, submitters));
+    const opts: Omit<ConnectOptions, 'traddr' | 'trsvcid' | 'nqn'> = {
+      nr_io_queues: nrIo,
+      queues_per_hctx: qph,
+      queue_size: queueSize,
+      hdr_digest: v['hdr-digest'] === true,
+      data_digest: v['data-digest'] === true,
+    };
+    let inproc: InProcessTarget | undefined;
+    let ctrl: Controller | undefined;
+    const started = new Date();
+    try {
+      let traddr = v.traddr;
+      let port = portFlag ?? 4420;
+      let nqn: string = v.nqn ?? DEFAULT_BENCH_NQN;
+      if (traddr === undefined) {
+        inproc = await startInProcessTarget({ size: v.ram ?? '256M', nqn });
+        traddr = inproc.addr;
+        port = inproc.port;
+        nqn = inproc.nqn;
+      }
+      ctrl = await connect({ ...opts, traddr, trsvcid: port, nqn });
+      const target = controllerBlockTarget(ctrl, nsid);
+      const jobs = resolveJobs(parsedJobs, target);
+      const progress = progressLine(path.basename(file), io.progress ?? { write: () => true });
+      const run = await runJobs(target, jobs, { cpuLabel: inproc === undefined ? 'initiator' : 'initiator+target (same process)', onProgress: progress.update });
+      progress.done();
+      const name = path.basename(file).replace(/\.[^.]*$/, '');
+      const report = makeReport({
+        kind: 'workload',
+        name,
+        title: `Workload ${path.basename(file)}`,
+        hypothesis: '',
+        quick: false,
+        createdAt: started,
+        arms: [armFromRun('workload', { target: inproc === undefined ? `${traddr}:${port}` : 'in-process RAM', nqn, nsid, nr_io_queues: nrIo, queues_per_hctx: opts.queues_per_hctx ?? 1 }, run, { ioQueues: ctrl.ioQueueCount })],
+        comparisons: [],
+        verdict: '',
+        notes: parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : [],
+        ...(inproc === undefined ? { setup: `initiator on this host, target at ${traddr}:${port}` } : {}),
+      });
+      return await emit(io, report, v.out, v.json === true);
+    } finally {
+      await ctrl?.disconnect().catch(() => undefined);
+      await inproc?.stop();
+    }
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof JobFileError) {
+      io.stderr(`nvme-tcp bench: ${e.message}\n`);
+      return 2;
+    }
+    io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
+
+async function emit(io: BenchIo, report: Report, out: string | undefined, json: boolean): Promise<number> {
+  io.stdout(json ? renderJson(report) : renderMarkdown(report));
+  if (out !== undefined) {
+    const files = await writeReport(out, report);
+    io.stderr(`reports: ${files.json} ${files.markdown} ${files.html}\n`);
+  }
+  return report.ok ? 0 : 1;
+}

@@ -1,0 +1,115 @@
+// Building reports: machine description, arm metrics from engine runs, and ratios computed from the arms.
+import os from 'node:os';
+import type { RunResult } from '../load/types.js';
+import type { Arm, Comparison, MachineInfo, Report } from './types.js';
+import { REPORT_SCHEMA_VERSION } from './types.js';
+
+export function machineInfo(setup = 'loopback (127.0.0.1), initiator and target on one host'): MachineInfo {
+  const cpus = os.cpus();
+  return {
+    hostname: os.hostname(),
+    cpus: os.availableParallelism(),
+    cpuModel: cpus[0]?.model.trim() ?? 'unknown',
+    platform: `${os.platform()} ${os.arch()}`,
+    kernel: os.release(),
+    node: process.version,
+    setup: `${os.availableParallelism()} cores, ${setup}`,
+  };
+}
+
+/** The scalar metrics every workload arm exposes. */
+export function runMetrics(r: RunResult): Record<string, number> {
+  return {
+    iops: r.totals.iops,
+    mbps: r.totals.mbps,
+    p50Us: r.totals.latencyUs.p50,
+    p99Us: r.totals.latencyUs.p99,
+    p99_9Us: r.totals.latencyUs.p99_9,
+    maxUs: r.totals.latencyUs.max,
+    cpuPct: r.cpu.percentOfCore,
+    loopLagP99Ms: r.eventLoop.p99Ms,
+    errors: r.totals.errors,
+    verifyMismatches: r.verify.mismatchCount,
+  };
+}
+
+export function armFromRun(name: string, params: Arm['params'], run: RunResult, extra: Record<string, number> = {}): Arm {
+  return { name, params, metrics: { ...runMetrics(run), ...extra }, run };
+}
+
+/** Thrown when a comparison names an arm or metric that did not produce a value. */
+export class ReportError extends Error {
+  readonly code = 'HARNESS_ERR_REPORT';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReportError';
+  }
+}
+
+/**
+ * Ratio of one arm's metric to another's, read from the arms themselves (never passed in), so a report cannot state
+ * a ratio its arms do not support. Returns undefined when either arm was skipped or failed.
+ */
+export function compare(arms: readonly Arm[], label: string, metric: string, numerator: string, denominator: string, better: 'higher' | 'lower'): Comparison | undefined {
+  const a = arms.find((x) => x.name === numerator);
+  const b = arms.find((x) => x.name === denominator);
+  if (a === undefined || b === undefined) throw new ReportError(`comparison "${label}": no arm named ${a === undefined ? numerator : denominator}`);
+  if (a.skipped !== undefined || b.skipped !== undefined || a.error !== undefined || b.error !== undefined) return undefined;
+  const nv = a.metrics[metric];
+  const dv = b.metrics[metric];
+  if (nv === undefined || dv === undefined) throw new ReportError(`comparison "${label}": metric ${metric} missing`);
+  const ratio = dv === 0 ? (nv === 0 ? 1 : Infinity) : nv / dv;
+  return { label, metric, numerator, denominator, numeratorValue: nv, denominatorValue: dv, ratio: Math.round(ratio * 1000) / 1000, better };
+}
+
+export interface ReportInit {
+  kind: Report['kind'];
+  name: string;
+  title: string;
+  hypothesis: string;
+  quick: boolean;
+  createdAt: Date;
+  arms: Arm[];
+  comparisons: (Comparison | undefined)[];
+  verdict: string;
+  notes?: string[];
+  skipped?: string;
+  setup?: string;
+}
+
+export function makeReport(init: ReportInit): Report {
+  const arms = init.arms;
+  const ok =
+    init.skipped === undefined &&
+    arms.every((a) => a.error === undefined && (a.run === undefined || (a.run.verify.mismatchCount === 0 && a.run.totals.errors === 0)));
+  return {
+    schemaVersion: REPORT_SCHEMA_VERSION,
+    kind: init.kind,
+    name: init.name,
+    title: init.title,
+    hypothesis: init.hypothesis,
+    createdAt: init.createdAt.toISOString(),
+    quick: init.quick,
+    machine: machineInfo(init.setup),
+    arms,
+    comparisons: init.comparisons.filter((c): c is Comparison => c !== undefined),
+    verdict: init.verdict,
+    notes: init.notes ?? [],
+    ...(init.skipped === undefined ? {} : { skipped: init.skipped }),
+    ok,
+  };
+}
+
+/** "1.38×" with the direction spelled out for readers. */
+export function describeRatio(c: Comparison): string {
+  const r = Number.isFinite(c.ratio) ? `${c.ratio.toFixed(2)}×` : '∞';
+  return `${c.label}: ${r} (${c.numerator} ${fmtNum(c.numeratorValue)} vs ${c.denominator} ${fmtNum(c.denominatorValue)} ${c.metric}; ${c.better} is better)`;
+}
+
+export function fmtNum(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  if (Math.abs(n) >= 100_000) return `${Math.round(n / 1000)}k`;
+  if (Math.abs(n) >= 1000) return `${(n / 1000).toFixed(1)}k`;
+  if (Number.isInteger(n)) return String(n);
+  return n.toFixed(Math.abs(n) >= 10 ? 1 : 2);
+}

@@ -1,0 +1,69 @@
+// The report document: one stable JSON schema for workload runs and scenarios (schemaVersion bumps on breaking change).
+import type { RunResult } from '../load/types.js';
+
+/** Version of the JSON layout below. Additive fields keep the version; renames/removals bump it. */
+export const REPORT_SCHEMA_VERSION = 1;
+
+export type ParamValue = string | number | boolean;
+
+export interface MachineInfo {
+  hostname: string;
+  /** Logical CPUs Node sees (os.availableParallelism()). */
+  cpus: number;
+  cpuModel: string;
+  platform: string;
+  kernel: string;
+  node: string;
+  /** Free text: where the ends ran, e.g. "2 cores, loopback, initiator and target on one host". */
+  setup: string;
+}
+
+/** One arm of an experiment: a configuration, run in the same invocation as the others. */
+export interface Arm {
+  name: string;
+  /** The knobs that distinguish this arm (queues_per_hctx, connect latency, ...). */
+  params: Record<string, ParamValue>;
+  /** Scalar results the comparisons are computed from (iops, mbps, p99Us, connectMs, ...). */
+  metrics: Record<string, number>;
+  /** Full engine measurements when the arm ran a workload. */
+  run?: RunResult;
+  /** Set when the arm could not run; metrics are then empty. */
+  skipped?: string;
+  error?: string;
+}
+
+/** ratio = arms[numerator].metrics[metric] / arms[denominator].metrics[metric]. */
+export interface Comparison {
+  label: string;
+  metric: string;
+  numerator: string;
+  denominator: string;
+  numeratorValue: number;
+  denominatorValue: number;
+  ratio: number;
+  /** Whether a ratio above 1 means the numerator arm is better. */
+  better: 'higher' | 'lower';
+}
+
+export interface Report {
+  schemaVersion: typeof REPORT_SCHEMA_VERSION;
+  /** "workload" for a job file run, "scenario" for harness/scenarios. */
+  kind: 'workload' | 'scenario';
+  name: string;
+  title: string;
+  /** What the scenario expects to see, stated before it runs. */
+  hypothesis: string;
+  /** ISO 8601 time the run started. */
+  createdAt: string;
+  quick: boolean;
+  machine: MachineInfo;
+  arms: Arm[];
+  comparisons: Comparison[];
+  /** One line: what the ratios say about the hypothesis. */
+  verdict: string;
+  notes: string[];
+  /** Whole scenario not run (e.g. no permission to create network namespaces); arms are then empty or skipped. */
+  skipped?: string;
+  /** False when an arm failed or verification found a mismatch. */
+  ok: boolean;
+}

@@ -1,0 +1,35 @@
+// What a scenario is: a named experiment with a hypothesis, run as arms in one invocation, producing a Report.
+import type { ProgressInfo } from '../load/types.js';
+import type { Report } from '../report/types.js';
+
+export interface ScenarioContext {
+  /** Seconds rather than minutes: short runtimes, fewer repetitions; same arms. */
+  quick: boolean;
+  /** One-line status messages (stderr on a TTY; silent in CI and tests). */
+  log: (msg: string) => void;
+  /** Engine progress for the current arm (TTY progress line). */
+  onProgress?: (label: string, p: ProgressInfo) => void;
+  signal?: AbortSignal;
+}
+
+export interface Scenario {
+  name: string;
+  title: string;
+  /** Stated before running; copied into the report. */
+  hypothesis: string;
+  run(ctx: ScenarioContext): Promise<Report>;
+}
+
+/** Runtime and ramp for workload arms: quick keeps a whole scenario within seconds. */
+export function timing(quick: boolean): { runtime: string; ramp: string } {
+  return quick ? { runtime: '300ms', ramp: '100ms' } : { runtime: '5s', ramp: '1s' };
+}
+
+/** Median of a non-empty list (repetitions of a timing). */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+}
+
+export const round1 = (x: number): number => Math.round(x * 10) / 10;

@@ -1,0 +1,86 @@
+// Every scenario in --quick mode: all arms ran (real measurements, no errors) and every ratio equals the quotient of
+// the two arms' metrics it names. Scenarios that need privileges may skip, but only with a stated reason.
+import { describe, expect, it } from 'vitest';
+import { findScenario } from '../../harness/scenarios/index.js';
+import type { Report } from '../../harness/report/types.js';
+
+const quiet = { quick: true, log: () => undefined };
+
+async function runQuick(name: string): Promise<Report> {
+  const s = findScenario(name);
+  if (s === undefined) throw new Error(`no scenario ${name}`);
+  return s.run(quiet);
+}
+
+/** The checks every scenario report must pass when it ran. */
+function checkRan(r: Report, expectArms: string[], expectComparisons: number): void {
+  expect(r.schemaVersion).toBe(1);
+  expect(r.hypothesis.length).toBeGreaterThan(40);
+  expect(r.arms.map((a) => a.name)).toEqual(expectArms);
+  for (const a of r.arms) {
+    expect(a.error, `arm ${a.name} failed`).toBeUndefined();
+    expect(a.skipped, `arm ${a.name} skipped`).toBeUndefined();
+    expect(Object.keys(a.metrics).length).toBeGreaterThan(0);
+    if (a.run !== undefined) {
+      expect(a.run.totals.ios, `arm ${a.name} did no I/O`).toBeGreaterThan(0);
+      expect(a.run.totals.errors).toBe(0);
+      expect(a.metrics['iops']).toBe(a.run.totals.iops);
+    }
+  }
+  expect(r.comparisons).toHaveLength(expectComparisons);
+  for (const c of r.comparisons) {
+    const num = r.arms.find((a) => a.name === c.numerator)?.metrics[c.metric];
+    const den = r.arms.find((a) => a.name === c.denominator)?.metrics[c.metric];
+    expect(num).toBe(c.numeratorValue);
+    expect(den).toBe(c.denominatorValue);
+    expect(num).toBeGreaterThan(0);
+    expect(c.ratio).toBeCloseTo((num as number) / (den as number), 2);
+  }
+  expect(r.verdict).not.toBe('');
+}
+
+describe('scenarios --quick', () => {
+  it('queue-groups: qph 1/2/4 for both workloads, ratios against qph1', async () => {
+    const r = await runQuick('queue-groups');
+    checkRan(r, ['seq128k-qd16/qph1', 'seq128k-qd16/qph2', 'seq128k-qd16/qph4', 'rand4k-qd64/qph1', 'rand4k-qd64/qph2', 'rand4k-qd64/qph4'], 4);
+    // The arms really used the queue layout they claim: one hctx, qph queues.
+    for (const a of r.arms) {
+      expect(a.metrics['hctxs']).toBe(1);
+      expect(a.metrics['ioQueues']).toBe(a.params['queues_per_hctx']);
+      expect(a.run?.queues.filter((q) => q.commands > 0).length).toBe(a.params['queues_per_hctx']);
+    }
+  }, 60_000);
+
+  it('duplicate-connect: 1 controller vs 2 duplicates (round-robin, queue-depth), target spread from listControllers', async () => {
+    const r = await runQuick('duplicate-connect');
+    checkRan(r, ['1-ctrl', '2-ctrl-round-robin', '2-ctrl-queue-depth'], 4);
+    const [one, rr, qd] = r.arms;
+    expect(one?.metrics['targetControllers']).toBe(1);
+    expect(rr?.metrics['targetControllers']).toBe(2);
+    expect(qd?.metrics['targetControllers']).toBe(2);
+    expect(rr?.metrics['targetQueuesUsed']).toBe(4);
+    // Initiator side: the multipath arms spread commands over both controllers' queues.
+    expect(new Set(rr?.run?.queues.filter((q) => q.commands > 0).map((q) => q.queue.split('q')[0]))).toEqual(new Set(['c0', 'c1']));
+  }, 60_000);
+
+  it('parallel-connect: serial vs parallel at 0/1/5 ms, 64 queues each, latency shows up in the serial arms', async () => {
+    const r = await runQuick('parallel-connect');
+    checkRan(r, ['serial-0ms', 'parallel-0ms', 'serial-1ms', 'parallel-1ms', 'serial-5ms', 'parallel-5ms'], 3);
+    for (const a of r.arms) expect(a.metrics['ioQueues']).toBe(64);
+    // 65 serial Connects with 5 ms each cannot take less than 325 ms: the fault really was injected.
+    expect(r.arms.find((a) => a.name === 'serial-5ms')?.metrics['connectMs']).toBeGreaterThanOrEqual(325);
+  }, 60_000);
+
+  it('match-hw-queues: baseline vs matched through a veth namespace (or a stated reason to skip)', async () => {
+    const r = await runQuick('match-hw-queues');
+    if (r.skipped !== undefined) {
+      expect(r.skipped).toMatch(/namespace|Linux/);
+      expect(r.ok).toBe(false);
+      return;
+    }
+    checkRan(r, ['baseline-randread', 'matched-randread'], 2);
+    expect(r.arms[0]?.metrics['ioQueues']).toBe(8);
+    expect(r.arms[1]?.metrics['ioQueues']).toBeLessThan(8);
+    expect(r.arms[1]?.run?.cpu.target?.source).toMatch(/^\/proc\/\d+\/stat$/);
+  }, 90_000);
+});
