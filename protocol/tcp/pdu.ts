@@ -88,6 +88,8 @@ export interface C2HDataPdu {
   /** DATA_SUCCESS: the command completed; no CapsuleResp follows (only when SQ flow control is off). */
   success: boolean;
   data: Buffer[];
+  /** Sending only: the CRC32C of `data` when the sender already has it (the encoder then skips computing it). */
+  ddgst?: number;
 }
 
 /** R2T (§3.6.2.10). */
@@ -121,90 +123,173 @@ function byteLength(data: readonly Buffer[]): number {
 
 /**
  * Encode one PDU as `[header(+HDGST)(+pad), ...data views, DDGST?]`. The only writer of hlen, pdo, plen,
- * HDGSTF/DDGSTF and digests; payload buffers are passed through, never copied.
+ * HDGSTF/DDGSTF and digests (together with encodePduInto, which shares the code); payload buffers are passed
+ * through, never copied.
  */
 export function encodePdu(pdu: Pdu, framing: PduFraming = NO_DIGESTS): Buffer[] {
-  const info = PDU_INFO[pdu.type];
-  const hlen = info.hlen;
-  const hdgst = info.hdgst && framing.hdgst;
   const data = pduData(pdu);
   const datalen = data === undefined ? 0 : byteLength(data);
-  const hasData = datalen > 0;
-  const ddgst = hasData && framing.ddgst;
-  const pdo = hasData ? dataOffset(hlen, hdgst, framing.pda) : 0;
-  const headLen = hasData ? pdo : hlen + (hdgst ? DIGEST_SIZE : 0);
-  let plen = headLen + datalen + (ddgst ? DIGEST_SIZE : 0);
-  if (pdu.type === PduType.H2C_TERM_REQ || pdu.type === PduType.C2H_TERM_REQ) plen = hlen + Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA);
-
-  // allocUnsafe draws from the shared pool (Buffer.alloc does not); reserved bytes and padding must be zero.
-  const head = Buffer.allocUnsafe(pdu.type === PduType.H2C_TERM_REQ || pdu.type === PduType.C2H_TERM_REQ ? plen : headLen).fill(0);
-  let flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
-  switch (pdu.type) {
-    case PduType.IC_REQ:
-      head.writeUInt16LE(pdu.pfv, 8);
-      head[10] = pdu.hpda;
-      head[11] = pdu.dgst;
-      head.writeUInt32LE(pdu.maxr2t >>> 0, 12);
-      break;
-    case PduType.IC_RESP:
-      head.writeUInt16LE(pdu.pfv, 8);
-      head[10] = pdu.cpda;
-      head[11] = pdu.dgst;
-      head.writeUInt32LE(pdu.maxh2cdata >>> 0, 12);
-      break;
-    case PduType.H2C_TERM_REQ:
-    case PduType.C2H_TERM_REQ:
-      head.writeUInt16LE(pdu.fes, 8);
-      head.writeUInt32LE(pdu.fei >>> 0, 10);
-      pdu.errorData.copy(head, TERM_REQ_HLEN, 0, Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA));
-      break;
-    case PduType.CAPSULE_CMD:
-      pdu.sqe.copy(head, CH_SIZE, 0, 64);
-      break;
-    case PduType.CAPSULE_RESP:
-      pdu.cqe.copy(head, CH_SIZE, 0, 16);
-      break;
-    case PduType.H2C_DATA:
-      head.writeUInt16LE(pdu.cccid, 8);
-      head.writeUInt16LE(pdu.ttag, 10);
-      head.writeUInt32LE(pdu.datao >>> 0, 12);
-      head.writeUInt32LE(datalen, 16);
-      if (pdu.last) flags |= PduFlag.DATA_LAST;
-      break;
-    case PduType.C2H_DATA:
-      head.writeUInt16LE(pdu.cccid, 8);
-      head.writeUInt32LE(pdu.datao >>> 0, 12);
-      head.writeUInt32LE(datalen, 16);
-      if (pdu.last) flags |= PduFlag.DATA_LAST;
-      if (pdu.success) flags |= PduFlag.DATA_SUCCESS;
-      break;
-    case PduType.R2T:
-      head.writeUInt16LE(pdu.cccid, 8);
-      head.writeUInt16LE(pdu.ttag, 10);
-      head.writeUInt32LE(pdu.r2to >>> 0, 12);
-      head.writeUInt32LE(pdu.r2tl >>> 0, 16);
-      break;
-  }
-  head[0] = pdu.type;
-  head[1] = flags;
-  head[2] = hlen;
-  head[3] = pdo;
-  head.writeUInt32LE(plen, 4);
-  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(0, hlen)), hlen);
-  if (!hasData || data === undefined) return [head];
+  // allocUnsafe draws from the shared pool (Buffer.alloc does not); writeHeader zeroes reserved bytes and padding.
+  const head = Buffer.allocUnsafe(headerBytes(pdu, framing, datalen));
+  writeHeader(head, 0, pdu, framing, datalen);
+  if (datalen === 0 || data === undefined) return [head];
   const out: Buffer[] = [head];
-  let crc = 0;
-  for (const d of data) {
-    if (d.length === 0) continue;
-    out.push(d);
-    if (ddgst) crc = crc32c(d, crc);
-  }
-  if (ddgst) {
+  for (const d of data) if (d.length > 0) out.push(d);
+  if (framing.ddgst) {
     const tail = Buffer.allocUnsafe(DIGEST_SIZE);
-    tail.writeUInt32LE(crc, 0);
+    tail.writeUInt32LE(pduDataDigest(pdu, data), 0);
     out.push(tail);
   }
   return out;
+}
+
+/**
+ * encodePdu for batching writers: the header (CH, PSH, HDGST, padding up to PDO) goes into `dst` at `off`, and the
+ * return value is the number of bytes written. The caller sends the PDU's data views next and then, when
+ * `pduHasDataDigest(pdu, framing)`, the four bytes `encodeDataDigestInto` writes. `dst` needs
+ * `PDU_MAX_HEADER_BYTES` free bytes at `off`.
+ */
+export function encodePduInto(dst: Buffer, off: number, pdu: Pdu, framing: PduFraming = NO_DIGESTS): number {
+  const data = pduData(pdu);
+  const datalen = data === undefined ? 0 : byteLength(data);
+  return writeHeader(dst, off, pdu, framing, datalen);
+}
+
+/** Whether a DDGST follows the data of `pdu` under `framing` (data present and data digests on, §3.6.1.4). */
+export function pduHasDataDigest(pdu: Pdu, framing: PduFraming): boolean {
+  if (!framing.ddgst) return false;
+  const data = pduData(pdu);
+  return data !== undefined && byteLength(data) > 0;
+}
+
+/** Write the DDGST of `pdu`'s data at `dst[off..off+4]`; returns 4. */
+export function encodeDataDigestInto(dst: Buffer, off: number, pdu: Pdu): number {
+  dst.writeUInt32LE(pduDataDigest(pdu, pduData(pdu) ?? []), off);
+  return DIGEST_SIZE;
+}
+
+/** Largest header encodePduInto writes (ICReq/ICResp 128 bytes; TermReq 24 + 128 bytes of error data). */
+export const PDU_MAX_HEADER_BYTES = TERM_REQ_HLEN + TERM_REQ_MAX_DATA;
+
+function pduDataDigest(pdu: Pdu, data: readonly Buffer[]): number {
+  // A data digest the sender already knows (C2HData from a cache of block CRCs) is used as is.
+  if (pdu.type === PduType.C2H_DATA && pdu.ddgst !== undefined) return pdu.ddgst >>> 0;
+  let crc = 0;
+  for (const d of data) if (d.length > 0) crc = crc32c(d, crc);
+  return crc;
+}
+
+function isTermReq(pdu: Pdu): pdu is TermReqPdu {
+  return pdu.type === PduType.H2C_TERM_REQ || pdu.type === PduType.C2H_TERM_REQ;
+}
+
+/** Bytes of the header part: CH+PSH(+HDGST)(+pad to PDO) when data follows; the whole PDU for TermReq. */
+function headerBytes(pdu: Pdu, framing: PduFraming, datalen: number): number {
+  const info = PDU_INFO[pdu.type];
+  if (isTermReq(pdu)) return info.hlen + Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA);
+  const hdgst = info.hdgst && framing.hdgst;
+  return datalen > 0 ? dataOffset(info.hlen, hdgst, framing.pda) : info.hlen + (hdgst ? DIGEST_SIZE : 0);
+}
+
+function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, datalen: number): number {
+  // The per-command replies have monomorphic writers (PduBatch calls them directly); same bytes as below.
+  if (pdu.type === PduType.C2H_DATA) return writeC2HDataHeader(head, o, pdu, framing, datalen);
+  if (pdu.type === PduType.CAPSULE_RESP) return writeCapsuleRespHeader(head, o, pdu, framing);
+  const info = PDU_INFO[pdu.type];
+  const hlen = info.hlen;
+  const hdgst = info.hdgst && framing.hdgst;
+  const hasData = datalen > 0;
+  const ddgst = hasData && framing.ddgst;
+  const pdo = hasData ? dataOffset(hlen, hdgst, framing.pda) : 0;
+  const headLen = headerBytes(pdu, framing, datalen);
+  let plen = headLen + datalen + (ddgst ? DIGEST_SIZE : 0);
+  if (isTermReq(pdu)) plen = headLen;
+  // Reserved bytes and padding must be zero.
+  head.fill(0, o, o + headLen);
+  let flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
+  switch (pdu.type) {
+    case PduType.IC_REQ:
+      head.writeUInt16LE(pdu.pfv, o + 8);
+      head[o + 10] = pdu.hpda;
+      head[o + 11] = pdu.dgst;
+      head.writeUInt32LE(pdu.maxr2t >>> 0, o + 12);
+      break;
+    case PduType.IC_RESP:
+      head.writeUInt16LE(pdu.pfv, o + 8);
+      head[o + 10] = pdu.cpda;
+      head[o + 11] = pdu.dgst;
+      head.writeUInt32LE(pdu.maxh2cdata >>> 0, o + 12);
+      break;
+    case PduType.H2C_TERM_REQ:
+    case PduType.C2H_TERM_REQ:
+      head.writeUInt16LE(pdu.fes, o + 8);
+      head.writeUInt32LE(pdu.fei >>> 0, o + 10);
+      pdu.errorData.copy(head, o + TERM_REQ_HLEN, 0, Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA));
+      break;
+    case PduType.CAPSULE_CMD:
+      pdu.sqe.copy(head, o + CH_SIZE, 0, 64);
+      break;
+    case PduType.H2C_DATA:
+      head.writeUInt16LE(pdu.cccid, o + 8);
+      head.writeUInt16LE(pdu.ttag, o + 10);
+      head.writeUInt32LE(pdu.datao >>> 0, o + 12);
+      head.writeUInt32LE(datalen, o + 16);
+      if (pdu.last) flags |= PduFlag.DATA_LAST;
+      break;
+    case PduType.R2T:
+      head.writeUInt16LE(pdu.cccid, o + 8);
+      head.writeUInt16LE(pdu.ttag, o + 10);
+      head.writeUInt32LE(pdu.r2to >>> 0, o + 12);
+      head.writeUInt32LE(pdu.r2tl >>> 0, o + 16);
+      break;
+  }
+  head[o] = pdu.type;
+  head[o + 1] = flags;
+  head[o + 2] = hlen;
+  head[o + 3] = pdo;
+  head.writeUInt32LE(plen, o + 4);
+  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+  return headLen;
+}
+
+/** C2HData header (§3.6.2.9): CH, CCCID, DATAO, DATAL, reserved; HDGST and padding up to PDO. */
+function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: PduFraming, datalen: number): number {
+  const hdgst = framing.hdgst;
+  const hasData = datalen > 0;
+  const hd = hdgst ? DIGEST_SIZE : 0;
+  const pdo = hasData ? dataOffset(DATA_PDU_HLEN, hdgst, framing.pda) : 0;
+  const headLen = hasData ? pdo : DATA_PDU_HLEN + hd;
+  const ddgst = hasData && framing.ddgst;
+  const flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0) | (pdu.last ? PduFlag.DATA_LAST : 0) | (pdu.success ? PduFlag.DATA_SUCCESS : 0);
+  head[o] = PduType.C2H_DATA;
+  head[o + 1] = flags;
+  head[o + 2] = DATA_PDU_HLEN;
+  head[o + 3] = pdo;
+  head.writeUInt32LE(headLen + datalen + (ddgst ? DIGEST_SIZE : 0), o + 4);
+  head.writeUInt16LE(pdu.cccid, o + 8);
+  head[o + 10] = 0;
+  head[o + 11] = 0;
+  head.writeUInt32LE(pdu.datao >>> 0, o + 12);
+  head.writeUInt32LE(datalen, o + 16);
+  head.writeUInt32LE(0, o + 20);
+  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + DATA_PDU_HLEN)), o + DATA_PDU_HLEN);
+  if (headLen > DATA_PDU_HLEN + hd) head.fill(0, o + DATA_PDU_HLEN + hd, o + headLen);
+  return headLen;
+}
+
+/** CapsuleResp header (§3.6.2.7): CH and the 16-byte CQE, then HDGST. */
+function writeCapsuleRespHeader(head: Buffer, o: number, pdu: CapsuleRespPdu, framing: PduFraming): number {
+  const hlen = PDU_INFO[PduType.CAPSULE_RESP].hlen;
+  const hdgst = framing.hdgst;
+  const headLen = hlen + (hdgst ? DIGEST_SIZE : 0);
+  head[o] = PduType.CAPSULE_RESP;
+  head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
+  head[o + 2] = hlen;
+  head[o + 3] = 0;
+  head.writeUInt32LE(headLen, o + 4);
+  pdu.cqe.copy(head, o + CH_SIZE, 0, 16);
+  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+  return headLen;
 }
 
 function pduData(pdu: Pdu): Buffer[] | undefined {
@@ -225,3 +310,133 @@ export function encodedLength(parts: readonly Buffer[]): number {
 
 /** Header-only sizes, exported for layout tests and callers that size buffers. */
 export const PduSize = { CH: CH_SIZE, IC: IC_PDU_SIZE, CAPSULE_CMD: CAPSULE_CMD_HLEN, DATA: DATA_PDU_HLEN, TERM_REQ: TERM_REQ_HLEN } as const;
+
+/**
+ * Gathers the PDUs of one send batch (everything produced by one received chunk) for a single corked write:
+ * headers, digests and data up to `copyMax` bytes go into a reused slab, larger payloads are passed as views
+ * (performance.md §2: per-PDU writes cost 6×, a header allocation per PDU shows in profiles). Consecutive slab bytes
+ * form one chunk, so a batch of 4 KiB reads becomes ~2 chunks per read instead of 3 allocations and 3 writes.
+ *
+ * The slab is reused only after `recycle(false)`: the caller passes whether its writer still holds the previous
+ * chunks (for a socket: `writableLength > 0` right after the write). Until then new PDUs go after the old bytes,
+ * or into a fresh slab when it is full.
+ */
+export class PduBatch {
+  #slab: Buffer;
+  #pos = 0;
+  #segStart = 0;
+  readonly #chunks: Buffer[] = [];
+  readonly #slabSize: number;
+  /** Bytes added since the last take(). */
+  bytes = 0;
+
+  constructor(
+    slabSize = 256 * 1024,
+    readonly copyMax = 0,
+  ) {
+    this.#slabSize = Math.max(slabSize, PDU_MAX_HEADER_BYTES + DIGEST_SIZE);
+    this.#slab = Buffer.allocUnsafeSlow(this.#slabSize);
+  }
+
+  get empty(): boolean {
+    return this.bytes === 0;
+  }
+
+  /** Append one PDU, encoded by the same code as encodePdu. */
+  add(pdu: Pdu, framing: PduFraming = NO_DIGESTS): void {
+    const data = pduData(pdu);
+    const datalen = data === undefined ? 0 : byteLength(data);
+    const copy = datalen > 0 && datalen <= this.copyMax;
+    const ddgst = datalen > 0 && framing.ddgst;
+    this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
+    const slab = this.#slab;
+    const headLen = writeHeader(slab, this.#pos, pdu, framing, datalen);
+    this.#pos += headLen;
+    this.bytes += headLen + datalen;
+    if (datalen === 0 || data === undefined) return;
+    for (const d of data) {
+      if (d.length === 0) continue;
+      if (copy) {
+        d.copy(slab, this.#pos);
+        this.#pos += d.length;
+      } else {
+        this.#cut();
+        this.#chunks.push(d);
+      }
+    }
+    if (ddgst) {
+      slab.writeUInt32LE(pduDataDigest(pdu, data), this.#pos);
+      this.#pos += DIGEST_SIZE;
+      this.bytes += DIGEST_SIZE;
+    }
+  }
+
+  /**
+   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `forceCopy` snapshots
+   * the payload into the slab, so that the data digest computed now matches the bytes sent later even if the
+   * source buffer changes in between.
+   */
+  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, forceCopy = false): void {
+    const data = pdu.data;
+    const datalen = byteLength(data);
+    const copy = datalen > 0 && (forceCopy || datalen <= this.copyMax);
+    this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
+    const slab = this.#slab;
+    const headLen = writeC2HDataHeader(slab, this.#pos, pdu, framing, datalen);
+    this.#pos += headLen;
+    this.bytes += headLen + datalen;
+    for (const d of data) {
+      if (d.length === 0) continue;
+      if (copy) {
+        d.copy(slab, this.#pos);
+        this.#pos += d.length;
+      } else {
+        this.#cut();
+        this.#chunks.push(d);
+      }
+    }
+    if (datalen > 0 && framing.ddgst) {
+      slab.writeUInt32LE(pduDataDigest(pdu, data), this.#pos);
+      this.#pos += DIGEST_SIZE;
+      this.bytes += DIGEST_SIZE;
+    }
+  }
+
+  /** add() for a CapsuleResp (monomorphic path, same encoding). */
+  addCapsuleResp(pdu: CapsuleRespPdu, framing: PduFraming = NO_DIGESTS): void {
+    this.#room(PDU_MAX_HEADER_BYTES);
+    const n = writeCapsuleRespHeader(this.#slab, this.#pos, pdu, framing);
+    this.#pos += n;
+    this.bytes += n;
+  }
+
+  /** The chunks to write, in order; valid until the next add(). */
+  take(): Buffer[] {
+    this.#cut();
+    this.bytes = 0;
+    return this.#chunks;
+  }
+
+  /** After writing take()'s chunks: `stillReferenced` false lets the slab be overwritten from the start. */
+  recycle(stillReferenced: boolean): void {
+    this.#chunks.length = 0;
+    if (!stillReferenced) {
+      this.#pos = 0;
+      this.#segStart = 0;
+    }
+  }
+
+  #cut(): void {
+    if (this.#pos > this.#segStart) this.#chunks.push(this.#slab.subarray(this.#segStart, this.#pos));
+    this.#segStart = this.#pos;
+  }
+
+  #room(n: number): void {
+    if (this.#slab.length - this.#pos >= n) return;
+    this.#cut();
+    // The old slab stays alive through the chunks that reference it.
+    this.#slab = Buffer.allocUnsafeSlow(Math.max(this.#slabSize, n));
+    this.#pos = 0;
+    this.#segStart = 0;
+  }
+}

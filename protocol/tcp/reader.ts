@@ -1,7 +1,7 @@
 // Incremental PDU receiver (TCP 1.0 §3.6): CH(8) → rest of header(+HDGST+pad) → DATA → DDGST, over chunks of any size.
 // Header bytes are copied only when a header straddles chunks; payload is handed out as views (STYLE.md §2.2).
 import { Buffer } from 'node:buffer';
-import { CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
+import { CAPSULE_CMD_HLEN, CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
 import { crc32c } from './crc32c.js';
 import type { Pdu } from './pdu.js';
 import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
@@ -34,6 +34,8 @@ export class PduReader {
   #state: State = 'ch';
   #opts: PduReaderOptions;
   #icDone = false;
+  /** Controller role, IC done, no header digests: the CapsuleCmd fast path in push() applies. */
+  #fastCmd = false;
   #hdgst = false;
   #ddgst = false;
   #pda = 0;
@@ -52,11 +54,13 @@ export class PduReader {
   bytesIn = 0;
 
   constructor(opts: PduReaderOptions) {
-    this.#opts = opts;
+    // A copy: setMaxDataLength must not write into an options object the caller may share between connections.
+    this.#opts = { ...opts };
   }
 
   /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
   setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
+    this.#fastCmd = this.#icDone && this.#opts.role === 'controller' && !hdgst;
     this.#hdgst = hdgst;
     this.#ddgst = ddgst;
     this.#pda = pda;
@@ -80,6 +84,24 @@ export class PduReader {
         case 'failed':
           return;
         case 'ch': {
+          if (
+            this.#fastCmd &&
+            this.#chHave === 0 &&
+            n - off >= CAPSULE_CMD_HLEN &&
+            chunk[off] === PduType.CAPSULE_CMD &&
+            chunk[off + 1] === 0 &&
+            chunk[off + 2] === CAPSULE_CMD_HLEN &&
+            chunk[off + 3] === 0 &&
+            chunk.readUInt32LE(off + 4) === CAPSULE_CMD_HLEN
+          ) {
+            // Fast path for the dominant PDU, a CapsuleCmd without data and without header digest: after the IC
+            // exchange these 8 CH bytes are its only valid encoding (the checks of validatePduHeader and
+            // validatePduSpecific all pass for exactly this CH), so the SQE is handed out as one view.
+            const sqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_CMD_HLEN);
+            off += CAPSULE_CMD_HLEN;
+            this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: [] });
+            break;
+          }
           if (this.#chHave === 0 && n - off >= CH_SIZE) {
             // Fast path: whole CH here; take the header as a view when it is complete in this chunk.
             const verdict = this.#checkCh(chunk.subarray(off, off + CH_SIZE));

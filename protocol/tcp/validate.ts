@@ -30,8 +30,8 @@ export type HeaderVerdict =
 const fatal = (fes: number, fei: number, reason: string): HeaderVerdict => ({ ok: false, fes, fei, reason });
 
 /**
- * Check the 8-byte common header and the PDU-specific fixed-length fields that the CH alone determines.
- * `psh` (optional) is the full header, used for the data-PDU datal check.
+ * Check the 8-byte common header against the receiving role and negotiated framing. Fields past the CH (datal, IC
+ * parameters, r2tl) are checked by validatePduSpecific once the whole header has arrived.
  */
 export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict {
   const type = ch[ChOffset.type] as number;
@@ -53,7 +53,13 @@ export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict
 
   // flags: HDGSTF exactly when header digests are on for this type; DDGSTF exactly when data digests are on and data is present.
   const hdgst = info.hdgst && ctx.hdgst;
-  const known = PduFlag.HDGSTF | PduFlag.DDGSTF | (type === PduType.H2C_DATA || type === PduType.C2H_DATA ? PduFlag.DATA_LAST : 0) | (type === PduType.C2H_DATA ? PduFlag.DATA_SUCCESS : 0);
+  // Per-type defined bits: HDGSTF only where a header digest may follow, DDGSTF only where data may (IC and TermReq
+  // PDUs have no defined flags at all, §3.6.2.2–5), LAST on data PDUs, SUCCESS on C2HData.
+  const known =
+    (info.hdgst ? PduFlag.HDGSTF : 0) |
+    (info.data ? PduFlag.DDGSTF : 0) |
+    (type === PduType.H2C_DATA || type === PduType.C2H_DATA ? PduFlag.DATA_LAST : 0) |
+    (type === PduType.C2H_DATA ? PduFlag.DATA_SUCCESS : 0);
   if ((flags & ~known) !== 0) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.flags, `reserved flag bits 0x${(flags & ~known).toString(16)} in ${info.name}`);
   if (((flags & PduFlag.HDGSTF) !== 0) !== hdgst) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.flags, `HDGSTF ${hdgst ? 'clear' : 'set'} in ${info.name}`);
   if ((flags & PduFlag.DATA_SUCCESS) !== 0 && (flags & PduFlag.DATA_LAST) === 0) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.flags, 'DATA_SUCCESS without DATA_LAST');
@@ -69,7 +75,6 @@ export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict
   }
   if (!info.data) {
     if (pdo !== 0) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.pdo, `pdo ${pdo} in ${info.name}`);
-    if ((flags & PduFlag.DDGSTF) !== 0) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.flags, `DDGSTF in ${info.name}`);
     if (plen !== hlen + hd) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.plen, `plen ${plen} for ${info.name} (expected ${hlen + hd})`);
     return { ok: true, dataLen: 0, headLen: hlen + hd };
   }
