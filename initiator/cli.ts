@@ -50,6 +50,8 @@ const CONN: Opts = {
   'connect-concurrency': { type: 'string' },
   'io-timeout': { type: 'string' },
   'admin-timeout': { type: 'string' },
+  'dhchap-secret': { type: 'string', short: 'S' },
+  'dhchap-ctrl-secret': { type: 'string', short: 'C' },
 };
 
 class UsageError extends Error {}
@@ -97,6 +99,8 @@ function connectOptions(v: Record<string, string | boolean | undefined>): Connec
   s('connect-concurrency', 'connect_concurrency', true);
   s('io-timeout', 'io_timeout', true);
   s('admin-timeout', 'admin_timeout', true);
+  s('dhchap-secret', 'dhchap_secret', false);
+  s('dhchap-ctrl-secret', 'dhchap_ctrl_secret', false);
   b('hdr-digest', 'hdr_digest');
   b('data-digest', 'data_digest');
   b('duplicate-connect', 'duplicate_connect');
@@ -277,6 +281,7 @@ function splitHostPort(s: string): [string, string] {
 const USAGE = `usage:
   nvme-tcp discover -a ADDR [-s PORT] [-q HOSTNQN] [-I HOSTID] [-g] [-G]
   nvme-tcp connect -a ADDR -s PORT -n NQN [-i N] [-W N] [-P N] [-Q QSIZE] [-k KATO] [-g] [-G] [-D] [-q HOSTNQN] [-I HOSTID]
+                   [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]]
                    [--queues-per-hctx N] [--match-hw-queues] [--connect-concurrency N] [--hold]
   nvme-tcp io verify -a ADDR -s PORT -n NQN [--size 64M] [--bs 4k] [connect flags]
   nvme-tcp queues

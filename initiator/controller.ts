@@ -40,6 +40,7 @@ import {
   TimeoutError,
   TransportFatalError,
 } from './errors.js';
+import { authRequested, authenticateQueue, describeAuth, isAuthFailure } from './auth.js';
 import { Hctx, type HctxType, mapQueues } from './dispatch/hctx.js';
 import * as fab from './fabrics-cmds.js';
 import type { DiscoveryEntry } from './fabrics-cmds.js';
@@ -144,6 +145,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   #recovery: AbortController | undefined;
   #grantedQueues = 0;
   #queueLimit: number | undefined;
+  /** DH-HMAC-CHAP T_ID counter shared by all queues (Linux ctrl->transaction). */
+  #authTid = 0;
+  /** Queues that completed DH-HMAC-CHAP in this controller's lifetime (reconnects included). */
+  authenticatedQueues = 0;
+  /** What the admin queue's last DH-HMAC-CHAP transaction agreed on (undefined: not authenticated). */
+  authInfo: { hash: string; dhgroup: string; bidirectional: boolean } | undefined;
   maxTransferBytes = DEFAULT_MAX_TRANSFER;
 
   constructor(opts: ResolvedOptions) {
@@ -295,7 +302,20 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       forceInCapsule: true,
       timeoutMs: o.adminTimeoutMs,
     });
-    if (((c.dw0 >>> 17) & 0x3) !== 0) throw new ControllerInitError('authreq', 'controller requires in-band authentication / secure channel, which this host does not implement');
+    // Linux nvmf_connect_{admin,io}_queue: ATR → authenticate this queue before anything else; ASCR → unsupported.
+    if (authRequested(qp.qid, c.dw0, o.hostKey !== undefined)) {
+      const r = await authenticateQueue(qp, {
+        hostnqn: o.hostnqn,
+        subsysnqn: o.nqn,
+        hostKey: o.hostKey,
+        ctrlKey: o.ctrlKey,
+        transactionId: this.#authTid++ & 0xffff,
+        timeoutMs: o.adminTimeoutMs,
+      });
+      this.authenticatedQueues++;
+      if (qp.qid === 0) this.authInfo = describeAuth(r);
+      this.log.info({ qid: qp.qid, ...describeAuth(r) }, r.bidirectional ? 'authenticated; controller authenticated' : 'authenticated');
+    }
     qp.setLive();
     return c.dw0 & 0xffff;
   }
@@ -695,7 +715,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
           this.#teardownQueues(new ConnectionClosedError('reconnect attempt failed', { cause: lastErr }));
           this.log.warn({ attempt, err: lastErr.message }, 'reconnect failed');
           // A Connect error with DNR is permanent (Linux nvmf_should_reconnect); ctrl_loss_tmo < 0 means forever.
-          const dnr = lastErr instanceof NvmeStatusError && lastErr.dnr;
+          // Authentication failures are final too (Linux: auth errors are non-retryable).
+          const dnr = (lastErr instanceof NvmeStatusError && lastErr.dnr) || isAuthFailure(lastErr);
           const expired = o.ctrlLossTmo >= 0 && Date.now() - started + o.reconnectDelay * 1000 > o.ctrlLossTmo * 1000;
           if (dnr || expired || ac.signal.aborted) {
             if (ac.signal.aborted) return;

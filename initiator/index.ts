@@ -21,6 +21,7 @@ export {
   TimeoutError,
   TransportFatalError,
 } from './errors.js';
+export { AuthenticationRequiredError, DhchapAuthError, isAuthFailure } from './auth.js';
 export { checkHost, routeInterface, nicQueueCounts } from './topology.js';
 export type { HostReport, NicQueues } from './topology.js';
 export { runInitiatorCli } from './cli.js';

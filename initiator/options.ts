@@ -5,6 +5,8 @@ import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNqn } from '../protocol/index.js';
+import type { DhchapKey } from '../protocol/auth/index.js';
+import { parseSecretOption } from './auth.js';
 import { InvalidArgumentError } from './errors.js';
 
 /** Options accepted by connect()/discover(), named as nvme-cli names them (snake_case, as /dev/nvme-fabrics takes them). */
@@ -59,6 +61,10 @@ export interface ConnectOptions {
   io_timeout?: number;
   /** Admin command timeout in seconds; default 60. */
   admin_timeout?: number;
+  /** DH-HMAC-CHAP host secret "DHHC-1:xx:...:" (-S, nvme-cli --dhchap-secret): used when the controller sets ATR. */
+  dhchap_secret?: string;
+  /** DH-HMAC-CHAP controller secret (-C, --dhchap-ctrl-secret): also authenticate the controller (bidirectional). */
+  dhchap_ctrl_secret?: string;
   /** pino logger; default silent. */
   logger?: Logger;
 }
@@ -93,6 +99,10 @@ export interface ResolvedOptions {
   ioTimeoutMs: number;
   adminTimeoutMs: number;
   discovery: boolean;
+  /** Parsed dhchap_secret (prints redacted). */
+  hostKey: DhchapKey | undefined;
+  /** Parsed dhchap_ctrl_secret (prints redacted). */
+  ctrlKey: DhchapKey | undefined;
   logger: Logger | undefined;
 }
 
@@ -100,7 +110,7 @@ const KNOWN = new Set<string>([
   'traddr', 'trsvcid', 'nqn', 'hostnqn', 'hostid', 'host_traddr', 'host_iface', 'nr_io_queues', 'nr_write_queues',
   'nr_poll_queues', 'queue_size', 'keep_alive_tmo', 'reconnect_delay', 'ctrl_loss_tmo', 'fast_io_fail_tmo', 'hdr_digest',
   'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
-  'io_timeout', 'admin_timeout', 'logger',
+  'io_timeout', 'admin_timeout', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
 ]);
 
 
@@ -204,6 +214,10 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   const connectConcurrency = int(o, 'connect_concurrency', totalQueues, 1, 65535);
   const ioTimeoutMs = Math.round(num(o, 'io_timeout', 30, 0.001, 1e6) * 1000);
   const adminTimeoutMs = Math.round(num(o, 'admin_timeout', 60, 0.001, 1e6) * 1000);
+  const hostKey = parseSecretOption('dhchap_secret', o['dhchap_secret']);
+  const ctrlKey = parseSecretOption('dhchap_ctrl_secret', o['dhchap_ctrl_secret']);
+  // Linux nvme_auth_init_ctrl: a controller key alone is meaningless (the host must first prove itself).
+  if (ctrlKey !== undefined && hostKey === undefined) throw new InvalidArgumentError('dhchap_ctrl_secret', 'requires dhchap_secret');
   const logger = o['logger'] as Logger | undefined;
   if (logger !== undefined && typeof (logger as { info?: unknown }).info !== 'function') throw new InvalidArgumentError('logger', 'must be a pino logger');
 
@@ -236,6 +250,8 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     ioTimeoutMs,
     adminTimeoutMs,
     discovery,
+    hostKey,
+    ctrlKey,
     logger,
   };
 }

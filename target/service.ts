@@ -4,7 +4,9 @@ import pino, { type Logger } from 'pino';
 import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
 import { parseSize } from './config/size.js';
-import type { AnaStateName, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
+import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
 import { CorePort, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid } from './core/index.js';
 import { TcpListener } from './transport/tcp/index.js';
 
@@ -31,6 +33,8 @@ export interface QueueInfo {
   bytesOut: number;
   errors: number;
   sqsize: number;
+  /** DH-HMAC-CHAP state of the queue when its host must authenticate (no key material). */
+  auth?: { state: string; authenticated: boolean; hash?: string; dhgroup?: string; bidirectional?: boolean };
 }
 
 export interface ControllerInfo {
@@ -63,11 +67,31 @@ export interface TargetStats {
   connects: { ok: number; failed: number };
 }
 
+/** Leak-counting view of the live object graph (reliability tests compare it before and after faults). */
+export interface DebugCounts {
+  /** Live controllers, discovery controllers included. */
+  controllers: number;
+  /** Queues bound to those controllers (admin + I/O). */
+  queues: number;
+  /** Accepted TCP connections not yet closed, in any state (waiting for ICReq/Connect included). */
+  connections: number;
+  /** Connections not yet bound to a controller (no ICReq or no Connect yet). */
+  unboundConnections: number;
+  /** Commands received and not completed, AERs excluded (they stay posted by design). */
+  pendingRequests: number;
+  /** Posted Asynchronous Event Requests. */
+  aersPosted: number;
+  /** Node handles of this process by type (TCPSocketWrap, Timeout, FSReqCallback, ...). */
+  handles: Record<string, number>;
+}
+
 export class TargetService {
   readonly #core: TargetCore;
   readonly #listeners = new Map<number, TcpListener>();
   readonly #log: Logger;
   readonly #icReqTimeoutMs: number;
+  /** Host entries as configured (with their secrets), for getConfig({ includeSecrets: true }) / write-back. */
+  readonly #hostConfigs = new Map<string, HostConfig>();
   #stopped = false;
 
   constructor(opts: TargetServiceOptions = {}) {
@@ -78,8 +102,44 @@ export class TargetService {
 
   async apply(config: TargetConfig): Promise<void> {
     if (config.discoveryNqn !== undefined) this.setDiscoveryNqn(config.discoveryNqn);
+    for (const h of config.hosts ?? []) if (h.dhchapKey !== undefined) this.setHostAuth(h);
     for (const p of config.ports) await this.addPort(p);
     for (const s of config.subsystems) await this.addSubsystem(s);
+  }
+
+  /**
+   * Require DH-HMAC-CHAP from a host (nvmet hosts/<nqn>/dhchap_key, dhchap_ctrl_key, dhchap_hash, dhchap_dhgroup).
+   * Applies to controllers created afterwards; established ones keep the keys they connected with. Secrets are
+   * parsed here and never logged or echoed in errors.
+   */
+  setHostAuth(h: HostConfig): void {
+    const v = validateNqn(h.nqn);
+    if (!v.ok) throw new InvalidArgumentError('hosts.nqn', `${h.nqn}: ${v.reason}`);
+    if (h.dhchapKey === undefined) throw new InvalidArgumentError('hosts.dhchapKey', 'is required to enable authentication (use clearHostAuth to disable it)');
+    const auth: HostAuth = { hostKey: parseSecret('hosts.dhchapKey', h.dhchapKey) };
+    if (h.dhchapCtrlKey !== undefined) auth.ctrlKey = parseSecret('hosts.dhchapCtrlKey', h.dhchapCtrlKey);
+    if (h.dhchapHash !== undefined) auth.hashes = namesToIds('hosts.dhchapHash', h.dhchapHash, HASH_NAMES);
+    if (h.dhchapDhgroup !== undefined) auth.dhGroups = namesToIds('hosts.dhchapDhgroup', h.dhchapDhgroup, DH_GROUP_BY_NAME);
+    this.#core.hostAuth.set(h.nqn, auth);
+    this.#hostConfigs.set(h.nqn, { ...h });
+    this.#log.info({ hostnqn: h.nqn, bidirectional: auth.ctrlKey !== undefined }, 'host authentication keys set');
+  }
+
+  /** Stop requiring authentication from a host (new controllers only). */
+  clearHostAuth(hostnqn: string): void {
+    if (!this.#core.hostAuth.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no authentication keys for ${hostnqn}`);
+    this.#hostConfigs.delete(hostnqn);
+    this.#log.info({ hostnqn }, 'host authentication keys cleared');
+  }
+
+  /** Hosts with keys, secrets shown as "<redacted>". */
+  listHostAuth(): HostAuthView[] {
+    return this.#core.hostAuth.list();
+  }
+
+  /** DH-HMAC-CHAP transactions completed, failed and expired since start. */
+  authStats(): AuthStats {
+    return { ...this.#core.hostAuth.stats };
   }
 
   async addPort(p: PortConfig): Promise<BoundPort> {
@@ -214,11 +274,23 @@ export class TargetService {
     this.#core.discoveryChanged();
   }
 
-  getConfig(): TargetConfig {
+  /**
+   * The live configuration. Host DH-HMAC-CHAP secrets read "<redacted>" unless `includeSecrets` is set (only for
+   * writing the config file back, never for API responses or logs).
+   */
+  getConfig(opts: { includeSecrets?: boolean } = {}): TargetConfig {
     const cfg: TargetConfig = {
       ports: [...this.#core.ports.values()].map((p) => p.snapshot()),
       subsystems: [...this.#core.subsystems.values()].map((s) => s.snapshot()),
     };
+    if (this.#hostConfigs.size > 0) {
+      cfg.hosts = [...this.#hostConfigs.values()].map((h) => {
+        if (opts.includeSecrets === true) return { ...h };
+        const r: HostConfig = { ...h, dhchapKey: REDACTED };
+        if (h.dhchapCtrlKey !== undefined) r.dhchapCtrlKey = REDACTED;
+        return r;
+      });
+    }
     if (this.#core.uniqueDiscoveryNqn !== undefined) cfg.discoveryNqn = this.#core.uniqueDiscoveryNqn;
     if (this.#icReqTimeoutMs !== 10_000) cfg.icReqTimeoutS = this.#icReqTimeoutMs / 1000;
     return cfg;
@@ -242,6 +314,33 @@ export class TargetService {
       }
     }
     return out;
+  }
+
+  /** Counts for leak checks (reliability suites, fuzzer): every number must return to its baseline once connections die. */
+  debugCounts(): DebugCounts {
+    let controllers = 0;
+    let queues = 0;
+    let aersPosted = 0;
+    for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) {
+      for (const c of s.controllers.values()) {
+        controllers++;
+        queues += c.queues.size;
+        aersPosted += c.aers.length;
+      }
+    }
+    let connections = 0;
+    let unboundConnections = 0;
+    let inFlight = 0;
+    for (const l of this.#listeners.values()) {
+      for (const q of l.queues) {
+        connections++;
+        if (q.core.state !== 'live') unboundConnections++;
+        else inFlight += q.core.inFlight;
+      }
+    }
+    const handles: Record<string, number> = {};
+    for (const h of process.getActiveResourcesInfo()) handles[h] = (handles[h] ?? 0) + 1;
+    return { controllers, queues, connections, unboundConnections, pendingRequests: inFlight - aersPosted, aersPosted, handles };
   }
 
   stats(): TargetStats {
@@ -314,6 +413,27 @@ export class TargetService {
     this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: backend.kind, bytes: backend.size, blockSize: bs }, 'namespace added');
     if (notify) this.#core.nsChanged(sub, cfg.nsid);
   }
+}
+
+const REDACTED = '<redacted>';
+
+function parseSecret(field: string, secret: string): ReturnType<typeof parseDhchapSecret> {
+  try {
+    return parseDhchapSecret(secret);
+  } catch (e) {
+    // DhchapKeyError messages never contain the secret; keep it that way in the wrapper.
+    if (e instanceof DhchapKeyError) throw new InvalidArgumentError(field, e.message);
+    throw e;
+  }
+}
+
+function namesToIds<T extends HashId | DhGroupId>(field: string, names: readonly string[], table: Readonly<Record<string, T>>): T[] {
+  if (names.length === 0) throw new InvalidArgumentError(field, 'must list at least one value');
+  return names.map((n) => {
+    const id = table[n];
+    if (id === undefined) throw new InvalidArgumentError(field, `unknown value ${JSON.stringify(n)}; use one of ${Object.keys(table).join(', ')}`);
+    return id;
+  });
 }
 
 async function openBackend(cfg: NamespaceConfig): Promise<NamespaceBackend> {

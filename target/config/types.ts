@@ -37,6 +37,14 @@ export interface PortConfig {
   referrals?: ReferralConfig[];
   /** Advertise SQ flow control disable (TREQ bit 2). Default true, like nvmet. */
   sqFlowDisable?: boolean;
+  /** Most TCP connections (queues, any state) this port holds at once; further ones are closed at accept. Default 4096. */
+  maxConnections?: number;
+  /**
+   * Per queue: most bytes of command data in flight (R2T data awaited + read data executing or queued for sending).
+   * Beyond it new commands wait and, while the excess is unsent read data, the socket is not read (backpressure).
+   * Default 8 MiB.
+   */
+  maxInFlightBytes?: number;
 }
 
 export type BackendConfig =
@@ -94,7 +102,12 @@ export interface HostConfig {
   nqn: string;
   /** DH-HMAC-CHAP host key ("DHHC-1:xx:...:"), when authentication is required. */
   dhchapKey?: string;
+  /** DH-HMAC-CHAP controller key: lets the host authenticate the controller too (bidirectional). */
   dhchapCtrlKey?: string;
+  /** Acceptable hashes in preference order, nvmet spelling: "hmac(sha256)", "hmac(sha384)", "hmac(sha512)". Default all. */
+  dhchapHash?: string[];
+  /** Acceptable DH groups in preference order: "null", "ffdhe2048" … "ffdhe8192". Default all. */
+  dhchapDhgroup?: string[];
 }
 
 export interface TargetConfig {

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AenConfig, AenDw0, DNR, LogPageId, Status } from '../../protocol/index.js';
 import type { FaultConfig, SubsystemConfig } from '../config/types.js';
+import { AuthRegistry, type HostAuth, type QueueAuth, type QueueAuthView } from './auth.js';
 import type { Namespace } from './namespace.js';
 import type { CorePort } from './port.js';
 
@@ -22,6 +23,8 @@ export interface QueueModel {
   sqhd: number;
   sqflowDisabled: boolean;
   inFlight: number;
+  /** DH-HMAC-CHAP state when the host must authenticate this queue (set by Connect; see auth.ts). */
+  auth: QueueAuth | undefined;
   readonly counters: QueueCounters;
   readonly target: TargetCore;
   readonly port: CorePort;
@@ -42,6 +45,8 @@ export interface QueueInfoView {
   bytesOut: number;
   errors: number;
   sqsize: number;
+  /** Present when the queue must authenticate (DH-HMAC-CHAP); no key material. */
+  auth?: QueueAuthView;
 }
 
 export interface QueueTransportOps {
@@ -224,7 +229,9 @@ export class Subsystem {
   }
   /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. */
   get maxTransfer(): number {
-    return this.mdts === 0 ? 0 : 4096 * 2 ** this.mdts;
+    // Shift, not `2 ** mdts`: this getter runs on every I/O and V8 compiles `**` to a pow() call.
+    const mdts = this.mdts;
+    return mdts === 0 ? 0 : mdts < 19 ? 4096 << mdts : 4096 * 2 ** mdts;
   }
   get ana(): boolean {
     return this.kind === 'nvm' && (this.config.ana ?? true);
@@ -335,6 +342,8 @@ export class Controller {
   readonly createdAt = Date.now();
   /** TBKAS: any command since the last timer tick counts as a keep-alive (CTRATT bit6). */
   kaSeen = false;
+  /** DH-HMAC-CHAP keys of this controller: taken at admin Connect, refreshed by each Negotiate on the admin queue (nvmet_setup_auth). */
+  hostAuth: HostAuth | undefined = undefined;
   #kaTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -500,6 +509,8 @@ export interface CoreStats {
   dataDigestErrors: number;
   katoExpiries: number;
   connectionsAccepted: number;
+  /** Connections closed at accept because the port's maxConnections was reached. */
+  connectionsRejected: number;
   connectionsActive: number;
   connectsOk: number;
   connectsFailed: number;
@@ -513,7 +524,9 @@ export class TargetCore {
   uniqueDiscoveryNqn: string | undefined;
   /** Discovery log generation counter: bumped whenever any host's log could have changed. */
   genctr = 1n;
-  readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
+  /** Per-host DH-HMAC-CHAP keys (nvmet hosts/<nqn>/dhchap_*). */
+  readonly hostAuth = new AuthRegistry();
+  readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
   readonly startedAt = Date.now();
 
   constructor(readonly logger: Logger) {

@@ -9,6 +9,8 @@ export const PORT_DEFAULTS = {
   maxH2CData: 131072,
   c2hDataSize: 131072,
   sqFlowDisable: true,
+  maxConnections: 4096,
+  maxInFlightBytes: 8 * 1024 * 1024,
 } as const;
 
 /** Fabrics and admin commands are accepted in-capsule up to 8 KiB on every queue (reference §5.3, trap 5). */
@@ -36,6 +38,12 @@ export class CorePort {
   }
   get c2hDataSize(): number {
     return this.config.c2hDataSize ?? PORT_DEFAULTS.c2hDataSize;
+  }
+  get maxConnections(): number {
+    return this.config.maxConnections ?? PORT_DEFAULTS.maxConnections;
+  }
+  get maxInFlightBytes(): number {
+    return this.config.maxInFlightBytes ?? PORT_DEFAULTS.maxInFlightBytes;
   }
   get sqFlowDisable(): boolean {
     return this.config.sqFlowDisable ?? PORT_DEFAULTS.sqFlowDisable;

@@ -4,6 +4,7 @@ import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
+import type { QueueAuth } from './auth.js';
 import type { Controller, QueueCounters, QueueInfoView, QueueModel, QueueState, QueueTransportOps, Request, TargetCore } from './model.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
 
@@ -19,6 +20,7 @@ export class CoreQueue implements QueueModel {
   sqhd = 0;
   sqflowDisabled = false;
   inFlight = 0;
+  auth: QueueAuth | undefined = undefined;
   readonly counters: QueueCounters = { commands: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
 
   constructor(
@@ -128,6 +130,11 @@ export class CoreQueue implements QueueModel {
       req.errorLoc = 0;
       return Status.CMD_SEQ_ERROR | DNR;
     }
+    // nvmet_check_auth_status: before authentication only Connect and Authentication Send/Receive run (NVMe Base 2.0 §8.13.1).
+    if (this.auth !== undefined && !this.auth.authenticated) {
+      req.errorLoc = 0;
+      return Status.AUTH_REQUIRED | DNR;
+    }
     if (this.qid === 0) {
       if (!ctrl.ready) {
         req.errorLoc = 0;
@@ -181,7 +188,9 @@ export class CoreQueue implements QueueModel {
 
   /** Counters view for listControllers(). */
   info(): QueueInfoView {
-    return { qid: this.qid, peer: this.ops.peer, state: this.state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
+    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
+    if (this.auth !== undefined) v.auth = this.auth.view();
+    return v;
   }
 
   /** Transport reports the connection is gone. */
@@ -189,6 +198,7 @@ export class CoreQueue implements QueueModel {
     if (this.state === 'closed') return;
     const wasLive = this.state === 'live';
     this.state = 'closed';
+    this.auth?.dispose();
     const ctrl = this.ctrl;
     if (ctrl === undefined || !wasLive) return;
     ctrl.queues.delete(this.qid);

@@ -1,6 +1,8 @@
 // Fabrics commands (NVMe-oF 1.1 §3.3-3.5): Connect, Property Get/Set; nvmet fabrics-cmd.c is the model.
 import { Buffer } from 'node:buffer';
 import { CapCss, DNR, FabricsType, Status, connectInvalidParamDw0, connectResultDw0, decodeConnectData, encodeCap, validateNqn } from '../../../protocol/index.js';
+import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
+import { QueueAuth } from '../auth.js';
 import { Controller, Csts, NVME_VS, type QueueModel, type Request } from '../model.js';
 
 const CONNECT_DATA_SIZE = 1024;
@@ -29,6 +31,13 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
     req.errorLoc = 4;
     return Status.CMD_SEQ_ERROR | DNR;
   }
+  // Authentication Send/Receive run on every queue, before and after authentication (nvmet_parse_fabrics_{admin,io}_cmd).
+  if (fctype === AuthFctype.SEND || fctype === AuthFctype.RECEIVE) return parseAuthCmd(q, req, fctype);
+  // NVMe Base 2.0 §8.13.1: until the queue is authenticated only Connect and the two authentication commands run.
+  if (q.auth !== undefined && !q.auth.authenticated) {
+    req.errorLoc = 0;
+    return Status.AUTH_REQUIRED | DNR;
+  }
   // Property Get/Set are admin-queue only (NVMe-oF 1.1 §3.4); Disconnect is unsupported like nvmet.
   if (q.qid !== 0) {
     req.errorLoc = 4;
@@ -45,6 +54,71 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
       req.errorLoc = 4;
       return Status.INVALID_OPCODE | DNR;
   }
+}
+
+/**
+ * Authentication Send (05h) / Receive (06h): nvmet_execute_auth_send/receive. SECP/SPSP/TL checks first, then the
+ * SGL length must equal TL/AL (nvmet_check_transfer_len, checked by the queue's SGL mapping).
+ */
+function parseAuthCmd(q: QueueModel, req: Request, fctype: number): number {
+  const f = decodeAuthCmd(req.sqe);
+  const bad = checkAuthCmd(f);
+  if (bad !== null) {
+    req.errorLoc = bad.errorLoc;
+    return bad.status;
+  }
+  // No key for this host: the controller offers no authentication (ATR was not set), as a target without it would.
+  if (q.auth === undefined) {
+    req.errorLoc = 4;
+    return Status.INVALID_OPCODE | DNR;
+  }
+  req.dataLen = f.length;
+  if (fctype === AuthFctype.SEND) {
+    req.dir = 'h2c';
+    req.execute = executeAuthSend;
+  } else {
+    req.dir = 'c2h';
+    req.execute = executeAuthReceive;
+  }
+  return 0;
+}
+
+function executeAuthSend(req: Request): void {
+  const q = req.queueRef as QueueModel;
+  const auth = q.auth as QueueAuth;
+  const ctrl = q.ctrl as Controller;
+  // Rotated keys take effect at the next Negotiate; the admin queue's choice becomes the controller's (nvmet_setup_auth).
+  const current = ctrl.subsys.kind === 'discovery' ? undefined : q.target.hostAuth.get(ctrl.hostnqn);
+  auth.send(Buffer.concat(req.data ?? [], req.dataLen), current);
+  if (q.qid === 0) ctrl.hostAuth = auth.hostAuth;
+  q.complete(req, 0);
+  afterAuthStep(q, auth);
+}
+
+function executeAuthReceive(req: Request): void {
+  const q = req.queueRef as QueueModel;
+  const auth = q.auth as QueueAuth;
+  const r = auth.receive(req.dataLen);
+  if (r.kind === 'status') {
+    req.errorLoc = 44;
+    q.complete(req, r.status);
+  } else {
+    req.out = [r.payload];
+    q.complete(req, 0);
+  }
+  afterAuthStep(q, auth);
+}
+
+/**
+ * After AUTH_Failure1 went out or AUTH_Failure2 came in, nvmet calls nvmet_ctrl_fatal_error: the whole controller goes,
+ * whichever queue failed. Deferred one turn so the Failure1 data and its completion are written first.
+ */
+function afterAuthStep(q: QueueModel, auth: QueueAuth): void {
+  if (!auth.failed) return;
+  const ctrl = q.ctrl;
+  if (ctrl === undefined) return;
+  ctrl.csts |= Csts.CFS;
+  setImmediate(() => ctrl.teardown('authentication failed'));
 }
 
 function invalidParam(req: Request, inData: boolean, offset: number): number {
@@ -99,6 +173,8 @@ function executeConnect(req: Request): void {
     const cntlid = subsys.allocCntlid();
     if (cntlid === undefined) return fail(Status.CONNECT_CTRL_BUSY | DNR, 'no free controller ID');
     ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, kato);
+    // nvmet_setup_auth: discovery controllers never authenticate; a host with a key always does.
+    if (subsys.kind !== 'discovery') ctrl.hostAuth = target.hostAuth.get(cd.hostnqn);
     subsys.controllers.set(cntlid, ctrl);
     ctrl.startKeepAlive();
     log.info({ cntlid, kato: ctrl.katoMs, discovery: ctrl.discovery }, 'controller created');
@@ -119,8 +195,13 @@ function executeConnect(req: Request): void {
   ctrl.queues.set(qid, q);
   q.setState('live');
   target.stats.connectsOk++;
-  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid });
-  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled }, 'queue connected');
+  // ATR on the admin Connect and on every I/O Connect (nvmet_execute_{admin,io}_connect): Linux authenticates each queue.
+  const hostAuth = ctrl.hostAuth;
+  if (hostAuth !== undefined) {
+    q.auth = new QueueAuth({ hostnqn: ctrl.hostnqn, subsysnqn: subsys.nqn, auth: hostAuth, katoMs: ctrl.katoMs, stats: target.hostAuth.stats, logger: target.logger, qid, cntlid: ctrl.cntlid });
+  }
+  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr: hostAuth !== undefined });
+  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: hostAuth !== undefined }, 'queue connected');
   const delay = subsys.faults.connectLatencyMs ?? 0;
   if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
   else q.complete(req, 0);
