@@ -1,0 +1,545 @@
+// The target fuzzer: many connections, each a fresh ICReq + Connect prefix (admin, I/O or discovery queue) followed
+// by mutated PDUs from harness/fuzz/mutate.ts, plus raw-garbage connections, against a target in a child process.
+// A healthy controller does write/read-compare I/O through our initiator the whole time; the child's RSS is sampled.
+import { Buffer } from 'node:buffer';
+import { writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { connect, type Controller } from '../../initiator/index.js';
+import {
+  FabricsType,
+  PduFlag,
+  PduReader,
+  PduType,
+  decodeCqe,
+  encodeConnectCmd,
+  encodeConnectData,
+  encodePdu,
+  encodeSqe,
+  sglInCapsule,
+  type PduFraming,
+} from '../../protocol/index.js';
+import type { TargetConfig } from '../../target/config/types.js';
+import type { DebugCounts } from '../../target/service.js';
+import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';
+import { Rng, frame, garbage, loadCorpus, makeCase, mutateStructured, type Corpus, type SeedPdu } from './mutate.js';
+
+export const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
+export const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
+const DISCOVERY_NQN = 'nqn.2014-08.org.nvmexpress.discovery';
+const FUZZ_HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000f022';
+const HEALTHY_BLOCK = 4096;
+const HEALTHY_BLOCKS = 4096;
+
+export interface FuzzOptions {
+  /** Stop after this many cases (each mutated PDU, garbage chunk or R2T answer is one case). */
+  cases: number;
+  /** Concurrent fuzz connections. */
+  concurrency?: number;
+  seed?: number;
+  /** Healthy controller's write/read-compare loops. */
+  healthyLoops?: number;
+  /** RSS sample period (ms). */
+  sampleMs?: number;
+  /** Progress callback (about once per second). */
+  onProgress?: (p: FuzzProgress) => void;
+  /** Where to write the last cases when the target dies (default: os.tmpdir()). */
+  crashDir?: string;
+}
+
+export interface FuzzProgress {
+  cases: number;
+  connections: number;
+  elapsedS: number;
+  rssMB: number;
+  healthyOps: number;
+}
+
+export interface FuzzResult {
+  seed: number;
+  cases: number;
+  connections: number;
+  elapsedS: number;
+  casesPerSec: number;
+  crashes: number;
+  crash?: { exit: ChildExit; stderr: string; reproFile: string };
+  /** Error-level lines the target logged (a handler threw, a completion could not be sent, ...). */
+  targetErrors: { count: number; first: string[] };
+  /** PDUs from the target that our host-role reader refused (the target must never send malformed PDUs). */
+  malformedReplies: number;
+  malformedFirst: string[];
+  termReqs: number;
+  /** CQE statuses seen (SCT/SC, DNR masked), as a coverage hint. */
+  statuses: Record<string, number>;
+  /** C2HTermReqs by "fes/fei/type of the offending PDU". */
+  termReasons: Record<string, number>;
+  rssMB: { min: number; max: number; samples: number };
+  /** heapUsed after a forced GC, after warm-up and at the end. */
+  heapAfterGcMB: { start: number; end: number };
+  healthy: { ops: number; errors: number; mismatches: number; maxLatencyMs: number; firstError?: string };
+  /** Target counts once every fuzz connection is closed (only the healthy controller should remain). */
+  finalCounts: DebugCounts | undefined;
+  pduErrorsByFes: Record<string, number>;
+}
+
+type Mode = 'garbage' | 'admin' | 'io' | 'discovery' | 'icreq';
+
+interface ReplyStats {
+  malformed: number;
+  malformedFirst: string[];
+  termReqs: number;
+  /** C2HTermReq by FES / FEI / type byte of the offending PDU. */
+  termReasons: Record<string, number>;
+  /** CQE status codes (SCT/SC, DNR masked) the target answered with: how deep the cases got. */
+  statuses: Record<string, number>;
+}
+
+/** A fuzz connection: socket, host-role reader for the target's replies, and a wakeup for "something happened". */
+class FuzzConn {
+  readonly socket: net.Socket;
+  readonly reader: PduReader;
+  closed = false;
+  framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+  maxh2c = 131072;
+  icResp = false;
+  readerDead = false;
+  readonly r2ts: Array<{ cccid: number; ttag: number; r2to: number; r2tl: number }> = [];
+  readonly resps = new Map<number, { status: number; dw0: number }>();
+  #wake: (() => void) | undefined;
+
+  constructor(
+    socket: net.Socket,
+    readonly stats: ReplyStats,
+  ) {
+    this.socket = socket;
+    this.reader = new PduReader({
+      role: 'host',
+      maxDataLength: 8 << 20,
+      onPdu: (p) => {
+        if (p.type === PduType.IC_RESP) {
+          this.icResp = true;
+          this.maxh2c = p.maxh2cdata;
+          this.framing = { hdgst: (p.dgst & 1) !== 0, ddgst: (p.dgst & 2) !== 0, pda: 0 };
+          this.reader.setFraming(this.framing.hdgst, this.framing.ddgst, 0);
+        } else if (p.type === PduType.R2T) {
+          this.r2ts.push({ cccid: p.cccid, ttag: p.ttag, r2to: p.r2to, r2tl: p.r2tl });
+        } else if (p.type === PduType.CAPSULE_RESP) {
+          const c = decodeCqe(p.cqe);
+          this.resps.set(c.cid, { status: c.status, dw0: c.dw0 });
+          const k = `0x${(c.status & 0x7ff).toString(16)}`;
+          this.stats.statuses[k] = (this.stats.statuses[k] ?? 0) + 1;
+          if (this.resps.size > 4096) this.resps.clear();
+        } else if (p.type === PduType.C2H_TERM_REQ) {
+          this.stats.termReqs++;
+          const k = `fes${p.fes}/fei${p.fei}/t${p.errorData[0] ?? -1}`;
+          this.stats.termReasons[k] = (this.stats.termReasons[k] ?? 0) + 1;
+        }
+        this.poke();
+      },
+      onFatal: (f) => {
+        this.readerDead = true;
+        this.stats.malformed++;
+        if (this.stats.malformedFirst.length < 5) this.stats.malformedFirst.push(`${f.reason} (fes ${f.fes})`);
+      },
+      onDataDigestError: () => {
+        this.stats.malformed++;
+        if (this.stats.malformedFirst.length < 5) this.stats.malformedFirst.push('data digest error in a target PDU');
+      },
+    });
+    socket.setNoDelay(true);
+    socket.on('data', (b: Buffer) => {
+      if (!this.readerDead) this.reader.push(b);
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      this.closed = true;
+      this.poke();
+    });
+  }
+
+  static open(port: number, stats: FuzzConn['stats']): Promise<FuzzConn> {
+    return new Promise((resolve, reject) => {
+      const s = net.connect({ host: '127.0.0.1', port });
+      s.once('connect', () => {
+        s.off('error', reject);
+        resolve(new FuzzConn(s, stats));
+      });
+      s.once('error', reject);
+    });
+  }
+
+  poke(): void {
+    const w = this.#wake;
+    this.#wake = undefined;
+    w?.();
+  }
+
+  /** Wait until any reply/close arrives or `ms` pass. */
+  settle(ms: number): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+
+  async write(b: Buffer | Buffer[]): Promise<void> {
+    if (this.closed) return;
+    const ok = Array.isArray(b) ? b.map((x) => this.socket.write(x)).every((x) => x) : this.socket.write(b);
+    if (ok) return;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('drain', done);
+      this.socket.on('close', done);
+    });
+  }
+
+  /** Wait for the CapsuleResp of `cid` (or close / timeout). */
+  async response(cid: number, ms: number): Promise<{ status: number; dw0: number } | undefined> {
+    const end = performance.now() + ms;
+    for (;;) {
+      const r = this.resps.get(cid);
+      if (r !== undefined) return r;
+      const left = end - performance.now();
+      if (this.closed || left <= 0) return undefined;
+      await this.settle(left);
+    }
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
+
+/** The fuzz target config: a RAM namespace for fuzzing and a separate one for the healthy controller. */
+export function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
+  return {
+    icReqTimeoutS: 2,
+    ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
+    subsystems: [
+      {
+        nqn: FUZZ_NQN,
+        namespaces: [
+          { nsid: 1, backend: { type: 'ram', size: '64M' } },
+          { nsid: 2, backend: { type: 'null', size: '1G' } },
+          // A file namespace completes asynchronously, so connections die with backend I/O still pending.
+          ...(fileNs !== undefined ? [{ nsid: 3, backend: { type: 'file' as const, path: fileNs, size: '16M' } }] : []),
+        ],
+      },
+      { nqn: HEALTHY_NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '16M' }, blockSize: 4096 }] },
+    ],
+  };
+}
+
+function stamp(lba: number, gen: number, rng: Rng): Buffer {
+  const b = rng.bytes(HEALTHY_BLOCK);
+  b.writeUInt32LE(lba, 0);
+  b.writeUInt32LE(gen, 4);
+  return b;
+}
+
+export async function runFuzz(opts: FuzzOptions): Promise<FuzzResult> {
+  const seed = opts.seed ?? (Date.now() & 0x7fffffff);
+  const corpus = await loadCorpus();
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-fuzz-'));
+  try {
+    return await fuzz(opts, seed, corpus, path.join(dir, 'ns3.img'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function fuzz(opts: FuzzOptions, seed: number, corpus: Corpus, fileNs: string): Promise<FuzzResult> {
+  const concurrency = opts.concurrency ?? 16;
+  const child = await startChildTarget(fuzzTargetConfig(fileNs));
+  const port = child.ports[0] as number;
+  const replyStats: ReplyStats = { malformed: 0, malformedFirst: [], termReqs: 0, termReasons: {}, statuses: {} };
+  let cases = 0;
+  let connections = 0;
+  let crashed: ChildExit | undefined;
+  let stopping = false;
+  const t0 = performance.now();
+  const recent: Array<{ conn: number; mode: Mode; hex: string }> = [];
+  const remember = (conn: number, mode: Mode, b: Buffer): void => {
+    recent.push({ conn, mode, hex: b.subarray(0, 4096).toString('hex') });
+    if (recent.length > 256) recent.shift();
+  };
+  void child.exited.then((e) => {
+    if (!stopping) crashed = e;
+  });
+  const alive = (): boolean => crashed === undefined && cases < opts.cases;
+
+  // Healthy controller: write a stamped block, read it back, compare; two loops on separate hctxs.
+  const healthy = { ops: 0, errors: 0, mismatches: 0, maxLatencyMs: 0, firstError: undefined as string | undefined };
+  let ctrl: Controller | undefined;
+  try {
+    ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: HEALTHY_NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.2, io_timeout: 10 });
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+  const hctrl = ctrl;
+  const healthyLoop = async (i: number): Promise<void> => {
+    const rng = new Rng(seed ^ (0x9e3779b9 * (i + 1)));
+    const ns = hctrl.namespace(1);
+    let gen = 0;
+    while (alive()) {
+      const lba = rng.int(HEALTHY_BLOCKS / 2) * 2 + i;
+      const data = stamp(lba, ++gen, rng);
+      const s = performance.now();
+      try {
+        await ns.write(BigInt(lba), data, { hctx: i % 2 });
+        const back = await ns.read(BigInt(lba), 1, undefined, { hctx: i % 2 });
+        if (!back.equals(data)) healthy.mismatches++;
+        healthy.ops++;
+      } catch (err) {
+        healthy.errors++;
+        healthy.firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      healthy.maxLatencyMs = Math.max(healthy.maxLatencyMs, performance.now() - s);
+    }
+  };
+
+  // RSS sampling.
+  const rss = { min: Number.POSITIVE_INFINITY, max: 0, samples: 0 };
+  let lastRss = 0;
+  const sampler = setInterval(() => {
+    child.sample().then(
+      (s) => {
+        lastRss = s.rss;
+        rss.min = Math.min(rss.min, s.rss);
+        rss.max = Math.max(rss.max, s.rss);
+        rss.samples++;
+      },
+      () => undefined,
+    );
+  }, opts.sampleMs ?? 500);
+  const progress = setInterval(() => {
+    opts.onProgress?.({ cases, connections, elapsedS: (performance.now() - t0) / 1000, rssMB: lastRss / 1048576, healthyOps: healthy.ops });
+  }, 1000);
+
+  const heapStart = (await child.sample(true)).heapUsed;
+
+  // Per worker: an anchor admin controller for I/O-queue connects (re-created when it dies).
+  const worker = async (w: number): Promise<void> => {
+    const rng = new Rng(seed + w * 7919);
+    let anchor: { conn: FuzzConn; cntlid: number } | undefined;
+    const getAnchor = async (): Promise<{ conn: FuzzConn; cntlid: number } | undefined> => {
+      if (anchor !== undefined && !anchor.conn.closed) return anchor;
+      anchor = undefined;
+      const c = await FuzzConn.open(port, replyStats).catch(() => undefined);
+      if (c === undefined) return undefined;
+      const cntlid = await prefix(c, rng, 'admin', false, false);
+      if (cntlid === undefined) {
+        c.destroy();
+        return undefined;
+      }
+      anchor = { conn: c, cntlid };
+      return anchor;
+    };
+    while (alive()) {
+      const roll = rng.next();
+      const mode: Mode = roll < 0.08 ? 'garbage' : roll < 0.12 ? 'icreq' : roll < 0.45 ? 'admin' : roll < 0.9 ? 'io' : 'discovery';
+      const c = await FuzzConn.open(port, replyStats).catch(() => undefined);
+      if (c === undefined) {
+        await new Promise((r) => setTimeout(r, 10));
+        continue;
+      }
+      connections++;
+      const id = connections;
+      try {
+        if (mode === 'garbage') {
+          const n = 1 + rng.int(3);
+          for (let i = 0; i < n && alive(); i++) {
+            const g = garbage(rng);
+            remember(id, mode, g);
+            cases++;
+            await c.write(g);
+          }
+          await c.settle(20);
+          continue;
+        }
+        if (mode === 'icreq') {
+          const ic = encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: rng.int(4), maxr2t: 0 })[0] as Buffer;
+          const m = mutateStructured(rng, { role: 'admin', type: PduType.IC_REQ, header: ic, data: Buffer.alloc(0) });
+          const b = rng.chance(0.5) ? frame(m.header, m.data, false, false) : m.header;
+          remember(id, mode, b);
+          cases++;
+          await c.write(b);
+          await c.settle(20);
+          continue;
+        }
+        const hd = rng.chance(0.2);
+        const dd = rng.chance(0.2);
+        let seeds: SeedPdu[];
+        let ok: number | undefined;
+        if (mode === 'io') {
+          const a = await getAnchor();
+          if (a === undefined) continue;
+          ok = await prefix(c, rng, 'io', hd, dd, a.cntlid);
+          seeds = rng.chance(0.9) ? corpus.io : corpus.all;
+        } else {
+          ok = await prefix(c, rng, mode, hd, dd);
+          seeds = mode === 'discovery' ? [...corpus.discovery, ...corpus.connect] : rng.chance(0.9) ? corpus.admin : corpus.all;
+        }
+        if (ok === undefined) continue;
+        // Unsolicited H2CData is always fatal (unknown TTAG); keep it rare so connections live long enough to go deep.
+        if (rng.chance(0.95)) seeds = seeds.filter((x) => x.type !== PduType.H2C_DATA);
+        await fuzzCases(c, id, mode, rng, seeds, corpus);
+      } finally {
+        if (rng.chance(0.5)) c.destroy();
+        else c.socket.end();
+      }
+    }
+    anchor?.conn.destroy();
+  };
+
+  const fuzzCases = async (c: FuzzConn, id: number, mode: Mode, rng: Rng, seeds: SeedPdu[], all: Corpus): Promise<void> => {
+    const budget = 1 + rng.int(rng.chance(0.2) ? 2000 : 200);
+    // Some connections mostly attack framing (short-lived), others stay on structured cases (long-lived, deep).
+    const rawRate = rng.pick([0, 0.01, 0.05, 0.25, 0.5]);
+    let sent = 0;
+    while (sent < budget && !c.closed && alive()) {
+      const batch = 1 + rng.int(16);
+      const out: Buffer[] = [];
+      for (let i = 0; i < batch; i++) {
+        // Answer an outstanding R2T (sometimes mutated) so write paths get past the data transfer.
+        const r2t = c.r2ts.shift();
+        if (r2t !== undefined && rng.chance(0.8)) {
+          for (const b of answerR2t(rng, c, r2t)) out.push(b);
+        } else {
+          out.push(makeCase(rng, seeds, all.all, c.framing.hdgst, c.framing.ddgst, rawRate));
+        }
+      }
+      for (const b of out) remember(id, mode, b);
+      cases += out.length;
+      sent += out.length;
+      await c.write(out);
+      await c.settle(rng.chance(0.7) ? 1 : 5);
+    }
+  };
+
+  const workers = Array.from({ length: concurrency }, (_, w) => worker(w).catch((err: unknown) => {
+    healthy.firstError ??= `fuzz worker ${w}: ${String(err)}`;
+  }));
+  const loops = Array.from({ length: opts.healthyLoops ?? 2 }, (_, i) => healthyLoop(i));
+  await Promise.all(workers);
+  const elapsedS = (performance.now() - t0) / 1000;
+  await Promise.all(loops);
+  clearInterval(progress);
+  clearInterval(sampler);
+
+  let finalCounts: DebugCounts | undefined;
+  let heapEnd = 0;
+  let pduErrorsByFes: Record<string, number> = {};
+  let crash: FuzzResult['crash'];
+  if (crashed === undefined) {
+    // Every fuzz connection is closed by now; the target must get back to exactly the healthy controller.
+    const expectQueues = 1 + hctrl.queueInfo().length;
+    const until = performance.now() + 8000;
+    for (;;) {
+      const s = await child.sample(true);
+      finalCounts = s.debug;
+      heapEnd = s.heapUsed;
+      pduErrorsByFes = s.stats.pduErrorsByFes;
+      const d = s.debug;
+      if ((d.controllers === 1 && d.queues === expectQueues && d.connections === expectQueues && d.pendingRequests === 0) || performance.now() > until) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } else {
+    const reproFile = path.join(opts.crashDir ?? os.tmpdir(), `nvme-fuzz-crash-${seed}-${child.pid}.json`);
+    writeFileSync(reproFile, JSON.stringify({ seed, exit: crashed, stderr: child.stderrTail(), recent }, null, 1));
+    crash = { exit: crashed, stderr: child.stderrTail(), reproFile };
+  }
+  await hctrl.disconnect().catch(() => undefined);
+  stopping = true;
+  await child.stop();
+  return {
+    seed,
+    cases,
+    connections,
+    elapsedS,
+    casesPerSec: cases / elapsedS,
+    crashes: crashed === undefined ? 0 : 1,
+    ...(crash !== undefined ? { crash } : {}),
+    targetErrors: child.errors,
+    malformedReplies: replyStats.malformed,
+    malformedFirst: replyStats.malformedFirst,
+    termReqs: replyStats.termReqs,
+    statuses: replyStats.statuses,
+    termReasons: replyStats.termReasons,
+    rssMB: { min: rss.min / 1048576, max: rss.max / 1048576, samples: rss.samples },
+    heapAfterGcMB: { start: heapStart / 1048576, end: heapEnd / 1048576 },
+    healthy: { ops: healthy.ops, errors: healthy.errors, mismatches: healthy.mismatches, maxLatencyMs: healthy.maxLatencyMs, ...(healthy.firstError !== undefined ? { firstError: healthy.firstError } : {}) },
+    finalCounts,
+    pduErrorsByFes,
+  };
+}
+
+let prefixCid = 0x100;
+
+/** ICReq + Connect (+ CC.EN=1 on admin/discovery queues); resolves to the cntlid, or undefined if refused. */
+async function prefix(c: FuzzConn, rng: Rng, mode: 'admin' | 'io' | 'discovery', hd: boolean, dd: boolean, cntlid = 0xffff): Promise<number | undefined> {
+  await c.write(encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: (hd ? 1 : 0) | (dd ? 2 : 0), maxr2t: 0 }));
+  const end = performance.now() + 2000;
+  while (!c.icResp && !c.closed && performance.now() < end) await c.settle(end - performance.now());
+  if (!c.icResp) return undefined;
+  const cid = (prefixCid = (prefixCid + 1) & 0x0fff);
+  const qid = mode === 'io' ? 1 + rng.int(8) : 0;
+  const subnqn = mode === 'discovery' ? DISCOVERY_NQN : FUZZ_NQN;
+  const sqe = encodeConnectCmd({ cid, qid, sqsize: rng.chance(0.5) ? 31 : 127, cattr: rng.chance(0.5) ? 4 : 0, kato: 0, sgl: sglInCapsule(1024) });
+  const data = encodeConnectData({ hostid: Buffer.alloc(16, 0x22), cntlid, subnqn, hostnqn: FUZZ_HOSTNQN });
+  await c.write(encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [data] }, c.framing));
+  const r = await c.response(cid, 2000);
+  if (r === undefined || r.status !== 0) return undefined;
+  const got = r.dw0 & 0xffff;
+  if (mode === 'io') return got;
+  const cc = 1 | (6 << 16) | (4 << 20);
+  const ccCid = (cid + 0x1000) & 0xffff;
+  const set = encodeSqe({ opcode: 0x7f, cid: ccCid, nsid: FabricsType.PROPERTY_SET, cdw11: 0x14, cdw12: cc });
+  await c.write(encodePdu({ type: PduType.CAPSULE_CMD, sqe: set, data: [] }, c.framing));
+  const s = await c.response(ccCid, 2000);
+  return s?.status === 0 ? got : undefined;
+}
+
+/** H2CData for an R2T, chunked at MAXH2CDATA; one in five is mutated. */
+function answerR2t(rng: Rng, c: FuzzConn, r: { cccid: number; ttag: number; r2to: number; r2tl: number }): Buffer[] {
+  const out: Buffer[] = [];
+  const total = Math.min(r.r2tl, 4 << 20);
+  for (let off = 0; off < total; off += c.maxh2c) {
+    const n = Math.min(c.maxh2c, total - off);
+    const last = off + n === total;
+    const header = Buffer.alloc(24);
+    header[0] = PduType.H2C_DATA;
+    header[1] = last ? PduFlag.DATA_LAST : 0;
+    header.writeUInt16LE(r.cccid, 8);
+    header.writeUInt16LE(r.ttag, 10);
+    header.writeUInt32LE(r.r2to + off, 12);
+    header.writeUInt32LE(n, 16);
+    const data = Buffer.alloc(n, off & 0xff);
+    if (rng.chance(0.2)) {
+      const m = mutateStructured(rng, { role: 'io', type: PduType.H2C_DATA, header, data });
+      out.push(frame(m.header, m.data, c.framing.hdgst, c.framing.ddgst));
+      break;
+    }
+    const b = frame(header, data, c.framing.hdgst, c.framing.ddgst);
+    out.push(b);
+  }
+  return out;
+}
+
+export type { ChildTarget };
