@@ -124,17 +124,10 @@ export async function authenticateQueue(qp: QueuePair, p: QueueAuthParams): Prom
   }
 }
 
-/**
- * SQE for Authentication Send/Receive. encodeAuthCmdInto leaves FLAGS at 0; fabrics commands over NVMe/TCP must use
- * SGLs (PSDT 01b, NVMe/TCP 1.0 §3.3.3), as Linux sets NVME_CMD_SGL_METABUF, or nvmet rejects them with Invalid Field.
- */
+/** SQE for Authentication Send/Receive (encodeAuthCmdInto sets PSDT to SGL; the queue pair fills the SGL). */
 function authSqe(fctype: AuthFctype, length: number): Buffer {
-  const sqe = encodeAuthCmdInto(Buffer.alloc(64), { fctype, cid: 0, length });
-  sqe[1] = ((sqe[1] as number) & 0x3f) | PSDT_SGL;
-  return sqe;
+  return encodeAuthCmdInto(Buffer.alloc(64), { fctype, cid: 0, length });
 }
-
-const PSDT_SGL = 0x40;
 
 function abort(host: DhchapHost, what: string, e: unknown): DhchapAuthError {
   const msg = e instanceof Error ? e.message : String(e);

@@ -48,6 +48,7 @@ export type { DiscoveryEntry } from './fabrics-cmds.js';
 import { Namespace, type AnaStateName, type IoExecutor, type IoOptions, type NamespaceInfo } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
 import { type Completion, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
+import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { TcpQueue } from './transport/index.js';
 
 /**
@@ -152,6 +153,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** What the admin queue's last DH-HMAC-CHAP transaction agreed on (undefined: not authenticated). */
   authInfo: { hash: string; dhgroup: string; bidirectional: boolean } | undefined;
   maxTransferBytes = DEFAULT_MAX_TRANSFER;
+  /** I/O commands sent again after an NVMe error status (DNR clear), since connect. */
+  ioRetries = 0;
 
   constructor(opts: ResolvedOptions) {
     super();
@@ -631,12 +634,24 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
    * lost/deleted (Linux nvme_failover_req / nvme_retry_req + nvmf_fail_nonready_command).
    */
   async execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion> {
+    let retries = 0;
     for (;;) {
       const st = this.#state;
       if (st === 'live') {
         try {
           return await this.#pickHctx(opts).submit(build());
         } catch (e) {
+          if (e instanceof NvmeStatusError) {
+            // Linux nvme_decide_disposition: DNR clear → requeue (after the CRD delay) until max_retries; a data digest
+            // error arrives here as DATA_XFER_ERROR without DNR, so it is retried the same way.
+            const delay = retryDelayMs(e.status, retries, this.#retryPolicy(), opts.failfast === true);
+            if (delay === undefined) throw e;
+            retries++;
+            this.ioRetries++;
+            this.log.debug({ status: e.status, retries, delayMs: delay }, 'retrying I/O command');
+            if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+            continue;
+          }
           const requeue = (e instanceof ConnectionClosedError || e instanceof TransportFatalError) && opts.failfast !== true;
           if (!requeue) throw e;
           if (this.#state === 'live') await this.#waitStateChange();
@@ -649,6 +664,11 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       if (this.#ioFailFast) throw new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting');
       await this.#waitStateChange();
     }
+  }
+
+  #retryPolicy(): RetryPolicy {
+    const id = this.#identify;
+    return { maxRetries: this.opts.maxRetries, crdt: id === undefined ? [] : [id.crdt1, id.crdt2, id.crdt3] };
   }
 
   /** Submit a raw admin command (SQE built by the caller; CID and SGL are filled in). */

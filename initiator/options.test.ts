@@ -51,6 +51,11 @@ describe('resolveOptions', () => {
     ['fast_io_fail_tmo', -2],
     ['tos', 256],
     ['tos', -2],
+    ['tos', 0],
+    ['tos', 0xb8],
+    ['max_retries', -1],
+    ['max_retries', 256],
+    ['max_retries', 1.5],
     ['queues_per_hctx', 0],
     ['queues_per_hctx', 17],
     ['connect_concurrency', 0],
@@ -76,6 +81,12 @@ describe('resolveOptions', () => {
     });
   }
 
+  it('refuses a TOS with the reason (Node.js 20 cannot set IP_TOS) instead of ignoring it', () => {
+    expect(() => resolveOptions({ ...base, tos: 0x10 })).toThrow(/^tos: 16: Node\.js 20 cannot set IP_TOS on a TCP socket; leave it at -1/);
+    expect(resolveOptions({ ...base, tos: -1 }).tos).toBe(-1);
+    expect(resolveOptions(base).tos).toBe(-1);
+  });
+
   it('rejects unknown options and missing required ones', () => {
     expect(field(() => resolveOptions({ ...base, nr_io_queue: 4 }))).toBe('nr_io_queue');
     expect(field(() => resolveOptions({ traddr: '127.0.0.1' }))).toBe('nqn');
@@ -83,8 +94,10 @@ describe('resolveOptions', () => {
   });
 
   it('accepts the edges of each range', () => {
-    const o = resolveOptions({ ...base, queue_size: 16, tos: 255, queues_per_hctx: 16, fast_io_fail_tmo: 0, ctrl_loss_tmo: -1 });
-    expect([o.queueSize, o.tos, o.queuesPerHctx, o.fastIoFailTmo, o.ctrlLossTmo]).toEqual([16, 255, 16, 0, -1]);
+    const o = resolveOptions({ ...base, queue_size: 16, tos: -1, queues_per_hctx: 16, fast_io_fail_tmo: 0, ctrl_loss_tmo: -1, max_retries: 255 });
+    expect([o.queueSize, o.tos, o.queuesPerHctx, o.fastIoFailTmo, o.ctrlLossTmo, o.maxRetries]).toEqual([16, -1, 16, 0, -1, 255]);
+    expect(resolveOptions({ ...base, max_retries: 0 }).maxRetries).toBe(0);
+    expect(resolveOptions(base).maxRetries).toBe(5);
     expect(resolveOptions({ ...base, queue_size: 1024 }).queueSize).toBe(1024);
   });
 
@@ -124,6 +137,14 @@ describe('connect-time identity rules (before any socket opens)', () => {
     const second = await connect(opts({ hostnqn, duplicate_connect: true }));
     ctrls.push(second);
     expect(second.cntlid).not.toBe(ctrls[0]?.cntlid);
+  });
+
+  it('a TOS other than -1 fails before any socket opens', async () => {
+    const err = await connect(opts({ tos: 0x10 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgumentError);
+    expect((err as InvalidArgumentError).field).toBe('tos');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(accepted).toBe(0);
   });
 
   it('a different host NQN or source address is not a duplicate', async () => {

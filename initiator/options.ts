@@ -49,7 +49,7 @@ export interface ConnectOptions {
   duplicate_connect?: boolean;
   /** Connect CATTR bit 2: disable SQ flow control. */
   disable_sqflow?: boolean;
-  /** IP TOS byte (-T), -1..255. Node 20 exposes no IP_TOS setter: validated and reported, not applied. */
+  /** IP TOS byte (-T). Only -1 (the default: leave it alone) is accepted; Node.js 20 has no way to set IP_TOS. */
   tos?: number;
   /** Transport queues per hctx (queue group size), 1..16; default 1. */
   queues_per_hctx?: number;
@@ -61,6 +61,8 @@ export interface ConnectOptions {
   io_timeout?: number;
   /** Admin command timeout in seconds; default 60. */
   admin_timeout?: number;
+  /** Retries of an I/O command failed with an NVMe status whose DNR bit is clear, 0..255; default 5 (Linux nvme_core.max_retries). */
+  max_retries?: number;
   /** DH-HMAC-CHAP host secret "DHHC-1:xx:...:" (-S, nvme-cli --dhchap-secret): used when the controller sets ATR. */
   dhchap_secret?: string;
   /** DH-HMAC-CHAP controller secret (-C, --dhchap-ctrl-secret): also authenticate the controller (bidirectional). */
@@ -98,6 +100,7 @@ export interface ResolvedOptions {
   connectConcurrency: number;
   ioTimeoutMs: number;
   adminTimeoutMs: number;
+  maxRetries: number;
   discovery: boolean;
   /** Parsed dhchap_secret (prints redacted). */
   hostKey: DhchapKey | undefined;
@@ -110,7 +113,7 @@ const KNOWN = new Set<string>([
   'traddr', 'trsvcid', 'nqn', 'hostnqn', 'hostid', 'host_traddr', 'host_iface', 'nr_io_queues', 'nr_write_queues',
   'nr_poll_queues', 'queue_size', 'keep_alive_tmo', 'reconnect_delay', 'ctrl_loss_tmo', 'fast_io_fail_tmo', 'hdr_digest',
   'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
-  'io_timeout', 'admin_timeout', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
+  'io_timeout', 'admin_timeout', 'max_retries', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
 ]);
 
 
@@ -208,12 +211,21 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   const fastIoFailTmo = num(o, 'fast_io_fail_tmo', -1, -1, 1e9);
   if (fastIoFailTmo < 0 && fastIoFailTmo !== -1) throw new InvalidArgumentError('fast_io_fail_tmo', `${fastIoFailTmo}: use -1 to disable`);
   const tos = int(o, 'tos', -1, -1, 255);
+  // Node.js 20's net.Socket has no setsockopt and no IP_TOS option, so a TOS could only be silently ignored.
+  if (tos !== -1) {
+    throw new InvalidArgumentError(
+      'tos',
+      `${tos}: Node.js 20 cannot set IP_TOS on a TCP socket; leave it at -1 (the default) and mark the traffic outside the process (e.g. an nftables/iptables DSCP rule on the target port)`,
+    );
+  }
   const queuesPerHctx = int(o, 'queues_per_hctx', 1, 1, 16);
   const totalQueues = nrIoQueues * queuesPerHctx + nrWriteQueues + nrPollQueues;
   if (totalQueues > 65534) throw new InvalidArgumentError('nr_io_queues', `${totalQueues} queues requested, at most 65534`);
   const connectConcurrency = int(o, 'connect_concurrency', totalQueues, 1, 65535);
   const ioTimeoutMs = Math.round(num(o, 'io_timeout', 30, 0.001, 1e6) * 1000);
   const adminTimeoutMs = Math.round(num(o, 'admin_timeout', 60, 0.001, 1e6) * 1000);
+  // nvme_core.max_retries is an unsigned char module parameter.
+  const maxRetries = int(o, 'max_retries', 5, 0, 255);
   const hostKey = parseSecretOption('dhchap_secret', o['dhchap_secret']);
   const ctrlKey = parseSecretOption('dhchap_ctrl_secret', o['dhchap_ctrl_secret']);
   // Linux nvme_auth_init_ctrl: a controller key alone is meaningless (the host must first prove itself).
@@ -249,6 +261,7 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     connectConcurrency,
     ioTimeoutMs,
     adminTimeoutMs,
+    maxRetries,
     discovery,
     hostKey,
     ctrlKey,

@@ -1,5 +1,8 @@
 // `nvme-tcp target ctl` and its API client against msw's request interception: every command's method, path,
 // body and auth header, and how errors become exit codes.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { http, HttpResponse } from 'msw';
 import { setupServer } from 'msw/node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -46,6 +49,9 @@ async function ctl(...argv: string[]): Promise<{ code: number; out: string; err:
 }
 
 const enc = encodeURIComponent;
+// Syntactically valid secrets; ctl does not check them (the API does), it only carries them.
+const KEY = 'DHHC-1:01:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQGvpLJ2:';
+const CKEY = 'DHHC-1:00:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgJk89+V:';
 
 describe('target ctl → HTTP requests', () => {
   const cases: Array<[string, string[], string, string, unknown]> = [
@@ -81,6 +87,16 @@ describe('target ctl → HTTP requests', () => {
     ['host list', ['host', 'list', NQN], 'GET', `/subsystems/${enc(NQN)}/hosts`, undefined],
     ['host add', ['host', 'add', NQN, HOST], 'POST', `/subsystems/${enc(NQN)}/hosts`, { nqn: HOST }],
     ['host remove', ['host', 'remove', NQN, HOST], 'DELETE', `/subsystems/${enc(NQN)}/hosts/${enc(HOST)}`, undefined],
+    ['host-auth list', ['host-auth', 'list'], 'GET', '/hosts', undefined],
+    [
+      'host-auth set from flags',
+      ['host-auth', 'set', HOST, '--dhchap-key', KEY, '--dhchap-ctrl-key', CKEY, '--dhchap-hash', 'hmac(sha384)', '--dhchap-hash', 'hmac(sha256)', '--dhchap-dhgroup', 'ffdhe2048'],
+      'PUT',
+      `/hosts/${enc(HOST)}`,
+      { nqn: HOST, dhchapKey: KEY, dhchapCtrlKey: CKEY, dhchapHash: ['hmac(sha384)', 'hmac(sha256)'], dhchapDhgroup: ['ffdhe2048'] },
+    ],
+    ['host-auth set --body', ['host-auth', 'set', HOST, '--body', JSON.stringify({ dhchapKey: KEY })], 'PUT', `/hosts/${enc(HOST)}`, { nqn: HOST, dhchapKey: KEY }],
+    ['host-auth clear', ['host-auth', 'clear', HOST], 'DELETE', `/hosts/${enc(HOST)}`, undefined],
     ['port list', ['port', 'list'], 'GET', '/ports', undefined],
     [
       'port add',
@@ -127,6 +143,41 @@ describe('target ctl → HTTP requests', () => {
     await runCtlCli(['controllers'], { stdout: () => undefined, stderr: (s) => (err += s), env: { NVME_TCP_API: BASE, NVME_TCP_API_TOKEN: 'tok2' } });
     expect(err).toBe('');
     expect(seen.map((s) => s.auth)).toEqual(['Bearer tok1', 'Bearer tok2']);
+  });
+});
+
+describe('target ctl host-auth', () => {
+  it('reads secrets from @FILE or stdin (first line), so they stay out of argv, and prints only the reply', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ctl-auth-'));
+    try {
+      await writeFile(join(dir, 'key'), `${KEY}\n`, { mode: 0o600 });
+      let out = '';
+      let err = '';
+      const code = await runCtlCli(['--api', BASE, 'host-auth', 'set', HOST, '--dhchap-key', `@${join(dir, 'key')}`, '--dhchap-ctrl-key', '-'], {
+        stdout: (x) => (out += x),
+        stderr: (x) => (err += x),
+        env: {},
+        readStdin: async () => `${CKEY}\r\nignored\n`,
+      });
+      expect({ code, err }).toEqual({ code: 0, err: '' });
+      expect(seen[0]?.body).toEqual({ nqn: HOST, dhchapKey: KEY, dhchapCtrlKey: CKEY });
+      expect(out).not.toContain(KEY.slice(10, 40));
+      expect(out).not.toContain(CKEY.slice(10, 40));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('usage errors never print a secret', async () => {
+    const noKey = await ctl('host-auth', 'set', HOST, '--dhchap-ctrl-key', CKEY);
+    expect(noKey.code).toBe(2);
+    expect(noKey.err).toMatch(/^host-auth set needs --dhchap-key SECRET/);
+    const badBody = await ctl('host-auth', 'set', HOST, '--body', `{"dhchapKey": ${KEY}}`);
+    expect(badBody.code).toBe(2);
+    expect(badBody.err).toMatch(/^--body is not JSON: /);
+    for (const r of [noKey, badBody]) expect(r.err + r.out).not.toContain(KEY.slice(10, 40));
+    expect(noKey.err).not.toContain(CKEY.slice(10, 40));
+    expect(seen).toEqual([]);
   });
 });
 

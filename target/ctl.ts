@@ -1,8 +1,9 @@
 // `nvme-tcp target ctl`: every management operation as a command line over the HTTP API (target/mgmt/client.ts).
+import { Buffer } from 'node:buffer';
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { AnaStateName, BackendConfig, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from './config/types.js';
-import { MgmtApiError, MgmtClient } from './mgmt/index.js';
+import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from './config/types.js';
+import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from './mgmt/index.js';
 
 export const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
 
@@ -23,6 +24,10 @@ commands:
   host list <subnqn>
   host add <subnqn> <hostnqn>
   host remove <subnqn> <hostnqn>
+  host-auth list
+  host-auth set <hostnqn> (--dhchap-key SECRET|@FILE|- [--dhchap-ctrl-key SECRET|@FILE]
+                      [--dhchap-hash H]... [--dhchap-dhgroup G]... | --body JSON|@FILE)
+  host-auth clear <hostnqn>
   port list
   port add <id> <addr> <port> [--family ipv4|ipv6] [--inline-data-size N] [--max-h2c-data N] | --body JSON|@FILE
   port remove <id>
@@ -48,6 +53,8 @@ export interface CtlIo {
   stderr: (s: string) => void;
   env: NodeJS.ProcessEnv;
   fetch?: typeof globalThis.fetch;
+  /** Source for `--dhchap-key -` (default: process stdin). */
+  readStdin?: () => Promise<string>;
 }
 
 const defaultIo: CtlIo = {
@@ -86,6 +93,10 @@ const OPTIONS = {
   'connect-latency-ms': { type: 'string' },
   'fail-next': { type: 'string' },
   clear: { type: 'boolean' },
+  'dhchap-key': { type: 'string' },
+  'dhchap-ctrl-key': { type: 'string' },
+  'dhchap-hash': { type: 'string', multiple: true },
+  'dhchap-dhgroup': { type: 'string', multiple: true },
   output: { type: 'string', short: 'o' },
 } as const;
 
@@ -111,7 +122,8 @@ async function bodyArg(v: string): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new UsageError(`--body is not JSON: ${(err as Error).message}`);
+    // Without V8's quote of the input: a host-auth body holds secrets.
+    throw new UsageError(`--body is not JSON: ${jsonErrorWithoutInput(err)}`);
   }
 }
 
@@ -179,9 +191,37 @@ function faultsFromFlags(v: Values): FaultConfig {
   return f;
 }
 
+/**
+ * A secret flag value: the secret itself, @FILE (first line of the file), or "-" (first line of stdin), so it
+ * need not sit in the shell history or the process list.
+ */
+async function secretArg(v: string, flag: string, io: CtlIo): Promise<string> {
+  let text = v;
+  if (v === '-') text = await (io.readStdin ?? readStdin)();
+  else if (v.startsWith('@')) text = await readFile(v.slice(1), 'utf8');
+  const line = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  if (line === '') throw new UsageError(`${flag}: empty secret`);
+  return line;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function hostAuthFromFlags(hostnqn: string, v: Values, io: CtlIo): Promise<HostConfig> {
+  if (v['dhchap-key'] === undefined) throw new UsageError('host-auth set needs --dhchap-key SECRET (or --body JSON)');
+  const h: HostConfig = { nqn: hostnqn, dhchapKey: await secretArg(v['dhchap-key'], '--dhchap-key', io) };
+  if (v['dhchap-ctrl-key'] !== undefined) h.dhchapCtrlKey = await secretArg(v['dhchap-ctrl-key'], '--dhchap-ctrl-key', io);
+  if (v['dhchap-hash'] !== undefined) h.dhchapHash = v['dhchap-hash'];
+  if (v['dhchap-dhgroup'] !== undefined) h.dhchapDhgroup = v['dhchap-dhgroup'];
+  return h;
+}
+
 async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Promise<unknown> {
   const [noun, verb, ...rest] = pos;
-  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'port', 'referral', 'ana', 'faults'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
+  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
   const args = key.includes(' ') ? rest : pos.slice(1);
   switch (key) {
     case 'health':
@@ -209,6 +249,15 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.addHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
     case 'host remove':
       return c.removeHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
+    case 'host-auth list':
+      return c.listHostAuth();
+    case 'host-auth set': {
+      const nqn = str(args[0], 'hostnqn');
+      const h = v.body !== undefined ? { nqn, ...((await bodyArg(v.body)) as Partial<HostConfig>) } : await hostAuthFromFlags(nqn, v, io);
+      return c.setHostAuth(h);
+    }
+    case 'host-auth clear':
+      return c.clearHostAuth(str(args[0], 'hostnqn'));
     case 'port list':
       return c.listPorts();
     case 'port add':

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, connect, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -5,7 +6,9 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SUBSYSTEM_NQN, defaultConfig } from './config/load.js';
-import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines } from './main.js';
+import { Writable } from 'node:stream';
+import { formatDhchapSecret } from '../protocol/auth/index.js';
+import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetLoggerOptions } from './main.js';
 
 let dir: string;
 const servers: Server[] = [];
@@ -251,5 +254,90 @@ describe('runTargetCli in-process', () => {
     const c = capture();
     expect(await runTargetCli(['--help'], c.io)).toBe(0);
     expect(c.out.join('')).toMatch(/^usage: nvme-tcp target \[options\]/);
+  });
+});
+
+describe('--dhchap-key / --dhchap-ctrl-key', () => {
+  const H1 = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001';
+  const H2 = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000002';
+  const K1 = formatDhchapSecret(1, Buffer.alloc(32, 1));
+  const C1 = formatDhchapSecret(3, Buffer.alloc(64, 2));
+  const K2 = formatDhchapSecret(0, Buffer.alloc(32, 3));
+
+  it('adds host entries; the hosts stay out of the allow list without --allow-host', async () => {
+    const c = await build(['--dhchap-key', `${H1}=${K1}`, '--dhchap-ctrl-key', `${H1}=${C1}`, '--dhchap-key', `${H2}=${K2}`]);
+    expect(c.hosts).toEqual([
+      { nqn: H1, dhchapKey: K1, dhchapCtrlKey: C1 },
+      { nqn: H2, dhchapKey: K2 },
+    ]);
+    expect(c.subsystems[0]?.hosts).toBeUndefined();
+    expect(c.subsystems[0]?.allowAnyHost).toBe(true);
+  });
+
+  it('with --allow-host the keyed hosts join the allow list', async () => {
+    const other = 'nqn.2024-01.io.example:h9';
+    const c = await build(['--allow-host', other, '--dhchap-key', `${H1}=${K1}`]);
+    expect(c.subsystems[0]).toMatchObject({ allowAnyHost: false, hosts: [other, H1] });
+  });
+
+  it('merges into the config file host entries (the flags win, other settings kept)', async () => {
+    const path = join(dir, 'c.json');
+    await writeFile(
+      path,
+      JSON.stringify({ ports: [], subsystems: [], hosts: [{ nqn: H1, dhchapKey: K2, dhchapHash: ['hmac(sha384)'] }] }),
+    );
+    const c = await build(['--config', path, '--dhchap-key', `${H1}=${K1}`, '--dhchap-ctrl-key', `${H1}=${C1}`]);
+    expect(c.hosts).toEqual([{ nqn: H1, dhchapKey: K1, dhchapHash: ['hmac(sha384)'], dhchapCtrlKey: C1 }]);
+    // a config key lets a lone --dhchap-ctrl-key through
+    const d = await build(['--config', path, '--dhchap-ctrl-key', `${H1}=${C1}`]);
+    expect(d.hosts).toEqual([{ nqn: H1, dhchapKey: K2, dhchapHash: ['hmac(sha384)'], dhchapCtrlKey: C1 }]);
+  });
+
+  it.each([
+    [['--dhchap-key', K1], '--dhchap-key: expected HOSTNQN=SECRET'],
+    [['--dhchap-key', formatDhchapSecret(2, Buffer.alloc(48, 4))], '--dhchap-key: expected HOSTNQN=SECRET'],
+    [['--dhchap-key', `=${K1}`], '--dhchap-key: expected HOSTNQN=SECRET'],
+    [['--dhchap-key', `host1=${K1}`], '--dhchap-key: "host1" is not a valid NQN'],
+    [['--dhchap-key', `${H1}=${K1.replace('DHHC-1:01:', 'DHHC-1:09:')}`], `--dhchap-key ${H1}=<secret>: DH-HMAC-CHAP secret has invalid key transform hh=09`],
+    [['--dhchap-ctrl-key', `${H1}=${C1.slice(0, -6)}AAAA:`], `--dhchap-ctrl-key ${H1}=<secret>: DH-HMAC-CHAP secret`],
+    [['--dhchap-key', `${H1}=${K1}`, '--dhchap-key', `${H1}=${K2}`], `--dhchap-key ${H1}=<secret>: given twice for this host`],
+  ])('rejects %j without printing the secret', (argv, start) => {
+    let message = '';
+    try {
+      parseTargetArgs(argv);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message.startsWith(start)).toBe(true);
+    for (const k of [K1, K2, C1, ...argv].filter((a) => a.includes('DHHC-1:'))) {
+      const body = k.slice(k.indexOf('DHHC-1:') + 10);
+      expect(message).not.toContain(body.slice(0, 20));
+    }
+  });
+
+  it('a controller key without a host key is refused', async () => {
+    await expect(build(['--dhchap-ctrl-key', `${H1}=${C1}`])).rejects.toThrow(`--dhchap-ctrl-key ${H1}=<secret>: needs the host key too`);
+  });
+
+  it('the start-up lines say which hosts must authenticate, without keys', () => {
+    const lines = startupLines({ ports: [], subsystems: [], hosts: [{ nqn: H1, dhchapKey: K1, dhchapCtrlKey: C1 }, { nqn: H2, dhchapKey: K2 }] }, []);
+    expect(lines).toEqual([`nvme-tcp target: host ${H1} must authenticate (DH-HMAC-CHAP, bidirectional)`, `nvme-tcp target: host ${H2} must authenticate (DH-HMAC-CHAP)`]);
+  });
+
+  it('the target logger redacts secrets wherever a host entry or connect option is logged whole', () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) });
+    const log = pino(targetLoggerOptions('info'), sink);
+    log.info({ hosts: [{ nqn: H1, dhchapKey: K1, dhchapCtrlKey: C1 }] }, 'config');
+    log.info({ config: { hosts: [{ nqn: H2, dhchapKey: K2 }] } }, 'nested config');
+    log.info({ body: { nqn: H1, dhchapKey: K1 } }, 'api body');
+    log.info({ dhchapKey: K1, dhchapCtrlKey: C1 }, 'host entry');
+    log.info({ opts: { dhchap_secret: K1, dhchap_ctrl_secret: C1 } }, 'connect options');
+    log.info({ dhchap_secret: K2, dhchap_ctrl_secret: C1 }, 'flat options');
+    const text = lines.join('');
+    expect(lines).toHaveLength(6);
+    for (const k of [K1, K2, C1]) expect(text).not.toContain(k.slice(10, 30));
+    expect(text.match(/<redacted>/g)).toHaveLength(10);
+    expect(text).toContain(H1);
   });
 });

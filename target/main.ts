@@ -5,10 +5,11 @@ import { createRequire } from 'node:module';
 import { networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
 import { defaultConfig, errnoText, loadConfig } from './config/load.js';
 import { loadNvmetcliConfig } from './config/nvmetcli.js';
 import { ConfigError, formatConfigError, ipFamily, nqnProblem, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './config/schema.js';
-import type { NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import type { HostConfig, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { runCtlCli } from './ctl.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from './mgmt/index.js';
 import { TargetService, type BoundPort } from './service.js';
@@ -33,6 +34,12 @@ one 1 GiB RAM namespace, any host.
                            without a config they replace the default RAM namespace
   --block-size 512|4096    LBA size of the namespaces given by flags (default 512)
   --allow-host NQN         allow only these hosts on that subsystem (repeatable; default: any host)
+  --dhchap-key HOSTNQN=SECRET
+                           require DH-HMAC-CHAP from that host with this host key ("DHHC-1:..:..:", as printed
+                           by nvme gen-dhchap-key; repeatable, one per host). Adds or updates the host entry;
+                           the host joins the subsystem's allow list only when --allow-host is used too
+  --dhchap-ctrl-key HOSTNQN=SECRET
+                           controller key for that host (bidirectional authentication; needs its host key)
   --advertise ADDR[:PORT]  address (and port) put in discovery log entries, e.g. behind NAT or qemu guestfwd
   --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
@@ -57,12 +64,21 @@ const OPTIONS = {
   null: { type: 'string', multiple: true },
   'block-size': { type: 'string' },
   'allow-host': { type: 'string', multiple: true },
+  'dhchap-key': { type: 'string', multiple: true },
+  'dhchap-ctrl-key': { type: 'string', multiple: true },
   advertise: { type: 'string' },
   api: { type: 'string' },
   'write-back': { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** DH-HMAC-CHAP keys for one host from --dhchap-key / --dhchap-ctrl-key. */
+export interface DhchapFlag {
+  hostnqn: string;
+  key?: string;
+  ctrlKey?: string;
+}
 
 /** A namespace requested on the command line, in the order given. */
 export type NamespaceFlag = { kind: 'ram' | 'null'; size: string } | { kind: 'file'; path: string; size?: string };
@@ -76,6 +92,8 @@ export interface TargetArgs {
   namespaces: NamespaceFlag[];
   blockSize?: 512 | 4096;
   allowHosts: string[];
+  /** --dhchap-key / --dhchap-ctrl-key, merged per host NQN (secrets as given; never printed). */
+  dhchapKeys: DhchapFlag[];
   advertise?: { addr: string; port?: number };
   /** --api ADDR:PORT */
   api?: string;
@@ -107,7 +125,7 @@ function parseFlags(argv: readonly string[]) {
 export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   const parsed = parseFlags(argv);
   const v = parsed.values;
-  const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], writeBack: v['write-back'] === true, logLevel: 'info' };
+  const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], dhchapKeys: [], writeBack: v['write-back'] === true, logLevel: 'info' };
   if (v.config !== undefined) args.config = v.config;
   if (v['import-nvmetcli'] !== undefined) args.importNvmetcli = v['import-nvmetcli'];
   if (args.config !== undefined && args.importNvmetcli !== undefined) {
@@ -127,6 +145,18 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     const p = nqnProblem(h);
     if (p) throw new ConfigError(`--allow-host: ${JSON.stringify(h)} ${p}`);
     if (!args.allowHosts.includes(h)) args.allowHosts.push(h);
+  }
+  for (const [flag, field] of [
+    ['dhchap-key', 'key'],
+    ['dhchap-ctrl-key', 'ctrlKey'],
+  ] as const) {
+    for (const spec of v[flag] ?? []) {
+      const { hostnqn, secret } = parseDhchapFlag(flag, spec);
+      let entry = args.dhchapKeys.find((d) => d.hostnqn === hostnqn);
+      if (entry === undefined) args.dhchapKeys.push((entry = { hostnqn }));
+      if (entry[field] !== undefined) throw new ConfigError(`--${flag} ${hostnqn}=<secret>: given twice for this host; give one key per host`);
+      entry[field] = secret;
+    }
   }
   if (v['block-size'] !== undefined) {
     const bs = v['block-size'];
@@ -162,6 +192,28 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     args.logLevel = lvl as LevelWithSilent;
   }
   return args;
+}
+
+/**
+ * HOSTNQN=SECRET, split at the first "=" (base64 secrets end in "=", NQNs have none). Errors name the host
+ * but show the secret only as <secret>: command lines end up in shell history and CI logs already.
+ */
+function parseDhchapFlag(flag: 'dhchap-key' | 'dhchap-ctrl-key', spec: string): { hostnqn: string; secret: string } {
+  const i = spec.indexOf('=');
+  // A bare secret ("DHHC-1:02:...==:") has an "=" in its padding: never echo what may be key material.
+  if (i <= 0 || spec.startsWith('DHHC-')) throw new ConfigError(`--${flag}: expected HOSTNQN=SECRET (e.g. --${flag} nqn.2014-08.org.nvmexpress:uuid:...=DHHC-1:01:...:)`);
+  const hostnqn = spec.slice(0, i);
+  const secret = spec.slice(i + 1);
+  const p = nqnProblem(hostnqn);
+  if (p) throw new ConfigError(`--${flag}: ${JSON.stringify(hostnqn)} ${p}`);
+  try {
+    parseDhchapSecret(secret);
+  } catch (err) {
+    if (!(err instanceof DhchapKeyError)) throw err;
+    // DhchapKeyError messages never quote the secret.
+    throw new ConfigError(`--${flag} ${hostnqn}=<secret>: ${err.message}; use the "DHHC-1:<hh>:<base64>:" form that nvme gen-dhchap-key prints`);
+  }
+  return { hostnqn, secret };
 }
 
 /** PATH[:SIZE]: the part after the last ":" is a size only when it parses as one (paths may contain ":"). */
@@ -252,10 +304,27 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     sub.namespaces = namespaces;
     if (args.allowHosts.length > 0) {
       sub.allowAnyHost = false;
-      sub.hosts = [...new Set([...(sub.hosts ?? []), ...args.allowHosts])];
+      // A host given keys must still pass the allow list; with --allow-host in use, keying a host allows it too.
+      sub.hosts = [...new Set([...(sub.hosts ?? []), ...args.allowHosts, ...args.dhchapKeys.map((d) => d.hostnqn)])];
     }
   }
+  if (args.dhchapKeys.length > 0) config.hosts = mergeDhchapFlags(config.hosts ?? [], args.dhchapKeys);
   return { config: parseTargetConfig(config), warnings };
+}
+
+/** Adds the flags' keys to the config's host entries (the flags win), creating entries for new hosts. */
+function mergeDhchapFlags(hosts: HostConfig[], flags: readonly DhchapFlag[]): HostConfig[] {
+  const out = hosts.map((h) => ({ ...h }));
+  for (const f of flags) {
+    let h = out.find((x) => x.nqn === f.hostnqn);
+    if (h === undefined) out.push((h = { nqn: f.hostnqn }));
+    if (f.key !== undefined) h.dhchapKey = f.key;
+    if (f.ctrlKey !== undefined) h.dhchapCtrlKey = f.ctrlKey;
+    if (h.dhchapKey === undefined) {
+      throw new ConfigError(`--dhchap-ctrl-key ${f.hostnqn}=<secret>: needs the host key too; add --dhchap-key ${f.hostnqn}=SECRET (or dhchapKey in the config)`);
+    }
+  }
+  return out;
 }
 
 async function backendFor(f: NamespaceFlag, blockSize: number): Promise<NamespaceConfig['backend']> {
@@ -307,6 +376,9 @@ export function startupLines(config: TargetConfig, bound: readonly BoundPort[]):
     const acl = s.allowAnyHost === false || (s.hosts?.length ?? 0) > 0 ? `hosts ${(s.hosts ?? []).join(' ') || 'none'}` : 'any host';
     lines.push(`nvme-tcp target: subsystem ${s.nqn}: ${nss}; ${acl}`);
   }
+  for (const h of config.hosts ?? []) {
+    if (h.dhchapKey !== undefined) lines.push(`nvme-tcp target: host ${h.nqn} must authenticate (DH-HMAC-CHAP${h.dhchapCtrlKey !== undefined ? ', bidirectional' : ''})`);
+  }
   const hosts = bound.map((b) => {
     const p = config.ports.find((x) => x.id === b.id);
     return { id: b.id, addr: p?.advertiseAddr ?? reachableAddr(b.addr), port: p?.advertisePort ?? b.port };
@@ -356,19 +428,43 @@ const defaultIo: TargetCliIo = {
 /** How long a graceful stop may take before the process gives up on it. */
 const STOP_TIMEOUT_MS = 15_000;
 
+/**
+ * Log fields that may hold DH-HMAC-CHAP secrets: target host entries (config, API bodies) and initiator
+ * connect options. The code logs none of them on purpose; redaction is the net for an object logged whole.
+ */
+export const LOG_REDACT_PATHS: readonly string[] = [
+  'dhchapKey',
+  'dhchapCtrlKey',
+  'hosts[*].dhchapKey',
+  'hosts[*].dhchapCtrlKey',
+  '*.dhchapKey',
+  '*.dhchapCtrlKey',
+  '*.hosts[*].dhchapKey',
+  '*.hosts[*].dhchapCtrlKey',
+  'dhchap_secret',
+  'dhchap_ctrl_secret',
+  '*.dhchap_secret',
+  '*.dhchap_ctrl_secret',
+];
+
+/** pino options shared by every target logger: level, pid, and the secret redaction. */
+export function targetLoggerOptions(level: LevelWithSilent): { level: LevelWithSilent; base: { pid: number }; redact: { paths: string[]; censor: string } } {
+  return { level, base: { pid: process.pid }, redact: { paths: [...LOG_REDACT_PATHS], censor: '<redacted>' } };
+}
+
 function createLogger(level: LevelWithSilent): Logger {
   if (process.stdout.isTTY) {
     try {
       // pino-pretty is a dev dependency: pretty output only when it is installed.
       createRequire(import.meta.url).resolve('pino-pretty');
-      return pino({ level, base: { pid: process.pid } }, pino.transport({ target: 'pino-pretty', options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l' } }));
+      return pino(targetLoggerOptions(level), pino.transport({ target: 'pino-pretty', options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l' } }));
     } catch {
       // fall through to JSON lines
     }
   }
   // Synchronous writes: logs are rare (never per I/O at info) and must interleave in order with the plain
   // start-up lines written to the same stdout.
-  return pino({ level, base: { pid: process.pid } }, pino.destination({ dest: 1, sync: true }));
+  return pino(targetLoggerOptions(level), pino.destination({ dest: 1, sync: true }));
 }
 
 /** `nvme-tcp target [options]` (and `nvme-tcp target ctl ...`); resolves to the exit status. */

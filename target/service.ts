@@ -7,7 +7,7 @@ import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CorePort, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid } from './core/index.js';
+import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid } from './core/index.js';
 import { TcpListener } from './transport/tcp/index.js';
 
 export interface TargetServiceOptions {
@@ -45,7 +45,24 @@ export interface ControllerInfo {
   kato: number;
   discovery: boolean;
   portId: number;
+  /** Epoch ms of the last Keep Alive command, or null if none came yet. */
+  lastKeepAlive: number | null;
+  /**
+   * Epoch ms of the last command on any of its queues, or null. The target advertises TBKAS (CTRATT bit 6), so
+   * any command also keeps the controller alive: the Linux host skips Keep Alive while I/O flows.
+   */
+  lastCommand: number | null;
   queues: QueueInfo[];
+}
+
+/** Latency of one opcode from capsule receipt to completion (nvme_tcp_command_latency_seconds). */
+export interface LatencyStats {
+  /** Upper bucket bounds in µs (log-spaced 10 µs .. 100 ms). */
+  boundsUs: readonly number[];
+  /** Per bucket, not cumulative: counts[i] is commands in (boundsUs[i-1], boundsUs[i]]; one extra last +Inf bucket. */
+  counts: readonly number[];
+  sumUs: number;
+  count: number;
 }
 
 export interface NamespaceStats {
@@ -59,7 +76,7 @@ export interface NamespaceStats {
 }
 
 export interface TargetStats {
-  subsystems: Record<string, { controllers: number; opcodes: Record<string, number>; namespaces: NamespaceStats[] }>;
+  subsystems: Record<string, { controllers: number; opcodes: Record<string, number>; latency: Record<string, LatencyStats>; namespaces: NamespaceStats[] }>;
   pduErrorsByFes: Record<string, number>;
   dataDigestErrors: number;
   katoExpiries: number;
@@ -309,6 +326,8 @@ export class TargetService {
           kato: c.katoMs,
           discovery: c.discovery,
           portId: c.port.id,
+          lastKeepAlive: c.lastKeepAliveAt > 0 ? Math.round(c.lastKeepAliveAt) : null,
+          lastCommand: c.lastCommandAt > 0 ? Math.round(c.lastCommandAt) : null,
           queues: [...c.queues.values()].sort((a, b) => a.qid - b.qid).map((q) => q.info()),
         });
       }
@@ -346,9 +365,14 @@ export class TargetService {
   stats(): TargetStats {
     const subsystems: TargetStats['subsystems'] = {};
     for (const s of this.#core.subsystems.values()) {
+      const latency: Record<string, LatencyStats> = {};
+      for (const [op, h] of Object.entries(s.latency)) {
+        if (h.count > 0) latency[op] = { boundsUs: [...LATENCY_BOUNDS_US], counts: [...h.counts], sumUs: h.sumUs, count: h.count };
+      }
       subsystems[s.nqn] = {
         controllers: s.controllers.size,
         opcodes: { ...s.opcodeCounts },
+        latency,
         namespaces: s.nsids.map((id) => ({ nsid: id, ...(s.namespaces.get(id) as Namespace).counters })),
       };
     }

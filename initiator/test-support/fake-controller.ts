@@ -76,6 +76,8 @@ export interface FakeOptions {
   discoveryEntries?: DiscLogEntry[];
   /** Bump GENCTR on the first N discovery log reads after the header (tests the host's re-read). */
   genctrBumps?: number;
+  /** CRDT1..CRDT3 reported in Identify Controller (100 ms units). */
+  crdt?: readonly [number, number, number];
   /** Per-command hook: return a status to fail it, 'drop' to never answer, 'close' to drop the connection. */
   onIo?: (sqe: Sqe, qid: number) => number | 'drop' | 'close' | 'corrupt-ddgst' | undefined;
 }
@@ -389,6 +391,7 @@ export class FakeController {
               ver: 0x10300,
               oaes: disc ? 0x8000_0000 : (1 << 8) | (o.ana === true ? 1 << 11 : 0),
               ctratt: 1 | (o.tbkas === true ? 1 << 6 : 0),
+              ...(o.crdt !== undefined ? { crdt1: o.crdt[0], crdt2: o.crdt[1], crdt3: o.crdt[2] } : {}),
               cntrltype: o.cntrltype ?? (disc ? 2 : 1),
               aerl: 3,
               lpa: 0x07,

@@ -111,6 +111,7 @@ describe('Authentication Send/Receive SQE', () => {
   it('places SPSP0/SPSP1/SECP at bytes 41/42/43 and TL/AL at 44 (Linux nvmf_auth_send_command)', () => {
     const sqe = encodeAuthCmdInto(Buffer.alloc(64, 0xff), { fctype: AuthFctype.SEND, cid: 0x1234, length: 0x01020304 });
     expect(sqe[0]).toBe(0x7f);
+    expect(sqe[1]).toBe(0x40); // FLAGS: PSDT 01b (SGL), no fused bits: NVMe/TCP requires SGLs, nvmet rejects PSDT 00b
     expect(sqe.readUInt16LE(2)).toBe(0x1234);
     expect(sqe[4]).toBe(0x05);
     expect(sqe.subarray(40, 48).toString('hex')).toBe('000101e904030201');
@@ -119,6 +120,7 @@ describe('Authentication Send/Receive SQE', () => {
     expect(checkAuthCmd(decodeAuthCmd(sqe))).toBeNull();
     const recv = encodeAuthCmdInto(Buffer.alloc(64), { fctype: AuthFctype.RECEIVE, cid: 1, length: 4096 });
     expect(decodeAuthCmd(recv)).toMatchObject({ fctype: 6, length: 4096 });
+    expect(recv[1]).toBe(0x40);
   });
 
   it.each([

@@ -3,7 +3,7 @@
  * Authentication Send/Receive SQE fields (NVMe-oF 1.1 §6.3 as amended by TP 8006). Layouts follow
  * Linux include/linux/nvme.h (struct nvmf_auth_dhchap_*_data); all integers little-endian.
  */
-import { DNR, Status } from '../nvme/index.js';
+import { DNR, PSDT_SGL, Status } from '../nvme/index.js';
 import type { AuthFctype } from './constants.js';
 import {
   AUTH_SECP,
@@ -331,14 +331,16 @@ export interface EncodeAuthCmdOptions {
 }
 
 /**
- * Fill a 64-byte SQE for Authentication Send/Receive (opcode 7Fh). The SGL (bytes 24-39) is left to
- * the transport, as for any data command; Linux uses an in-capsule SGL for Send and a transport
- * SGL for Receive (nvme_auth_submit).
+ * Fill a 64-byte SQE for Authentication Send/Receive (opcode 7Fh). FLAGS gets PSDT 01b (SGL): NVMe/TCP
+ * carries every command's data by SGL (NVMe/TCP 1.0 §3.3.3; Linux sets NVME_CMD_SGL_METABUF), and nvmet
+ * fails PSDT 00b with Invalid Field. The SGL itself (bytes 24-39) is left to the transport, as for any
+ * data command; Linux uses an in-capsule SGL for Send and a transport SGL for Receive (nvme_auth_submit).
  */
 export function encodeAuthCmdInto(sqe: Buffer, o: EncodeAuthCmdOptions): Buffer {
   sqe.fill(0, 0, 24);
   sqe.fill(0, 40, 64);
   sqe[0] = 0x7f;
+  sqe[1] = PSDT_SGL;
   sqe.writeUInt16LE(o.cid & 0xffff, 2);
   sqe[AuthCmdOffset.FCTYPE] = o.fctype;
   sqe[AuthCmdOffset.SPSP0] = o.spsp0 ?? AUTH_SPSP0;

@@ -1,7 +1,9 @@
+import { Buffer } from 'node:buffer';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatDhchapSecret } from '../../protocol/auth/index.js';
 import { importNvmetcli, loadNvmetcliConfig, type PathKind } from './nvmetcli.js';
 import { ConfigError } from './schema.js';
 
@@ -170,5 +172,36 @@ describe('importNvmetcli', () => {
 
   it('an empty save (nvmetcli clear; nvmetcli save) gives an empty config', async () => {
     expect(await importNvmetcli({ hosts: [], ports: [], subsystems: [] })).toEqual({ config: { ports: [], subsystems: [] }, warnings: [] });
+  });
+
+  describe('host DH-HMAC-CHAP attributes', () => {
+    const KEY = formatDhchapSecret(2, Buffer.alloc(48, 5));
+    const CKEY = formatDhchapSecret(0, Buffer.alloc(32, 6));
+    const H2 = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000002';
+    const withHosts = (hosts: unknown[]) => ({ ...sample(img), hosts });
+
+    it('maps dhchap_key, dhchap_ctrl_key, dhchap_hash and dhchap_dhgroup (flat or as a "dhchap" group) to the host entry', async () => {
+      const { config } = await importNvmetcli(
+        withHosts([
+          { nqn: HOST, dhchap_key: KEY, dhchap_ctrl_key: CKEY, dhchap_hash: 'hmac(sha384)', dhchap_dhgroup: 'ffdhe2048' },
+          { nqn: H2, dhchap: { key: `${KEY}\n`, ctrl_key: '', hash: 'hmac(sha512)', dhgroup: 'null' } },
+        ]),
+      );
+      expect(config.hosts).toEqual([
+        { nqn: HOST, dhchapKey: KEY, dhchapCtrlKey: CKEY, dhchapHash: ['hmac(sha384)'], dhchapDhgroup: ['ffdhe2048'] },
+        { nqn: H2, dhchapKey: KEY, dhchapHash: ['hmac(sha512)'], dhchapDhgroup: ['null'] },
+      ]);
+    });
+
+    it('rejects a corrupted key or an unknown group without printing the key', async () => {
+      const bad = KEY.replace(/[A-Za-z](?=[^:]*:$)/, (c) => (c === 'A' ? 'B' : 'A'));
+      const err = await importNvmetcli(withHosts([{ nqn: HOST, dhchap_key: bad }])).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toMatch(/^nvmetcli \(converted\): hosts\[0\]\.dhchapKey: is not a usable DH-HMAC-CHAP host key \(DH-HMAC-CHAP secret CRC-32 mismatch/);
+      expect((err as Error).message).not.toContain(bad.slice(10, 40));
+      await expect(importNvmetcli(withHosts([{ nqn: HOST, dhchap_key: KEY, dhchap_dhgroup: 'ffdhe1024' }]))).rejects.toThrow(
+        'nvmetcli (converted): hosts[0].dhchapDhgroup[0]: "ffdhe1024" is not a DH-HMAC-CHAP DH group',
+      );
+    });
   });
 });

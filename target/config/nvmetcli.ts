@@ -21,8 +21,19 @@ const addrSchema = z.looseObject({
 });
 
 const nvmetcliSchema = z.looseObject({
+  // configfs hosts/<nqn>/dhchap_{key,ctrl_key,hash,dhgroup}: flat as the attribute files are named, or grouped
+  // ("dhchap": {"key": ...}) as CFSNode.dump() writes an attribute group.
   hosts: z
-    .array(z.looseObject({ nqn: z.string(), dhchap: attrs.optional() }))
+    .array(
+      z.looseObject({
+        nqn: z.string(),
+        dhchap: attrs.optional(),
+        dhchap_key: attrValue.optional(),
+        dhchap_ctrl_key: attrValue.optional(),
+        dhchap_hash: attrValue.optional(),
+        dhchap_dhgroup: attrValue.optional(),
+      }),
+    )
     .optional(),
   ports: z
     .array(
@@ -257,10 +268,16 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
   const hosts: HostConfig[] = [];
   for (const h of src.hosts ?? []) {
     const host: HostConfig = { nqn: h.nqn };
-    const key = text(h.dhchap?.['key']);
-    if (key) host.dhchapKey = key;
-    const ctrlKey = text(h.dhchap?.['ctrl_key']);
-    if (ctrlKey) host.dhchapCtrlKey = ctrlKey;
+    const attr = (name: 'key' | 'ctrl_key' | 'hash' | 'dhgroup'): string | undefined => text(h[`dhchap_${name}`] ?? h.dhchap?.[name]) || undefined;
+    const key = attr('key');
+    if (key !== undefined) host.dhchapKey = key;
+    const ctrlKey = attr('ctrl_key');
+    if (ctrlKey !== undefined) host.dhchapCtrlKey = ctrlKey;
+    // configfs holds one hash and one group per host, and nvmet negotiates only those: a one-element preference list.
+    const hash = attr('hash');
+    if (hash !== undefined) host.dhchapHash = [hash];
+    const dhgroup = attr('dhgroup');
+    if (dhgroup !== undefined) host.dhchapDhgroup = [dhgroup];
     hosts.push(host);
   }
 

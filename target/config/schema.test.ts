@@ -1,7 +1,12 @@
+import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { formatDhchapSecret } from '../../protocol/auth/index.js';
 import {
   ConfigError,
+  DHCHAP_DHGROUP_NAMES,
+  DHCHAP_HASH_NAMES,
+  hostSchema,
   formatConfigError,
   namespaceSchema,
   parseHostPort,
@@ -240,5 +245,67 @@ describe('helpers', () => {
     for (const bad of ['::1:4420', 'localhost:4420', '127.0.0.1', '127.0.0.1:65536', '[127.0.0.1]:1', '1.2.3.4:']) {
       expect(parseHostPort(bad), bad).toBeUndefined();
     }
+  });
+});
+
+describe('host entries (DH-HMAC-CHAP)', () => {
+  const HOST = 'nqn.2024-01.io.example:host1';
+  const key = formatDhchapSecret(1, Buffer.alloc(32, 7));
+  const ctrlKey = formatDhchapSecret(3, Buffer.alloc(64, 9));
+  const parseHost = (h: unknown) => parseWith(hostSchema, h, 'body');
+  /** The one-line message, and proof that neither it nor the error object (cause included) holds the secret. */
+  const hostError = (h: Record<string, unknown>, secret?: string): string => {
+    try {
+      parseTargetConfig({ ...base(), hosts: [h] });
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      if (secret !== undefined) {
+        const e = err as ConfigError;
+        expect(e.message).not.toContain(secret);
+        expect(JSON.stringify(e.cause, Object.getOwnPropertyNames(e.cause ?? {}))).not.toContain(secret.slice(10, 30));
+        expect(String((e.cause as Error).message)).not.toContain(secret.slice(10, 30));
+      }
+      return (err as Error).message;
+    }
+    return expect.unreachable() as never;
+  };
+
+  it('accepts keys, hash and group lists in nvmet spelling', () => {
+    const h = { nqn: HOST, dhchapKey: key, dhchapCtrlKey: ctrlKey, dhchapHash: ['hmac(sha512)', 'hmac(sha256)'], dhchapDhgroup: ['ffdhe8192', 'null', 'ffdhe2048'] };
+    expect(parseHost(h)).toEqual(h);
+    expect(DHCHAP_HASH_NAMES).toEqual(['hmac(sha256)', 'hmac(sha384)', 'hmac(sha512)']);
+    expect(DHCHAP_DHGROUP_NAMES).toEqual(['null', 'ffdhe2048', 'ffdhe3072', 'ffdhe4096', 'ffdhe6144', 'ffdhe8192']);
+    expect(parseHost({ nqn: HOST })).toEqual({ nqn: HOST });
+  });
+
+  it.each([
+    ['unknown hash', { dhchapKey: key, dhchapHash: ['sha256'] }, 'config: hosts[0].dhchapHash[0]: "sha256" is not a DH-HMAC-CHAP hash; use hmac(sha256), hmac(sha384), hmac(sha512)'],
+    ['unknown group', { dhchapKey: key, dhchapDhgroup: ['ffdhe1024'] }, 'config: hosts[0].dhchapDhgroup[0]: "ffdhe1024" is not a DH-HMAC-CHAP DH group; use null, ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144, ffdhe8192'],
+    ['empty hash list', { dhchapKey: key, dhchapHash: [] }, 'config: hosts[0].dhchapHash: is empty; list at least one of hmac(sha256), hmac(sha384), hmac(sha512) (or omit it for all)'],
+    ['repeated group', { dhchapKey: key, dhchapDhgroup: ['null', 'null'] }, 'config: hosts[0].dhchapDhgroup[1]: "null" is listed twice; remove one'],
+    ['hash not a list', { dhchapKey: key, dhchapHash: 'hmac(sha256)' }, 'config: hosts[0].dhchapHash: expected a list, got "hmac(sha256)"'],
+    ['ctrl key without host key', { dhchapCtrlKey: ctrlKey }, 'config: hosts[0].dhchapKey: is missing; a controller key (dhchapCtrlKey) needs the host key (dhchapKey) too'],
+  ])('rejects %s', (_name, patch, message) => {
+    expect(hostError({ nqn: HOST, ...patch })).toBe(message);
+  });
+
+  it.each([
+    ['a CRC mismatch', () => key.replace(/[A-Za-z](?=[^:]*:$)/, (c) => (c === 'A' ? 'B' : 'A')), /is not a usable DH-HMAC-CHAP host key \(DH-HMAC-CHAP secret CRC-32 mismatch/],
+    ['a bad transform', () => key.replace('DHHC-1:01:', 'DHHC-1:07:'), /is not a usable DH-HMAC-CHAP host key \(DH-HMAC-CHAP secret has invalid key transform hh=07/],
+    ['a wrong key length', () => formatDhchapSecret(0, Buffer.alloc(32, 1)).replace(/:([^:]*):$/, (_m, b: string) => `:${Buffer.from(b, 'base64').subarray(0, 30).toString('base64')}:`), /decodes to 30 bytes/],
+    ['not the DHHC-1 form', () => 'my-password-123456', /is not a usable DH-HMAC-CHAP host key \(DH-HMAC-CHAP secret is not in the form/],
+  ])('rejects a host key with %s without echoing it', (_name, make, message) => {
+    const bad = make();
+    expect(bad).not.toBe(key);
+    expect(hostError({ nqn: HOST, dhchapKey: bad }, bad)).toMatch(message);
+  });
+
+  it('an unknown key next to a secret does not leak the secret through the error cause', () => {
+    const msg = hostError({ nqn: HOST, dhchapKey: key, dhchapHsh: ['hmac(sha256)'] }, key);
+    expect(msg).toBe('config: hosts[0]: unknown key "dhchapHsh"; did you mean "dhchapHash"?');
+  });
+
+  it('a bad controller key names its own field', () => {
+    expect(hostError({ nqn: HOST, dhchapKey: key, dhchapCtrlKey: 'DHHC-1:03:AAAA:' }, 'DHHC-1:03:AAAA:')).toMatch(/^config: hosts\[0\]\.dhchapCtrlKey: is not a usable DH-HMAC-CHAP controller key/);
   });
 });

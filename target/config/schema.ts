@@ -3,6 +3,7 @@
 // defaults (a saved config round-trips unchanged); TargetService applies the defaults.
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
 import { DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
 import { parseSize } from './size.js';
 import type {
@@ -293,12 +294,64 @@ export const subsystemSchema = obj({
   }),
 );
 
+/** nvmet's dhchap_hash spellings (NVMe Base 2.0 Figure 171 hash ids as crypto API names). */
+export const DHCHAP_HASH_NAMES: readonly string[] = Object.values(HASH_INFO).map((h) => `hmac(${h.name})`);
+/** nvmet's dhchap_dhgroup spellings (NVMe Base 2.0 Figure 172). */
+export const DHCHAP_DHGROUP_NAMES: readonly string[] = Object.values(DH_GROUP_NAMES);
+
+/**
+ * A TP 8006 secret "DHHC-1:<hh>:<base64 key+crc>:" checked by the same parser the target uses (key length,
+ * transform, CRC-32). The message never contains the value, and the issue carries no `input`, so neither the
+ * ConfigError nor its ZodError cause can leak the secret into a log line or an API reply.
+ */
+function dhchapSecret(what: string) {
+  return z.custom<string>(() => true).check(
+    z.superRefine((v, ctx) => {
+      const fix = 'use the "DHHC-1:<hh>:<base64>:" form that nvme gen-dhchap-key prints';
+      if (typeof v !== 'string') {
+        ctx.addIssue({ code: 'custom', message: `expected a ${what} string, got ${v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v}; ${fix}` });
+        return;
+      }
+      try {
+        parseDhchapSecret(v);
+      } catch (e) {
+        if (!(e instanceof DhchapKeyError)) throw e;
+        // DhchapKeyError messages describe the problem without quoting the secret.
+        ctx.addIssue({ code: 'custom', message: `is not a usable ${what} (${e.message}); ${fix}` });
+      }
+    }),
+  );
+}
+
+function nameList(what: string, names: readonly string[]) {
+  return list(
+    str(what).check(
+      z.superRefine((v, ctx) => {
+        if (!names.includes(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not ${what}; use ${names.join(', ')}`, input: v });
+      }),
+    ),
+  ).check(
+    z.superRefine((l, ctx) => {
+      if (l.length === 0) ctx.addIssue({ code: 'custom', message: `is empty; list at least one of ${names.join(', ')} (or omit it for all)` });
+      dupes(l, (x) => x, (i, x) => ctx.addIssue({ code: 'custom', path: [i], message: `${JSON.stringify(x)} is listed twice; remove one` }));
+    }),
+  );
+}
+
 export const hostSchema = obj({
   nqn: nqnSchema,
-  // TP 8006 secret representation "DHHC-1:<hh>:<base64 key+crc>:" (hh 00..03).
-  dhchapKey: opt(str('a DH-HMAC-CHAP key').regex(/^DHHC-1:0[0-3]:[A-Za-z0-9+/]+={0,2}:$/, { error: 'is not a DH-HMAC-CHAP secret; use the "DHHC-1:00:<base64>:" form (nvme gen-dhchap-key)' })),
-  dhchapCtrlKey: opt(str('a DH-HMAC-CHAP key').regex(/^DHHC-1:0[0-3]:[A-Za-z0-9+/]+={0,2}:$/, { error: 'is not a DH-HMAC-CHAP secret; use the "DHHC-1:00:<base64>:" form (nvme gen-dhchap-key)' })),
-});
+  dhchapKey: opt(dhchapSecret('DH-HMAC-CHAP host key')),
+  dhchapCtrlKey: opt(dhchapSecret('DH-HMAC-CHAP controller key')),
+  dhchapHash: opt(nameList('a DH-HMAC-CHAP hash', DHCHAP_HASH_NAMES)),
+  dhchapDhgroup: opt(nameList('a DH-HMAC-CHAP DH group', DHCHAP_DHGROUP_NAMES)),
+}).check(
+  z.superRefine((h, ctx) => {
+    // The controller key only adds the reverse direction (nvmet needs dhchap_key for any authentication).
+    if (h.dhchapCtrlKey !== undefined && h.dhchapKey === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['dhchapKey'], message: 'is missing; a controller key (dhchapCtrlKey) needs the host key (dhchapKey) too' });
+    }
+  }),
+);
 
 export const apiSchema = obj({
   listen: str('"ADDR:PORT"').check(
@@ -426,7 +479,12 @@ function zodToConfigError(err: z.ZodError, where: string): ConfigError {
   const first = err.issues.find((i) => i.code === 'unrecognized_keys') ?? err.issues[0];
   if (!first) return new ConfigError(`${where}: invalid`);
   const more = err.issues.length > 1 ? ` (+${err.issues.length - 1} more problem${err.issues.length > 2 ? 's' : ''})` : '';
-  return new ConfigError(`${where}: ${issueLine(first)}${more}`, formatPath(first.path), { cause: err });
+  const message = `${where}: ${issueLine(first)}${more}`;
+  // reportInput put each offending value on its issue, and an issue on a host entry (unknown key, missing key)
+  // carries the whole entry, DH-HMAC-CHAP secrets included: the cause keeps the issues without their inputs, so
+  // logging the error (pino serialises `cause`) cannot leak a secret.
+  for (const iss of err.issues) delete (iss as { input?: unknown }).input;
+  return new ConfigError(message, formatPath(first.path), { cause: err });
 }
 
 /** Validates a whole target config (file, import, or API body). */

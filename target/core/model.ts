@@ -122,8 +122,10 @@ export class Request {
   queueRef: QueueModel | undefined = undefined;
   /** SQ head reported in the CQE (set at completion). */
   sqhd = 0;
-  /** Start time (process.hrtime.bigint) when latency stats are enabled; 0 otherwise. */
-  t0 = 0n;
+  /** Capsule receipt, performance.now() ms (a double: no allocation, unlike hrtime.bigint). */
+  t0 = 0;
+  /** Latency histogram of the command's opcode, set by parse; recorded once at completion. */
+  lat: LatencyHistogram | undefined = undefined;
 
   reset(): void {
     this.inCapsule = undefined;
@@ -140,7 +142,8 @@ export class Request {
     this.execute = undefined;
     this.received = 0;
     this.h2c = [];
-    this.t0 = 0n;
+    this.t0 = 0;
+    this.lat = undefined;
   }
 
   /** Load the SQE fields the core needs on every command (hot path: direct reads, no object decode). */
@@ -188,6 +191,29 @@ export const CNTLID_MAX = 0xffef;
 /** Per-opcode counters for one subsystem (stats()). */
 export type OpcodeCounters = Record<string, number>;
 
+/**
+ * Command latency bucket bounds (µs), log-spaced 10 µs .. 100 ms, plus a final +Inf bucket. Fixed, so a
+ * histogram is a preallocated array and recording a command allocates nothing.
+ */
+export const LATENCY_BOUNDS_US: readonly number[] = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000];
+
+/** Capsule-receipt-to-completion latency of one opcode in one subsystem. */
+export class LatencyHistogram {
+  /** counts[i]: commands with latency in (bounds[i-1], bounds[i]] µs; the last entry is the +Inf bucket. */
+  readonly counts: number[] = new Array<number>(LATENCY_BOUNDS_US.length + 1).fill(0);
+  sumUs = 0;
+  count = 0;
+
+  record(us: number): void {
+    const b = LATENCY_BOUNDS_US;
+    let i = 0;
+    while (i < b.length && us > (b[i] as number)) i++;
+    this.counts[i] = (this.counts[i] as number) + 1;
+    this.sumUs += us;
+    this.count++;
+  }
+}
+
 export class Subsystem {
   readonly namespaces = new Map<number, Namespace>();
   /** Sorted active NSIDs, rebuilt on add/remove (Identify CNS 0x02, ANA log). */
@@ -200,6 +226,8 @@ export class Subsystem {
   failRemaining = 0;
   failStatus = 0;
   readonly opcodeCounts: OpcodeCounters = {};
+  /** Per-opcode latency, same keys as opcodeCounts (AERs excluded: they are held open by design). */
+  readonly latency: Record<string, LatencyHistogram> = {};
   #nextCntlid = CNTLID_MIN;
   readonly serial: string;
 
@@ -283,8 +311,10 @@ export class Subsystem {
     return undefined;
   }
 
-  countOpcode(name: string): void {
+  /** Counts a parsed command and returns its opcode's latency histogram (for req.lat). */
+  countOpcode(name: string): LatencyHistogram {
     this.opcodeCounts[name] = (this.opcodeCounts[name] ?? 0) + 1;
+    return (this.latency[name] ??= new LatencyHistogram());
   }
 
   /** Config snapshot with live ACL, faults and namespaces. */
@@ -342,6 +372,10 @@ export class Controller {
   readonly createdAt = Date.now();
   /** TBKAS: any command since the last timer tick counts as a keep-alive (CTRATT bit6). */
   kaSeen = false;
+  /** Epoch ms of the last Keep Alive command that succeeded; 0 = none yet. */
+  lastKeepAliveAt = 0;
+  /** Epoch ms of the last command on any queue (each one also keeps the controller alive under TBKAS); 0 = none. */
+  lastCommandAt = 0;
   /** DH-HMAC-CHAP keys of this controller: taken at admin Connect, refreshed by each Negotiate on the admin queue (nvmet_setup_auth). */
   hostAuth: HostAuth | undefined = undefined;
   #kaTimer: NodeJS.Timeout | undefined;

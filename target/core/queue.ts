@@ -1,4 +1,5 @@
 // Core side of one queue (one TCP connection): Connect binding, SQ head, command dispatch and completion (nvmet_sq).
+import { performance } from 'node:perf_hooks';
 import { DNR, FABRICS_OPCODE, Status } from '../../protocol/index.js';
 import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
@@ -40,10 +41,17 @@ export class CoreQueue implements QueueModel {
   submit(req: Request): void {
     req.queueRef = this;
     req.state = 'exec';
+    // One clock read per command: latency start and the controller's last-command time.
+    const t0 = performance.now();
+    req.t0 = t0;
+    req.lat = undefined;
     this.inFlight++;
     this.counters.commands++;
     const ctrl = this.ctrl;
-    if (ctrl !== undefined) ctrl.kaSeen = true;
+    if (ctrl !== undefined) {
+      ctrl.kaSeen = true;
+      ctrl.lastCommandAt = performance.timeOrigin + t0;
+    }
     let status = this.#parse(req);
     if (status === 0) status = this.#mapSgl(req);
     if (status !== 0) {
@@ -67,6 +75,7 @@ export class CoreQueue implements QueueModel {
   reject(req: Request, status: number): void {
     req.queueRef = this;
     req.state = 'exec';
+    req.lat = undefined;
     this.inFlight++;
     this.counters.commands++;
     this.complete(req, status);
@@ -103,6 +112,11 @@ export class CoreQueue implements QueueModel {
     if (status !== 0) {
       this.counters.errors++;
       this.ctrl?.recordError(req, this.qid < 0 ? 0 : this.qid);
+    }
+    const lat = req.lat;
+    if (lat !== undefined) {
+      req.lat = undefined;
+      lat.record((performance.now() - req.t0) * 1000);
     }
     if (this.state === 'closed') return;
     // Completions also arrive from backend callbacks, outside the socket handler's try/catch: never let one escape.

@@ -7,9 +7,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { ConfigError, anaStateSchema, faultSchema, namespaceSchema, nqnSchema, parseHostPort, parseWith, portSchema, referralSchema, subsystemSchema } from '../config/schema.js';
+import { ConfigError, anaStateSchema, faultSchema, hostSchema, namespaceSchema, nqnSchema, parseHostPort, parseWith, portSchema, referralSchema, subsystemSchema } from '../config/schema.js';
 import type { SubsystemConfig, TargetConfig } from '../config/types.js';
 import type { TargetService } from '../service.js';
+import { jsonErrorWithoutInput } from './client.js';
 import { createMetrics, type TargetMetrics } from './metrics.js';
 
 /** The TargetService surface the API uses (tests may pass a stand-in). */
@@ -28,6 +29,9 @@ export type MgmtService = Pick<
   | 'addReferral'
   | 'removeReferral'
   | 'setFaults'
+  | 'setHostAuth'
+  | 'clearHostAuth'
+  | 'listHostAuth'
   | 'getConfig'
   | 'listControllers'
   | 'stats'
@@ -124,6 +128,45 @@ function buildRoutes(service: MgmtService, metrics: TargetMetrics): Route[] {
     ['GET', '/healthz', () => ok({ status: 'ok', ports: service.boundPorts().length, uptimeS: Math.round(process.uptime()) })],
     ['GET', '/config', () => ok(service.getConfig())],
     ['GET', '/controllers', () => ok(service.listControllers())],
+
+    // DH-HMAC-CHAP keys per host (nvmet hosts/<nqn>/dhchap_*). Replies never carry a secret: listHostAuth and
+    // getConfig() redact them, and the PUT body is validated by hostSchema, whose errors never quote a secret.
+    ['GET', '/hosts', () => ok(service.listHostAuth())],
+    [
+      'GET',
+      '/hosts/:nqn',
+      ({ params }) => {
+        const h = service.listHostAuth().find((x) => x.hostnqn === params.nqn);
+        if (h === undefined) throw new HttpError(404, `no authentication keys for host ${params.nqn ?? ''}`);
+        return ok(h);
+      },
+    ],
+    [
+      'PUT',
+      '/hosts/:nqn',
+      async ({ params, body }) => {
+        const raw = await body();
+        // The NQN is in the path; a body may repeat it, but not name another host.
+        const withNqn = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { nqn: params.nqn, ...raw } : raw;
+        const h = parseWith(hostSchema, withNqn, 'body');
+        if (h.nqn !== params.nqn) throw new HttpError(400, `body: nqn: ${JSON.stringify(h.nqn)} differs from the host in the path (${params.nqn ?? ''}); drop it or make them equal`, 'nqn');
+        if (h.dhchapKey === undefined) throw new HttpError(400, 'body: dhchapKey: is missing; give the host key (DELETE /hosts/<nqn> removes the keys)', 'dhchapKey');
+        const existed = service.listHostAuth().some((x) => x.hostnqn === h.nqn);
+        service.setHostAuth(h);
+        const view = service.listHostAuth().find((x) => x.hostnqn === h.nqn);
+        return existed ? ok(view, true) : created(view);
+      },
+    ],
+    [
+      'DELETE',
+      '/hosts/:nqn',
+      ({ params }) => {
+        const nqn = params.nqn ?? '';
+        if (!service.listHostAuth().some((x) => x.hostnqn === nqn)) throw new HttpError(404, `no authentication keys for host ${nqn}`);
+        service.clearHostAuth(nqn);
+        return noContent;
+      },
+    ],
     ['GET', '/metrics', async () => ({ status: 200, text: await metrics.render(), contentType: metrics.contentType })],
 
     ['GET', '/subsystems', () => ok(service.getConfig().subsystems)],
@@ -365,7 +408,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
       try {
         resolve(JSON.parse(text) as unknown);
       } catch (err) {
-        reject(new HttpError(400, `body: not JSON (${(err as Error).message})`, ''));
+        reject(new HttpError(400, `body: not JSON (${jsonErrorWithoutInput(err)})`, ''));
       }
     });
   });
@@ -383,9 +426,12 @@ function makeWriter(service: MgmtService, path: string, log: Logger | undefined)
       } catch {
         api = undefined;
       }
-      const cfg: TargetConfig = { ...service.getConfig(), ...(api !== undefined ? { api } : {}) };
+      // The file is the only copy of the host keys: save them, not the "<redacted>" the API shows.
+      const cfg: TargetConfig = { ...service.getConfig({ includeSecrets: true }), ...(api !== undefined ? { api } : {}) };
       const tmp = `${path}.${process.pid}.tmp`;
-      await writeFile(tmp, `${JSON.stringify(cfg, null, 2)}\n`);
+      // Owner-only (as nvmetcli saves) once the file holds DH-HMAC-CHAP secrets.
+      const secret = (cfg.hosts ?? []).some((h) => h.dhchapKey !== undefined);
+      await writeFile(tmp, `${JSON.stringify(cfg, null, 2)}\n`, secret ? { mode: 0o600 } : {});
       await rename(tmp, path);
       log?.debug({ path }, 'config written back');
     };

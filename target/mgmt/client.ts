@@ -2,7 +2,7 @@
 // It uses the WHATWG fetch that Node 20 ships (undici inside) rather than undici's npm `request`:
 // msw's node interceptors patch globalThis.fetch and node:http but not the undici npm package, whose
 // `request` dials its own sockets; with global fetch the same client code is testable with msw.
-import type { AnaStateName, FaultConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../config/types.js';
+import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../config/types.js';
 
 /** A request the API answered with a non-2xx status; `path` names the offending body field for 400s. */
 export class MgmtApiError extends Error {
@@ -26,6 +26,17 @@ export interface MgmtClientOptions {
   timeoutMs?: number;
   /** Injected fetch (tests); default globalThis.fetch. */
   fetch?: typeof globalThis.fetch;
+}
+
+/**
+ * V8's JSON.parse message quotes the start of the input ('Unexpected token 'D', "DHHC-1:01:…" is not valid
+ * JSON'); a host-auth body may hold secrets, so replies keep only the token and position.
+ */
+export function jsonErrorWithoutInput(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  // V8 forms: `Unexpected token 'D', "DHHC-1:…" is not valid JSON`, `…, ..."xt": DHHC-1:"... is not valid JSON`.
+  const i = msg.indexOf(', ');
+  return / is not valid JSON$/.test(msg) && i > 0 ? `${msg.slice(0, i)} (invalid JSON)` : msg;
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -107,6 +118,17 @@ export class MgmtClient {
   }
   removeHost(nqn: string, hostnqn: string): Promise<unknown> {
     return this.call('DELETE', `/subsystems/${seg(nqn)}/hosts/${seg(hostnqn)}`);
+  }
+  /** Hosts with DH-HMAC-CHAP keys (secrets shown as "<redacted>"). */
+  listHostAuth(): Promise<unknown> {
+    return this.call('GET', '/hosts');
+  }
+  /** Sets a host's keys (and hash/group lists); the reply is the redacted view. */
+  setHostAuth(h: HostConfig): Promise<unknown> {
+    return this.call('PUT', `/hosts/${seg(h.nqn)}`, h);
+  }
+  clearHostAuth(hostnqn: string): Promise<unknown> {
+    return this.call('DELETE', `/hosts/${seg(hostnqn)}`);
   }
   setFaults(nqn: string, f: FaultConfig): Promise<unknown> {
     return this.call('PUT', `/subsystems/${seg(nqn)}/faults`, f);

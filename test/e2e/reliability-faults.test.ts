@@ -174,8 +174,9 @@ describe('corruption with digests on (always detected)', () => {
   const digests = { hdr_digest: true, data_digest: true };
   const HD = 4;
 
+  // max_retries 0 shows the status a corrupted transfer gets; with Linux's default of 5 the controller retries it itself.
   it('C2H payload: the read fails with DATA_XFER_ERROR instead of returning wrong data; a retry reads the truth', async () => {
-    const r = await rig({ conn: digests });
+    const r = await rig({ conn: { ...digests, max_retries: 0 } });
     const data = pattern(65536, 5);
     await r.ctrl.namespace(1).write(0n, data);
     const c = ioConn(r);
@@ -189,8 +190,20 @@ describe('corruption with digests on (always detected)', () => {
     await settledCounts(r.svc, 2);
   });
 
-  it('H2C payload: the target refuses the write (TRANSIENT_TRANSPORT) and stores nothing; a retry lands', async () => {
+  it('C2H payload with the default max_retries: the initiator retries the DATA_XFER_ERROR and the read returns the truth', async () => {
     const r = await rig({ conn: digests });
+    const data = pattern(65536, 9);
+    await r.ctrl.namespace(1).write(0n, data);
+    const c = ioConn(r);
+    r.proxy.setFaults({ toClient: { corruptAtOffset: c.toClient + DATA_HDR + HD + 1000 } }, c.id);
+    expect((await r.ctrl.namespace(1).read(0n, 128)).equals(data)).toBe(true);
+    expect(r.proxy.connections()[c.id]?.corrupted.toClient).toBe(true);
+    expect(r.ctrl.ioRetries).toBe(1);
+    await settledCounts(r.svc, 2);
+  });
+
+  it('H2C payload: the target refuses the write (TRANSIENT_TRANSPORT) and stores nothing; a retry lands', async () => {
+    const r = await rig({ conn: { ...digests, max_retries: 0 } });
     const before = pattern(65536, 6);
     await r.ctrl.namespace(1).write(0n, before);
     const data = pattern(65536, 7);

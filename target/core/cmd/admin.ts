@@ -39,7 +39,9 @@ const ADMIN_SUPPORTED = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOp
 type Handler = (ctrl: Controller, req: Request) => number;
 
 export function parseAdminCmd(ctrl: Controller, req: Request): number {
-  ctrl.subsys.countOpcode(`admin-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  const lat = ctrl.subsys.countOpcode(`admin-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  // An AER stays posted until an event (minutes, hours): its "latency" would only swamp the histogram.
+  if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   const h = ADMIN[req.opcode];
   if (h === undefined) {
     req.errorLoc = 0;
@@ -472,6 +474,7 @@ export function parseKeepAlive(ctrl: Controller, req: Request): number {
   req.execute = (r) => {
     if (ctrl.katoMs === 0) return done(r, Status.KA_TIMEOUT_INVALID);
     ctrl.kaSeen = true;
+    ctrl.lastKeepAliveAt = Date.now();
     done(r, 0);
   };
   return 0;

@@ -8,7 +8,8 @@ import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, 
 const ASQSZ = 32;
 
 export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
-  ctrl.subsys.countOpcode(`disc-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  const lat = ctrl.subsys.countOpcode(`disc-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   switch (req.opcode) {
     case AdminOpcode.IDENTIFY: {
       const cns = req.sqe.readUInt32LE(40) & 0xff;

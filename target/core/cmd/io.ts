@@ -15,7 +15,7 @@ const OPNAME: Readonly<Record<number, string>> = { 0: 'flush', 1: 'write', 2: 'r
 export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
   const subsys = ctrl.subsys;
   const op = req.opcode;
-  subsys.countOpcode(OPNAME[op] ?? `0x${op.toString(16)}`);
+  req.lat = subsys.countOpcode(OPNAME[op] ?? `0x${op.toString(16)}`);
   if (op === NvmOpcode.FLUSH && req.nsid === NSID_ALL) {
     req.execute = executeFlushAll;
     return 0;
@@ -105,19 +105,31 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
 
 /** Completion with the I/O fault knobs (failNext, commandLatencyUs) applied. */
 function finish(req: Request, status: number): void {
+  if (!faulted(req)) deliver(req, status);
+}
+
+/**
+ * The failNext knob: when armed, consumes one count and completes the command with the configured status instead.
+ * Read and write paths call it before counting the transfer, so a failed command is a namespace error and not a
+ * read/write (nor bytes or SMART units).
+ */
+function faulted(req: Request): boolean {
+  const subsys = req.queueRef?.ctrl?.subsys;
+  if (subsys === undefined || subsys.failRemaining <= 0) return false;
+  subsys.failRemaining--;
+  req.out = undefined;
+  if (req.ns !== undefined) req.ns.counters.errors++;
+  deliver(req, subsys.failStatus);
+  return true;
+}
+
+/** Completes now, or after faults.commandLatencyUs. */
+function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
-  const subsys = q.ctrl?.subsys;
-  if (subsys !== undefined) {
-    if (subsys.failRemaining > 0) {
-      subsys.failRemaining--;
-      status = subsys.failStatus;
-      req.out = undefined;
-    }
-    const lat = subsys.faults.commandLatencyUs ?? 0;
-    if (lat > 0) {
-      setTimeout(() => q.complete(req, status), lat / 1000);
-      return;
-    }
+  const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
+  if (lat > 0) {
+    setTimeout(() => q.complete(req, status), lat / 1000);
+    return;
   }
   q.complete(req, status);
 }
@@ -129,8 +141,9 @@ function executeRead(req: Request): void {
   ns.backend.read(off, len, (err, bufs) => {
     if (err) {
       ns.counters.errors++;
-      return finish(req, Status.READ_ERROR);
+      return deliver(req, Status.READ_ERROR);
     }
+    if (faulted(req)) return;
     ns.counters.reads++;
     ns.counters.bytesRead += len;
     const ctrl = req.queueRef?.ctrl;
@@ -139,7 +152,7 @@ function executeRead(req: Request): void {
       ctrl.smart.bytesRead += len;
     }
     req.out = bufs;
-    finish(req, 0);
+    deliver(req, 0);
   });
 }
 
@@ -151,8 +164,9 @@ function executeWrite(req: Request): void {
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) {
       ns.counters.errors++;
-      return finish(req, Status.WRITE_FAULT);
+      return deliver(req, Status.WRITE_FAULT);
     }
+    if (faulted(req)) return;
     ns.counters.writes++;
     ns.counters.bytesWritten += len;
     const ctrl = req.queueRef?.ctrl;
@@ -160,7 +174,7 @@ function executeWrite(req: Request): void {
       ctrl.smart.writeCmds++;
       ctrl.smart.bytesWritten += len;
     }
-    finish(req, 0);
+    deliver(req, 0);
   });
 }
 
@@ -177,8 +191,15 @@ function executeCompare(req: Request): void {
 
 function executeFlush(req: Request): void {
   const ns = req.ns as Namespace;
-  ns.counters.flushes++;
-  ns.backend.flush((err) => finish(req, err ? Status.WRITE_FAULT : 0));
+  ns.backend.flush((err) => {
+    if (err) {
+      ns.counters.errors++;
+      return deliver(req, Status.WRITE_FAULT);
+    }
+    if (faulted(req)) return;
+    ns.counters.flushes++;
+    deliver(req, 0);
+  });
 }
 
 function executeFlushAll(req: Request): void {
