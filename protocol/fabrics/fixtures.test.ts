@@ -3,7 +3,8 @@
  * Linux host ↔ nvmet sessions (../shared/fixtures, README there).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { fixturesDir } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   Adrfam,
@@ -41,9 +42,10 @@ import type { FixtureConnection, FixturePdu } from '../nvme/test-builder.js';
 import { c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe, responseFor } from '../nvme/test-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
-  const dirs = [new URL('../../test/fixtures/', import.meta.url), new URL('../../../shared/fixtures/', import.meta.url)];
-  for (const d of dirs) {
-    const p = fileURLToPath(new URL(name, d));
+  // The captures live in ../shared/fixtures beside the checkout (CI lays shared/ there); fixturesDir() also knows the workplace path.
+  const dir = fixturesDir();
+  for (const d of dir === undefined ? [] : [dir]) {
+    const p = path.join(d, name);
     if (existsSync(p)) return parseFixture(JSON.parse(readFileSync(p, 'utf8')));
   }
   return undefined;

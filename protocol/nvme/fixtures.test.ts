@@ -4,7 +4,8 @@
  */
 import { Buffer } from 'node:buffer';
 import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { fixturesDir } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   AenConfig,
@@ -39,9 +40,10 @@ import type { FixtureConnection } from './test-builder.js';
 import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe } from './test-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
-  const dirs = [new URL('../../test/fixtures/', import.meta.url), new URL('../../../shared/fixtures/', import.meta.url)];
-  for (const d of dirs) {
-    const p = fileURLToPath(new URL(name, d));
+  // The captures live in ../shared/fixtures beside the checkout (CI lays shared/ there); fixturesDir() also knows the workplace path.
+  const dir = fixturesDir();
+  for (const d of dir === undefined ? [] : [dir]) {
+    const p = path.join(d, name);
     if (existsSync(p)) return parseFixture(JSON.parse(readFileSync(p, 'utf8')));
   }
   return undefined;
