@@ -13,6 +13,7 @@ import { progressEnabled, progressLine } from './report/progress.js';
 import type { Report } from './report/types.js';
 import { renderJson, writeReport } from './report/write.js';
 import { findScenario, SCENARIOS } from './scenarios/index.js';
+import { allowedCpus } from './scenarios/placement.js';
 
 export const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
        nvme-tcp bench --scenario NAME [--quick] [--out DIR]
@@ -177,7 +178,11 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         arms: [armFromRun('workload', { target: inproc === undefined ? `${traddr}:${port}` : 'in-process RAM', nqn, nsid, nr_io_queues: nrIo, queues_per_hctx: opts.queues_per_hctx ?? 1 }, run, { ioQueues: ctrl.ioQueueCount })],
         comparisons: [],
         verdict: '',
-        notes: parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : [],
+        notes: [
+          ...(parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : []),
+          // Unpinned runs on a few vCPUs are bimodal (performance.md, "The machine"): say where this one was allowed to run.
+          `This process (pid ${process.pid}${inproc === undefined ? '' : ', initiator and target'}) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c for repeatable figures.`,
+        ],
         ...(inproc === undefined ? { setup: `initiator on this host, target at ${traddr}:${port}` } : {}),
       });
       return await emit(io, report, v.out, v.json === true);

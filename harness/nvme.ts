@@ -72,7 +72,7 @@ export function namespaceBlockTarget(ns: Namespace | MultipathNamespace, capacit
   const t: BlockTarget = {
     blockSize,
     capacityBlocks,
-    read: (lba, blocks, ctx) => ns.read(BigInt(lba), blocks, undefined, { hctx: hctxOf(ctx) }),
+    read: (lba, blocks, ctx, into) => ns.read(BigInt(lba), blocks, into, { hctx: hctxOf(ctx) }),
     write: (lba, data, ctx) => ns.write(BigInt(lba), toBuf(data), { hctx: hctxOf(ctx) }),
   };
   if (ctrls.length > 0) {

@@ -149,3 +149,45 @@ describe('runJobs against an in-memory target', () => {
     expect(progress.length).toBeGreaterThan(1);
   });
 });
+
+describe('runJobs buffers and process measurements', () => {
+  it('reads land in one reused buffer per in-flight slot (no allocation per I/O), and the data is what the target holds', async () => {
+    const t = new MemoryBlockTarget({ capacityBlocks: 8192 });
+    for (let i = 0; i < t.data.length; i += 4) t.data.writeUInt32LE(i, i);
+    const seen = new Set<ArrayBufferLike>();
+    let wrong = 0;
+    const spy: BlockTarget = {
+      blockSize: t.blockSize,
+      capacityBlocks: t.capacityBlocks,
+      read: async (lba, blocks, ctx, into) => {
+        if (into !== undefined) seen.add(into.buffer);
+        const got = await t.read(lba, blocks, ctx, into);
+        if (!Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(t.data.subarray(lba * 512, (lba + blocks) * 512))) wrong++;
+        return got;
+      },
+      write: (lba, data, ctx) => t.write(lba, data, ctx),
+    };
+    const r = await runJobs(spy, jobs('[rr]\nrw=randread\nbs=4k\niodepth=4\nsize=4m\n', spy));
+    expect(r.totals.ios).toBe(1024);
+    expect(wrong).toBe(0);
+    // iodepth 4 → 4 slots → 4 backing buffers for 1024 reads.
+    expect(seen.size).toBe(4);
+  });
+
+  it('reports this process\'s GC pauses and, on Linux, the machine-wide CPU next to ours', async () => {
+    const t = new MemoryBlockTarget({ capacityBlocks: 65536 });
+    const r = await runJobs(t, jobs('[w]\nrw=randwrite\nbs=4k\niodepth=8\nruntime=300ms\nverify=crc32c\n', t), {
+      targetCpu: async () => ({ userMs: 0, systemMs: 0 }),
+      targetCpuSource: 'test',
+    });
+    expect(r.gc).toBeDefined();
+    expect(r.gc?.count).toBeGreaterThanOrEqual(r.gc?.majorCount ?? 0);
+    expect(r.gc?.maxMs).toBeLessThanOrEqual(r.gc?.totalMs ?? 0);
+    expect(r.cpu.target?.source).toBe('test');
+    if (process.platform === 'linux') {
+      expect(r.cpu.machine?.cores).toBeGreaterThan(0);
+      // The machine was at least as busy as this process (within tick rounding: /proc/stat counts in 10 ms ticks).
+      expect(r.cpu.machine?.busyPercentOfCore ?? 0).toBeGreaterThanOrEqual(r.cpu.percentOfCore - 15);
+    }
+  });
+});

@@ -1,12 +1,14 @@
 // The fio-like workload engine: runs resolved jobs against a BlockTarget and measures IOPS, bandwidth, latency
 // histograms, per-job/per-queue distribution, CPU and event-loop lag; optionally verifies every block it reads.
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { readFile } from 'node:fs/promises';
+import { constants as perfConstants, monitorEventLoopDelay, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import type { Histogram } from 'hdr-histogram-js';
 import { formatBs } from './job-file.js';
 import { cdfPoints, newHistogram, recordNs, summarize } from './stats.js';
 import type {
   BlockTarget,
   CpuResult,
+  GcResult,
   IoTotals,
   JobResult,
   JobSpec,
@@ -29,7 +31,7 @@ export interface EngineOptions {
   /** What this process contains, for the CPU line of reports (default "initiator"). */
   cpuLabel?: string;
   /** Reads the target's cumulative CPU time when it runs in another process (sampled at start and end). */
-  targetCpu?: () => CpuSample | undefined;
+  targetCpu?: () => CpuSample | undefined | Promise<CpuSample | undefined>;
   /** Where targetCpu reads from, e.g. "/proc/1234/stat". */
   targetCpuSource?: string;
   /** Time-series and progress interval (ms). Default: planned duration / 60, within 100..1000. */
@@ -189,8 +191,10 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
   }, intervalMs);
 
   const queueBefore = target.queueCounters?.() ?? [];
+  const targetCpuBefore = await opts.targetCpu?.();
+  const machineBefore = await machineCpu();
   const cpuBefore = process.cpuUsage();
-  const targetCpuBefore = opts.targetCpu?.();
+  const gc = watchGc();
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   loopDelay.enable();
 
@@ -250,6 +254,9 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
 
     const worker = async (): Promise<void> => {
       const scratch = writesToo && !j.verify ? Buffer.alloc(maxBs, 0xa5) : undefined;
+      // One data buffer per in-flight slot (fio's io_u): reads land in it and verify writes are stamped in it, so the
+      // steady state allocates no off-heap memory per I/O. Safe because this slot awaits each I/O before reusing it.
+      const slotBuf = Buffer.allocUnsafeSlow(maxBs);
       for (;;) {
         if (st.stop || opts.signal?.aborted === true) return;
         if (performance.now() >= measureEnd) return;
@@ -277,7 +284,7 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
         const t0 = performance.now();
         try {
           if (isRead) {
-            const data = await target.read(lba, blocks, ctx);
+            const data = await target.read(lba, blocks, ctx, slotBuf.subarray(0, bs));
             if (j.verify && genMap !== undefined) {
               const map = genMap;
               // A job that also writes checks only blocks it has written; a read-only job checks everything it reads.
@@ -286,7 +293,7 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
               recordMismatches(found);
             }
           } else if (j.verify && genMap !== undefined) {
-            const buf = Buffer.allocUnsafe(bs);
+            const buf = slotBuf.subarray(0, bs);
             const gen = ++generation;
             stampBlocks(buf, lba, bsz, gen);
             await target.write(lba, buf, ctx);
@@ -343,12 +350,13 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
     const extents = [...map.extents(maxBlocks)].filter(([l, n]) => l < hi && l + n > lo);
     let next = 0;
     const worker = async (): Promise<void> => {
+      const slotBuf = Buffer.allocUnsafeSlow(maxBlocks * bsz);
       while (next < extents.length && opts.signal?.aborted !== true) {
         const [l0, n0] = extents[next++] as [number, number];
         const l = Math.max(l0, lo);
         const n = Math.min(l0 + n0, hi) - l;
         try {
-          const data = await target.read(l, n, ctx);
+          const data = await target.read(l, n, ctx, slotBuf.subarray(0, n * bsz));
           checkedBlocks += n;
           recordMismatches(checkBlocks(data, l, bsz, j.name, (x) => map.get(x)));
         } catch (e) {
@@ -394,7 +402,9 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
 
   const wallMs = performance.now() - runStart;
   const cpu = process.cpuUsage(cpuBefore);
-  const targetCpuAfter = opts.targetCpu?.();
+  const gcResult = gc.stop();
+  const machineAfter = await machineCpu();
+  const targetCpuAfter = await opts.targetCpu?.();
   const cpuResult: CpuResult = {
     userMs: Math.round(cpu.user / 1000),
     systemMs: Math.round(cpu.system / 1000),
@@ -405,6 +415,12 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
     const u = targetCpuAfter.userMs - targetCpuBefore.userMs;
     const s = targetCpuAfter.systemMs - targetCpuBefore.systemMs;
     cpuResult.target = { userMs: Math.round(u), systemMs: Math.round(s), percentOfCore: Math.round(((u + s) / wallMs) * 1000) / 10, source: opts.targetCpuSource ?? 'external' };
+  }
+  if (machineBefore !== undefined && machineAfter !== undefined && machineAfter.totalTicks > machineBefore.totalTicks) {
+    const cores = machineAfter.cores;
+    const busyPct = ((machineAfter.busyTicks - machineBefore.busyTicks) / (machineAfter.totalTicks - machineBefore.totalTicks)) * cores * 100;
+    const ours = cpuResult.percentOfCore + (cpuResult.target?.percentOfCore ?? 0);
+    cpuResult.machine = { cores, busyPercentOfCore: Math.round(busyPct * 10) / 10, otherPercentOfCore: Math.round(Math.max(0, busyPct - ours) * 10) / 10 };
   }
 
   const durationMs = Math.max(measuredMs, 0.001);
@@ -436,8 +452,46 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
       p99Ms: lagMs(loopDelay.percentile(99)),
       maxMs: lagMs(loopDelay.max),
     },
+    gc: gcResult,
     verify: { enabled: verifyJobs.length > 0, checkedBlocks, mismatchCount, mismatches },
     errorMessages,
+  };
+}
+
+/** Aggregate CPU ticks from the first line of /proc/stat (user nice system idle iowait irq softirq steal ...). */
+async function machineCpu(): Promise<{ busyTicks: number; totalTicks: number; cores: number } | undefined> {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    const text = await readFile('/proc/stat', 'utf8');
+    const f = (text.split('\n')[0] ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
+    if (f.length < 8 || f.some((x) => !Number.isFinite(x))) return undefined;
+    const total = f.reduce((a, b) => a + b, 0);
+    const idle = (f[3] as number) + (f[4] as number);
+    const cores = text.split('\n').filter((l) => /^cpu\d+ /.test(l)).length;
+    return { busyTicks: total - idle, totalTicks: total, cores };
+  } catch {
+    return undefined;
+  }
+}
+
+/** GC pauses of this process while the run lasts (perf_hooks 'gc' entries; detail.kind tells major from minor). */
+function watchGc(): { stop(): GcResult } {
+  const r: GcResult = { count: 0, majorCount: 0, totalMs: 0, maxMs: 0 };
+  const add = (e: PerformanceEntry): void => {
+    r.count++;
+    r.totalMs += e.duration;
+    r.maxMs = Math.max(r.maxMs, e.duration);
+    if (((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0) === perfConstants.NODE_PERFORMANCE_GC_MAJOR) r.majorCount++;
+  };
+  const obs = new PerformanceObserver((list) => list.getEntries().forEach(add));
+  obs.observe({ entryTypes: ['gc'] });
+  return {
+    stop: (): GcResult => {
+      // Entries are delivered asynchronously; take what is buffered before disconnecting.
+      obs.takeRecords().forEach(add);
+      obs.disconnect();
+      return { count: r.count, majorCount: r.majorCount, totalMs: Math.round(r.totalMs * 10) / 10, maxMs: Math.round(r.maxMs * 100) / 100 };
+    },
   };
 }
 

@@ -28,11 +28,13 @@ export class MemoryBlockTarget implements BlockTarget {
     this.#latencyUs = opts.latencyUs ?? 0;
   }
 
-  read(lba: number, blocks: number, ctx: SubmitContext): Promise<Uint8Array> {
+  read(lba: number, blocks: number, ctx: SubmitContext, into?: Buffer): Promise<Uint8Array> {
     this.#check(lba, blocks);
     this.#count(ctx, blocks);
     if (this.logEnabled) this.log.push({ op: 'read', lba, blocks, hctx: ctx.hctx });
-    const out = Buffer.from(this.data.subarray(lba * this.blockSize, (lba + blocks) * this.blockSize));
+    const src = this.data.subarray(lba * this.blockSize, (lba + blocks) * this.blockSize);
+    const out = into === undefined ? Buffer.from(src) : into.subarray(0, src.length);
+    if (into !== undefined) src.copy(out);
     return this.#complete(out);
   }
 

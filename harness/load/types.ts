@@ -26,8 +26,12 @@ export interface BlockTarget {
   readonly blockSize: number;
   /** Namespace size in blocks. */
   readonly capacityBlocks: number;
-  /** Reads `blocks` blocks at `lba`; resolves with exactly blocks × blockSize bytes. */
-  read(lba: number, blocks: number, ctx: SubmitContext): Promise<Uint8Array>;
+  /**
+   * Reads `blocks` blocks at `lba`; resolves with exactly blocks × blockSize bytes. With `into` (at least that long)
+   * the data should land there: the engine passes one buffer per in-flight slot, as fio does per io_u, because a fresh
+   * 4 KiB..128 KiB Buffer per read is off-heap memory whose churn makes V8 run full mark-compact collections.
+   */
+  read(lba: number, blocks: number, ctx: SubmitContext, into?: Buffer): Promise<Uint8Array>;
   /** Writes `data` (a whole number of blocks) at `lba`. */
   write(lba: number, data: Uint8Array, ctx: SubmitContext): Promise<void>;
   /** Optional cumulative per-queue counters; the engine reports the difference over the whole run (ramp and verify passes included). */
@@ -161,6 +165,22 @@ export interface CpuResult {
   label: string;
   /** Target CPU when it runs in another process and the scenario can read it (e.g. /proc/PID/stat). */
   target?: { userMs: number; systemMs: number; percentOfCore: number; source: string };
+  /**
+   * Whole machine over the run (/proc/stat, Linux only): busy time of all CPUs in percent of one core, and what is
+   * left after this process and the target: other processes, plus softirq work the kernel does outside either
+   * process. A high `otherPercentOfCore` means the run competed with other work for the CPUs.
+   */
+  machine?: { cores: number; busyPercentOfCore: number; otherPercentOfCore: number };
+}
+
+export interface GcResult {
+  /** Garbage collections in this process over the run (perf_hooks 'gc' entries). */
+  count: number;
+  /** Of those, full mark-compact collections. */
+  majorCount: number;
+  /** Total and longest pause (ms). Every I/O in flight during a pause waits for it. */
+  totalMs: number;
+  maxMs: number;
 }
 
 export interface EventLoopResult {
@@ -183,6 +203,8 @@ export interface RunResult {
   latencyCdf: [number, number][];
   cpu: CpuResult;
   eventLoop: EventLoopResult;
+  /** This process's GC pauses over the run. */
+  gc?: GcResult;
   verify: VerifyResult;
   /** First I/O error messages (at most 16). */
   errorMessages: string[];

@@ -30,6 +30,9 @@ export function runMetrics(r: RunResult): Record<string, number> {
     loopLagP99Ms: r.eventLoop.p99Ms,
     errors: r.totals.errors,
     verifyMismatches: r.verify.mismatchCount,
+    ...(r.cpu.target === undefined ? {} : { targetCpuPct: r.cpu.target.percentOfCore }),
+    ...(r.cpu.machine === undefined ? {} : { otherCpuPct: r.cpu.machine.otherPercentOfCore }),
+    ...(r.gc === undefined ? {} : { gcMs: r.gc.totalMs, gcMaxMs: r.gc.maxMs }),
   };
 }
 

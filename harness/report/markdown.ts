@@ -9,7 +9,10 @@ const COLUMNS: { key: string; head: string }[] = [
   { key: 'p99Us', head: 'p99 µs' },
   { key: 'p99_9Us', head: 'p99.9 µs' },
   { key: 'cpuPct', head: 'CPU %' },
+  { key: 'targetCpuPct', head: 'target CPU %' },
+  { key: 'otherCpuPct', head: 'other CPU %' },
   { key: 'loopLagP99Ms', head: 'loop lag p99 ms' },
+  { key: 'gcMs', head: 'GC ms' },
 ];
 
 const esc = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -30,7 +33,7 @@ export function renderMarkdown(r: Report): string {
   const armRows = r.arms;
   if (armRows.length > 0) {
     const extraKeys = [...new Set(armRows.flatMap((a) => Object.keys(a.metrics)))].filter(
-      (k) => !COLUMNS.some((c) => c.key === k) && !['maxUs', 'errors', 'verifyMismatches'].includes(k),
+      (k) => !COLUMNS.some((c) => c.key === k) && !['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs'].includes(k),
     );
     const cols = [...COLUMNS.filter((c) => armRows.some((a) => a.metrics[c.key] !== undefined)), ...extraKeys.map((k) => ({ key: k, head: k }))];
     out.push(`| arm | params | ${cols.map((c) => c.head).join(' | ')} |`);

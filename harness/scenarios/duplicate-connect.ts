@@ -4,28 +4,31 @@ import { randomUUID } from 'node:crypto';
 import { connect, createMultipath, type Controller, type IoPolicy } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
-import { namespaceBlockTarget, startInProcessTarget, type InProcessTarget } from '../nvme.js';
+import { namespaceBlockTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
+import type { TargetProcess } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
+import { contentionText, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
 
 const IO_QUEUES = 2;
 
-/** Commands per target I/O queue of this subsystem, keyed cntlid/qid. */
-function targetQueueCommands(t: InProcessTarget): Map<string, number> {
+/** Commands per target I/O queue of this subsystem, keyed cntlid/qid (the target's listControllers(), over its API). */
+async function targetQueueCommands(t: TargetProcess): Promise<Map<string, number>> {
   const m = new Map<string, number>();
-  for (const c of t.service.listControllers()) {
+  for (const c of await t.controllers()) {
     if (c.subnqn !== t.nqn) continue;
     for (const q of c.queues) if (q.qid > 0) m.set(`${c.cntlid}/${q.qid}`, q.commands);
   }
   return m;
 }
 
-async function runArm(ctx: ScenarioContext, t: InProcessTarget, name: string, controllers: number, policy: IoPolicy | undefined, job: string): Promise<Arm> {
+async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, controllers: number, policy: IoPolicy | undefined, job: string, where: Arm['params']): Promise<Arm> {
+  const t = s.target;
   const hostid = randomUUID();
   const base = { traddr: t.addr, trsvcid: t.port, nqn: t.nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128 };
   const ctrls: Controller[] = [];
-  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES };
+  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES, ...where };
   try {
     ctx.log(`${name}: connecting ${controllers} controller(s)`);
     for (let i = 0; i < controllers; i++) ctrls.push(await connect({ ...base, duplicate_connect: controllers > 1 }));
@@ -33,20 +36,25 @@ async function runArm(ctx: ScenarioContext, t: InProcessTarget, name: string, co
     const ns1 = first.namespace(1);
     const ns = policy === undefined ? ns1 : createMultipath(ctrls, 1, { iopolicy: policy });
     const bt = namespaceBlockTarget(ns, Number(ns1.blocks), ns1.blockSize, { controllers: ctrls });
-    const before = targetQueueCommands(t);
+    const before = await targetQueueCommands(t);
+    await t.loopLag();
     const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), {
-      cpuLabel: 'initiator+target (same process)',
+      ...s.engine,
       ...(ctx.onProgress === undefined ? {} : { onProgress: (p) => ctx.onProgress?.(name, p) }),
     });
-    const after = targetQueueCommands(t);
-    const deltas = [...after].map(([k, v]) => v - (before.get(k) ?? 0)).filter((d) => d > 0);
-    const total = deltas.reduce((s, d) => s + d, 0);
-    const cntlids = new Set([...after.keys()].map((k) => k.split('/')[0]));
+    const lag = await t.loopLag();
+    const after = await targetQueueCommands(t);
+    // Only controllers that carried this arm's I/O: one a previous arm disconnected may still be listed for a moment.
+    const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
+    const deltas = used.map(([, d]) => d);
+    const total = deltas.reduce((sum, d) => sum + d, 0);
+    const cntlids = new Set(used.map(([k]) => k.split('/')[0]));
     return armFromRun(name, params, run, {
       targetControllers: cntlids.size,
-      targetIoQueues: after.size,
+      targetIoQueues: [...after.keys()].filter((k) => cntlids.has(k.split('/')[0])).length,
       targetQueuesUsed: deltas.length,
       targetMaxQueueShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
+      ...(lag === undefined ? {} : { targetLoopLagP99Ms: lag.p99Ms }),
     });
   } catch (e) {
     return { name, params, metrics: {}, error: (e as Error).message };
@@ -60,22 +68,32 @@ export const duplicateConnect: Scenario = {
   title: 'Duplicate connect: 1 controller vs K duplicate controllers under multipath',
   hypothesis:
     'K duplicate controllers (nvme connect --duplicate-connect) give K× the queues; under multipath round-robin or queue-depth the ' +
-    'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound; on one event loop expect ' +
-    'about the same IOPS, with the target showing K controllers whose queues each carry ~1/(K×queues) of the commands.',
+    'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound. Our target serves every ' +
+    'queue on one event loop (in its own process here), so expect about the same IOPS, with the target showing K controllers ' +
+    'whose queues each carry ~1/(K×queues) of the commands.',
   async run(ctx) {
     const createdAt = new Date();
     const t = timing(ctx.quick);
     const K = ctx.quick ? 2 : 4;
     const job = `[rand4k]\nrw=randread\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
-    const target = await startInProcessTarget({ size: '128M' });
-    const arms: Arm[] = [];
-    try {
-      arms.push(await runArm(ctx, target, '1-ctrl', 1, undefined, job));
-      arms.push(await runArm(ctx, target, `${K}-ctrl-round-robin`, K, 'round-robin', job));
-      arms.push(await runArm(ctx, target, `${K}-ctrl-queue-depth`, K, 'queue-depth', job));
-    } finally {
-      await target.stop();
-    }
+    const reps = repetitions(ctx.quick);
+    const notes: string[] = [];
+    const arms = await withSplitTarget('128M', async (s) => {
+      const t0 = s.target;
+      ctx.log('warm-up (unmeasured)');
+      await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128 }, warmupJob(ctx.quick), s.engine);
+      const where = await s.where();
+      const out = await runInterleaved(
+        [
+          { name: '1-ctrl', metric: 'iops', run: () => runArm(ctx, s, '1-ctrl', 1, undefined, job, where) },
+          { name: `${K}-ctrl-round-robin`, metric: 'iops', run: () => runArm(ctx, s, `${K}-ctrl-round-robin`, K, 'round-robin', job, where) },
+          { name: `${K}-ctrl-queue-depth`, metric: 'iops', run: () => runArm(ctx, s, `${K}-ctrl-queue-depth`, K, 'queue-depth', job, where) },
+        ],
+        reps,
+      );
+      notes.push(await s.describe());
+      return out;
+    });
     const comparisons = [
       compare(arms, `${K} controllers round-robin vs 1 controller IOPS`, 'iops', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers queue-depth vs 1 controller IOPS`, 'iops', `${K}-ctrl-queue-depth`, '1-ctrl', 'higher'),
@@ -96,11 +114,15 @@ export const duplicateConnect: Scenario = {
       verdict:
         rr === undefined
           ? 'An arm failed; no ratio.'
-          : `${K} duplicate controllers under round-robin ran at ${round1(rr.ratio)}× the single controller's IOPS; the target saw ${spread?.['targetControllers'] ?? '?'} controllers, ${spread?.['targetQueuesUsed'] ?? '?'} I/O queues in use, the busiest with ${Math.round((spread?.['targetMaxQueueShare'] ?? 0) * 100)}% of commands.`,
+          : `${K} duplicate controllers under round-robin ran at ${round1(rr.ratio)}× the single controller's IOPS; the target saw ${spread?.['targetControllers'] ?? '?'} controllers, ${spread?.['targetQueuesUsed'] ?? '?'} I/O queues in use, the busiest with ${Math.round((spread?.['targetMaxQueueShare'] ?? 0) * 100)}% of commands.${contentionText(arms)}`,
       notes: [
+        ...notes,
         'All target queues run on the target process\'s one event loop (the Linux target likewise puts duplicate-connect queues on one CPU); spreading them over workers is future work.',
-        'Target in-process; CPU figures cover both ends.',
+        'The target spread (targetControllers, targetQueuesUsed, targetMaxQueueShare) is read from the target\'s GET /controllers before and after the run; targetLoopLagP99Ms from its /metrics.',
+        reps > 1 ? `Each arm ran ${reps} times, interleaved; the table shows the median-IOPS repetition, iopsMin/iopsMax the spread.` : 'One repetition per arm (--quick): compare full runs.',
+        'An unmeasured warm-up run precedes the arms (JIT warm-up of both processes).',
       ],
+      setup: 'loopback (127.0.0.1), target in a child process, initiator in this one, one host',
     });
   },
 };

@@ -1,12 +1,19 @@
-// Scenario kernel-interop: the Linux 6.1 host in ../shared/lab (qemu) runs fio against our target (through guestfwd)
-// and, in the same boot, against its own kernel target (nvmet on the guest loopback) for a same-run reference; the
-// full run also runs the interop vitest suites. Figures are from an emulated (TCG) guest, not comparable to the host's.
-import { execFile, spawn } from 'node:child_process';
+// Scenario kernel-interop, both directions in one boot of the Linux 6.1 guest in ../shared/lab (qemu):
+//   1. the Linux host runs fio against our target (guest -> guestfwd -> this process);
+//   2. the Linux host runs the same fio against its own nvmet (guest-local), the reference for 1;
+//   3. our initiator (this process) runs the engine against that nvmet (host -> hostfwd -> guest): the same randread,
+//      then a 4 KiB randrw with verify=crc32c.
+// The full run also runs the interop vitest suites. Figures are from an emulated (TCG) guest, not comparable to the host's.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { access, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, startInProcessTarget } from '../nvme.js';
-import { compare, makeReport } from '../report/build.js';
+import { connect } from '../../initiator/index.js';
+import { runJobs } from '../load/engine.js';
+import { parseJobFile, resolveJobs } from '../load/job-file.js';
+import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
+import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { round1, type Scenario, type ScenarioContext } from './types.js';
 
@@ -14,8 +21,11 @@ export const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '.
 const LAB_OUT = process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab';
 const KERNEL_NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
 
-/** Guest script (busybox sh): fio over our target, then over the guest's own nvmet, printing FIGURE lines. */
-function guestScript(tsNqn: string, runtimeS: number): string {
+/**
+ * Guest script (busybox sh): fio over our target, then nvmet on eth0 (where hostfwd delivers) with fio from the guest
+ * itself, then lab-wait-host while our initiator runs against nvmet from the host. Prints FIGURE lines.
+ */
+function guestScript(tsNqn: string, runtimeS: number, waitS: number): string {
   return `#!/bin/sh
 set -u
 RT=${runtimeS}
@@ -35,15 +45,20 @@ if nvme connect -t tcp -a "$LAB_GUESTFWD_IP" -s "$LAB_GUESTFWD_PORT" -n "${tsNqn
 else
   echo "FIGURE ts-target err=connect"
 fi
-echo "### linux host -> linux target (guest loopback)"
-lab-nvmet-setup --traddr 127.0.0.1 --backing file --size-gb 1 >/dev/null
-if nvme connect -t tcp -a 127.0.0.1 -s 4420 -n ${KERNEL_NQN} --nr-io-queues=2; then
+echo "### linux host -> linux target ($LAB_GUEST_IP, guest-local)"
+# nvmet listens on eth0's address: hostfwd delivers there for step 3 (a 127.0.0.1 port is unreachable from the host).
+lab-nvmet-setup --traddr "$LAB_GUEST_IP" --trsvcid 4420 --backing file --size-gb 1 >/dev/null
+if nvme connect -t tcp -a "$LAB_GUEST_IP" -s 4420 -n ${KERNEL_NQN} --nr-io-queues=2; then
   dev=$(ls /dev/nvme*n1 | head -n 1)
   if waitdev "$dev"; then runfio kernel-target "$dev"; else echo "FIGURE kernel-target err=nodev"; fi
   nvme disconnect -n ${KERNEL_NQN} >/dev/null
 else
   echo "FIGURE kernel-target err=connect"
 fi
+echo "### ts initiator (host) -> linux target"
+lab-wait-host 5999 ${waitS}
+echo "### nvmet after the host initiator:"
+dmesg | grep -E 'nvmet' | tail -n 6
 `;
 }
 
@@ -64,21 +79,89 @@ export function parseFigures(out: string): Map<string, Figure> {
   return m;
 }
 
-function runLab(args: string[], timeoutMs: number, ctx: ScenarioContext): Promise<{ code: number; out: string }> {
+/**
+ * Boots the lab with `args`, streams its output, and calls `onReady` once the guest prints ===LAB-READY===
+ * (lab-wait-host); `onReady` must release the guest (a connection to the control port) when it is done.
+ */
+function runLab(args: string[], timeoutMs: number, ctx: ScenarioContext, onReady: () => Promise<void>): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn('bash', [path.join(LAB_DIR, 'run.sh'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child: ChildProcess = spawn('bash', [path.join(LAB_DIR, 'run.sh'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    child.stdout.on('data', (b: Buffer) => {
+    let readySeen = false;
+    let hostDone: Promise<void> = Promise.resolve();
+    child.stdout?.on('data', (b: Buffer) => {
       out += b.toString();
       for (const l of b.toString().split('\n')) if (l.startsWith('FIGURE') || l.startsWith('###')) ctx.log(`guest: ${l}`);
+      if (!readySeen && out.includes('===LAB-READY===')) {
+        readySeen = true;
+        hostDone = onReady();
+      }
     });
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr?.on('data', (b: Buffer) => (out += b.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code: code ?? -1, out });
+      void hostDone.then(() => resolve({ code: code ?? -1, out }));
     });
   });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
+}
+
+/** Releases lab-wait-host: one TCP connection to the forwarded control port. */
+function release(port: number): Promise<void> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => s.end());
+    s.on('close', () => resolve());
+    s.on('error', () => resolve());
+  });
+}
+
+/**
+ * Our initiator against nvmet in the guest: the kernel arms' randread (same options as their fio), then a 4 KiB randrw
+ * with verify=crc32c (each block stamped with its LBA and a generation, every block read back and checked).
+ */
+async function initiatorArms(ctx: ScenarioContext, port: number, runtimeS: number): Promise<Arm[]> {
+  const randread = `[randread]\nrw=randread\nbs=4k\niodepth=16\nsize=128m\nruntime=${runtimeS}s\n`;
+  const verify = `[randrw-verify]\nrw=randrw\nbs=4k\niodepth=16\nsize=16m\nruntime=${runtimeS}s\nverify=crc32c\n`;
+  const arms: Arm[] = [];
+  const base = { path: '127.0.0.1 -> qemu hostfwd -> nvmet on the guest eth0, file on tmpfs', nr_io_queues: 2 };
+  try {
+    ctx.log('ts-initiator->linux-target: connecting');
+    const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: KERNEL_NQN, nr_io_queues: 2 });
+    try {
+      const bt = controllerBlockTarget(ctrl, ctrl.namespaces[0]?.nsid ?? 1);
+      for (const [name, job, desc] of [
+        ['ts-initiator->linux-target', randread, `randread 4k QD16 ${runtimeS}s`],
+        ['ts-initiator->linux-target/verify', verify, `randrw 4k QD16 ${runtimeS}s verify=crc32c, then read-back`],
+      ] as const) {
+        const params = { ...base, workload: desc };
+        try {
+          ctx.log(`${name}: running`);
+          const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), { cpuLabel: 'initiator (this process)' });
+          arms.push(armFromRun(name, params, run, run.verify.enabled ? { checkedBlocks: run.verify.checkedBlocks } : {}));
+        } catch (e) {
+          arms.push({ name, params, metrics: {}, error: (e as Error).message });
+        }
+      }
+    } finally {
+      await ctrl.disconnect();
+    }
+  } catch (e) {
+    for (const name of ['ts-initiator->linux-target', 'ts-initiator->linux-target/verify']) {
+      if (!arms.some((a) => a.name === name)) arms.push({ name, params: base, metrics: {}, error: (e as Error).message });
+    }
+  }
+  return arms;
 }
 
 async function labReady(): Promise<string | undefined> {
@@ -130,15 +213,17 @@ async function interopSuites(ctx: ScenarioContext): Promise<Arm> {
 
 export const kernelInterop: Scenario = {
   name: 'kernel-interop',
-  title: 'Kernel interop: Linux 6.1 host (qemu, emulated) against our target and against nvmet',
+  title: 'Kernel interop: Linux 6.1 (qemu, emulated) host against our target, and our initiator against nvmet',
   hypothesis:
     'The Linux nvme-tcp host connects to our target and runs fio without errors, and, in the same emulated guest, reaches an IOPS ' +
-    'figure of the same order as against the kernel target (the emulated CPU is the bottleneck, so the ratio, not the absolute, is the result).',
+    'figure of the same order as against the kernel target (the emulated CPU is the bottleneck, so the ratio, not the absolute, is the result). ' +
+    'In the other direction our initiator connects to the Linux nvmet target, reads at a rate of the same order as the Linux host, ' +
+    'and a 4 KiB randrw with verify=crc32c finds every block it wrote intact.',
   async run(ctx) {
     const createdAt = new Date();
     const acc = await accel();
     const label = `emulated (${acc.toUpperCase()}) guest: figures are not comparable to the host's`;
-    const base = { kind: 'scenario' as const, name: 'kernel-interop', title: kernelInterop.title, hypothesis: kernelInterop.hypothesis, quick: ctx.quick, createdAt, setup: `qemu guest (${acc}) on this host; guest reaches the host target through guestfwd` };
+    const base = { kind: 'scenario' as const, name: 'kernel-interop', title: kernelInterop.title, hypothesis: kernelInterop.hypothesis, quick: ctx.quick, createdAt, setup: `qemu guest (${acc}) on this host; the guest reaches our target through guestfwd, our initiator reaches nvmet through hostfwd` };
     const notReady = await labReady();
     if (notReady !== undefined) return makeReport({ ...base, arms: [], comparisons: [], verdict: '', skipped: notReady, notes: [label] });
 
@@ -146,18 +231,33 @@ export const kernelInterop: Scenario = {
     const arms: Arm[] = [];
     const notes = [label];
     const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-tcp-lab-'));
+    let hostArms: Arm[] = [];
     try {
       const script = path.join(dir, 'kernel-interop-guest.sh');
       const runtimeS = ctx.quick ? 2 : 10;
-      await writeFile(script, guestScript(target.nqn, runtimeS), { mode: 0o755 });
-      ctx.log(`booting the lab guest (${acc}), fio ${runtimeS}s per arm`);
+      const budgetS = ctx.quick ? 240 : 900;
+      const dataPort = await freePort();
+      const ctlPort = await freePort();
+      await writeFile(script, guestScript(target.nqn, runtimeS, budgetS - 30), { mode: 0o755 });
+      ctx.log(`booting the lab guest (${acc}), ${runtimeS}s per arm`);
       const t0 = performance.now();
-      const lab = await runLab(['--timeout', String(ctx.quick ? 180 : 600), '--host-port', String(target.port), '--hostfwd', 'none', script], (ctx.quick ? 200 : 620) * 1000, ctx);
+      const lab = await runLab(
+        ['--timeout', String(budgetS), '--host-port', String(target.port), '--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, script],
+        (budgetS + 20) * 1000,
+        ctx,
+        async () => {
+          try {
+            hostArms = await initiatorArms(ctx, dataPort, runtimeS);
+          } finally {
+            await release(ctlPort);
+          }
+        },
+      );
       const bootToEndS = round1((performance.now() - t0) / 1000);
       const figs = parseFigures(lab.out);
       for (const [name, key, desc] of [
         ['linux-host->ts-target', 'ts-target', 'our TargetService (in this process) via guestfwd + socat'],
-        ['linux-host->linux-target', 'kernel-target', 'nvmet on the guest loopback, file on tmpfs'],
+        ['linux-host->linux-target', 'kernel-target', 'nvmet on the guest eth0 address, guest-local, file on tmpfs'],
       ] as const) {
         const f = figs.get(key);
         const params = { path: desc, fio: `randread 4k QD16 libaio direct ${runtimeS}s`, nr_io_queues: 2 };
@@ -165,8 +265,12 @@ export const kernelInterop: Scenario = {
         else if (f.err !== '0' || !Number.isFinite(f.iops)) arms.push({ name, params, metrics: {}, error: `fio/connect failed in the guest (err=${f.err})` });
         else arms.push({ name, params, metrics: { iops: Math.round(f.iops), mbps: round1((f.kibps * 1024) / 1e6), meanLatUs: round1(f.latUs) } });
       }
-      notes.push('The two paths differ: the guest reaches our target through slirp guestfwd and one socat per connection, nvmet over the guest loopback; the ratio includes that forwarding cost.');
-      notes.push(`Lab run: exit ${lab.code}, ${bootToEndS} s from boot to power-off (both arms in one boot).`);
+      if (hostArms.length === 0) {
+        hostArms = ['ts-initiator->linux-target', 'ts-initiator->linux-target/verify'].map((name) => ({ name, params: {}, metrics: {}, error: `the guest never reached lab-wait-host (run.sh exit ${lab.code})` }));
+      }
+      arms.push(...hostArms);
+      notes.push('Paths differ: the guest reaches our target through slirp guestfwd and one socat per connection; its fio against nvmet stays inside the guest; our initiator reaches nvmet through slirp hostfwd. Each ratio includes that forwarding cost.');
+      notes.push(`Lab run: exit ${lab.code}, ${bootToEndS} s from boot to power-off (all arms in one boot).`);
       const stats = target.service.stats();
       notes.push(`Our target saw ${stats.connections.accepted} connections and ${stats.connects.ok} successful Fabrics Connects (${stats.connects.failed} failed).`);
       if (!ctx.quick) arms.push(await interopSuites(ctx));
@@ -175,13 +279,24 @@ export const kernelInterop: Scenario = {
       await rm(dir, { recursive: true, force: true });
     }
     const c = compare(arms, 'linux host IOPS: ts target / linux target (emulated)', 'iops', 'linux-host->ts-target', 'linux-host->linux-target', 'higher');
+    const ci = compare(arms, 'IOPS against nvmet: ts initiator (host, hostfwd) / linux host (guest-local)', 'iops', 'ts-initiator->linux-target', 'linux-host->linux-target', 'higher');
+    const v = arms.find((a) => a.name === 'ts-initiator->linux-target/verify');
+    const verifyText =
+      v === undefined || v.error !== undefined || v.run === undefined
+        ? ` Our initiator's verify run against nvmet did not complete${v?.error === undefined ? '' : ` (${v.error})`}.`
+        : ` Our initiator's randrw verify against nvmet: ${v.run.totals.ios} I/Os, ${v.run.verify.checkedBlocks} blocks checked, ${v.run.verify.mismatchCount} mismatches, ${v.run.totals.errors} errors (${v.run.verify.mismatchCount === 0 && v.run.totals.errors === 0 ? 'pass' : 'FAIL'}).`;
     const suites = arms.find((a) => a.name === 'interop-suites');
     const suiteText = suites === undefined ? '' : suites.skipped !== undefined ? ` Interop suites: skipped (${suites.skipped}).` : ` Interop suites: ${suites.metrics['passed'] ?? 0}/${suites.metrics['total'] ?? 0} passed.`;
     return makeReport({
       ...base,
       arms,
-      comparisons: [c],
-      verdict: (c === undefined ? 'The Linux host did not complete fio against both targets: see the arm errors.' : `The Linux host ran fio against our target at ${round1(c.ratio)}× the IOPS it got from nvmet in the same guest (${label}).`) + suiteText,
+      comparisons: [c, ci],
+      verdict:
+        (c === undefined ? 'The Linux host did not complete fio against both targets: see the arm errors.' : `The Linux host ran fio against our target at ${round1(c.ratio)}× the IOPS it got from nvmet in the same guest.`) +
+        (ci === undefined ? '' : ` Our initiator reached ${round1(ci.ratio)}× the Linux host's randread IOPS against the same nvmet.`) +
+        verifyText +
+        suiteText +
+        ` (${label})`,
       notes,
     });
   },

@@ -4,6 +4,7 @@ import { connect } from '../../initiator/index.js';
 import { startInProcessTarget } from '../nvme.js';
 import { compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
+import { allowedCpus } from './placement.js';
 import { median, round1, type Scenario } from './types.js';
 
 const QUEUES = 64;
@@ -19,6 +20,7 @@ export const parallelConnect: Scenario = {
   async run(ctx) {
     const createdAt = new Date();
     const reps = ctx.quick ? 1 : 5;
+    const cpus = await allowedCpus(process.pid);
     const target = await startInProcessTarget({ size: '16M', maxIoQueues: QUEUES });
     const arms: Arm[] = [];
     try {
@@ -63,6 +65,7 @@ export const parallelConnect: Scenario = {
         `connectMs is the median of ${reps} connect() call(s) (admin queue, identify, ${QUEUES} I/O queues, namespace scan), wall time.`,
         'Connect latency is injected by the target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
         'The ratios read as: serial time / parallel time (above 1 = parallel is faster).',
+        `Initiator and target in this one process (pid ${process.pid}), allowed on CPUs ${cpus}, unpinned: connect time is dominated by round trips on one event loop, not by CPU placement.`,
       ],
     });
   },

@@ -1,9 +1,12 @@
-// Shared arm runner: connect with the given options, run a job text against namespace 1, disconnect.
+// Shared arm machinery: run a job text over one fresh controller; run arms against a target in a pinned child process;
+// repeat arms interleaved and keep the median, so one disturbed repetition cannot decide a ratio.
 import { connect, type ConnectOptions, type Controller } from '../../initiator/index.js';
 import { runJobs, type EngineOptions } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import type { RunResult } from '../load/types.js';
 import { controllerBlockTarget } from '../nvme.js';
+import type { Arm } from '../report/types.js';
+import { allowedCpus, pinApart, startTargetProcess, type Placement, type TargetProcess } from './placement.js';
 import type { ScenarioContext } from './types.js';
 
 /** Runs `jobText` over one fresh controller; returns the run and the controller facts reports need. */
@@ -29,4 +32,96 @@ export async function runArmOnController(
   } finally {
     await ctrl.disconnect();
   }
+}
+
+/** A target in its own process, pinned apart from this one when the machine allows it. */
+export interface SplitSetup {
+  target: TargetProcess;
+  placement: Placement;
+  /** Engine options that read the target's CPU from /proc and label ours as the initiator's. */
+  engine: EngineOptions;
+  /** Where each end was allowed to run, read back from the kernel (for arm params). */
+  where(): Promise<{ initiatorCpus: string; targetCpus: string }>;
+  /** One line for the report's notes. */
+  describe(): Promise<string>;
+}
+
+/**
+ * Starts `nvme-tcp target` as a child pinned to the second CPU and pins this process to the first (restored
+ * afterwards), runs `fn`, and always stops the child and restores the mask.
+ */
+export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>): Promise<T> {
+  const placement = await pinApart();
+  try {
+    const target = await startTargetProcess({ ram, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
+    try {
+      const where = async (): Promise<{ initiatorCpus: string; targetCpus: string }> => ({ initiatorCpus: await allowedCpus(process.pid), targetCpus: await allowedCpus(target.pid) });
+      const setup: SplitSetup = {
+        target,
+        placement,
+        engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat` },
+        where,
+        describe: async () => {
+          const w = await where();
+          const pin = placement.unpinnedReason === undefined ? 'pinned with taskset' : `not pinned: ${placement.unpinnedReason}`;
+          return `Target: \`nvme-tcp target\` in a child process (pid ${target.pid}, CPUs ${w.targetCpus}), RAM namespace; initiator and engine in this process (pid ${process.pid}, CPUs ${w.initiatorCpus}); ${pin}. Target CPU is read from /proc/${target.pid}/stat.`;
+        },
+      };
+      return await fn(setup);
+    } finally {
+      await target.stop();
+    }
+  } finally {
+    await placement.restore();
+  }
+}
+
+/**
+ * Folds repetitions of one arm into one: the repetition with the median `metric` supplies the run and metrics, and
+ * `${metric}Min` / `${metric}Max` show the spread. An arm with any failed repetition reports the first error.
+ */
+export function medianArm(name: string, reps: Arm[], metric: string): Arm {
+  const failed = reps.find((a) => a.error !== undefined || a.skipped !== undefined);
+  if (failed !== undefined || reps.length === 0) return failed ?? { name, params: {}, metrics: {}, error: 'no repetitions ran' };
+  const sorted = [...reps].sort((a, b) => (a.metrics[metric] ?? 0) - (b.metrics[metric] ?? 0));
+  const mid = sorted[Math.floor((sorted.length - 1) / 2)] as Arm;
+  const values = sorted.map((a) => a.metrics[metric] ?? 0);
+  return {
+    ...mid,
+    name,
+    metrics: { ...mid.metrics, repetitions: reps.length, ...(reps.length > 1 ? { [`${metric}Min`]: values[0] as number, [`${metric}Max`]: values[values.length - 1] as number } : {}) },
+  };
+}
+
+/**
+ * Runs every arm `reps` times, interleaved (A B C A B C ...) so slow drift on a shared machine falls on every arm
+ * alike, and returns one median arm per name, in the given order.
+ */
+export async function runInterleaved(arms: { name: string; metric: string; run: () => Promise<Arm> }[], reps: number): Promise<Arm[]> {
+  const results = new Map<string, Arm[]>(arms.map((a) => [a.name, []]));
+  for (let r = 0; r < reps; r++) for (const a of arms) (results.get(a.name) as Arm[]).push(await a.run());
+  return arms.map((a) => medianArm(a.name, results.get(a.name) as Arm[], a.metric));
+}
+
+/** Repetitions per arm: one in quick mode, three otherwise. */
+export const repetitions = (quick: boolean): number => (quick ? 1 : 3);
+
+/**
+ * An unmeasured run first: a fresh process spends its first few hundred milliseconds of I/O in the JIT (IOPS in the
+ * first 100 ms intervals were a tenth of the steady state on this machine), which would otherwise land on whichever
+ * arm runs first.
+ */
+export function warmupJob(quick: boolean): string {
+  return `[warmup]\nrw=randrw\nbs=4k\niodepth=32\nsize=16m\nruntime=${quick ? '400ms' : '1500ms'}\nhctx=0\n`;
+}
+
+/**
+ * A sentence for the verdict when other work competed for the CPUs (mean otherCpuPct over the arms above half a core),
+ * or '' when the machine was quiet enough. Pinning keeps our two ends apart but cannot keep other processes off them.
+ */
+export function contentionText(arms: readonly Arm[]): string {
+  const other = arms.map((a) => a.metrics['otherCpuPct']).filter((x): x is number => x !== undefined);
+  if (other.length === 0) return '';
+  const mean = other.reduce((s, x) => s + x, 0) / other.length;
+  return mean > 50 ? ` The machine was busy: other work used on average ${Math.round(mean)}% of a core during the arms (other CPU %), so these figures are disturbed; compare runs on a quiet machine.` : '';
 }

@@ -1,8 +1,10 @@
 // Every scenario in --quick mode: all arms ran (real measurements, no errors) and every ratio equals the quotient of
 // the two arms' metrics it names. Scenarios that need privileges may skip, but only with a stated reason.
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { findScenario } from '../../harness/scenarios/index.js';
-import type { Report } from '../../harness/report/types.js';
+import { allowedCpus } from '../../harness/scenarios/placement.js';
+import type { Arm, Report } from '../../harness/report/types.js';
 
 const quiet = { quick: true, log: () => undefined };
 
@@ -39,8 +41,24 @@ function checkRan(r: Report, expectArms: string[], expectComparisons: number): v
   expect(r.verdict).not.toBe('');
 }
 
+/** Split scenarios: the target ran in another process whose CPU was read, and the arm says where each end ran. */
+function checkSplit(a: Arm): void {
+  expect(a.run?.cpu.label).toBe('initiator');
+  expect(a.run?.cpu.target?.source).toMatch(/^\/proc\/\d+\/stat$/);
+  expect(a.metrics['targetCpuPct']).toBe(a.run?.cpu.target?.percentOfCore);
+  expect(a.metrics['targetCpuPct']).toBeGreaterThan(0);
+  const cpus = os.availableParallelism();
+  if (cpus >= 2) {
+    // Pinned apart: one CPU each, and not the same one.
+    expect(a.params['initiatorCpus']).toMatch(/^\d+$/);
+    expect(a.params['targetCpus']).toMatch(/^\d+$/);
+    expect(a.params['initiatorCpus']).not.toBe(a.params['targetCpus']);
+  }
+}
+
 describe('scenarios --quick', () => {
-  it('queue-groups: qph 1/2/4 for both workloads, ratios against qph1', async () => {
+  it('queue-groups: qph 1/2/4 for both workloads, ratios against qph1, target in its own process on its own CPU', async () => {
+    const before = await allowedCpus(process.pid);
     const r = await runQuick('queue-groups');
     checkRan(r, ['seq128k-qd16/qph1', 'seq128k-qd16/qph2', 'seq128k-qd16/qph4', 'rand4k-qd64/qph1', 'rand4k-qd64/qph2', 'rand4k-qd64/qph4'], 4);
     // The arms really used the queue layout they claim: one hctx, qph queues.
@@ -48,7 +66,10 @@ describe('scenarios --quick', () => {
       expect(a.metrics['hctxs']).toBe(1);
       expect(a.metrics['ioQueues']).toBe(a.params['queues_per_hctx']);
       expect(a.run?.queues.filter((q) => q.commands > 0).length).toBe(a.params['queues_per_hctx']);
+      checkSplit(a);
     }
+    // This process's CPU mask was restored after the scenario pinned it.
+    expect(await allowedCpus(process.pid)).toBe(before);
   }, 60_000);
 
   it('duplicate-connect: 1 controller vs 2 duplicates (round-robin, queue-depth), target spread from listControllers', async () => {
@@ -59,6 +80,9 @@ describe('scenarios --quick', () => {
     expect(rr?.metrics['targetControllers']).toBe(2);
     expect(qd?.metrics['targetControllers']).toBe(2);
     expect(rr?.metrics['targetQueuesUsed']).toBe(4);
+    expect(qd?.metrics['targetQueuesUsed']).toBe(4);
+    expect(one?.metrics['targetQueuesUsed']).toBe(2);
+    for (const a of r.arms) checkSplit(a);
     // Initiator side: the multipath arms spread commands over both controllers' queues.
     expect(new Set(rr?.run?.queues.filter((q) => q.commands > 0).map((q) => q.queue.split('q')[0]))).toEqual(new Set(['c0', 'c1']));
   }, 60_000);
