@@ -5,7 +5,6 @@ import {
   ConnectionClosedError,
   NvmeStatusError,
   TimeoutError,
-  decodeCqe,
   statusName,
 } from '../protocol/index.js';
 import type { HostCommand, TcpQueue } from './transport/index.js';
@@ -113,6 +112,8 @@ export interface QueuePairOptions {
 }
 
 const SGL_OFFSET = 24;
+/** Status field offset in a CQE (NVMe Base 2.0 Figure 92). */
+const CQE_STATUS = 14;
 
 export class QueuePair {
   readonly qid: number;
@@ -153,9 +154,15 @@ export class QueuePair {
   }
 
   /** Submit one command; resolves with its completion, rejects with NvmeStatusError or a transport error. */
-  async submit(spec: SubmitSpec): Promise<Completion> {
-    const cid = spec.reservedCid ?? (this.tags.tryGet() ?? (await this.tags.get()));
-    return this.#submitWithCid(cid, spec);
+  submit(spec: SubmitSpec): Promise<Completion> {
+    // Not async: with a free tag (the common case) the command's own promise is returned, one allocation less per I/O.
+    const cid = spec.reservedCid ?? this.tags.tryGet();
+    if (cid === undefined) return this.tags.get().then((c) => this.#submitWithCid(c, spec));
+    try {
+      return this.#submitWithCid(cid, spec);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
   }
 
   #submitWithCid(cid: number, spec: SubmitSpec): Promise<Completion> {
@@ -204,16 +211,18 @@ export class QueuePair {
     this.#pending.delete(cid);
     if (!p.reserved) this.tags.put(cid);
     this.#opts.onActivity?.();
-    const c: Completion = cqe === undefined ? { dw0: 0, dw1: 0, status: 0 } : decodeCqe(cqe);
-    const status = p.transportStatus !== 0 ? p.transportStatus : c.status;
+    // The CQE fields read in place (cqe is a view valid only during this call); status is the Linux-style 15-bit value.
+    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(0);
+    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(CQE_STATUS) >>> 1;
+    const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
     if (status !== 0) {
       this.counters.errors++;
-      p.reject(new NvmeStatusError(status, cid, statusName(status), c.dw0));
+      p.reject(new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }
     this.counters.bytes += p.bytes;
-    p.resolve(c);
+    p.resolve({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(4), status: cqeStatus });
   }
 
   /** One timer per queue, armed only while commands are in flight (blk-mq's timeout scan, not a timer per I/O). */

@@ -6,15 +6,15 @@ import { Buffer } from 'node:buffer';
 import {
   ConnectionClosedError,
   Fes,
+  PduBatch,
   PduReader,
   PduType,
   TimeoutError,
   TransportFatalError,
-  encodePdu,
   fesName,
   termReqFor,
 } from '../../protocol/index.js';
-import type { C2HDataPdu, IcRespPdu, Pdu, PduFraming, R2TPdu, ReaderFatal } from '../../protocol/index.js';
+import type { C2HDataPdu, CapsuleCmdPdu, IcRespPdu, Pdu, PduFraming, R2TPdu, ReaderFatal } from '../../protocol/index.js';
 
 /** A command as the transport needs to see it: where its data comes from or goes to. */
 export interface HostCommand {
@@ -68,6 +68,12 @@ const DATA_XFER_ERROR = 0x04;
 
 type QueueState = 'connecting' | 'ready' | 'closed';
 
+const NO_DATA: Buffer[] = [];
+const NO_FRAMING: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+const EMPTY = Buffer.alloc(0);
+/** Receive buffer: large enough for a 128 KiB C2HData PDU per read. */
+const RX_BUFFER = 256 * 1024;
+
 export class TcpQueue {
   readonly #opts: TcpQueueOptions;
   #handlers: TcpQueueHandlers | undefined;
@@ -76,7 +82,11 @@ export class TcpQueue {
   #state: QueueState = 'connecting';
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
   #params: IcParams | undefined;
-  #corked = false;
+  /** Outgoing PDUs of this tick: headers in a reused slab, one write per batch (performance.md §2). */
+  readonly #batch = new PduBatch(64 * 1024);
+  #flushScheduled = false;
+  /** Reused CapsuleCmd object: the batch copies the SQE before sendCapsule returns. */
+  readonly #cmd: CapsuleCmdPdu = { type: PduType.CAPSULE_CMD, sqe: Buffer.alloc(64), data: [] };
   #icWaiter: { resolve: (p: IcParams) => void; reject: (e: Error) => void } | undefined;
   #closeErr: Error | undefined;
   bytesOut = 0;
@@ -88,6 +98,7 @@ export class TcpQueue {
       onPdu: (pdu) => this.#handlePdu(pdu),
       onFatal: (f) => this.#handleReaderFatal(f),
       onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
+      reusesChunks: true,
     });
   }
 
@@ -136,23 +147,46 @@ export class TcpQueue {
         fn();
       };
       this.#icWaiter = { resolve: (p) => settle(() => resolve(p)), reject: (e) => settle(() => reject(e)) };
-      const socket = net.connect({ host: o.host, port: o.port, noDelay: true, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) });
+      // Receive into one reused buffer instead of a fresh 64 KiB allocation per read (performance.md §3); the reader
+      // copies whatever an incomplete PDU still needs (reusesChunks) and handlers copy data out during onPdu.
+      const rx = Buffer.allocUnsafeSlow(RX_BUFFER);
+      const socket = net.connect({
+        host: o.host,
+        port: o.port,
+        noDelay: true,
+        onread: { buffer: rx, callback: (n: number, buf: Uint8Array) => this.#onRead(buf as Buffer, n) },
+        ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}),
+      });
       this.#socket = socket;
       socket.setNoDelay(true);
       socket.on('connect', () => {
         // ICReq: pfv 0, hpda 0 (no alignment wanted), maxr2t 0 (one R2T per command), digests as asked (§3.6.2.2).
-        this.#write(encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: (o.hdgst ? 1 : 0) | (o.ddgst ? 2 : 0), maxr2t: 0 }));
+        this.#write({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: (o.hdgst ? 1 : 0) | (o.ddgst ? 2 : 0), maxr2t: 0 });
       });
-      socket.on('data', (chunk: Buffer) => this.#reader.push(chunk));
       socket.on('error', (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })));
       socket.on('close', () => this.#fail(new ConnectionClosedError(`${this.#label()}: connection closed by ${o.host}:${o.port}`)));
     });
   }
 
+  /** onread callback: true keeps reading. */
+  #onRead(buf: Buffer, n: number): boolean {
+    // Protocol errors are reported through the reader's onFatal; never let a handler bug escape into libuv's callback.
+    try {
+      this.#reader.push(buf.subarray(0, n));
+    } catch (err) {
+      this.#fail(new ConnectionClosedError(`${this.#label()}: internal error handling received data`, { cause: err }));
+    }
+    return true;
+  }
+
   /** Queue a CapsuleCmd (sqe + optional in-capsule data) for sending in this tick's batch. */
   sendCapsule(sqe: Buffer, inCapsule?: Buffer): void {
     if (this.#state !== 'ready') return;
-    this.#write(encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: inCapsule === undefined || inCapsule.length === 0 ? [] : [inCapsule] }, this.#framing));
+    const cmd = this.#cmd;
+    cmd.sqe = sqe;
+    cmd.data = inCapsule === undefined || inCapsule.length === 0 ? NO_DATA : [inCapsule];
+    this.#write(cmd);
+    cmd.data = NO_DATA;
   }
 
   /** Close the socket; pending commands are reported through onClose with `err`. */
@@ -164,22 +198,37 @@ export class TcpQueue {
     return this.#opts.label ?? 'queue';
   }
 
-  /** Cork on the first write of a tick and uncork on the next tick: one writev per batch (STYLE.md §2.3). */
-  #write(parts: Buffer[]): void {
+  /** Add a PDU to this tick's batch; the batch goes out on the next tick as one write (STYLE.md §2.3). */
+  #write(pdu: Pdu): void {
     const s = this.#socket;
     if (s === undefined || s.destroyed) return;
-    if (!this.#corked) {
-      this.#corked = true;
+    this.#batch.add(pdu, pdu.type === PduType.IC_REQ ? NO_FRAMING : this.#framing);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      process.nextTick(() => this.#flush());
+    }
+  }
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    const batch = this.#batch;
+    if (batch.empty) return;
+    this.bytesOut += batch.bytes;
+    const chunks = batch.take();
+    const s = this.#socket;
+    if (s === undefined || s.destroyed) {
+      batch.recycle(false);
+      return;
+    }
+    if (chunks.length === 1) s.write(chunks[0] as Buffer);
+    else {
       s.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        if (!s.destroyed) s.uncork();
-      });
+      for (const c of chunks) s.write(c);
+      s.uncork();
     }
-    for (const p of parts) {
-      this.bytesOut += p.length;
-      s.write(p);
-    }
+    // Synchronously completed writes leave nothing buffered: the slab is free again (PduBatch.recycle).
+    const release = batch.recycle(s.writableLength > 0);
+    if (release !== undefined) s.write(EMPTY, release);
   }
 
   #handlePdu(pdu: Pdu): void {
@@ -277,12 +326,7 @@ export class TcpQueue {
     const end = pdu.r2to + pdu.r2tl;
     for (let off = pdu.r2to; off < end; ) {
       const n = Math.min(max, end - off);
-      this.#write(
-        encodePdu(
-          { type: PduType.H2C_DATA, cccid: pdu.cccid, ttag: pdu.ttag, datao: off, last: off + n === end, data: [cmd.h2c.subarray(off, off + n)] },
-          this.#framing,
-        ),
-      );
+      this.#write({ type: PduType.H2C_DATA, cccid: pdu.cccid, ttag: pdu.ttag, datao: off, last: off + n === end, data: [cmd.h2c.subarray(off, off + n)] });
       off += n;
     }
     cmd.h2cSent = end;
@@ -320,9 +364,9 @@ export class TcpQueue {
   #sendTermReq(f: Pick<ReaderFatal, 'fes' | 'fei' | 'header'>): void {
     const s = this.#socket;
     if (s === undefined || s.destroyed || this.#state === 'closed') return;
-    const parts = encodePdu(termReqFor('host', f));
-    for (const p of parts) s.write(p);
-    if (this.#corked) s.uncork();
+    // After whatever is batched, then out at once (the socket is ended right after).
+    this.#batch.add(termReqFor('host', f), NO_FRAMING);
+    this.#flush();
   }
 
   #fail(err: Error): void {

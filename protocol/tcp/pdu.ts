@@ -311,15 +311,22 @@ export function encodedLength(parts: readonly Buffer[]): number {
 /** Header-only sizes, exported for layout tests and callers that size buffers. */
 export const PduSize = { CH: CH_SIZE, IC: IC_PDU_SIZE, CAPSULE_CMD: CAPSULE_CMD_HLEN, DATA: DATA_PDU_HLEN, TERM_REQ: TERM_REQ_HLEN } as const;
 
+/** Snapshots up to this size share the batch slab; larger ones use a pooled buffer of their own. */
+const SNAPSHOT_IN_SLAB_MAX = 16 * 1024;
+/** Free buffers kept per pool (slabs, snapshots): bounds the memory a busy connection keeps. */
+const POOL_KEEP = 32;
+const INITIAL_SLAB = 16 * 1024;
+
 /**
  * Gathers the PDUs of one send batch (everything produced by one received chunk) for a single corked write:
  * headers, digests and data up to `copyMax` bytes go into a reused slab, larger payloads are passed as views
  * (performance.md §2: per-PDU writes cost 6×, a header allocation per PDU shows in profiles). Consecutive slab bytes
  * form one chunk, so a batch of 4 KiB reads becomes ~2 chunks per read instead of 3 allocations and 3 writes.
  *
- * The slab is reused only after `recycle(false)`: the caller passes whether its writer still holds the previous
- * chunks (for a socket: `writableLength > 0` right after the write). Until then new PDUs go after the old bytes,
- * or into a fresh slab when it is full.
+ * Buffers are reused only once the writer is done with them: after writing take()'s chunks the caller calls
+ * recycle(stillReferenced). With `false` (a socket write libuv completed synchronously: `writableLength === 0`)
+ * everything is reusable at once; with `true` it gets a release function to call from the write callback.
+ * Fresh large buffers are expensive (a 128 KiB allocation is an mmap plus page faults), hence the pools.
  */
 export class PduBatch {
   #slab: Buffer;
@@ -327,15 +334,22 @@ export class PduBatch {
   #segStart = 0;
   readonly #chunks: Buffer[] = [];
   readonly #slabSize: number;
+  /** Buffers other than the current slab that this batch's chunks point into. */
+  #held: Buffer[] = [];
+  readonly #freeSlabs: Buffer[] = [];
+  readonly #freeSnaps: Buffer[] = [];
   /** Bytes added since the last take(). */
   bytes = 0;
 
   constructor(
     slabSize = 256 * 1024,
     readonly copyMax = 0,
+    /** Size of pooled snapshot buffers (the largest C2HData payload that is snapshotted without an allocation). */
+    readonly snapshotSize = 128 * 1024,
   ) {
     this.#slabSize = Math.max(slabSize, PDU_MAX_HEADER_BYTES + DIGEST_SIZE);
-    this.#slab = Buffer.allocUnsafeSlow(this.#slabSize);
+    // Small at first (an idle or short-lived connection should not cost a large buffer); grows when a batch overflows.
+    this.#slab = Buffer.allocUnsafeSlow(Math.min(this.#slabSize, INITIAL_SLAB));
   }
 
   get empty(): boolean {
@@ -372,31 +386,41 @@ export class PduBatch {
   }
 
   /**
-   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `forceCopy` snapshots
-   * the payload into the slab, so that the data digest computed now matches the bytes sent later even if the
-   * source buffer changes in between.
+   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `snapshot` copies the
+   * payload (into the slab or a pooled buffer), so that the data digest computed now matches the bytes sent later
+   * even if the source buffer changes in between.
    */
-  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, forceCopy = false): void {
+  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, snapshot = false): void {
     const data = pdu.data;
     const datalen = byteLength(data);
-    const copy = datalen > 0 && (forceCopy || datalen <= this.copyMax);
+    const copy = datalen > 0 && (datalen <= this.copyMax || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
     this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
-    const slab = this.#slab;
-    const headLen = writeC2HDataHeader(slab, this.#pos, pdu, framing, datalen);
+    const headLen = writeC2HDataHeader(this.#slab, this.#pos, pdu, framing, datalen);
     this.#pos += headLen;
     this.bytes += headLen + datalen;
-    for (const d of data) {
-      if (d.length === 0) continue;
-      if (copy) {
-        d.copy(slab, this.#pos);
-        this.#pos += d.length;
-      } else {
+    if (datalen === 0) return;
+    let crcOf = data;
+    if (copy) {
+      const slab = this.#slab;
+      for (const d of data) this.#pos += d.copy(slab, this.#pos);
+    } else if (snapshot) {
+      const buf = datalen <= this.snapshotSize ? (this.#freeSnaps.pop() ?? Buffer.allocUnsafeSlow(this.snapshotSize)) : Buffer.allocUnsafeSlow(datalen);
+      let o = 0;
+      for (const d of data) o += d.copy(buf, o);
+      const snap = buf.subarray(0, datalen);
+      this.#held.push(buf);
+      this.#cut();
+      this.#chunks.push(snap);
+      crcOf = [snap];
+    } else {
+      for (const d of data) {
+        if (d.length === 0) continue;
         this.#cut();
         this.#chunks.push(d);
       }
     }
-    if (datalen > 0 && framing.ddgst) {
-      slab.writeUInt32LE(pduDataDigest(pdu, data), this.#pos);
+    if (framing.ddgst) {
+      this.#slab.writeUInt32LE(pduDataDigest(pdu, crcOf), this.#pos);
       this.#pos += DIGEST_SIZE;
       this.bytes += DIGEST_SIZE;
     }
@@ -417,13 +441,32 @@ export class PduBatch {
     return this.#chunks;
   }
 
-  /** After writing take()'s chunks: `stillReferenced` false lets the slab be overwritten from the start. */
-  recycle(stillReferenced: boolean): void {
+  /**
+   * After writing take()'s chunks. `stillReferenced` false: the writer copied everything, all buffers are reusable
+   * now (returns undefined). true: returns the function to call once the writer is done with these chunks.
+   */
+  recycle(stillReferenced: boolean): (() => void) | undefined {
     this.#chunks.length = 0;
+    const held = this.#held;
     if (!stillReferenced) {
       this.#pos = 0;
       this.#segStart = 0;
+      if (held.length > 0) this.#release(held);
+      return undefined;
     }
+    // The current slab keeps filling after the referenced bytes; it is handed back when a later batch retires it.
+    if (held.length === 0) return undefined;
+    this.#held = [];
+    return () => this.#release(held);
+  }
+
+  #release(bufs: Buffer[]): void {
+    for (const b of bufs) {
+      if (b.length === this.#slabSize) {
+        if (b !== this.#slab && this.#freeSlabs.length < POOL_KEEP) this.#freeSlabs.push(b);
+      } else if (b.length === this.snapshotSize && this.#freeSnaps.length < POOL_KEEP) this.#freeSnaps.push(b);
+    }
+    bufs.length = 0;
   }
 
   #cut(): void {
@@ -434,8 +477,10 @@ export class PduBatch {
   #room(n: number): void {
     if (this.#slab.length - this.#pos >= n) return;
     this.#cut();
-    // The old slab stays alive through the chunks that reference it.
-    this.#slab = Buffer.allocUnsafeSlow(Math.max(this.#slabSize, n));
+    // The old slab stays referenced by this batch's chunks until they are written.
+    this.#held.push(this.#slab);
+    const grown = Math.min(this.#slabSize, this.#slab.length * 4);
+    this.#slab = n <= grown ? (this.#freeSlabs.pop() ?? Buffer.allocUnsafeSlow(grown)) : Buffer.allocUnsafeSlow(n);
     this.#pos = 0;
     this.#segStart = 0;
   }

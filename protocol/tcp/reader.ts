@@ -26,9 +26,21 @@ export interface PduReaderOptions {
   maxDataLength?: number;
   /** Largest in-capsule data accepted in one CapsuleCmd; 0 = unlimited. */
   maxInCapsuleData?: number;
+  /**
+   * The caller reuses each chunk's memory after push() returns (a socket reading into one static buffer,
+   * performance.md §3). The reader then copies the header and data views of a PDU left incomplete at the end of a
+   * chunk; views handed to onPdu stay valid only during that call, as always.
+   */
+  reusesChunks?: boolean;
 }
 
 type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
+
+/** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
+const NO_DATA: Buffer[] = [];
+
+/** A CapsuleResp without header digest: CH + 16-byte CQE (§3.6.2.7). */
+const CAPSULE_RESP_PLEN = 24;
 
 export class PduReader {
   #state: State = 'ch';
@@ -36,6 +48,8 @@ export class PduReader {
   #icDone = false;
   /** Controller role, IC done, no header digests: the CapsuleCmd fast path in push() applies. */
   #fastCmd = false;
+  /** Host role, IC done, no header digests: the CapsuleResp fast path applies. */
+  #fastResp = false;
   #hdgst = false;
   #ddgst = false;
   #pda = 0;
@@ -61,6 +75,7 @@ export class PduReader {
   /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
   setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
     this.#fastCmd = this.#icDone && this.#opts.role === 'controller' && !hdgst;
+    this.#fastResp = this.#icDone && this.#opts.role === 'host' && !hdgst;
     this.#hdgst = hdgst;
     this.#ddgst = ddgst;
     this.#pda = pda;
@@ -99,7 +114,23 @@ export class PduReader {
             // validatePduSpecific all pass for exactly this CH), so the SQE is handed out as one view.
             const sqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_CMD_HLEN);
             off += CAPSULE_CMD_HLEN;
-            this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: [] });
+            this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
+            break;
+          }
+          if (
+            this.#fastResp &&
+            this.#chHave === 0 &&
+            n - off >= CAPSULE_RESP_PLEN &&
+            chunk[off] === PduType.CAPSULE_RESP &&
+            chunk[off + 1] === 0 &&
+            chunk[off + 2] === CAPSULE_RESP_PLEN &&
+            chunk[off + 3] === 0 &&
+            chunk.readUInt32LE(off + 4) === CAPSULE_RESP_PLEN
+          ) {
+            // Host-side twin of the fast path above: a CapsuleResp without header digest has exactly this CH.
+            const cqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_RESP_PLEN);
+            off += CAPSULE_RESP_PLEN;
+            this.#opts.onPdu({ type: PduType.CAPSULE_RESP, cqe });
             break;
           }
           if (this.#chHave === 0 && n - off >= CH_SIZE) {
@@ -160,6 +191,19 @@ export class PduReader {
           break;
         }
       }
+    }
+    if (this.#opts.reusesChunks === true) this.#detach(chunk);
+  }
+
+  /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
+  #detach(chunk: Buffer): void {
+    if (this.#state !== 'data' && this.#state !== 'ddgst') return;
+    const ab = chunk.buffer;
+    if (this.#head.buffer === ab) this.#head = Buffer.from(this.#head);
+    const data = this.#data;
+    for (let i = 0; i < data.length; i++) {
+      const d = data[i] as Buffer;
+      if (d.buffer === ab) data[i] = Buffer.from(d);
     }
   }
 

@@ -3,8 +3,12 @@
 
 /** Completion of a write-type operation; `err` set when the medium failed. */
 export type IoCallback = (err: Error | null) => void;
-/** Completion of a read: the bytes as views the caller must not modify. */
-export type ReadCallback = (err: Error | null, data: Buffer[]) => void;
+/**
+ * Completion of a read: the bytes as views the caller must not modify. `crc`, given only when the read asked for it
+ * (`wantCrc`), is the CRC32C of all of `data`, and then the backend also guarantees `data` never changes afterwards
+ * (copy-on-write), so a digest computed now still matches whenever the bytes are sent.
+ */
+export type ReadCallback = (err: Error | null, data: Buffer[], crc?: number) => void;
 
 /**
  * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of
@@ -15,7 +19,7 @@ export interface NamespaceBackend {
   /** Capacity in bytes. */
   readonly size: number;
   /** Read `length` bytes at `offset` (in range, checked by the caller). Returned buffers may be shared: never write into them. */
-  read(offset: number, length: number, cb: ReadCallback): void;
+  read(offset: number, length: number, cb: ReadCallback, wantCrc?: boolean): void;
   /** Write the concatenation of `data` at `offset`; with `fua` the data is durable before `cb`. The backend copies or consumes `data` before `cb`. */
   write(offset: number, data: readonly Buffer[], fua: boolean, cb: IoCallback): void;
   /** Make every completed write durable (file: fsync). */

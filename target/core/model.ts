@@ -61,6 +61,8 @@ export interface QueueTransportOps {
   /** Local address the host reached us on (discovery TRADDR when listening on a wildcard). */
   readonly localAddress: string;
   readonly localPort: number;
+  /** Data digests are on for this connection (reads then ask the backend for the data's CRC32C). */
+  readonly dataDigest: boolean;
 }
 
 export interface QueueCounters {
@@ -104,6 +106,8 @@ export class Request {
   data: Buffer[] | undefined = undefined;
   /** Controller→host payload (C2HData). */
   out: Buffer[] | undefined = undefined;
+  /** CRC32C of all of `out` when the backend supplied it (then `out` is immutable: NamespaceBackend.read). */
+  outCrc: number | undefined = undefined;
   dw0 = 0;
   dw1 = 0;
   status = 0;
@@ -134,6 +138,7 @@ export class Request {
     this.dataLen = 0;
     this.data = undefined;
     this.out = undefined;
+    this.outCrc = undefined;
     this.dw0 = 0;
     this.dw1 = 0;
     this.status = 0;

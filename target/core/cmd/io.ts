@@ -138,22 +138,30 @@ function executeRead(req: Request): void {
   const ns = req.ns as Namespace;
   const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
   const len = req.dataLen;
-  ns.backend.read(off, len, (err, bufs) => {
-    if (err) {
-      ns.counters.errors++;
-      return deliver(req, Status.READ_ERROR);
-    }
-    if (faulted(req)) return;
-    ns.counters.reads++;
-    ns.counters.bytesRead += len;
-    const ctrl = req.queueRef?.ctrl;
-    if (ctrl !== undefined) {
-      ctrl.smart.readCmds++;
-      ctrl.smart.bytesRead += len;
-    }
-    req.out = bufs;
-    deliver(req, 0);
-  });
+  // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
+  const wantCrc = req.queueRef?.ops.dataDigest === true;
+  ns.backend.read(
+    off,
+    len,
+    (err, bufs, crc) => {
+      if (err) {
+        ns.counters.errors++;
+        return deliver(req, Status.READ_ERROR);
+      }
+      if (faulted(req)) return;
+      ns.counters.reads++;
+      ns.counters.bytesRead += len;
+      const ctrl = req.queueRef?.ctrl;
+      if (ctrl !== undefined) {
+        ctrl.smart.readCmds++;
+        ctrl.smart.bytesRead += len;
+      }
+      req.out = bufs;
+      req.outCrc = crc;
+      deliver(req, 0);
+    },
+    wantCrc,
+  );
 }
 
 function executeWrite(req: Request): void {

@@ -12,6 +12,7 @@ export class TcpListener {
   readonly #server: net.Server;
   readonly queues = new Set<TcpQueue>();
   #bound: BoundAddress | undefined;
+  #dropsLogged = 0;
 
   constructor(
     readonly target: TargetCore,
@@ -20,6 +21,21 @@ export class TcpListener {
   ) {
     this.#server = net.createServer({ noDelay: true }, (socket) => this.#accept(socket));
     this.#server.on('error', (err) => target.logger.error({ err, port: port.id }, 'listener error'));
+    // Connection cap per port: Node closes the accepted handle before any JS socket exists (cheap under a flood)
+    // and reports it with 'drop'; the count includes connections still before ICReq/Connect.
+    const cap = port.maxConnections;
+    this.#server.maxConnections = cap;
+    this.#server.on('drop', (d?: net.DropArgument) => {
+      target.stats.connectionsRejected++;
+      this.#dropsLogged++;
+      // One line per drop would let a flood fill the log: the first, then every 1000th.
+      if (this.#dropsLogged === 1 || this.#dropsLogged % 1000 === 0) {
+        target.logger.warn(
+          { port: port.id, maxConnections: cap, remote: d === undefined ? undefined : `${d.remoteAddress ?? '?'}:${d.remotePort ?? 0}`, dropped: this.#dropsLogged },
+          `port ${port.id}: connection limit ${cap} reached, closing new connection`,
+        );
+      }
+    });
   }
 
   get bound(): BoundAddress | undefined {

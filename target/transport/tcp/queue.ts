@@ -4,6 +4,7 @@ import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
   Fes,
+  PduBatch,
   PduReader,
   PduType,
   Status,
@@ -11,6 +12,8 @@ import {
   encodePdu,
   fesName,
   termReqFor,
+  type C2HDataPdu,
+  type CapsuleRespPdu,
   type H2CDataPdu,
   type Pdu,
   type PduFraming,
@@ -35,8 +38,22 @@ export interface TcpQueueOptions {
 }
 
 const H2C_DATAO_OFFSET = 12;
+/**
+ * Payloads up to this size are copied into the batch slab; larger ones go out as views of the backend's buffers
+ * (zero-copy; measured faster at 4 KiB too). Why a view of a RAM chunk is safe (send-before-mutate): the read's
+ * completion (CapsuleResp, or the SUCCESS flag) follows its data in the same byte stream, so the host cannot observe
+ * the completion before the kernel holds a copy of the data; any write ordered after the read therefore lands after
+ * the copy. Only a write the host issued while the read was still outstanding can change queued bytes, and NVMe
+ * leaves the result of such overlapping commands undefined (either version per block, no tearing: the JS copy and the
+ * kernel copy never interleave). With data digests on, that would break digest/data agreement, so the payload is then
+ * snapshotted into the slab when the digest is computed.
+ */
+const COPY_MAX = 0;
 const H2C_TTAG_OFFSET = 10;
 const H2C_CCCID_OFFSET = 8;
+
+const NO_DATA: Buffer[] = [];
+const EMPTY = Buffer.alloc(0);
 
 export class TcpQueue implements QueueTransportOps {
   state: TcpQueueState = 'ic-wait';
@@ -44,15 +61,33 @@ export class TcpQueue implements QueueTransportOps {
   readonly peer: string;
   readonly #socket: net.Socket;
   readonly #reader: PduReader;
-  readonly #log: Logger;
+  #logger: Logger | undefined;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
   #timer: NodeJS.Timeout | undefined;
   readonly #r2t = new Map<number, Request>();
   #nextTtag = 1;
   readonly #pool: Request[] = [];
   readonly #cqe = Buffer.alloc(16);
-  #corked = false;
+  /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
+  readonly #resp: CapsuleRespPdu = { type: PduType.CAPSULE_RESP, cqe: this.#cqe };
+  readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
+  readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
+  readonly #batch = new PduBatch(256 * 1024, COPY_MAX);
+  #flushScheduled = false;
   #inChunk = false;
+  /** Per-queue in-flight data limit (port maxInFlightBytes) and what counts against it besides queued sends. */
+  readonly #maxInFlight: number;
+  /** Bytes of H2C data requested by R2T and not yet received. */
+  #r2tBytes = 0;
+  /** Bytes of read data whose backend read has not completed (async backends). */
+  #execBytes = 0;
+  /** Commands received while over the limit, in arrival order; submitted as data drains. */
+  readonly #parked: Request[] = [];
+  #pumpScheduled = false;
+  #readPaused = false;
+  /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
+  #unsent = 0;
+  readonly #c2hMax: number;
   #closeTimer: NodeJS.Timeout | undefined;
   readonly #onClosed: (q: TcpQueue) => void;
 
@@ -66,7 +101,6 @@ export class TcpQueue implements QueueTransportOps {
     this.#socket = socket;
     this.#onClosed = onClosed;
     this.peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
-    this.#log = target.logger.child({ peer: this.peer, port: port.id });
     this.core = new CoreQueue(target, port, this);
     this.#reader = new PduReader({
       role: 'controller',
@@ -76,8 +110,11 @@ export class TcpQueue implements QueueTransportOps {
       maxDataLength: port.maxH2CData,
       maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
     });
+    this.#maxInFlight = port.maxInFlightBytes;
+    this.#c2hMax = port.c2hDataSize;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('drain', () => this.#pump());
     socket.on('error', (err) => this.#log.debug({ err }, 'socket error'));
     socket.on('close', () => this.#onSocketClose());
     this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
@@ -86,6 +123,16 @@ export class TcpQueue implements QueueTransportOps {
   }
 
   readonly #icReqTimeoutMs: number;
+
+  /** Child logger made on first use: a connection flood should not pay for one per connection (perf-flood.ts). */
+  get #log(): Logger {
+    this.#logger ??= this.target.logger.child({ peer: this.peer, port: this.port.id });
+    return this.#logger;
+  }
+
+  get dataDigest(): boolean {
+    return this.#framing.ddgst;
+  }
 
   get localAddress(): string {
     return this.#socket.localAddress ?? '';
@@ -96,7 +143,7 @@ export class TcpQueue implements QueueTransportOps {
 
   setState(next: TcpQueueState): boolean {
     if (!ALLOWED[this.state].includes(next)) return false;
-    this.#log.trace({ from: this.state, to: next }, 'queue state');
+    if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from: this.state, to: next }, 'queue state');
     this.state = next;
     return true;
   }
@@ -143,7 +190,7 @@ export class TcpQueue implements QueueTransportOps {
     const hdgst = (dgst & 1) !== 0;
     const ddgst = (dgst & 2) !== 0;
     // Echo the host's digest request exactly and CPDA 0 (reference traps 1, 2).
-    this.#send(encodePdu({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: dgst & 3, maxh2cdata: this.port.maxH2CData }));
+    this.#send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: dgst & 3, maxh2cdata: this.port.maxH2CData });
     this.#framing = { hdgst, ddgst, pda: 0 };
     this.#reader.setFraming(hdgst, ddgst, 0);
     this.setState('connect-wait');
@@ -172,8 +219,70 @@ export class TcpQueue implements QueueTransportOps {
 
   #handleCapsule(sqe: Buffer, data: Buffer[]): void {
     const req = this.#alloc();
+    if (this.#parked.length > 0 || this.#overLimit()) {
+      // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
+      // the parked command does not pin the received chunk.
+      req.load(Buffer.from(sqe), data.length > 0 ? data : undefined);
+      this.#parked.push(req);
+      return;
+    }
     req.load(sqe, data.length > 0 ? data : undefined);
+    this.#submit(req);
+  }
+
+  #submit(req: Request): void {
     this.core.submit(req);
+    // Still executing after submit: an async backend read whose data will need sending (the RAM backend has
+    // already completed and released the request here).
+    if (req.state === 'exec' && req.dir === 'c2h') {
+      req.received = req.dataLen;
+      this.#execBytes += req.dataLen;
+    }
+  }
+
+  /** Data in flight on this queue: awaited R2T data, running reads, and replies not yet taken by the kernel. */
+  #inFlightBytes(): number {
+    return this.#r2tBytes + this.#execBytes + this.#batch.bytes + this.#unsent;
+  }
+
+  #overLimit(): boolean {
+    return this.#inFlightBytes() >= this.#maxInFlight;
+  }
+
+  /** Submit parked commands while under the limit; stop or restart reading the socket to match. */
+  #pump(): void {
+    this.#pumpScheduled = false;
+    this.#unsent = this.#socket.writableLength;
+    if (this.state === 'closing' || this.state === 'closed') return;
+    let progressed = false;
+    while (this.#parked.length > 0 && !this.#overLimit()) {
+      this.#submit(this.#parked.shift() as Request);
+      progressed = true;
+    }
+    if (progressed) this.#sent();
+    this.#updateReading();
+  }
+
+  /**
+   * Backpressure: stop reading while commands are parked or unsent replies exceed the limit — but never while R2T data
+   * is awaited, since only reading can deliver it (the parked list bounds memory then; the host's queue depth bounds it).
+   */
+  #updateReading(): void {
+    this.#unsent = this.#socket.writableLength;
+    const stop = (this.#parked.length > 0 || this.#unsent >= this.#maxInFlight) && this.#r2tBytes === 0;
+    if (stop && !this.#readPaused) {
+      this.#readPaused = true;
+      this.#socket.pause();
+      this.#log.debug({ inFlight: this.#inFlightBytes(), limit: this.#maxInFlight, parked: this.#parked.length }, 'in-flight limit reached: pausing reads');
+    } else if (!stop && this.#readPaused) {
+      this.#readPaused = false;
+      this.#socket.resume();
+    }
+    // Parked work that can proceed without a 'drain' (the kernel took everything, or a backend read finished).
+    if (this.#parked.length > 0 && !this.#pumpScheduled && !this.#overLimit()) {
+      this.#pumpScheduled = true;
+      setImmediate(() => this.#pump());
+    }
   }
 
   /** R2T for the whole remaining length, one per command (reference §6.2, trap 15). */
@@ -185,7 +294,8 @@ export class TcpQueue implements QueueTransportOps {
     req.received = 0;
     req.h2c = [];
     this.#r2t.set(ttag, req);
-    this.#send(encodePdu({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen }, this.#framing));
+    this.#r2tBytes += req.dataLen;
+    this.#send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
   #handleH2CData(pdu: H2CDataPdu, digestBad: boolean): void {
@@ -200,6 +310,7 @@ export class TcpQueue implements QueueTransportOps {
     }
     for (const b of pdu.data) req.h2c.push(b);
     req.received += len;
+    this.#r2tBytes -= len;
     if (digestBad) req.errorLoc = 0xfffe;
     if (req.received < req.dataLen) return;
     this.#r2t.delete(pdu.ttag);
@@ -232,6 +343,10 @@ export class TcpQueue implements QueueTransportOps {
 
   /** Completion from core: C2HData (split at c2hDataSize, SUCCESS only with SQ flow control off), then CapsuleResp. */
   queueResponse(req: Request): void {
+    if (req.dir === 'c2h' && req.received > 0) {
+      this.#execBytes -= req.received;
+      req.received = 0;
+    }
     if (this.state === 'closing' || this.state === 'closed') return this.#release(req);
     if (req.opcode === 0x7f && this.state === 'connect-wait' && this.core.state === 'live') {
       this.setState('live');
@@ -242,27 +357,56 @@ export class TcpQueue implements QueueTransportOps {
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
       const success = this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-      this.#sendC2H(req.cid, out, success);
+      this.#sendC2H(req.cid, out, success, req.outCrc);
       skipResp = success;
     }
     if (!skipResp) {
       encodeCqeInto(this.#cqe, 0, { dw0: req.dw0, dw1: req.dw1, sqhd: req.sqhd, sqid: this.core.qid < 0 ? 0 : this.core.qid, cid: req.cid, status: req.status });
-      this.#send(encodePdu({ type: PduType.CAPSULE_RESP, cqe: this.#cqe }, this.#framing));
+      this.#batch.addCapsuleResp(this.#resp, this.#framing);
+      this.#sent();
     }
     this.#release(req);
   }
 
-  #sendC2H(cid: number, out: Buffer[], success: boolean): void {
-    const max = this.port.c2hDataSize;
+  /**
+   * `crc`: the backend's CRC32C of all of `out`, which also promises `out` never changes; otherwise, with data digests
+   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX).
+   */
+  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined): void {
+    const max = this.#c2hMax;
     let total = 0;
     for (const b of out) total += b.length;
+    const pdu = this.#c2h;
+    pdu.cccid = cid;
+    const snapshot = this.#framing.ddgst && crc === undefined;
     if (total <= max) {
-      this.#send(encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao: 0, last: true, success, data: out }, this.#framing));
+      // Two reused objects, so that each keeps one shape (with and without a known digest).
+      const one = crc === undefined ? pdu : this.#c2hCrc;
+      one.cccid = cid;
+      one.datao = 0;
+      one.last = true;
+      one.success = success;
+      one.data = out;
+      if (crc !== undefined) this.#c2hCrc.ddgst = crc;
+      this.#batch.addC2HData(one, this.#framing, snapshot);
+      this.#sent();
+      one.data = NO_DATA;
       return;
     }
     let datao = 0;
     let piece: Buffer[] = [];
     let pieceLen = 0;
+    const emit = (last: boolean): void => {
+      pdu.datao = datao;
+      pdu.last = last;
+      pdu.success = last && success;
+      pdu.data = piece;
+      this.#batch.addC2HData(pdu, this.#framing, snapshot);
+      this.#sent();
+      datao += pieceLen;
+      piece = [];
+      pieceLen = 0;
+    };
     for (const b of out) {
       let off = 0;
       while (off < b.length) {
@@ -270,16 +414,11 @@ export class TcpQueue implements QueueTransportOps {
         piece.push(off === 0 && n === b.length ? b : b.subarray(off, off + n));
         pieceLen += n;
         off += n;
-        if (pieceLen === max) {
-          const last = datao + pieceLen === total;
-          this.#send(encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao, last, success: last && success, data: piece }, this.#framing));
-          datao += pieceLen;
-          piece = [];
-          pieceLen = 0;
-        }
+        if (pieceLen === max) emit(datao + pieceLen === total);
       }
     }
-    if (pieceLen > 0) this.#send(encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao, last: true, success, data: piece }, this.#framing));
+    if (pieceLen > 0) emit(true);
+    pdu.data = NO_DATA;
   }
 
   #release(req: Request): void {
@@ -291,32 +430,53 @@ export class TcpQueue implements QueueTransportOps {
     if (this.#pool.length < 256) this.#pool.push(req);
   }
 
-  /** Batch writes: cork on the first write of a tick/chunk, one uncork (one writev) at the end (performance.md §2). */
-  #send(parts: Buffer[]): void {
+  /** Add a reply to the current batch; it goes out with the batch at the end of the received chunk (or tick). */
+  #send(pdu: Pdu): void {
     if (this.state === 'closed') return;
-    const s = this.#socket;
-    if (!this.#corked) {
-      this.#corked = true;
-      s.cork();
-      if (!this.#inChunk) process.nextTick(() => this.#flush());
-    }
-    for (const p of parts) {
-      this.core.counters.bytesOut += p.length;
-      s.write(p);
+    this.#batch.add(pdu, this.#framing);
+    this.#sent();
+  }
+
+  /** Something was added to the batch: outside a received chunk, flush it on the next tick. */
+  #sent(): void {
+    if (!this.#inChunk && !this.#flushScheduled) {
+      this.#flushScheduled = true;
+      process.nextTick(() => this.#flush());
     }
   }
 
+  /** One write per batch: a single chunk directly, several under cork/uncork (one writev; performance.md §2). */
   #flush(): void {
-    if (!this.#corked) return;
-    this.#corked = false;
-    this.#socket.uncork();
+    this.#flushScheduled = false;
+    const batch = this.#batch;
+    if (batch.empty) return;
+    this.core.counters.bytesOut += batch.bytes;
+    const chunks = batch.take();
+    const s = this.#socket;
+    if (this.state === 'closed' || s.destroyed) {
+      batch.recycle(false);
+      return;
+    }
+    if (chunks.length === 1) s.write(chunks[0] as Buffer);
+    else {
+      s.cork();
+      for (const c of chunks) s.write(c);
+      s.uncork();
+    }
+    // A write libuv completed synchronously leaves nothing buffered: the slab may be reused from the start.
+    // Otherwise pooled buffers come back once the stream has flushed this batch (its callbacks run in order).
+    // Read once per batch: between flushes the stream only shrinks, so this is an upper bound for #inFlightBytes.
+    this.#unsent = s.writableLength;
+    const release = batch.recycle(this.#unsent > 0);
+    if (release !== undefined) s.write(EMPTY, release);
+    if (this.#parked.length > 0 || this.#readPaused || this.#unsent >= this.#maxInFlight) this.#updateReading();
   }
 
   #fatal(f: ReaderFatal): void {
     if (this.state === 'closing' || this.state === 'closed') return;
     this.target.countPduError(f.fes);
     this.#log.warn({ fes: f.fes, fei: f.fei, reason: f.reason, hostnqn: this.core.ctrl?.hostnqn, qid: this.core.qid }, `fatal transport error (${fesName(f.fes)}): sending C2HTermReq`);
-    this.#send(encodePdu(termReqFor('controller', f)));
+    this.#send(termReqFor('controller', f));
     this.#flush();
     this.setState('closing');
     this.#socket.end();
@@ -328,7 +488,7 @@ export class TcpQueue implements QueueTransportOps {
   /** Core/teardown-initiated close. */
   close(reason: string): void {
     if (this.state === 'closed') return;
-    this.#log.debug({ reason }, 'closing connection');
+    if (this.target.logger.isLevelEnabled('debug')) this.#log.debug({ reason }, 'closing connection');
     this.#flush();
     if (this.state !== 'closing') this.setState('closing');
     this.#socket.destroy();
@@ -337,13 +497,15 @@ export class TcpQueue implements QueueTransportOps {
 
   #failPending(): void {
     this.#r2t.clear();
+    this.#r2tBytes = 0;
+    for (const r of this.#parked.splice(0)) this.#release(r);
   }
 
   #onSocketClose(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     if (this.#closeTimer !== undefined) clearTimeout(this.#closeTimer);
     this.#timer = undefined;
-    this.#r2t.clear();
+    this.#failPending();
     this.setState('closed');
     this.core.onTransportClosed();
     this.#onClosed(this);
@@ -352,7 +514,7 @@ export class TcpQueue implements QueueTransportOps {
   /** Wait until nothing is in flight (graceful stop), at most `ms`. */
   async drain(ms: number): Promise<void> {
     const end = Date.now() + ms;
-    while (this.core.inFlight - (this.core.ctrl?.aers.length ?? 0) > 0 && Date.now() < end && this.state !== 'closed') {
+    while (this.core.inFlight + this.#parked.length - (this.core.ctrl?.aers.length ?? 0) > 0 && Date.now() < end && this.state !== 'closed') {
       await new Promise((r) => setTimeout(r, 5));
     }
   }

@@ -1,0 +1,85 @@
+// PduBatch and encodePduInto must produce exactly encodePdu's bytes (one encoder), whatever the batching.
+import { Buffer } from 'node:buffer';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { PduType } from './constants.js';
+import { PDU_MAX_HEADER_BYTES, PduBatch, encodePdu, encodePduInto, type Pdu, type PduFraming } from './pdu.js';
+
+const framingArb: fc.Arbitrary<PduFraming> = fc.record({ hdgst: fc.boolean(), ddgst: fc.boolean(), pda: fc.constantFrom(0, 0, 1, 7) });
+const dataArb = fc.array(fc.uint8Array({ minLength: 0, maxLength: 3000 }).map((a) => Buffer.from(a)), { maxLength: 3 });
+
+const pduArb: fc.Arbitrary<Pdu> = fc.oneof(
+  fc.record({ cccid: fc.integer({ min: 0, max: 0xffff }), datao: fc.nat(), last: fc.boolean(), success: fc.boolean(), data: dataArb }).map((p): Pdu => ({ type: PduType.C2H_DATA, ...p, success: p.success && p.last })),
+  fc.uint8Array({ minLength: 16, maxLength: 16 }).map((cqe): Pdu => ({ type: PduType.CAPSULE_RESP, cqe: Buffer.from(cqe) })),
+  fc.record({ cccid: fc.integer({ min: 0, max: 0xffff }), ttag: fc.integer({ min: 0, max: 0xffff }), r2to: fc.nat(), r2tl: fc.integer({ min: 1, max: 1 << 20 }) }).map((p): Pdu => ({ type: PduType.R2T, ...p })),
+  fc.record({ cpda: fc.integer({ min: 0, max: 31 }), dgst: fc.integer({ min: 0, max: 3 }), maxh2cdata: fc.integer({ min: 4096, max: 1 << 20 }) }).map((p): Pdu => ({ type: PduType.IC_RESP, pfv: 0, ...p })),
+  fc.record({ fes: fc.integer({ min: 1, max: 6 }), fei: fc.nat(), e: fc.uint8Array({ maxLength: 200 }) }).map((p): Pdu => ({ type: PduType.C2H_TERM_REQ, fes: p.fes, fei: p.fei, errorData: Buffer.from(p.e) })),
+);
+
+const expected = (pdus: Pdu[], framing: PduFraming): Buffer => Buffer.concat(pdus.flatMap((p) => encodePdu(p, framing)));
+
+describe('PduBatch', () => {
+  it('emits the bytes of encodePdu for any PDU sequence, copy threshold and snapshot choice', () => {
+    fc.assert(
+      fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.boolean(), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, snapshot, slab) => {
+        const b = new PduBatch(slab, copyMax, 8192);
+        for (const p of pdus) {
+          if (p.type === PduType.C2H_DATA) b.addC2HData(p, framing, snapshot);
+          else if (p.type === PduType.CAPSULE_RESP) b.addCapsuleResp(p, framing);
+          else b.add(p, framing);
+        }
+        const out = Buffer.concat(b.take());
+        expect(out.equals(expected(pdus, framing))).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('does not overwrite chunks the writer still holds, and reuses the slab once released', () => {
+    const framing: PduFraming = { hdgst: false, ddgst: true, pda: 0 };
+    const resp = (n: number): Pdu => ({ type: PduType.CAPSULE_RESP, cqe: Buffer.alloc(16, n) });
+    const b = new PduBatch(1024);
+    b.add(resp(1), framing);
+    const first = b.take().map((c) => c);
+    const firstBytes = Buffer.concat(first);
+    expect(b.recycle(true)).toBeUndefined();
+    for (let i = 2; i < 200; i++) b.add(resp(i), framing);
+    const second = Buffer.concat(b.take());
+    // Still-referenced bytes survive: new PDUs went after them or into a fresh slab.
+    expect(Buffer.concat(first).equals(firstBytes)).toBe(true);
+    expect(second.length).toBe(198 * 24);
+    const release = b.recycle(true);
+    expect(typeof release).toBe('function');
+    release?.();
+    b.recycle(false);
+    b.add(resp(9), framing);
+    const third = b.take();
+    expect(Buffer.concat(third).equals(Buffer.concat(encodePdu(resp(9), framing)))).toBe(true);
+  });
+
+  it('snapshots C2HData payloads: the digest and bytes sent do not change when the source buffer does', () => {
+    const framing: PduFraming = { hdgst: false, ddgst: true, pda: 0 };
+    for (const size of [4096, 65536]) {
+      const src = Buffer.alloc(size, 0xaa);
+      const want = Buffer.concat(encodePdu({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.from(src)] }, framing));
+      const b = new PduBatch(64 * 1024, 0, 128 * 1024);
+      b.addC2HData({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, true);
+      src.fill(0x55);
+      expect(Buffer.concat(b.take()).equals(want)).toBe(true);
+    }
+  });
+});
+
+describe('encodePduInto', () => {
+  it('writes the same header encodePdu returns first', () => {
+    fc.assert(
+      fc.property(pduArb, framingArb, fc.nat({ max: 64 }), (pdu, framing, off) => {
+        const dst = Buffer.alloc(off + PDU_MAX_HEADER_BYTES, 0xee);
+        const n = encodePduInto(dst, off, pdu, framing);
+        const head = encodePdu(pdu, framing)[0] as Buffer;
+        expect(dst.subarray(off, off + n).equals(head)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

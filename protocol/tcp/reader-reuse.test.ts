@@ -1,0 +1,103 @@
+// PduReader with `reusesChunks`: the caller overwrites each chunk's memory after push() (a socket reading into one
+// static buffer). PDUs split across chunks must still arrive intact, with and without data digests; and the CapsuleCmd
+// and CapsuleResp fast paths must agree with the general path.
+import { Buffer } from 'node:buffer';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { PduType } from './constants.js';
+import { encodePdu, type Pdu } from './pdu.js';
+import { PduReader } from './reader.js';
+
+interface Seen {
+  type: number;
+  bytes: Buffer;
+}
+
+/** Header + data of a PDU as seen in onPdu, copied out during the call. */
+function snapshot(p: Pdu): Seen {
+  switch (p.type) {
+    case PduType.C2H_DATA:
+      return { type: p.type, bytes: Buffer.concat([Buffer.from([p.cccid & 0xff, p.datao & 0xff, p.last ? 1 : 0]), ...p.data]) };
+    case PduType.CAPSULE_RESP:
+      return { type: p.type, bytes: Buffer.from(p.cqe) };
+    case PduType.CAPSULE_CMD:
+      return { type: p.type, bytes: Buffer.concat([p.sqe, ...p.data]) };
+    default:
+      return { type: p.type, bytes: Buffer.alloc(0) };
+  }
+}
+
+function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse: boolean, ddgst: boolean): Seen[] {
+  const seen: Seen[] = [];
+  const reader = new PduReader({
+    role,
+    reusesChunks: reuse,
+    onPdu: (p) => {
+      if (p.type === PduType.IC_RESP || p.type === PduType.IC_REQ) reader.setFraming(false, ddgst, 0);
+      seen.push(snapshot(p));
+    },
+    onFatal: (f) => {
+      throw new Error(f.reason);
+    },
+  });
+  const staticBuf = Buffer.allocUnsafeSlow(stream.length);
+  let off = 0;
+  for (const c of [...cuts, stream.length]) {
+    const end = Math.min(stream.length, Math.max(off, c));
+    if (end === off) continue;
+    // Same memory every time, then scribbled over, as with a socket's onread buffer.
+    stream.copy(staticBuf, 0, off, end);
+    reader.push(staticBuf.subarray(0, end - off));
+    staticBuf.fill(0xa5);
+    off = end;
+  }
+  return seen;
+}
+
+const hostPdus = fc.array(
+  fc.oneof(
+    fc.record({ cccid: fc.integer({ min: 0, max: 0xffff }), len: fc.integer({ min: 1, max: 9000 }), seed: fc.integer({ min: 0, max: 255 }) }).map(
+      (r): Pdu => ({ type: PduType.C2H_DATA, cccid: r.cccid, datao: 0, last: true, success: false, data: [Buffer.alloc(r.len, r.seed)] }),
+    ),
+    fc.uint8Array({ minLength: 16, maxLength: 16 }).map((c): Pdu => ({ type: PduType.CAPSULE_RESP, cqe: Buffer.from(c) })),
+  ),
+  { minLength: 1, maxLength: 20 },
+);
+
+describe('PduReader reusesChunks', () => {
+  it('host role: C2HData and CapsuleResp split anywhere arrive intact', () => {
+    fc.assert(
+      fc.property(hostPdus, fc.array(fc.nat({ max: 200_000 }), { maxLength: 40 }), fc.boolean(), (pdus, rawCuts, ddgst) => {
+        const framing = { hdgst: false, ddgst, pda: 0 };
+        const ic = Buffer.concat(encodePdu({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: ddgst ? 2 : 0, maxh2cdata: 131072 }));
+        const stream = Buffer.concat([ic, ...pdus.flatMap((p) => encodePdu(p, framing))]);
+        const cuts = rawCuts.map((c) => c % (stream.length + 1)).sort((a, b) => a - b);
+        const want = run('host', stream, [], false, ddgst);
+        const got = run('host', stream, cuts, true, ddgst);
+        expect(got.length).toBe(pdus.length + 1);
+        expect(got.map((s) => s.type)).toEqual(want.map((s) => s.type));
+        for (let i = 0; i < got.length; i++) expect((got[i] as Seen).bytes.equals((want[i] as Seen).bytes)).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('controller role: CapsuleCmds with and without in-capsule data, split anywhere', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ sqe: fc.uint8Array({ minLength: 64, maxLength: 64 }), len: fc.constantFrom(0, 0, 0, 1, 100, 4096) }), { minLength: 1, maxLength: 30 }),
+        fc.array(fc.nat({ max: 200_000 }), { maxLength: 30 }),
+        (cmds, rawCuts) => {
+          const ic = Buffer.concat(encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: 0, maxr2t: 0 }));
+          const pdus: Pdu[] = cmds.map((c) => ({ type: PduType.CAPSULE_CMD, sqe: Buffer.from(c.sqe), data: c.len > 0 ? [Buffer.alloc(c.len, c.sqe[0])] : [] }));
+          const stream = Buffer.concat([ic, ...pdus.flatMap((p) => encodePdu(p))]);
+          const cuts = rawCuts.map((c) => c % (stream.length + 1)).sort((a, b) => a - b);
+          const got = run('controller', stream, cuts, true, false);
+          expect(got.length).toBe(pdus.length + 1);
+          for (let i = 0; i < pdus.length; i++) expect((got[i + 1] as Seen).bytes.equals(snapshot(pdus[i] as Pdu).bytes)).toBe(true);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
