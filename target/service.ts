@@ -80,7 +80,8 @@ export interface TargetStats {
   pduErrorsByFes: Record<string, number>;
   dataDigestErrors: number;
   katoExpiries: number;
-  connections: { accepted: number; active: number };
+  /** rejected: closed at accept because the port's maxConnections was reached. */
+  connections: { accepted: number; active: number; rejected: number };
   connects: { ok: number; failed: number };
 }
 
@@ -382,7 +383,7 @@ export class TargetService {
       pduErrorsByFes: { ...st.pduErrorsByFes },
       dataDigestErrors: st.dataDigestErrors,
       katoExpiries: st.katoExpiries,
-      connections: { accepted: st.connectionsAccepted, active: st.connectionsActive },
+      connections: { accepted: st.connectionsAccepted, active: st.connectionsActive, rejected: st.connectionsRejected },
       connects: { ok: st.connectsOk, failed: st.connectsFailed },
     };
   }

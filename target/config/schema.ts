@@ -200,6 +200,8 @@ export const portSchema = obj({
   ),
   referrals: opt(list(referralSchema)),
   sqFlowDisable: opt(bool),
+  maxConnections: opt(int(1, 1 << 20, 'connections')),
+  maxInFlightBytes: opt(int(4096, 1 << 30, 'bytes')),
 }).check(
   z.superRefine((p, ctx) => {
     checkFamily(p.addr, p.family, ctx, 'addr');

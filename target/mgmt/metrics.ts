@@ -201,6 +201,15 @@ export function createMetrics(service: MetricsSource): TargetMetrics {
     },
   });
   new Counter({
+    name: 'nvme_tcp_connections_rejected_total',
+    help: "TCP connections closed at accept because the port's maxConnections limit was reached.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(current().stats.connections.rejected ?? 0);
+    },
+  });
+  new Counter({
     name: 'nvme_tcp_fabrics_connects_total',
     help: 'Fabrics Connect commands, by result.',
     labelNames: ['result'],

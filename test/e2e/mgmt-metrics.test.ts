@@ -176,7 +176,7 @@ describe('/metrics', () => {
       pduErrorsByFes: {},
       dataDigestErrors: 0,
       katoExpiries: 0,
-      connections: { accepted: 0, active: 0 },
+      connections: { accepted: 0, active: 0, rejected: 0 },
       connects: { ok: 0, failed: 0 },
     };
     const m = createMetrics({ stats: () => stats, listControllers: () => [], boundPorts: () => [] });

@@ -77,7 +77,7 @@ describe('connection cap per port (maxConnections)', () => {
     expect(await closedWithin(third, 200)).toBe(false);
     const line = t.logs.find((l) => typeof l.msg === 'string' && l.msg.includes('connection limit'));
     expect(line).toMatchObject({ port: 1, maxConnections: 3 });
-    expect(t.svc.stats()).toBeDefined();
+    expect(t.svc.stats().connections.rejected).toBe(1);
     // The live controller is unaffected, and a slot frees when a connection goes.
     expect((await io.command(readCmd(1, 0n, 8))).cqe?.status).toBe(0);
     third.destroy();
