@@ -110,6 +110,8 @@ export interface ChildTarget {
   addr: string;
   port: number;
   nqn: string;
+  /** Management API base URL, when started with `api: true`. */
+  api?: string;
   stop(): Promise<void>;
 }
 
@@ -117,10 +119,10 @@ export interface ChildTarget {
  * Runs `nvme-tcp target` (cli/main.ts through tsx) as a child, optionally behind a command prefix
  * (e.g. `ip netns exec NS`), and resolves once it prints its listening line.
  */
-export async function startChildTarget(o: { listen: string; nqn?: string; ram?: string; prefix?: string[]; timeoutMs?: number }): Promise<ChildTarget> {
+export async function startChildTarget(o: { listen: string; nqn?: string; ram?: string; prefix?: string[]; timeoutMs?: number; /** also serve the management API on a free loopback port */ api?: boolean }): Promise<ChildTarget> {
   const nqn = o.nqn ?? DEFAULT_BENCH_NQN;
   // `node --import tsx` rather than the tsx CLI: the CLI runs the script in a grandchild, whose CPU we could not read.
-  const args = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn'];
+  const args = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn', ...(o.api === true ? ['--api', '127.0.0.1:0'] : [])];
   const [cmd, ...rest] = [...(o.prefix ?? []), ...args] as [string, ...string[]];
   const child = spawn(cmd, rest, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -134,14 +136,15 @@ export async function startChildTarget(o: { listen: string; nqn?: string; ram?: 
     clearTimeout(t);
   };
   try {
-    const { addr, port } = await new Promise<{ addr: string; port: number }>((resolve, reject) => {
+    const { addr, port, api } = await new Promise<{ addr: string; port: number; api: string | undefined }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`target child did not start in time; stderr: ${err.slice(-500)}`)), o.timeoutMs ?? 30_000);
       child.stdout?.on('data', (b: Buffer) => {
         out += b.toString();
         const m = /listening on \[?([^\]\s]+?)\]?:(\d+)/.exec(out);
-        if (m !== null) {
+        const a = o.api === true ? /management API on (http:\/\/\S+)/.exec(out) : undefined;
+        if (m !== null && a !== null) {
           clearTimeout(timer);
-          resolve({ addr: m[1] as string, port: Number(m[2]) });
+          resolve({ addr: m[1] as string, port: Number(m[2]), api: a?.[1]?.replace(/[),]+$/, '') });
         }
       });
       child.stderr?.on('data', (b: Buffer) => {
@@ -153,7 +156,7 @@ export async function startChildTarget(o: { listen: string; nqn?: string; ram?: 
       });
     });
     // The node process is a descendant when a prefix (ip netns exec) execs it; the prefix execs, so the pid is the same.
-    return { child, pid: child.pid ?? -1, addr, port, nqn, stop };
+    return { child, pid: child.pid ?? -1, addr, port, nqn, ...(api === undefined ? {} : { api }), stop };
   } catch (e) {
     await stop();
     throw e;

@@ -2,11 +2,10 @@
 // across vCPUs, and unpinned runs are bimodal (shared/reference/performance.md, "The machine"), so the split scenarios
 // pin the initiator (this process) and the target (a child process) to different CPUs and report what the kernel says
 // each was allowed to run on.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { CpuSample } from '../load/engine.js';
-import { DEFAULT_BENCH_NQN, readProcCpu, REPO_ROOT } from '../nvme.js';
+import { readProcCpu, startChildTarget, type ChildTarget } from '../nvme.js';
 
 /** Raised when the target child cannot be started or queried. */
 export class PlacementError extends Error {
@@ -110,69 +109,50 @@ export interface TargetControllerInfo {
  * (taskset execs node, so the child's pid is the target's), with the management API on a free loopback port.
  */
 export async function startTargetProcess(o: { ram?: string; cpu?: number; nqn?: string; timeoutMs?: number } = {}): Promise<TargetProcess> {
-  const nqn = o.nqn ?? DEFAULT_BENCH_NQN;
-  const node = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', '127.0.0.1:0', '--api', '127.0.0.1:0', '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn'];
-  const argv = o.cpu === undefined ? node : ['taskset', '-c', String(o.cpu), ...node];
-  const child: ChildProcess = spawn(argv[0] as string, argv.slice(1), { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  const stop = async (): Promise<void> => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    child.kill('SIGTERM');
-    const t = setTimeout(() => child.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(t);
-  };
+  let target: ChildTarget;
   try {
-    const { port, api } = await new Promise<{ port: number; api: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new PlacementError(`target child did not start in time; stderr: ${err.slice(-500)}`)), o.timeoutMs ?? 30_000);
-      child.stdout?.on('data', (b: Buffer) => {
-        out += b.toString();
-        const m = /listening on 127\.0\.0\.1:(\d+)/.exec(out);
-        const a = /management API on (http:\/\/\S+)/.exec(out);
-        if (m !== null && a !== null) {
-          clearTimeout(timer);
-          resolve({ port: Number(m[1]), api: (a[1] as string).replace(/[),]+$/, '') });
-        }
-      });
-      child.stderr?.on('data', (b: Buffer) => (err += b.toString()));
-      child.once('exit', (code, sig) => {
-        clearTimeout(timer);
-        reject(new PlacementError(`target child exited (${code ?? sig}) before listening: ${(err || out).trim().split('\n').slice(-3).join(' / ')}`));
-      });
+    target = await startChildTarget({
+      listen: '127.0.0.1:0',
+      api: true,
+      ...(o.nqn === undefined ? {} : { nqn: o.nqn }),
+      ...(o.ram === undefined ? {} : { ram: o.ram }),
+      ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }),
+      ...(o.cpu === undefined ? {} : { prefix: ['taskset', '-c', String(o.cpu)] }),
     });
-    const pid = child.pid ?? -1;
-    const get = async (p: string): Promise<Response> => {
-      const r = await fetch(`${api}${p}`);
-      if (!r.ok) throw new PlacementError(`GET ${p}: HTTP ${r.status}`);
-      return r;
-    };
-    return {
-      pid,
-      addr: '127.0.0.1',
-      port,
-      nqn,
-      api,
-      cpu: () => readProcCpu(pid),
-      controllers: async () => (await (await get('/controllers')).json()) as TargetControllerInfo[],
-      loopLag: async () => {
-        try {
-          const text = await (await get('/metrics')).text();
-          const p99 = /^nvme_tcp_event_loop_lag_seconds\{quantile="0\.99"\} (\S+)/m.exec(text)?.[1];
-          const max = /^nvme_tcp_event_loop_lag_max_seconds (\S+)/m.exec(text)?.[1];
-          if (p99 === undefined || max === undefined) return undefined;
-          // The gauge comes from monitorEventLoopDelay at 10 ms resolution; subtract it as the engine does for ours.
-          const ms = (s: string): number => Math.round(Math.max(0, Number(s) * 1000 - 10) * 100) / 100;
-          return { p99Ms: ms(p99), maxMs: ms(max) };
-        } catch {
-          return undefined;
-        }
-      },
-      stop,
-    };
   } catch (e) {
-    await stop();
-    throw e;
+    throw new PlacementError(e instanceof Error ? e.message : String(e));
   }
+  const { pid, api } = target;
+  if (api === undefined) {
+    await target.stop();
+    throw new PlacementError('target child did not report its management API');
+  }
+  const get = async (p: string): Promise<Response> => {
+    const r = await fetch(`${api}${p}`);
+    if (!r.ok) throw new PlacementError(`GET ${p}: HTTP ${r.status}`);
+    return r;
+  };
+  return {
+    pid,
+    addr: target.addr,
+    port: target.port,
+    nqn: target.nqn,
+    api,
+    cpu: () => readProcCpu(pid),
+    controllers: async () => (await (await get('/controllers')).json()) as TargetControllerInfo[],
+    loopLag: async () => {
+      try {
+        const text = await (await get('/metrics')).text();
+        const p99 = /^nvme_tcp_event_loop_lag_seconds\{quantile="0\.99"\} (\S+)/m.exec(text)?.[1];
+        const max = /^nvme_tcp_event_loop_lag_max_seconds (\S+)/m.exec(text)?.[1];
+        if (p99 === undefined || max === undefined) return undefined;
+        // The gauge comes from monitorEventLoopDelay at 10 ms resolution; subtract it as the engine does for ours.
+        const ms = (s: string): number => Math.round(Math.max(0, Number(s) * 1000 - 10) * 100) / 100;
+        return { p99Ms: ms(p99), maxMs: ms(max) };
+      } catch {
+        return undefined;
+      }
+    },
+    stop: () => target.stop(),
+  };
 }
