@@ -25,7 +25,12 @@ describe('PduBatch', () => {
         const b = new PduBatch(slab, copyMax, 8192);
         for (const p of pdus) {
           if (p.type === PduType.C2H_DATA) b.addC2HData(p, framing, snapshot);
-          else if (p.type === PduType.CAPSULE_RESP) b.addCapsuleResp(p, framing);
+          else if (p.type === PduType.CAPSULE_RESP) {
+            // The field-wise writer cannot express a set phase bit (always 0 on NVMe/TCP): those go through addCapsuleResp.
+            const c = p.cqe;
+            if ((c[14] as number) & 1) b.addCapsuleResp(p, framing);
+            else b.addCapsuleRespCqe(c.readUInt32LE(0), c.readUInt32LE(4), c.readUInt16LE(8), c.readUInt16LE(10), c.readUInt16LE(12), c.readUInt16LE(14) >> 1, framing);
+          }
           else b.add(p, framing);
         }
         const out = Buffer.concat(b.take());

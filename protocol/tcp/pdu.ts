@@ -328,6 +328,8 @@ const INITIAL_SLAB = 16 * 1024;
  * everything is reusable at once; with `true` it gets a release function to call from the write callback.
  * Fresh large buffers are expensive (a 128 KiB allocation is an mmap plus page faults), hence the pools.
  */
+const CAPSULE_RESP_HLEN = PDU_INFO[PduType.CAPSULE_RESP].hlen;
+
 export class PduBatch {
   #slab: Buffer;
   #pos = 0;
@@ -432,6 +434,34 @@ export class PduBatch {
     const n = writeCapsuleRespHeader(this.#slab, this.#pos, pdu, framing);
     this.#pos += n;
     this.bytes += n;
+  }
+
+  /**
+   * addCapsuleResp with the CQE fields written straight into the slab (NVMe Base 2.0 §4.2.2: DW0, DW1, SQHD, SQID,
+   * CID, status with the phase bit 0), so the per-command completion neither builds nor copies a CQE. `status` is the
+   * 15-bit status field (wire value status << 1), as in encodeCqeInto.
+   */
+  addCapsuleRespCqe(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, framing: PduFraming = NO_DIGESTS): void {
+    this.#room(PDU_MAX_HEADER_BYTES);
+    const head = this.#slab;
+    const o = this.#pos;
+    const hlen = CAPSULE_RESP_HLEN;
+    const hdgst = framing.hdgst;
+    const headLen = hlen + (hdgst ? DIGEST_SIZE : 0);
+    head[o] = PduType.CAPSULE_RESP;
+    head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
+    head[o + 2] = hlen;
+    head[o + 3] = 0;
+    head.writeUInt32LE(headLen, o + 4);
+    head.writeUInt32LE(dw0 >>> 0, o + 8);
+    head.writeUInt32LE(dw1 >>> 0, o + 12);
+    head.writeUInt16LE(sqhd & 0xffff, o + 16);
+    head.writeUInt16LE(sqid & 0xffff, o + 18);
+    head.writeUInt16LE(cid & 0xffff, o + 20);
+    head.writeUInt16LE((status << 1) & 0xfffe, o + 22);
+    if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+    this.#pos = o + headLen;
+    this.bytes += headLen;
   }
 
   /** The chunks to write, in order; valid until the next add(). */

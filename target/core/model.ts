@@ -219,6 +219,15 @@ export class LatencyHistogram {
   }
 }
 
+/** Stats names of the NVM command set opcodes (others: `0x..`). */
+const IO_OPNAME: Readonly<Record<number, string>> = { 0: 'flush', 1: 'write', 2: 'read', 5: 'compare', 8: 'write-zeroes', 9: 'dsm' };
+
+/** One opcode's parsed-command count and completion latency. */
+class OpcodeStat {
+  count = 0;
+  readonly lat = new LatencyHistogram();
+}
+
 export class Subsystem {
   readonly namespaces = new Map<number, Namespace>();
   /** Sorted active NSIDs, rebuilt on add/remove (Identify CNS 0x02, ANA log). */
@@ -230,9 +239,10 @@ export class Subsystem {
   /** Remaining commands to fail under faults.failNext. */
   failRemaining = 0;
   failStatus = 0;
-  readonly opcodeCounts: OpcodeCounters = {};
-  /** Per-opcode latency, same keys as opcodeCounts (AERs excluded: they are held open by design). */
-  readonly latency: Record<string, LatencyHistogram> = {};
+  /** Per-opcode command count and latency by stats name (admin/discovery/I/O names never collide). */
+  readonly #stats = new Map<string, OpcodeStat>();
+  /** The same OpcodeStat objects for I/O opcodes, indexed by opcode: no string key on the data path. */
+  readonly #ioStats: (OpcodeStat | undefined)[] = new Array<OpcodeStat | undefined>(256).fill(undefined);
   #nextCntlid = CNTLID_MIN;
   readonly serial: string;
 
@@ -318,8 +328,43 @@ export class Subsystem {
 
   /** Counts a parsed command and returns its opcode's latency histogram (for req.lat). */
   countOpcode(name: string): LatencyHistogram {
-    this.opcodeCounts[name] = (this.opcodeCounts[name] ?? 0) + 1;
-    return (this.latency[name] ??= new LatencyHistogram());
+    let st = this.#stats.get(name);
+    if (st === undefined) {
+      st = new OpcodeStat();
+      this.#stats.set(name, st);
+    }
+    st.count++;
+    return st.lat;
+  }
+
+  /** countOpcode for an I/O opcode (0..255): an array slot instead of building and hashing the name per command. */
+  countIoOpcode(op: number): LatencyHistogram {
+    let st = this.#ioStats[op];
+    if (st === undefined) {
+      const name = IO_OPNAME[op] ?? `0x${op.toString(16)}`;
+      st = this.#stats.get(name);
+      if (st === undefined) {
+        st = new OpcodeStat();
+        this.#stats.set(name, st);
+      }
+      this.#ioStats[op] = st;
+    }
+    st.count++;
+    return st.lat;
+  }
+
+  /** Parsed commands per opcode name (stats()). */
+  get opcodeCounts(): OpcodeCounters {
+    const out: OpcodeCounters = {};
+    for (const [name, st] of this.#stats) out[name] = st.count;
+    return out;
+  }
+
+  /** Per-opcode latency, same keys as opcodeCounts (AERs are never recorded: they are held open by design). */
+  get latency(): Record<string, LatencyHistogram> {
+    const out: Record<string, LatencyHistogram> = {};
+    for (const [name, st] of this.#stats) out[name] = st.lat;
+    return out;
   }
 
   /** Config snapshot with live ACL, faults and namespaces. */

@@ -1,6 +1,7 @@
 // NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM.
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
+import { performance } from 'node:perf_hooks';
 import { DNR, NvmOpcode, Status } from '../../../protocol/index.js';
 import type { Controller, QueueModel, Request } from '../model.js';
 import type { Namespace } from '../namespace.js';
@@ -10,12 +11,10 @@ const CDW12_FUA = 1 << 30;
 const CDW12_DEAC = 1 << 25;
 const DSM_AD = 1 << 2;
 
-const OPNAME: Readonly<Record<number, string>> = { 0: 'flush', 1: 'write', 2: 'read', 5: 'compare', 8: 'write-zeroes', 9: 'dsm' };
-
 export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
   const subsys = ctrl.subsys;
   const op = req.opcode;
-  req.lat = subsys.countOpcode(OPNAME[op] ?? `0x${op.toString(16)}`);
+  req.lat = subsys.countIoOpcode(op);
   if (op === NvmOpcode.FLUSH && req.nsid === NSID_ALL) {
     req.execute = executeFlushAll;
     return 0;
@@ -128,7 +127,14 @@ function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
   const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
   if (lat > 0) {
-    setTimeout(() => q.complete(req, status), lat / 1000);
+    // Node timers count whole ms from the loop's cached clock and can fire up to ~1 ms early: wait out the remainder.
+    const due = performance.now() + lat / 1000;
+    const fire = (): void => {
+      const left = due - performance.now();
+      if (left > 0) setTimeout(fire, left);
+      else q.complete(req, status);
+    };
+    setTimeout(fire, lat / 1000);
     return;
   }
   q.complete(req, status);

@@ -8,12 +8,10 @@ import {
   PduReader,
   PduType,
   Status,
-  encodeCqeInto,
   encodePdu,
   fesName,
   termReqFor,
   type C2HDataPdu,
-  type CapsuleRespPdu,
   type H2CDataPdu,
   type Pdu,
   type PduFraming,
@@ -49,6 +47,8 @@ const H2C_DATAO_OFFSET = 12;
  * snapshotted into the slab when the digest is computed.
  */
 const COPY_MAX = 0;
+/** Largest C2HData payload copied when it opens a batch (see #sendC2H). */
+const FIRST_COPY_MAX = 4096;
 const H2C_TTAG_OFFSET = 10;
 const H2C_CCCID_OFFSET = 8;
 
@@ -67,9 +67,7 @@ export class TcpQueue implements QueueTransportOps {
   readonly #r2t = new Map<number, Request>();
   #nextTtag = 1;
   readonly #pool: Request[] = [];
-  readonly #cqe = Buffer.alloc(16);
   /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
-  readonly #resp: CapsuleRespPdu = { type: PduType.CAPSULE_RESP, cqe: this.#cqe };
   readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
   readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
   readonly #batch = new PduBatch(256 * 1024, COPY_MAX);
@@ -151,6 +149,7 @@ export class TcpQueue implements QueueTransportOps {
   #onData(chunk: Buffer): void {
     // Reference: never let network input crash the process — catch at the socket boundary, close only this connection.
     this.#inChunk = true;
+    this.core.beginChunk();
     try {
       this.#reader.push(chunk);
       this.core.counters.bytesIn += chunk.length;
@@ -159,6 +158,7 @@ export class TcpQueue implements QueueTransportOps {
       this.close('internal error');
     } finally {
       this.#inChunk = false;
+      this.core.endChunk();
       this.#flush();
     }
   }
@@ -361,8 +361,7 @@ export class TcpQueue implements QueueTransportOps {
       skipResp = success;
     }
     if (!skipResp) {
-      encodeCqeInto(this.#cqe, 0, { dw0: req.dw0, dw1: req.dw1, sqhd: req.sqhd, sqid: this.core.qid < 0 ? 0 : this.core.qid, cid: req.cid, status: req.status });
-      this.#batch.addCapsuleResp(this.#resp, this.#framing);
+      this.#batch.addCapsuleRespCqe(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status, this.#framing);
       this.#sent();
     }
     this.#release(req);
@@ -380,6 +379,9 @@ export class TcpQueue implements QueueTransportOps {
     pdu.cccid = cid;
     const snapshot = this.#framing.ddgst && crc === undefined;
     if (total <= max) {
+      // The first reply of a batch with a small payload is copied into the slab: a lone read (QD1) then leaves as one
+      // contiguous write instead of a three-piece cork/writev; in a deep batch it is one copy among many views.
+      const copy = snapshot || (total <= FIRST_COPY_MAX && this.#batch.empty);
       // Two reused objects, so that each keeps one shape (with and without a known digest).
       const one = crc === undefined ? pdu : this.#c2hCrc;
       one.cccid = cid;
@@ -388,7 +390,7 @@ export class TcpQueue implements QueueTransportOps {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      this.#batch.addC2HData(one, this.#framing, snapshot);
+      this.#batch.addC2HData(one, this.#framing, copy);
       this.#sent();
       one.data = NO_DATA;
       return;
