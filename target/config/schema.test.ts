@@ -142,6 +142,7 @@ const rejections: [string, Mutate, string][] = [
   ['maxH2CData not a multiple of 4', set('ports.0.maxH2CData', 8190), 'config: ports[0].maxH2CData: 8190 is not a multiple of 4; MAXH2CDATA must be a multiple of 4 and >= 4096'],
   ['maxH2CData too small', set('ports.0.maxH2CData', 1024), 'config: ports[0].maxH2CData: 1024 is too small; use bytes in 4096..4294967292'],
   ['inline size not /16', set('ports.0.inlineDataSize', 100), 'config: ports[0].inlineDataSize: 100 is not a multiple of 16; IOCCSZ counts 16-byte units'],
+  ['maxControllers zero', set('subsystems.0.maxControllers', 0), 'config: subsystems[0].maxControllers: 0 is too small; use a controller count in 1..65519'],
   ['maxConnections zero', set('ports.0.maxConnections', 0), 'config: ports[0].maxConnections: 0 is too small; use connections in 1..1048576'],
   ['maxInFlightBytes tiny', set('ports.0.maxInFlightBytes', 512), 'config: ports[0].maxInFlightBytes: 512 is too small; use bytes in 4096..1073741824'],
   ['ANA state name', set('ports.0.anaStates', { '1': 'optimised' }), 'config: ports[0].anaStates["1"]: "optimised" is not an ANA state; use optimized, non-optimized, inaccessible, persistent-loss, change'],

@@ -279,6 +279,7 @@ export const subsystemSchema = obj({
   model: opt(asciiField('model', 40)),
   firmware: opt(asciiField('firmware revision', 8)),
   maxIoQueues: opt(int(1, 65535, 'a queue count')),
+  maxControllers: opt(int(1, 0xffef, 'a controller count')),
   // MQES is 16 bits and 0's based (CAP.MQES, NVMe base 2.0 §3.1.4.1), and a queue needs 2 entries.
   maxQueueSize: opt(int(2, 65536, 'a queue size')),
   mdts: opt(int(0, 16, 'a log2 of 4 KiB units')),

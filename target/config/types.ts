@@ -90,6 +90,8 @@ export interface SubsystemConfig {
   maxIoQueues?: number;
   /** Max queue entries per I/O queue (MQES + 1); default 1024. */
   maxQueueSize?: number;
+  /** Most live controllers (discovery ones excluded) at once; further admin Connects get CONNECT_CTRL_BUSY with DNR. Default 0xFFEF (the cntlid range). */
+  maxControllers?: number;
   /** MDTS as log2 of 4 KiB units (default 8 = 1 MiB). */
   mdts?: number;
   /** Report ANA (CMIC bit 3, ANA log). Default true. */

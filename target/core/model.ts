@@ -264,6 +264,9 @@ export class Subsystem {
   get maxIoQueues(): number {
     return this.config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues;
   }
+  get maxControllers(): number {
+    return this.config.maxControllers ?? CNTLID_MAX - CNTLID_MIN + 1;
+  }
   get maxQueueSize(): number {
     return this.config.maxQueueSize ?? SUBSYS_DEFAULTS.maxQueueSize;
   }

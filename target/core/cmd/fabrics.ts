@@ -170,6 +170,8 @@ function executeConnect(req: Request): void {
   let ctrl: Controller;
   if (qid === 0) {
     if (cd.cntlid !== 0xffff) return fail(invalidParam(req, true, 16), `admin connect with cntlid ${cd.cntlid}`);
+    // nvmet answers an exhausted cntlid range with Controller Busy; a configured cap is the same condition, sooner.
+    if (subsys.controllers.size >= subsys.maxControllers) return fail(Status.CONNECT_CTRL_BUSY | DNR, `controller limit ${subsys.maxControllers} reached`);
     const cntlid = subsys.allocCntlid();
     if (cntlid === undefined) return fail(Status.CONNECT_CTRL_BUSY | DNR, 'no free controller ID');
     ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, kato);

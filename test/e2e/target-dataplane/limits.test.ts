@@ -5,9 +5,9 @@ import net from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PduType, encodePdu, type Pdu } from '../../../protocol/index.js';
+import { DNR, PduType, Status, encodePdu, type Pdu } from '../../../protocol/index.js';
 import { TargetService } from '../../../target/index.js';
-import type { PortConfig } from '../../../target/index.js';
+import type { PortConfig, SubsystemConfig } from '../../../target/index.js';
 import { RawPeer, bringUpAdmin, connectIo, defaultSubsystem, expectOk, readCmd, writeCmd } from './fixture.js';
 
 interface Started {
@@ -21,7 +21,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function start(port: Partial<PortConfig> = {}, icReqTimeoutS?: number): Promise<Started> {
+async function start(port: Partial<PortConfig> = {}, icReqTimeoutS?: number, subsystem: Partial<SubsystemConfig> = {}): Promise<Started> {
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -30,7 +30,7 @@ async function start(port: Partial<PortConfig> = {}, icReqTimeoutS?: number): Pr
     },
   });
   const svc = new TargetService({ logger: pino({ level: 'info' }, sink), ...(icReqTimeoutS !== undefined ? { icReqTimeoutS } : {}) });
-  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, ...port }], subsystems: [defaultSubsystem()] });
+  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, ...port }], subsystems: [defaultSubsystem(subsystem)] });
   cleanups.push(() => svc.stop());
   return { svc, port: (svc.boundPorts()[0] as { port: number }).port, logs };
 }
@@ -84,6 +84,25 @@ describe('connection cap per port (maxConnections)', () => {
     await new Promise((r) => setTimeout(r, 50));
     const again = await rawSocket(t.port);
     expect(await closedWithin(again, 200)).toBe(false);
+  });
+});
+
+describe('controllers per subsystem (maxControllers)', () => {
+  it('refuses an admin Connect beyond the cap with CONNECT_CTRL_BUSY|DNR and a log line; a freed slot is reusable', async () => {
+    const t = await start({}, undefined, { maxControllers: 2 });
+    const a = await peer(t.port);
+    await bringUpAdmin(a);
+    const b = await peer(t.port);
+    await bringUpAdmin(b);
+    const c = await peer(t.port);
+    const refused = await c.connect({ subnqn: defaultSubsystem().nqn, hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000c' });
+    expect(refused.cqe?.status).toBe(Status.CONNECT_CTRL_BUSY | DNR);
+    expect(t.logs.some((l) => typeof l.msg === 'string' && l.msg.includes('controller limit 2 reached'))).toBe(true);
+    expect(t.svc.listControllers().filter((x) => !x.discovery)).toHaveLength(2);
+    await a.close();
+    for (let i = 0; i < 50 && t.svc.listControllers().filter((x) => !x.discovery).length > 1; i++) await new Promise((r) => setTimeout(r, 20));
+    const d = await peer(t.port);
+    expect(await bringUpAdmin(d)).toBeGreaterThan(0);
   });
 });
 
