@@ -73,6 +73,19 @@ describe('PduBatch', () => {
       expect(Buffer.concat(b.take()).equals(want)).toBe(true);
     }
   });
+  it('counts the payload bytes copied into the slab (adaptive copy budget), not views, and resets on take', () => {
+    const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+    const c2h = (n: number): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.alloc(n, 1)] });
+    const b = new PduBatch(256 * 1024);
+    b.addC2HData(c2h(4096), framing, true);
+    b.addC2HData(c2h(512), framing, false);
+    b.addC2HData(c2h(1000), framing, true);
+    expect(b.copied).toBe(5096);
+    // One copied payload after another stays one contiguous chunk; the view in between cuts it.
+    expect(b.take().length).toBe(3);
+    expect(b.copied).toBe(0);
+    b.recycle(false);
+  });
 });
 
 describe('encodePduInto', () => {

@@ -342,6 +342,8 @@ export class PduBatch {
   readonly #freeSnaps: Buffer[] = [];
   /** Bytes added since the last take(). */
   bytes = 0;
+  /** Payload bytes copied into the slab since the last take() (for an adaptive copy policy). */
+  copied = 0;
 
   constructor(
     slabSize = 256 * 1024,
@@ -405,6 +407,7 @@ export class PduBatch {
     if (copy) {
       const slab = this.#slab;
       for (const d of data) this.#pos += d.copy(slab, this.#pos);
+      this.copied += datalen;
     } else if (snapshot) {
       const buf = datalen <= this.snapshotSize ? (this.#freeSnaps.pop() ?? Buffer.allocUnsafeSlow(this.snapshotSize)) : Buffer.allocUnsafeSlow(datalen);
       let o = 0;
@@ -468,6 +471,7 @@ export class PduBatch {
   take(): Buffer[] {
     this.#cut();
     this.bytes = 0;
+    this.copied = 0;
     return this.#chunks;
   }
 
