@@ -1,7 +1,11 @@
 // TCP listener for one port (IPv4 or IPv6): accepts connections and gives each its own TcpQueue.
+import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import type { CorePort, TargetCore } from '../../core/index.js';
 import { TcpQueue, type TcpQueueOptions } from './queue.js';
+
+/** One read's maximum: a 128 KiB write with its headers fits, several 4 KiB capsules per read at depth. */
+const RX_BUFFER = 256 * 1024;
 
 export interface BoundAddress {
   addr: string;
@@ -13,13 +17,16 @@ export class TcpListener {
   readonly queues = new Set<TcpQueue>();
   #bound: BoundAddress | undefined;
   #dropsLogged = 0;
+  /** Receive buffer of all this port's connections (reads run one at a time on the event loop). */
+  readonly #rx = Buffer.allocUnsafeSlow(RX_BUFFER);
 
   constructor(
     readonly target: TargetCore,
     readonly port: CorePort,
     readonly opts: TcpQueueOptions,
   ) {
-    this.#server = net.createServer({ noDelay: true }, (socket) => this.#accept(socket));
+    // Paused on accept: TcpQueue moves the handle to a Socket that reads into the shared #rx (user-buffer-socket.ts).
+    this.#server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.#accept(socket));
     this.#server.on('error', (err) => target.logger.error({ err, port: port.id }, 'listener error'));
     // Connection cap per port: Node closes the accepted handle before any JS socket exists (cheap under a flood)
     // and reports it with 'drop'; the count includes connections still before ICReq/Connect.
@@ -62,7 +69,7 @@ export class TcpListener {
   #accept(socket: net.Socket): void {
     this.target.stats.connectionsAccepted++;
     this.target.stats.connectionsActive++;
-    const q = new TcpQueue(this.target, this.port, socket, this.opts, (closed) => {
+    const q = new TcpQueue(this.target, this.port, socket, { ...this.opts, rxBuffer: this.#rx }, (closed) => {
       this.target.stats.connectionsActive--;
       this.queues.delete(closed);
     });

@@ -17,6 +17,7 @@ import {
   type PduFraming,
   type ReaderFatal,
 } from '../../../protocol/index.js';
+import { adoptWithUserBuffer } from './user-buffer-socket.js';
 import { CoreQueue, FABRICS_IN_CAPSULE_MAX, Request, type CorePort, type QueueTransportOps, type TargetCore } from '../../core/index.js';
 
 /** Connection states: waiting for ICReq, waiting for Connect, connected, TermReq sent / closing, gone. */
@@ -33,6 +34,16 @@ const ALLOWED: Readonly<Record<TcpQueueState, readonly TcpQueueState[]>> = {
 export interface TcpQueueOptions {
   /** Close a connection that sends no ICReq (and then no Connect) within this many ms. */
   icReqTimeoutMs: number;
+  /**
+   * Shared receive buffer: libuv reads every connection into it (one read at a time on the event loop), instead of
+   * a fresh 64 KiB allocation per read. Unset: ordinary 'data' events.
+   */
+  rxBuffer?: Buffer;
+}
+
+/** One owned copy of in-capsule data views (the receive buffer is reused after this read). */
+function ownedData(data: Buffer[]): Buffer[] {
+  return [data.length === 1 ? Buffer.from(data[0] as Buffer) : Buffer.concat(data)];
 }
 
 const H2C_DATAO_OFFSET = 12;
@@ -67,6 +78,8 @@ export class TcpQueue implements QueueTransportOps {
   readonly core: CoreQueue;
   readonly peer: string;
   readonly #socket: net.Socket;
+  /** Received chunks are views of a reused buffer (TcpQueueOptions.rxBuffer). */
+  readonly #reuse: boolean;
   readonly #reader: PduReader;
   #logger: Logger | undefined;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
@@ -99,11 +112,16 @@ export class TcpQueue implements QueueTransportOps {
   constructor(
     readonly target: TargetCore,
     readonly port: CorePort,
-    socket: net.Socket,
+    accepted: net.Socket,
     opts: TcpQueueOptions,
     onClosed: (q: TcpQueue) => void,
   ) {
+    // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
+    // connection: the reader copies what an incomplete PDU still needs (reusesChunks), and everything a command keeps
+    // beyond this callback is copied here (#handleCapsule, #handleH2CData, #keepSqe).
+    const socket = opts.rxBuffer === undefined ? accepted : adoptWithUserBuffer(accepted, opts.rxBuffer, (n, buf) => this.#onRead(n, buf));
     this.#socket = socket;
+    this.#reuse = opts.rxBuffer !== undefined;
     this.#onClosed = onClosed;
     this.peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
     this.core = new CoreQueue(target, port, this);
@@ -114,11 +132,12 @@ export class TcpQueue implements QueueTransportOps {
       onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
       maxDataLength: port.maxH2CData,
       maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
+      reusesChunks: opts.rxBuffer !== undefined,
     });
     this.#maxInFlight = port.maxInFlightBytes;
     this.#c2hMax = port.c2hDataSize;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    if (opts.rxBuffer === undefined) socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('drain', () => this.#pump());
     socket.on('error', (err) => this.#log.debug({ err }, 'socket error'));
     socket.on('close', () => this.#onSocketClose());
@@ -150,6 +169,12 @@ export class TcpQueue implements QueueTransportOps {
     if (!ALLOWED[this.state].includes(next)) return false;
     if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from: this.state, to: next }, 'queue state');
     this.state = next;
+    return true;
+  }
+
+  /** onread callback: true keeps reading. */
+  #onRead(n: number, buf: Buffer): boolean {
+    this.#onData(buf.subarray(0, n));
     return true;
   }
 
@@ -229,16 +254,23 @@ export class TcpQueue implements QueueTransportOps {
     if (this.#parked.length > 0 || this.#overLimit()) {
       // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
       // the parked command does not pin the received chunk.
-      req.load(Buffer.from(sqe), data.length > 0 ? data : undefined);
+      req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
       this.#parked.push(req);
       return;
     }
-    req.load(sqe, data.length > 0 ? data : undefined);
+    // In-capsule data is copied: an async backend (file) writes it after this read's buffer is reused.
+    req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
     this.#submit(req);
+  }
+
+  /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
+  #keepSqe(req: Request): void {
+    if (this.#reuse && (req.state === 'exec' || req.state === 'need-data') && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
   }
 
   #submit(req: Request): void {
     this.core.submit(req);
+    this.#keepSqe(req);
     // Still executing after submit: an async backend read whose data will need sending (the RAM backend has
     // already completed and released the request here).
     if (req.state === 'exec' && req.dir === 'c2h') {
@@ -315,7 +347,12 @@ export class TcpQueue implements QueueTransportOps {
     if (pdu.datao !== req.received || pdu.datao + len > req.dataLen) {
       return this.#fatal({ fes: Fes.DATA_OUT_OF_RANGE, fei: H2C_DATAO_OFFSET, reason: `H2CData datao ${pdu.datao} len ${len}: expected offset ${req.received} of ${req.dataLen}`, header });
     }
-    for (const b of pdu.data) req.h2c.push(b);
+    // Copied: the data is gathered across reads and written by the backend later (the read buffer is reused).
+    if (this.#reuse) {
+      for (const b of pdu.data) req.h2c.push(b.length > 0 ? Buffer.from(b) : b);
+    } else {
+      for (const b of pdu.data) req.h2c.push(b);
+    }
     req.received += len;
     this.#r2tBytes -= len;
     if (digestBad) req.errorLoc = 0xfffe;
@@ -343,6 +380,7 @@ export class TcpQueue implements QueueTransportOps {
       req.load(pdu.sqe, undefined);
       this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
       this.core.reject(req, Status.TRANSIENT_TRANSPORT);
+      this.#keepSqe(req);
       return;
     }
     this.#fatal({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest error', header: Buffer.alloc(0) });
