@@ -2,9 +2,7 @@
  * Decodes the Fabrics commands, Connect data, properties and the discovery log in the captured
  * Linux host ↔ nvmet sessions (../shared/fixtures, README there).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fixturesDir } from '../../test/fixtures/load.js';
+import { readFixtureJson } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   Adrfam,
@@ -42,13 +40,8 @@ import type { FixtureConnection, FixturePdu } from '../nvme/test-builder.js';
 import { c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe, responseFor } from '../nvme/test-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
-  // The captures live in ../shared/fixtures beside the checkout (CI lays shared/ there); fixturesDir() also knows the workplace path.
-  const dir = fixturesDir();
-  for (const d of dir === undefined ? [] : [dir]) {
-    const p = path.join(d, name);
-    if (existsSync(p)) return parseFixture(JSON.parse(readFileSync(p, 'utf8')));
-  }
-  return undefined;
+  const json = readFixtureJson(name);
+  return json === undefined ? undefined : parseFixture(json);
 }
 
 const io = loadFixture('io.json');

@@ -3,9 +3,7 @@
  * (../shared/fixtures, README there) and checks them against the documented values.
  */
 import { Buffer } from 'node:buffer';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fixturesDir } from '../../test/fixtures/load.js';
+import { readFixtureJson } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   AenConfig,
@@ -40,13 +38,8 @@ import type { FixtureConnection } from './test-builder.js';
 import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe } from './test-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
-  // The captures live in ../shared/fixtures beside the checkout (CI lays shared/ there); fixturesDir() also knows the workplace path.
-  const dir = fixturesDir();
-  for (const d of dir === undefined ? [] : [dir]) {
-    const p = path.join(d, name);
-    if (existsSync(p)) return parseFixture(JSON.parse(readFileSync(p, 'utf8')));
-  }
-  return undefined;
+  const json = readFixtureJson(name);
+  return json === undefined ? undefined : parseFixture(json);
 }
 
 const io = loadFixture('io.json');
