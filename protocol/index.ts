@@ -3,3 +3,4 @@ export * from './errors.js';
 export * from './tcp/index.js';
 export * from './nvme/index.js';
 export * from './fabrics/index.js';
+export * from './le.js';

@@ -14,6 +14,7 @@ import {
   dataOffset,
 } from './constants.js';
 import { crc32c } from './crc32c.js';
+import { wr16, wr32 } from '../le.js';
 
 /** ICReq (§3.6.2.2). */
 export interface IcReqPdu {
@@ -230,25 +231,25 @@ function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, dat
       pdu.sqe.copy(head, o + CH_SIZE, 0, 64);
       break;
     case PduType.H2C_DATA:
-      head.writeUInt16LE(pdu.cccid, o + 8);
-      head.writeUInt16LE(pdu.ttag, o + 10);
-      head.writeUInt32LE(pdu.datao >>> 0, o + 12);
-      head.writeUInt32LE(datalen, o + 16);
+      wr16(head, o + 8, pdu.cccid);
+      wr16(head, o + 10, pdu.ttag);
+      wr32(head, o + 12, pdu.datao);
+      wr32(head, o + 16, datalen);
       if (pdu.last) flags |= PduFlag.DATA_LAST;
       break;
     case PduType.R2T:
-      head.writeUInt16LE(pdu.cccid, o + 8);
-      head.writeUInt16LE(pdu.ttag, o + 10);
-      head.writeUInt32LE(pdu.r2to >>> 0, o + 12);
-      head.writeUInt32LE(pdu.r2tl >>> 0, o + 16);
+      wr16(head, o + 8, pdu.cccid);
+      wr16(head, o + 10, pdu.ttag);
+      wr32(head, o + 12, pdu.r2to);
+      wr32(head, o + 16, pdu.r2tl);
       break;
   }
   head[o] = pdu.type;
   head[o + 1] = flags;
   head[o + 2] = hlen;
   head[o + 3] = pdo;
-  head.writeUInt32LE(plen, o + 4);
-  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+  wr32(head, o + 4, plen);
+  if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
   return headLen;
 }
 
@@ -265,14 +266,14 @@ function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: P
   head[o + 1] = flags;
   head[o + 2] = DATA_PDU_HLEN;
   head[o + 3] = pdo;
-  head.writeUInt32LE(headLen + datalen + (ddgst ? DIGEST_SIZE : 0), o + 4);
-  head.writeUInt16LE(pdu.cccid, o + 8);
+  wr32(head, o + 4, headLen + datalen + (ddgst ? DIGEST_SIZE : 0));
+  wr16(head, o + 8, pdu.cccid);
   head[o + 10] = 0;
   head[o + 11] = 0;
-  head.writeUInt32LE(pdu.datao >>> 0, o + 12);
-  head.writeUInt32LE(datalen, o + 16);
-  head.writeUInt32LE(0, o + 20);
-  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + DATA_PDU_HLEN)), o + DATA_PDU_HLEN);
+  wr32(head, o + 12, pdu.datao);
+  wr32(head, o + 16, datalen);
+  wr32(head, o + 20, 0);
+  if (hdgst) wr32(head, o + DATA_PDU_HLEN, crc32c(head.subarray(o, o + DATA_PDU_HLEN)));
   if (headLen > DATA_PDU_HLEN + hd) head.fill(0, o + DATA_PDU_HLEN + hd, o + headLen);
   return headLen;
 }
@@ -286,9 +287,9 @@ function writeCapsuleRespHeader(head: Buffer, o: number, pdu: CapsuleRespPdu, fr
   head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
   head[o + 2] = hlen;
   head[o + 3] = 0;
-  head.writeUInt32LE(headLen, o + 4);
+  wr32(head, o + 4, headLen);
   pdu.cqe.copy(head, o + CH_SIZE, 0, 16);
-  if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+  if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
   return headLen;
 }
 
@@ -383,7 +384,7 @@ export class PduBatch {
       }
     }
     if (ddgst) {
-      slab.writeUInt32LE(pduDataDigest(pdu, data), this.#pos);
+      wr32(slab, this.#pos, pduDataDigest(pdu, data));
       this.#pos += DIGEST_SIZE;
       this.bytes += DIGEST_SIZE;
     }
@@ -425,7 +426,7 @@ export class PduBatch {
       }
     }
     if (framing.ddgst) {
-      this.#slab.writeUInt32LE(pduDataDigest(pdu, crcOf), this.#pos);
+      wr32(this.#slab, this.#pos, pduDataDigest(pdu, crcOf));
       this.#pos += DIGEST_SIZE;
       this.bytes += DIGEST_SIZE;
     }
@@ -455,14 +456,14 @@ export class PduBatch {
     head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
     head[o + 2] = hlen;
     head[o + 3] = 0;
-    head.writeUInt32LE(headLen, o + 4);
-    head.writeUInt32LE(dw0 >>> 0, o + 8);
-    head.writeUInt32LE(dw1 >>> 0, o + 12);
-    head.writeUInt16LE(sqhd & 0xffff, o + 16);
-    head.writeUInt16LE(sqid & 0xffff, o + 18);
-    head.writeUInt16LE(cid & 0xffff, o + 20);
-    head.writeUInt16LE((status << 1) & 0xfffe, o + 22);
-    if (hdgst) head.writeUInt32LE(crc32c(head.subarray(o, o + hlen)), o + hlen);
+    wr32(head, o + 4, headLen);
+    wr32(head, o + 8, dw0);
+    wr32(head, o + 12, dw1);
+    wr16(head, o + 16, sqhd);
+    wr16(head, o + 18, sqid);
+    wr16(head, o + 20, cid);
+    wr16(head, o + 22, (status << 1) & 0xfffe);
+    if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
     this.#pos = o + headLen;
     this.bytes += headLen;
   }

@@ -3,6 +3,7 @@
 import { Buffer } from 'node:buffer';
 import { CAPSULE_CMD_HLEN, CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
 import { crc32c } from './crc32c.js';
+import { rd16, rd32 } from '../le.js';
 import type { Pdu } from './pdu.js';
 import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
 
@@ -107,7 +108,7 @@ export class PduReader {
             chunk[off + 1] === 0 &&
             chunk[off + 2] === CAPSULE_CMD_HLEN &&
             chunk[off + 3] === 0 &&
-            chunk.readUInt32LE(off + 4) === CAPSULE_CMD_HLEN
+            rd32(chunk, off + 4) === CAPSULE_CMD_HLEN
           ) {
             // Fast path for the dominant PDU, a CapsuleCmd without data and without header digest: after the IC
             // exchange these 8 CH bytes are its only valid encoding (the checks of validatePduHeader and
@@ -125,7 +126,7 @@ export class PduReader {
             chunk[off + 1] === 0 &&
             chunk[off + 2] === CAPSULE_RESP_PLEN &&
             chunk[off + 3] === 0 &&
-            chunk.readUInt32LE(off + 4) === CAPSULE_RESP_PLEN
+            rd32(chunk, off + 4) === CAPSULE_RESP_PLEN
           ) {
             // Host-side twin of the fast path above: a CapsuleResp without header digest has exactly this CH.
             const cqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_RESP_PLEN);
@@ -311,18 +312,18 @@ export function decodePduHeader(head: Buffer, data: Buffer[], dataLen: number): 
     case PduType.CAPSULE_RESP:
       return { type, cqe: head.subarray(CH_SIZE, CH_SIZE + 16) };
     case PduType.H2C_DATA:
-      return { type, cccid: head.readUInt16LE(8), ttag: head.readUInt16LE(10), datao: head.readUInt32LE(12), last: (flags & PduFlag.DATA_LAST) !== 0, data };
+      return { type, cccid: rd16(head, 8), ttag: rd16(head, 10), datao: rd32(head, 12), last: (flags & PduFlag.DATA_LAST) !== 0, data };
     case PduType.C2H_DATA:
       return {
         type,
-        cccid: head.readUInt16LE(8),
-        datao: head.readUInt32LE(12),
+        cccid: rd16(head, 8),
+        datao: rd32(head, 12),
         last: (flags & PduFlag.DATA_LAST) !== 0,
         success: (flags & PduFlag.DATA_SUCCESS) !== 0,
         data,
       };
     case PduType.R2T:
-      return { type, cccid: head.readUInt16LE(8), ttag: head.readUInt16LE(10), r2to: head.readUInt32LE(12), r2tl: head.readUInt32LE(16) };
+      return { type, cccid: rd16(head, 8), ttag: rd16(head, 10), r2to: rd32(head, 12), r2tl: rd32(head, 16) };
   }
 }
 

@@ -1,5 +1,6 @@
 // PDU header validation per receiving role, in spec field order (TCP 1.0 §3.6.1, §3.6.2; FreeBSD nvmf_tcp_validate_pdu_header).
 import { ChOffset, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType, TERM_REQ_HLEN, TERM_REQ_MAX_DATA, dataOffset, isPduType } from './constants.js';
+import { rd32 } from '../le.js';
 
 /** Which side is receiving: a controller receives H2C PDUs, a host receives C2H PDUs. */
 export type ReceiverRole = 'controller' | 'host';
@@ -38,7 +39,7 @@ export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict
   const flags = ch[ChOffset.flags] as number;
   const hlen = ch[ChOffset.hlen] as number;
   const pdo = ch[ChOffset.pdo] as number;
-  const plen = ch.readUInt32LE(ChOffset.plen);
+  const plen = rd32(ch, ChOffset.plen);
 
   // type: known, and one the receiving role may receive (a host never sends C2H PDUs and vice versa).
   if (!isPduType(type)) return fatal(Fes.INVALID_HEADER_FIELD, ChOffset.type, `unknown PDU type 0x${type.toString(16)}`);
@@ -117,7 +118,7 @@ export function validatePduSpecific(head: Buffer, type: number, dataLen: number)
     case PduType.H2C_DATA:
     case PduType.C2H_DATA:
       // datal must equal the data the PDU carries (nvmet: no padding accepted).
-      if (head.readUInt32LE(16) !== dataLen) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: `datal ${head.readUInt32LE(16)} but PDU carries ${dataLen}` };
+      if (rd32(head, 16) !== dataLen) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: `datal ${head.readUInt32LE(16)} but PDU carries ${dataLen}` };
       return undefined;
     case PduType.R2T:
       if (head.readUInt32LE(16) === 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: 'R2T r2tl 0' };

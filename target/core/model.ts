@@ -4,7 +4,7 @@
 import type { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { AenConfig, AenDw0, DNR, LogPageId, Status } from '../../protocol/index.js';
+import { AenConfig, AenDw0, DNR, LogPageId, Status, rd16, rd32 } from '../../protocol/index.js';
 import type { FaultConfig, SubsystemConfig } from '../config/types.js';
 import { AuthRegistry, type HostAuth, type QueueAuth, type QueueAuthView } from './auth.js';
 import type { Namespace } from './namespace.js';
@@ -146,7 +146,7 @@ export class Request {
     this.errorLoc = 0xffff;
     this.execute = undefined;
     this.received = 0;
-    this.h2c = [];
+    if (this.h2c.length > 0) this.h2c = [];
     this.t0 = 0;
     this.lat = undefined;
   }
@@ -156,9 +156,9 @@ export class Request {
     this.sqe = sqe;
     this.opcode = sqe[0] as number;
     this.flags = sqe[1] as number;
-    this.cid = sqe.readUInt16LE(2);
-    this.nsid = sqe.readUInt32LE(4);
-    this.sglLen = sqe.readUInt32LE(32);
+    this.cid = rd16(sqe, 2);
+    this.nsid = rd32(sqe, 4);
+    this.sglLen = rd32(sqe, 32);
     this.sglType = sqe[39] as number;
     if (inCapsule !== undefined && inCapsule.length > 0) {
       let n = 0;
@@ -245,6 +245,10 @@ export class Subsystem {
   readonly #ioStats: (OpcodeStat | undefined)[] = new Array<OpcodeStat | undefined>(256).fill(undefined);
   #nextCntlid = CNTLID_MIN;
   readonly serial: string;
+  /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. Fields, not getters over the
+   * config: both are read on every I/O command and the config never changes after construction. */
+  readonly maxTransfer: number;
+  readonly ana: boolean;
 
   constructor(
     readonly config: SubsystemConfig,
@@ -256,6 +260,9 @@ export class Subsystem {
     this.setFaults(this.faults);
     // nvmet generates a random serial per boot; a hash of the NQN keeps it stable across restarts.
     this.serial = config.serial ?? createHash('sha256').update(config.nqn).digest('hex').slice(0, 20);
+    const mdts = config.mdts ?? SUBSYS_DEFAULTS.mdts;
+    this.maxTransfer = mdts === 0 ? 0 : 4096 * 2 ** mdts;
+    this.ana = kind === 'nvm' && (config.ana ?? true);
   }
 
   get nqn(): string {
@@ -272,15 +279,6 @@ export class Subsystem {
   }
   get mdts(): number {
     return this.config.mdts ?? SUBSYS_DEFAULTS.mdts;
-  }
-  /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. */
-  get maxTransfer(): number {
-    // Shift, not `2 ** mdts`: this getter runs on every I/O and V8 compiles `**` to a pow() call.
-    const mdts = this.mdts;
-    return mdts === 0 ? 0 : mdts < 19 ? 4096 << mdts : 4096 * 2 ** mdts;
-  }
-  get ana(): boolean {
-    return this.kind === 'nvm' && (this.config.ana ?? true);
   }
   get model(): string {
     return this.config.model ?? SUBSYS_DEFAULTS.model;

@@ -2,7 +2,7 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, NvmOpcode, Status } from '../../../protocol/index.js';
+import { DNR, NvmOpcode, Status, rd16, rd32 } from '../../../protocol/index.js';
 import type { Controller, QueueModel, Request } from '../model.js';
 import type { Namespace } from '../namespace.js';
 
@@ -53,9 +53,10 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     case NvmOpcode.WRITE:
     case NvmOpcode.COMPARE: {
       const sqe = req.sqe;
-      const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
-      const nlb = (sqe.readUInt16LE(48) as number) + 1;
-      if (slba + nlb > ns.nsze || sqe.readUInt32LE(44) >= 0x20_0000) {
+      const slbaHi = rd32(sqe, 44);
+      const slba = rd32(sqe, 40) + slbaHi * 0x1_0000_0000;
+      const nlb = rd16(sqe, 48) + 1;
+      if (slba + nlb > ns.nsze || slbaHi >= 0x20_0000) {
         req.errorLoc = 40;
         return Status.LBA_RANGE | DNR;
       }
@@ -142,7 +143,7 @@ function deliver(req: Request, status: number): void {
 
 function executeRead(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
+  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
   const len = req.dataLen;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = req.queueRef?.ops.dataDigest === true;
@@ -172,8 +173,8 @@ function executeRead(req: Request): void {
 
 function executeWrite(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
-  const fua = (req.sqe.readUInt32LE(48) & CDW12_FUA) !== 0;
+  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
+  const fua = (rd32(req.sqe, 48) & CDW12_FUA) !== 0;
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) {
@@ -194,7 +195,7 @@ function executeWrite(req: Request): void {
 
 function executeCompare(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 0x1_0000_0000) * ns.blockSize;
+  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
     if (err) return finish(req, Status.READ_ERROR);
     const a = Buffer.concat(bufs, req.dataLen);

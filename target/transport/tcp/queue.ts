@@ -472,7 +472,7 @@ export class TcpQueue implements QueueTransportOps {
     req.state = 'free';
     req.out = undefined;
     req.data = undefined;
-    req.h2c = [];
+    if (req.h2c.length > 0) req.h2c = [];
     req.inCapsule = undefined;
     if (this.#pool.length < 256) this.#pool.push(req);
   }
