@@ -3,6 +3,7 @@
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
 //   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
+//                                [--node-min]
 // --prof writes a V8 CPU profile of the TS target to ./bench-prof/. Prints IOPS, MB/s, p50/p99 µs, the TS/C ratio,
 // each target's CPU time per I/O (/proc/<pid>/stat; robust against neighbours' load), and the data-digest cost.
 import { Buffer } from 'node:buffer';
@@ -160,6 +161,8 @@ async function main(): Promise<void> {
   const verify = process.argv.includes('--verify');
   // Another checkout of this repository (e.g. the commit before an optimization), run as a third target.
   const compare = arg('compare');
+  // The trivial Node server of performance.md (bench/perf-node-min.ts): what Node alone reaches on this machine now.
+  const nodeMin = process.argv.includes('--node-min');
   const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
   const self = fileURLToPath(import.meta.url);
   const nodeArgs = [...process.execArgv, ...(prof ? ['--cpu-prof', '--cpu-prof-dir', 'bench-prof'] : [])];
@@ -172,6 +175,7 @@ async function main(): Promise<void> {
   try {
     await spawnTarget('C', [bins.target, '0', String(NS_BYTES >> 20)]);
     await spawnTarget('TS', [process.execPath, ...nodeArgs, self, '--server']);
+    if (nodeMin) await spawnTarget('Node-min', [process.execPath, ...process.execArgv, path.join(HERE, 'perf-node-min.ts'), String(NS_BYTES >> 20)]);
     if (compare !== undefined) await spawnTarget('TS@compare', [process.execPath, ...process.execArgv, path.join(path.resolve(compare), 'bench', 'perf-target.ts'), '--server']);
     type Side = ClientResult & { cpuPerIo: number };
     const measure = async (child: Child, port: number, c: Case): Promise<Side> => {

@@ -1,0 +1,139 @@
+// The "best trivial Node server" of performance.md as a second yardstick for bench/perf-target.ts: the same subset of
+// NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
+// model at all. It uses every technique that reference lists (no Nagle, reused receive buffer via onread, incremental
+// framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
+// gathered into one slab), so the gap between it and the real target is the price of being a controller.
+//   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
+import { Buffer } from 'node:buffer';
+import net from 'node:net';
+import { crc32c } from '../protocol/index.js';
+import { adoptWithUserBuffer } from '../target/transport/tcp/user-buffer-socket.js';
+
+const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
+for (let i = 0; i < RAM.length; i += 4) RAM.writeUInt32LE((i * 2654435761) >>> 0, i);
+
+const IC_REQ = 0x00;
+const IC_RESP = 0x01;
+const CMD = 0x04;
+const RESP = 0x05;
+const C2H = 0x07;
+const LAST = 0x04;
+const DDGST = 0x02;
+
+function serve(sock: net.Socket): void {
+  let ddgst = false;
+  let pend: Buffer | undefined; // a PDU split across reads (copied)
+  let slab = Buffer.allocUnsafeSlow(256 * 1024);
+  let pos = 0;
+  let seg = 0; // start of the slab segment not yet in `out`
+  let out: Buffer[] = [];
+  const cut = (): void => {
+    if (pos > seg) out.push(slab.subarray(seg, pos));
+    seg = pos;
+  };
+  const room = (n: number): void => {
+    if (pos + n <= slab.length) return;
+    cut();
+    slab = Buffer.allocUnsafeSlow(256 * 1024);
+    pos = seg = 0;
+  };
+  const resp = (cid: number, dw0: number): void => {
+    room(24);
+    slab.fill(0, pos, pos + 24);
+    slab[pos] = RESP;
+    slab[pos + 2] = 24;
+    slab.writeUInt32LE(24, pos + 4);
+    slab.writeUInt32LE(dw0, pos + 8);
+    slab.writeUInt16LE(0xffff, pos + 16);
+    slab.writeUInt16LE(cid, pos + 20);
+    pos += 24;
+  };
+  const pdu = (b: Buffer, o: number): void => {
+    const type = b[o];
+    if (type === IC_REQ) {
+      ddgst = ((b[o + 11] as number) & 2) !== 0;
+      room(128);
+      slab.fill(0, pos, pos + 128);
+      slab[pos] = IC_RESP;
+      slab[pos + 2] = 128;
+      slab.writeUInt32LE(128, pos + 4);
+      slab[pos + 11] = (b[o + 11] as number) & 3;
+      slab.writeUInt32LE(131072, pos + 12);
+      pos += 128;
+      return;
+    }
+    if (type !== CMD) return;
+    const cid = b.readUInt16LE(o + 10);
+    const opc = b[o + 8];
+    if (opc === 0x7f) return resp(cid, b[o + 12] === 0x01 ? 1 : 0);
+    if (opc !== 0x02) return resp(cid, 0);
+    const slba = b.readUInt32LE(o + 48) + b.readUInt32LE(o + 52) * 0x1_0000_0000;
+    const len = (b.readUInt16LE(o + 56) + 1) * 512;
+    const off = (slba * 512) % (RAM.length - len);
+    room(24 + 4 + (len <= 4096 ? len : 0));
+    slab.fill(0, pos, pos + 24);
+    slab[pos] = C2H;
+    slab[pos + 1] = LAST | (ddgst ? DDGST : 0);
+    slab[pos + 2] = 24;
+    slab[pos + 3] = 24;
+    slab.writeUInt32LE(24 + len + (ddgst ? 4 : 0), pos + 4);
+    slab.writeUInt16LE(cid, pos + 8);
+    slab.writeUInt32LE(len, pos + 16);
+    pos += 24;
+    const data = RAM.subarray(off, off + len);
+    if (len <= 4096) pos += data.copy(slab, pos);
+    else {
+      cut();
+      out.push(data);
+    }
+    if (ddgst) {
+      room(4);
+      slab.writeUInt32LE(crc32c(data), pos);
+      pos += 4;
+    }
+    resp(cid, 0);
+  };
+  const onread = (n: number, buf: Buffer): boolean => {
+    let b = buf.subarray(0, n);
+    if (pend !== undefined) {
+      b = Buffer.concat([pend, b]);
+      pend = undefined;
+    }
+    let o = 0;
+    while (b.length - o >= 8) {
+      const plen = b.readUInt32LE(o + 4);
+      if (b.length - o < plen) break;
+      pdu(b, o);
+      o += plen;
+    }
+    if (o < b.length) pend = Buffer.from(b.subarray(o));
+    cut();
+    if (out.length === 1) s.write(out[0] as Buffer);
+    else if (out.length > 1) {
+      s.cork();
+      for (const c of out) s.write(c);
+      s.uncork();
+    }
+    out = [];
+    // The kernel took everything: the slab is free again; otherwise the stream still holds views of it.
+    if (s.writableLength === 0) pos = seg = 0;
+    else {
+      slab = Buffer.allocUnsafeSlow(256 * 1024);
+      pos = seg = 0;
+    }
+    return true;
+  };
+  const s = adoptWithUserBuffer(sock, Buffer.allocUnsafeSlow(256 * 1024), onread);
+  s.setNoDelay(true);
+  s.on('error', () => s.destroy());
+  s.resume();
+}
+
+const server = net.createServer({ pauseOnConnect: true, noDelay: true }, serve);
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`PORT ${(server.address() as net.AddressInfo).port}\n`);
+});
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (l: string) => {
+  if (l.includes('quit')) process.exit(0);
+});
