@@ -183,19 +183,26 @@ async function main(): Promise<void> {
       const r = await runClient(cpu, bins.client, port, c, seconds, verify);
       return { ...r, cpuPerIo: (cpuUs(child.proc.pid) - before) / r.ios };
     };
-    const rows: Array<{ c: Case; best: Side[] }> = [];
+    const rows: Array<{ c: Case; best: Side[]; all: Side[][] }> = [];
     for (const c of cases) {
       const best: Array<Side | undefined> = targets.map(() => undefined);
+      const all: Side[][] = targets.map(() => []);
       for (let i = 0; i < reps; i++) {
         // Interleaved, so that a burst of neighbour load hits every target alike.
         for (const [k, t] of targets.entries()) {
           const r = await measure(t.child, t.port, c);
+          all[k]?.push(r);
           const b = best[k];
           if (b === undefined || r.iops > b.iops) best[k] = r;
         }
       }
-      rows.push({ c, best: best as Side[] });
+      rows.push({ c, best: best as Side[], all });
     }
+    const median = (xs: number[]): number => {
+      const s = [...xs].sort((x, y) => x - y);
+      const m = s.length >> 1;
+      return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+    };
     const fmt = (n: number, w: number, d = 0): string => n.toFixed(d).padStart(w);
     console.log(`# NVMe/TCP targets driven by the same C client (digest verify ${verify ? 'on' : 'off'}), all on CPU ${cpu}, ${seconds} s per run, best of ${reps}`);
     console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO`);
@@ -215,6 +222,14 @@ async function main(): Promise<void> {
       if (a === undefined || b === undefined) continue;
       const cost = targets.map((t, k) => `${t.name} ${((1 - (b.best[k] as Side).iops / (a.best[k] as Side).iops) * 100).toFixed(1)}%`);
       console.log(`data digest cost (IOPS lost) ${plain}: ${cost.join(', ')}`);
+      // 128 KiB runs on loopback are bimodal for every target here (the C one too: ~28k or ~50k IOPS from run to run),
+      // so best-of-N IOPS can compare a slow-mode run with a fast-mode one; the target's CPU time per I/O is steadier.
+      const cpuCost = targets.map((t, k) => {
+        const plainCpu = median((a.all[k] ?? []).map((x) => x.cpuPerIo));
+        const dgCpu = median((b.all[k] ?? []).map((x) => x.cpuPerIo));
+        return `${t.name} ${((dgCpu / plainCpu - 1) * 100).toFixed(1)}%`;
+      });
+      console.log(`data digest cost (target CPU per I/O, median of ${reps}) ${plain}: ${cpuCost.join(', ')}`);
     }
   } finally {
     for (const t of targets) {
