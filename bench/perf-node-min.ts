@@ -2,15 +2,16 @@
 // NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
 // model at all. It uses every technique that reference lists (no Nagle, reused receive buffer via onread, incremental
 // framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
-// gathered into one slab), so the gap between it and the real target is the price of being a controller.
+// gathered into one slab; header fields through protocol/le.ts like the target), so the gap between it and the real
+// target is the price of being a controller.
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { crc32c } from '../protocol/index.js';
+import { crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
 import { adoptWithUserBuffer } from '../target/transport/tcp/user-buffer-socket.js';
 
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
-for (let i = 0; i < RAM.length; i += 4) RAM.writeUInt32LE((i * 2654435761) >>> 0, i);
+for (let i = 0; i < RAM.length; i += 4) wr32(RAM, i, (i * 2654435761) >>> 0);
 
 const IC_REQ = 0x00;
 const IC_RESP = 0x01;
@@ -42,10 +43,10 @@ function serve(sock: net.Socket): void {
     slab.fill(0, pos, pos + 24);
     slab[pos] = RESP;
     slab[pos + 2] = 24;
-    slab.writeUInt32LE(24, pos + 4);
-    slab.writeUInt32LE(dw0, pos + 8);
-    slab.writeUInt16LE(0xffff, pos + 16);
-    slab.writeUInt16LE(cid, pos + 20);
+    wr32(slab, pos + 4, 24);
+    wr32(slab, pos + 8, dw0);
+    wr16(slab, pos + 16, 0xffff);
+    wr16(slab, pos + 20, cid);
     pos += 24;
   };
   const pdu = (b: Buffer, o: number): void => {
@@ -56,19 +57,19 @@ function serve(sock: net.Socket): void {
       slab.fill(0, pos, pos + 128);
       slab[pos] = IC_RESP;
       slab[pos + 2] = 128;
-      slab.writeUInt32LE(128, pos + 4);
+      wr32(slab, pos + 4, 128);
       slab[pos + 11] = (b[o + 11] as number) & 3;
-      slab.writeUInt32LE(131072, pos + 12);
+      wr32(slab, pos + 12, 131072);
       pos += 128;
       return;
     }
     if (type !== CMD) return;
-    const cid = b.readUInt16LE(o + 10);
+    const cid = rd16(b, o + 10);
     const opc = b[o + 8];
     if (opc === 0x7f) return resp(cid, b[o + 12] === 0x01 ? 1 : 0);
     if (opc !== 0x02) return resp(cid, 0);
-    const slba = b.readUInt32LE(o + 48) + b.readUInt32LE(o + 52) * 0x1_0000_0000;
-    const len = (b.readUInt16LE(o + 56) + 1) * 512;
+    const slba = rd32(b, o + 48) + rd32(b, o + 52) * 0x1_0000_0000;
+    const len = (rd16(b, o + 56) + 1) * 512;
     const off = (slba * 512) % (RAM.length - len);
     room(24 + 4 + (len <= 4096 ? len : 0));
     slab.fill(0, pos, pos + 24);
@@ -76,9 +77,9 @@ function serve(sock: net.Socket): void {
     slab[pos + 1] = LAST | (ddgst ? DDGST : 0);
     slab[pos + 2] = 24;
     slab[pos + 3] = 24;
-    slab.writeUInt32LE(24 + len + (ddgst ? 4 : 0), pos + 4);
-    slab.writeUInt16LE(cid, pos + 8);
-    slab.writeUInt32LE(len, pos + 16);
+    wr32(slab, pos + 4, 24 + len + (ddgst ? 4 : 0));
+    wr16(slab, pos + 8, cid);
+    wr32(slab, pos + 16, len);
     pos += 24;
     const data = RAM.subarray(off, off + len);
     if (len <= 4096) pos += data.copy(slab, pos);
@@ -88,7 +89,7 @@ function serve(sock: net.Socket): void {
     }
     if (ddgst) {
       room(4);
-      slab.writeUInt32LE(crc32c(data), pos);
+      wr32(slab, pos, crc32c(data));
       pos += 4;
     }
     resp(cid, 0);
@@ -101,7 +102,7 @@ function serve(sock: net.Socket): void {
     }
     let o = 0;
     while (b.length - o >= 8) {
-      const plen = b.readUInt32LE(o + 4);
+      const plen = rd32(b, o + 4);
       if (b.length - o < plen) break;
       pdu(b, o);
       o += plen;
