@@ -1,7 +1,9 @@
-// Sparse RAM backend: fixed-size chunks allocated on first write; unwritten chunks read as zeros from one shared buffer.
+// Sparse RAM backend: fixed-size chunks allocated on first write, packed into arenas (see Arena); unwritten chunks read
+// as zeros from one shared buffer.
 // For data digests it keeps a CRC32C per 4 KiB block and combines them (zlib's crc32_combine, reflected CRC32C), so a
 // digest of cached blocks costs a few table lookups instead of a pass over the data; chunks whose views went out with
-// such a digest are copied before the next write (copy-on-write), so the digest always matches the bytes sent.
+// such a digest are moved to a fresh slot before the next write (copy-on-write), so the digest always matches the bytes
+// sent.
 import { Buffer } from 'node:buffer';
 import { crc32c } from '../../protocol/index.js';
 import type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
@@ -49,9 +51,16 @@ class Chunk {
   /** Per-4 KiB-block CRC32C, valid where the bit in `valid` is set. */
   readonly crc = new Uint32Array(BLOCKS_PER_CHUNK);
   valid = 0;
-  /** Views of `buf` were returned with a digest: copy before writing (copy-on-write). */
+  /** Views of `buf` were returned with a digest: move before writing (copy-on-write). */
   lent = false;
-  constructor(public buf: Buffer) {}
+  constructor(
+    /** Namespace chunk index (unused for the shared zero chunk). */
+    readonly idx: number,
+    /** The arena holding `buf` (undefined only for the shared zero chunk). */
+    public arena: Arena | undefined,
+    /** This chunk's 128 KiB: a view of its arena slot. */
+    public buf: Buffer,
+  ) {}
 
   blockCrc(i: number): number {
     if ((this.valid & (1 << i)) === 0) {
@@ -61,67 +70,139 @@ class Chunk {
     return this.crc[i] as number;
   }
 
-  /** Make `buf` private before changing bytes [from, to) and drop their cached CRCs. */
-  beforeWrite(from: number, to: number): void {
-    if (this.lent) {
-      const copy = Buffer.allocUnsafeSlow(RAM_CHUNK_SIZE);
-      this.buf.copy(copy);
-      this.buf = copy;
-      this.lent = false;
-    }
+  /** Drop the cached CRCs of bytes [from, to) before they change. */
+  invalidate(from: number, to: number): void {
     for (let i = from >>> CRC_BLOCK_SHIFT; i <= (to - 1) >>> CRC_BLOCK_SHIFT; i++) this.valid &= ~(1 << i);
   }
 }
 
-/** The chunk lookup: a dense array for namespaces up to 64 GiB (one load per I/O), a Map beyond (sparse, huge sizes). */
+/**
+ * Up to ARENA_MAX_CHUNKS chunk slots in one allocation, handed out in order and never reused: a slot's bytes change
+ * only through writes to the chunk living there, so a view returned earlier never shows another chunk's data. Chunks
+ * leave a slot when they are freed or moved (copy-on-write); an arena whose live chunks drop below half its slots is
+ * evacuated (its chunks are moved too) and forgotten, and the GC frees it once no view of it is left in flight.
+ */
+class Arena {
+  readonly buf: Buffer;
+  /** Slots handed out so far. */
+  used = 0;
+  /** Slots whose chunk still lives here. */
+  live = 0;
+  /** Every chunk placed here (some may have moved on: check `chunk.arena`). */
+  readonly placed: Chunk[] = [];
+  /** Forgotten (being or been evacuated): departures no longer count. */
+  dead = false;
+  constructor(
+    readonly id: number,
+    readonly slots: number,
+  ) {
+    // Zero-filled through calloc: pages of slots not yet written are not committed.
+    this.buf = Buffer.alloc(slots * RAM_CHUNK_SIZE);
+  }
+}
+
+/**
+ * Why arenas: a random 4 KiB read used to touch a chunk object, its Buffer and its ArrayBuffer, all cold, before the
+ * data; packed into a few large buffers, the lookup is two typed-array loads and one hot buffer (fifth pass in
+ * docs/performance.md: 4 KiB QD1 −0.4 µs, QD32 +20 % IOPS). 16 slots = 2 MiB, so a sparse namespace commits at most
+ * one arena more than it uses.
+ */
+const ARENA_MAX_CHUNKS = 16;
+
+/** Shared by every unwritten chunk; never written. */
+const ZERO_CHUNK = new Chunk(-1, undefined, Buffer.alloc(RAM_CHUNK_SIZE));
+
+/** The chunk lookup: dense typed arrays for namespaces up to 64 GiB (two loads per I/O), a Map beyond (sparse, huge sizes). */
 interface ChunkTable {
   get(idx: number): Chunk | undefined;
-  set(idx: number, c: Chunk): void;
+  set(idx: number, c: Chunk, offInArena: number): void;
   delete(idx: number): void;
   clear(): void;
   readonly size: number;
 }
 
-/** 512 Ki slots (4 MiB of pointers) cover 64 GiB of 128 KiB chunks. */
+/** 512 Ki slots cover 64 GiB of 128 KiB chunks. */
 const DENSE_MAX_CHUNKS = 512 * 1024;
 
 class DenseTable implements ChunkTable {
-  readonly #slots: Array<Chunk | undefined>;
+  readonly #chunks: Array<Chunk | undefined>;
+  /** Arena id of each chunk, -1 when unwritten; and the chunk's byte offset in that arena (the read path's lookup). */
+  readonly arenaOf: Int32Array;
+  readonly offOf: Int32Array;
   size = 0;
   constructor(n: number) {
-    this.#slots = new Array<Chunk | undefined>(n).fill(undefined);
+    this.#chunks = new Array<Chunk | undefined>(n).fill(undefined);
+    this.arenaOf = new Int32Array(n).fill(-1);
+    this.offOf = new Int32Array(n);
   }
   get(idx: number): Chunk | undefined {
-    return this.#slots[idx];
+    return this.#chunks[idx];
   }
-  set(idx: number, c: Chunk): void {
-    if (this.#slots[idx] === undefined) this.size++;
-    this.#slots[idx] = c;
+  set(idx: number, c: Chunk, offInArena: number): void {
+    if (this.#chunks[idx] === undefined) this.size++;
+    this.#chunks[idx] = c;
+    this.arenaOf[idx] = (c.arena as Arena).id;
+    this.offOf[idx] = offInArena;
   }
   delete(idx: number): void {
-    if (this.#slots[idx] !== undefined) this.size--;
-    this.#slots[idx] = undefined;
+    if (this.#chunks[idx] !== undefined) this.size--;
+    this.#chunks[idx] = undefined;
+    this.arenaOf[idx] = -1;
   }
   clear(): void {
-    this.#slots.fill(undefined);
+    this.#chunks.fill(undefined);
+    this.arenaOf.fill(-1);
     this.size = 0;
   }
 }
 
-/** Shared by every unwritten chunk; never written, so never copied. */
-const ZERO_CHUNK = new Chunk(Buffer.alloc(RAM_CHUNK_SIZE));
+class MapTable implements ChunkTable {
+  readonly #chunks = new Map<number, Chunk>();
+  get size(): number {
+    return this.#chunks.size;
+  }
+  get(idx: number): Chunk | undefined {
+    return this.#chunks.get(idx);
+  }
+  set(idx: number, c: Chunk): void {
+    this.#chunks.set(idx, c);
+  }
+  delete(idx: number): void {
+    this.#chunks.delete(idx);
+  }
+  clear(): void {
+    this.#chunks.clear();
+  }
+}
 
 export class RamBackend implements NamespaceBackend {
   readonly kind = 'ram';
   readonly #chunks: ChunkTable;
+  readonly #dense: DenseTable | undefined;
+  /** Arenas by id, and their buffers (what the read path touches); ids of forgotten arenas are reused. */
+  readonly #arenas: Array<Arena | undefined> = [];
+  readonly #arenaBufs: Array<Buffer | undefined> = [];
+  readonly #freeIds: number[] = [];
+  #current: Arena | undefined;
+  readonly #arenaSlots: number;
 
   constructor(readonly size: number) {
-    this.#chunks = Math.ceil(size / RAM_CHUNK_SIZE) <= DENSE_MAX_CHUNKS ? new DenseTable(Math.ceil(size / RAM_CHUNK_SIZE)) : new Map<number, Chunk>();
+    const n = Math.ceil(size / RAM_CHUNK_SIZE);
+    this.#dense = n <= DENSE_MAX_CHUNKS ? new DenseTable(n) : undefined;
+    this.#chunks = this.#dense ?? new MapTable();
+    this.#arenaSlots = Math.max(1, Math.min(ARENA_MAX_CHUNKS, n));
   }
 
-  /** Bytes of chunk memory allocated so far (tests and stats). */
+  /** Bytes of namespace backed by chunk memory (tests and stats). */
   get allocatedBytes(): number {
     return this.#chunks.size * RAM_CHUNK_SIZE;
+  }
+
+  /** Arena memory held, including slots not used yet or left behind by moved chunks (tests). */
+  get arenaBytes(): number {
+    let n = 0;
+    for (const a of this.#arenas) if (a !== undefined) n += a.slots * RAM_CHUNK_SIZE;
+    return n;
   }
 
   read(offset: number, length: number, cb: ReadCallback, wantCrc = false): void {
@@ -129,7 +210,14 @@ export class RamBackend implements NamespaceBackend {
     const first = offset >>> 0 === offset ? offset >>> CHUNK_SHIFT : Math.floor(offset / RAM_CHUNK_SIZE);
     const start = offset - first * RAM_CHUNK_SIZE;
     if (start + length <= RAM_CHUNK_SIZE) {
-      const view = [((this.#chunks.get(first) ?? ZERO_CHUNK) as Chunk).buf.subarray(start, start + length)];
+      const dense = this.#dense;
+      if (dense !== undefined && !wantCrc) {
+        const a = dense.arenaOf[first] as number;
+        const o = a < 0 ? start : (dense.offOf[first] as number) + start;
+        const src = a < 0 ? ZERO_CHUNK.buf : (this.#arenaBufs[a] as Buffer);
+        return cb(null, [src.subarray(o, o + length)]);
+      }
+      const view = [(this.#chunks.get(first) ?? ZERO_CHUNK).buf.subarray(start, start + length)];
       if (!wantCrc) return cb(null, view);
       return cb(null, view, this.#crcOf(offset, length, view));
     }
@@ -170,6 +258,73 @@ export class RamBackend implements NamespaceBackend {
     return crc;
   }
 
+  /** The next free slot, in the current arena or a new one. */
+  #slot(): { arena: Arena; off: number } {
+    let a = this.#current;
+    let prev: Arena | undefined;
+    if (a === undefined || a.used === a.slots) {
+      prev = a;
+      const id = this.#freeIds.pop() ?? this.#arenas.length;
+      a = new Arena(id, this.#arenaSlots);
+      this.#arenas[id] = a;
+      this.#arenaBufs[id] = a.buf;
+      this.#current = a;
+    }
+    const off = a.used * RAM_CHUNK_SIZE;
+    a.used++;
+    a.live++;
+    // The arena that stopped being current may have lost most of its chunks meanwhile (departures from the current
+    // arena do not evacuate it).
+    if (prev !== undefined) this.#evacuateIfSparse(prev);
+    return { arena: a, off };
+  }
+
+  /** A new chunk for `idx` (its bytes are zero: fresh slots of a calloc'ed arena). */
+  #create(idx: number): Chunk {
+    const { arena, off } = this.#slot();
+    const c = new Chunk(idx, arena, arena.buf.subarray(off, off + RAM_CHUNK_SIZE));
+    arena.placed.push(c);
+    this.#chunks.set(idx, c, off);
+    return c;
+  }
+
+  /** Move `c` to a fresh slot with its bytes and cached CRCs: views of the old slot keep showing the old bytes. */
+  #move(c: Chunk): void {
+    const from = c.arena as Arena;
+    const { arena, off } = this.#slot();
+    const buf = arena.buf.subarray(off, off + RAM_CHUNK_SIZE);
+    c.buf.copy(buf);
+    c.buf = buf;
+    c.arena = arena;
+    c.lent = false;
+    arena.placed.push(c);
+    this.#chunks.set(c.idx, c, off);
+    this.#leave(from);
+  }
+
+  /** A chunk left `a`. */
+  #leave(a: Arena): void {
+    a.live--;
+    this.#evacuateIfSparse(a);
+  }
+
+  /** Evacuate and forget `a` once fewer than half of its slots are live (never the current arena). */
+  #evacuateIfSparse(a: Arena): void {
+    if (a.dead || a === this.#current || a.live * 2 >= a.slots) return;
+    a.dead = true;
+    this.#arenas[a.id] = undefined;
+    this.#arenaBufs[a.id] = undefined;
+    this.#freeIds.push(a.id);
+    for (const c of a.placed) if (c.arena === a) this.#move(c);
+    a.placed.length = 0;
+  }
+
+  /** Make `c` safe to change in bytes [from, to): move it if views went out with a digest, drop those CRCs. */
+  #beforeWrite(c: Chunk, from: number, to: number): void {
+    if (c.lent) this.#move(c);
+    c.invalidate(from, to);
+  }
+
   write(offset: number, data: readonly Buffer[], _fua: boolean, cb: IoCallback): void {
     let off = offset;
     for (const src of data) {
@@ -179,10 +334,8 @@ export class RamBackend implements NamespaceBackend {
         const within = off - idx * RAM_CHUNK_SIZE;
         const n = Math.min(src.length - s, RAM_CHUNK_SIZE - within);
         let chunk = this.#chunks.get(idx);
-        if (chunk === undefined) {
-          chunk = new Chunk(Buffer.alloc(RAM_CHUNK_SIZE));
-          this.#chunks.set(idx, chunk);
-        } else chunk.beforeWrite(within, within + n);
+        if (chunk === undefined) chunk = this.#create(idx);
+        else this.#beforeWrite(chunk, within, within + n);
         src.copy(chunk.buf, within, s, s + n);
         s += n;
         off += n;
@@ -205,9 +358,13 @@ export class RamBackend implements NamespaceBackend {
       const chunk = this.#chunks.get(idx);
       // A whole chunk is freed (deallocated or not, the result reads as zeros); partial chunks are zero-filled.
       if (chunk !== undefined) {
-        if (n === RAM_CHUNK_SIZE) this.#chunks.delete(idx);
-        else {
-          chunk.beforeWrite(within, within + n);
+        if (n === RAM_CHUNK_SIZE) {
+          this.#chunks.delete(idx);
+          const a = chunk.arena as Arena;
+          chunk.arena = undefined;
+          this.#leave(a);
+        } else {
+          this.#beforeWrite(chunk, within, within + n);
           chunk.buf.fill(0, within, within + n);
         }
       }
@@ -219,5 +376,9 @@ export class RamBackend implements NamespaceBackend {
 
   async close(): Promise<void> {
     this.#chunks.clear();
+    this.#arenas.length = 0;
+    this.#arenaBufs.length = 0;
+    this.#freeIds.length = 0;
+    this.#current = undefined;
   }
 }
