@@ -185,18 +185,13 @@ async function main(): Promise<void> {
     };
     const rows: Array<{ c: Case; best: Side[]; all: Side[][] }> = [];
     for (const c of cases) {
-      const best: Array<Side | undefined> = targets.map(() => undefined);
       const all: Side[][] = targets.map(() => []);
       for (let i = 0; i < reps; i++) {
         // Interleaved, so that a burst of neighbour load hits every target alike.
-        for (const [k, t] of targets.entries()) {
-          const r = await measure(t.child, t.port, c);
-          all[k]?.push(r);
-          const b = best[k];
-          if (b === undefined || r.iops > b.iops) best[k] = r;
-        }
+        for (const [k, t] of targets.entries()) all[k]?.push(await measure(t.child, t.port, c));
       }
-      rows.push({ c, best: best as Side[], all });
+      const best = all.map((runs) => runs.reduce((b, r) => (r.iops > b.iops ? r : b)));
+      rows.push({ c, best, all });
     }
     const median = (xs: number[]): number => {
       const s = [...xs].sort((x, y) => x - y);
