@@ -211,13 +211,13 @@ export class RamBackend implements NamespaceBackend {
     const start = offset - first * RAM_CHUNK_SIZE;
     if (start + length <= RAM_CHUNK_SIZE) {
       const dense = this.#dense;
-      if (dense !== undefined && !wantCrc) {
+      let view: Buffer[];
+      if (dense !== undefined) {
         const a = dense.arenaOf[first] as number;
         const o = a < 0 ? start : (dense.offOf[first] as number) + start;
         const src = a < 0 ? ZERO_CHUNK.buf : (this.#arenaBufs[a] as Buffer);
-        return cb(null, [src.subarray(o, o + length)]);
-      }
-      const view = [(this.#chunks.get(first) ?? ZERO_CHUNK).buf.subarray(start, start + length)];
+        view = [src.subarray(o, o + length)];
+      } else view = [(this.#chunks.get(first) ?? ZERO_CHUNK).buf.subarray(start, start + length)];
       if (!wantCrc) return cb(null, view);
       return cb(null, view, this.#crcOf(offset, length, view));
     }
