@@ -249,7 +249,7 @@ function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, dat
   head[o + 2] = hlen;
   head[o + 3] = pdo;
   wr32(head, o + 4, plen);
-  if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
+  if (hdgst) writeHeaderDigest(head, o, hlen);
   return headLen;
 }
 
@@ -273,23 +273,32 @@ function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: P
   wr32(head, o + 12, pdu.datao);
   wr32(head, o + 16, datalen);
   wr32(head, o + 20, 0);
-  if (hdgst) wr32(head, o + DATA_PDU_HLEN, crc32c(head.subarray(o, o + DATA_PDU_HLEN)));
+  if (hdgst) writeHeaderDigest(head, o, DATA_PDU_HLEN);
   if (headLen > DATA_PDU_HLEN + hd) head.fill(0, o + DATA_PDU_HLEN + hd, o + headLen);
+  return headLen;
+}
+
+/** HDGST (§3.6.1.3): CRC32C of the `hlen` header bytes at `o`, written right after them. */
+function writeHeaderDigest(head: Buffer, o: number, hlen: number): void {
+  wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
+}
+
+/** CapsuleResp CH (§3.6.2.7); returns the PDU length (header and HDGST). The CQE follows at o + CH_SIZE. */
+function writeCapsuleRespCh(head: Buffer, o: number, hdgst: boolean): number {
+  const headLen = CAPSULE_RESP_HLEN + (hdgst ? DIGEST_SIZE : 0);
+  head[o] = PduType.CAPSULE_RESP;
+  head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
+  head[o + 2] = CAPSULE_RESP_HLEN;
+  head[o + 3] = 0;
+  wr32(head, o + 4, headLen);
   return headLen;
 }
 
 /** CapsuleResp header (§3.6.2.7): CH and the 16-byte CQE, then HDGST. */
 function writeCapsuleRespHeader(head: Buffer, o: number, pdu: CapsuleRespPdu, framing: PduFraming): number {
-  const hlen = PDU_INFO[PduType.CAPSULE_RESP].hlen;
-  const hdgst = framing.hdgst;
-  const headLen = hlen + (hdgst ? DIGEST_SIZE : 0);
-  head[o] = PduType.CAPSULE_RESP;
-  head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
-  head[o + 2] = hlen;
-  head[o + 3] = 0;
-  wr32(head, o + 4, headLen);
+  const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
   pdu.cqe.copy(head, o + CH_SIZE, 0, 16);
-  if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
+  if (framing.hdgst) writeHeaderDigest(head, o, CAPSULE_RESP_HLEN);
   return headLen;
 }
 
@@ -449,21 +458,14 @@ export class PduBatch {
     this.#room(PDU_MAX_HEADER_BYTES);
     const head = this.#slab;
     const o = this.#pos;
-    const hlen = CAPSULE_RESP_HLEN;
-    const hdgst = framing.hdgst;
-    const headLen = hlen + (hdgst ? DIGEST_SIZE : 0);
-    head[o] = PduType.CAPSULE_RESP;
-    head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
-    head[o + 2] = hlen;
-    head[o + 3] = 0;
-    wr32(head, o + 4, headLen);
+    const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
     wr32(head, o + 8, dw0);
     wr32(head, o + 12, dw1);
     wr16(head, o + 16, sqhd);
     wr16(head, o + 18, sqid);
     wr16(head, o + 20, cid);
     wr16(head, o + 22, (status << 1) & 0xfffe);
-    if (hdgst) wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
+    if (framing.hdgst) writeHeaderDigest(head, o, CAPSULE_RESP_HLEN);
     this.#pos = o + headLen;
     this.bytes += headLen;
   }
