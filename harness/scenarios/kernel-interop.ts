@@ -12,6 +12,7 @@ import path from 'node:path';
 import { connect } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
+import { freePort } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
@@ -106,16 +107,6 @@ function runLab(args: string[], timeoutMs: number, ctx: ScenarioContext, onReady
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
 
 /** Releases lab-wait-host: one TCP connection to the forwarded control port. */
 function release(port: number): Promise<void> {

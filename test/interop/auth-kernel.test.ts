@@ -13,24 +13,18 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, labDir } from '../../harness/lab.js';
 import { DhchapAuthError, connect, type ConnectOptions, type Controller } from '../../initiator/index.js';
 import { FailureExplanation, generateDhchapKey, parseDhchapSecret, type KeyTransform } from '../../protocol/auth/index.js';
 import { TargetService, type HostConfig } from '../../target/index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, '..', '..');
 const AUTH_LAB_SCRIPT = path.join(here, 'auth-lab.sh');
 const LAB_OUT = process.env['LAB_AUTH_OUT'] ?? '/var/tmp/nvme-lab-bpo';
 const SUBNQN = 'nqn.2024-01.io.nvme-tcp-ts:auth-interop';
 const GUEST_ADDR = '10.0.2.100';
 const GUEST_PORT = 4420;
 
-function labDir(): string {
-  const candidates = [path.resolve(repoRoot, '..', 'shared', 'lab'), '/work/shared/lab'];
-  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
-  if (found === undefined) throw new Error(`kernel lab not found (no run.sh in ${candidates.join(' or ')})`);
-  return found;
-}
 
 /** Build the 6.12 lab when missing (idempotent; needs root and Debian's apt, as CI has). */
 function ensureAuthLab(): void {
@@ -39,16 +33,6 @@ function ensureAuthLab(): void {
   if (r.status !== 0) throw new Error(`auth-lab.sh failed (rc ${String(r.status)}): ${r.stderr}\n${r.stdout}`);
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
 
 interface LabRun {
   child: ChildProcess;

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { labDir } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -49,13 +50,6 @@ const STEPS = [
   'no-controllers-left',
 ] as const;
 
-/** ../shared/lab next to the repository (CI layout), else the shared lab of this machine. */
-function findLab(): string {
-  const candidates = [path.resolve(repoRoot, '..', 'shared', 'lab'), '/work/shared/lab'];
-  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
-  if (found === undefined) throw new Error(`kernel lab not found: no run.sh in ${candidates.join(' or ')}; CI must provide ../shared/lab next to the repository`);
-  return found;
-}
 
 function checkLabReady(lab: string): void {
   const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
@@ -188,8 +182,8 @@ describe(`Linux kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nv
 
   beforeAll(async () => {
     try {
-      const labDir = findLab();
-      checkLabReady(labDir);
+      const labPath = labDir();
+      checkLabReady(labPath);
       dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-interop-'));
       const env = [`NQN=${NQN}`];
       // nvmet's file backend zeroes with fallocate(ZERO_RANGE), which the guest's tmpfs refuses
@@ -198,7 +192,7 @@ describe(`Linux kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nv
         env.push(`ADVERTISED=${GUEST_ADDR}:${GUEST_PORT}`);
         target = await startTarget(dir);
       }
-      const run = runLab(labDir, env, target?.port);
+      const run = runLab(labPath, env, target?.port);
       labChild = run.child;
       lab = await run.done;
       steps = parseSteps(lab.out);

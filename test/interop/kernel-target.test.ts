@@ -6,29 +6,13 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, labDir } from '../../harness/lab.js';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, '..', '..');
 const NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
 
-function labDir(): string {
-  const candidates = [path.resolve(repoRoot, '..', 'shared', 'lab'), '/work/shared/lab'];
-  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
-  if (found === undefined) throw new Error(`NVMe lab not found (looked in ${candidates.join(', ')}); CI installs it`);
-  return found;
-}
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
 
 function pattern(size: number, seed: number): Buffer {
   const b = Buffer.alloc(size);
