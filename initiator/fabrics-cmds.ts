@@ -12,21 +12,11 @@ import {
   encodePropertyGetCmd,
   encodePropertySetCmd,
   uuidToBytes,
+  type DiscLogEntry,
 } from '../protocol/index.js';
 
-/** Discovery log entry (subset of NVMe-oF 1.1 Figure 35 the host needs to follow it). */
-export interface DiscoveryEntry {
-  trtype: number;
-  adrfam: number;
-  subtype: number;
-  treq: number;
-  portid: number;
-  cntlid: number;
-  asqsz: number;
-  trsvcid: string;
-  subnqn: string;
-  traddr: string;
-}
+/** Discovery log entry: the fields of NVMe-oF 1.1 Figure 35 the host needs to follow it (not EFLAGS, TSAS). */
+export type DiscoveryEntry = Omit<DiscLogEntry, 'eflags' | 'tsas'>;
 
 export const PROP = PropertyOffset;
 
@@ -52,17 +42,6 @@ export function ccValue(f: { en: boolean; shn?: number }): number {
 }
 
 export function decodeDiscEntry(buf: Buffer): DiscoveryEntry {
-  const e = decodeDiscLogEntry(buf);
-  return {
-    trtype: e.trtype,
-    adrfam: e.adrfam,
-    subtype: e.subtype,
-    treq: e.treq,
-    portid: e.portid,
-    cntlid: e.cntlid,
-    asqsz: e.asqsz,
-    trsvcid: e.trsvcid,
-    subnqn: e.subnqn,
-    traddr: e.traddr,
-  };
+  const { eflags: _eflags, tsas: _tsas, ...entry } = decodeDiscLogEntry(buf);
+  return entry;
 }
