@@ -7,7 +7,8 @@ import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid } from './core/index.js';
+import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid, type QueueCounters } from './core/index.js';
+import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener } from './transport/tcp/index.js';
 
 export interface TargetServiceOptions {
@@ -23,15 +24,11 @@ export interface BoundPort {
   port: number;
 }
 
-export interface QueueInfo {
+export interface QueueInfo extends QueueCounters {
   qid: number;
   peer: string;
   state: string;
   inFlight: number;
-  commands: number;
-  bytesIn: number;
-  bytesOut: number;
-  errors: number;
   sqsize: number;
   /** DH-HMAC-CHAP state of the queue when its host must authenticate (no key material). */
   auth?: { state: string; authenticated: boolean; hash?: string; dhgroup?: string; bidirectional?: boolean };
@@ -65,14 +62,8 @@ export interface LatencyStats {
   count: number;
 }
 
-export interface NamespaceStats {
+export interface NamespaceStats extends NamespaceCounters {
   nsid: number;
-  reads: number;
-  writes: number;
-  bytesRead: number;
-  bytesWritten: number;
-  flushes: number;
-  errors: number;
 }
 
 export interface TargetStats {
