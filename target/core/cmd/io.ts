@@ -11,6 +11,11 @@ const CDW12_FUA = 1 << 30;
 const CDW12_DEAC = 1 << 25;
 const DSM_AD = 1 << 2;
 
+/** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
+function sqeSlba(sqe: Buffer): number {
+  return rd32(sqe, 40) + rd32(sqe, 44) * 0x1_0000_0000;
+}
+
 export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
   const subsys = ctrl.subsys;
   const op = req.opcode;
@@ -53,10 +58,9 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     case NvmOpcode.WRITE:
     case NvmOpcode.COMPARE: {
       const sqe = req.sqe;
-      const slbaHi = rd32(sqe, 44);
-      const slba = rd32(sqe, 40) + slbaHi * 0x1_0000_0000;
+      const slba = sqeSlba(sqe);
       const nlb = rd16(sqe, 48) + 1;
-      if (slba + nlb > ns.nsze || slbaHi >= 0x20_0000) {
+      if (slba + nlb > ns.nsze || rd32(sqe, 44) >= 0x20_0000) {
         req.errorLoc = 40;
         return Status.LBA_RANGE | DNR;
       }
@@ -76,7 +80,7 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
       return 0;
     case NvmOpcode.WRITE_ZEROES: {
       const sqe = req.sqe;
-      const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
+      const slba = sqeSlba(sqe);
       const nlb = (sqe.readUInt16LE(48) as number) + 1;
       if (slba + nlb > ns.nsze) {
         req.errorLoc = 40;
@@ -143,7 +147,7 @@ function deliver(req: Request, status: number): void {
 
 function executeRead(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
+  const off = sqeSlba(req.sqe) * ns.blockSize;
   const len = req.dataLen;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = req.queueRef?.ops.dataDigest === true;
@@ -173,7 +177,7 @@ function executeRead(req: Request): void {
 
 function executeWrite(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
+  const off = sqeSlba(req.sqe) * ns.blockSize;
   const fua = (rd32(req.sqe, 48) & CDW12_FUA) !== 0;
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
@@ -195,7 +199,7 @@ function executeWrite(req: Request): void {
 
 function executeCompare(req: Request): void {
   const ns = req.ns as Namespace;
-  const off = (rd32(req.sqe, 40) + rd32(req.sqe, 44) * 0x1_0000_0000) * ns.blockSize;
+  const off = sqeSlba(req.sqe) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
     if (err) return finish(req, Status.READ_ERROR);
     const a = Buffer.concat(bufs, req.dataLen);
@@ -235,7 +239,7 @@ function executeFlushAll(req: Request): void {
 function executeWriteZeroes(req: Request): void {
   const ns = req.ns as Namespace;
   const sqe = req.sqe;
-  const slba = sqe.readUInt32LE(40) + sqe.readUInt32LE(44) * 0x1_0000_0000;
+  const slba = sqeSlba(sqe);
   const cdw12 = sqe.readUInt32LE(48);
   const nlb = (cdw12 & 0xffff) + 1;
   const fua = (cdw12 & CDW12_FUA) !== 0;
