@@ -260,7 +260,7 @@ export class Subsystem {
     this.setFaults(this.faults);
     // nvmet generates a random serial per boot; a hash of the NQN keeps it stable across restarts.
     this.serial = config.serial ?? createHash('sha256').update(config.nqn).digest('hex').slice(0, 20);
-    const mdts = config.mdts ?? SUBSYS_DEFAULTS.mdts;
+    const mdts = this.mdts;
     this.maxTransfer = mdts === 0 ? 0 : 4096 * 2 ** mdts;
     this.ana = kind === 'nvm' && (config.ana ?? true);
   }
