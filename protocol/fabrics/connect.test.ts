@@ -24,7 +24,7 @@ import {
 } from './connect.js';
 import type { ConnectCmd, ConnectData } from './connect.js';
 import { decodeSqe } from '../nvme/sqe.js';
-import { bytes } from '../nvme/test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001';
 const SUBNQN = 'nqn.2024-01.io.nvme-lab:kernel-target';

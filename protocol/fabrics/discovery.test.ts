@@ -20,7 +20,7 @@ import {
 } from './discovery.js';
 import type { DiscLogEntry } from './discovery.js';
 import { sliceLogPage } from '../nvme/log-pages.js';
-import { bytes } from '../nvme/test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('discovery log layout (NVMe-oF 1.1 Figures 31/32)', () => {
   it('sizes, offsets and constants', () => {

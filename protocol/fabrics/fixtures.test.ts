@@ -36,8 +36,8 @@ import {
   validateNqn,
 } from './index.js';
 import { AenConfig, cqeResult64, decodeCqe, decodeFeatureCmd, decodeGetLogPageCmd, decodeIdentifyController, decodeSqe, sliceLogPage } from '../nvme/index.js';
-import type { FixtureConnection, FixturePdu } from '../nvme/test-builder.js';
-import { c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe, responseFor } from '../nvme/test-builder.js';
+import type { FixtureConnection, FixturePdu } from '../testing/fixture-builder.js';
+import { c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe, responseFor } from '../testing/fixture-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
   const json = readFixtureJson(name);

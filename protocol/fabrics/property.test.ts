@@ -26,7 +26,7 @@ import {
 } from './property.js';
 import type { CapFields, CcFields, CstsFields } from './property.js';
 import { decodeSqe } from '../nvme/sqe.js';
-import { bytes } from '../nvme/test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('property layout (NVMe-oF 1.1 §3.4/3.5, NVMe Base 2.0 Figure 33)', () => {
   it('offsets and sizes', () => {

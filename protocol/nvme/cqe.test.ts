@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { CQE_SIZE, CqeOffset, cqeResult64, decodeCqe, encodeCqe, encodeCqeInto, splitResult64 } from './cqe.js';
 import type { Cqe } from './cqe.js';
-import { bytes } from './test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('CQE layout (NVMe Base 2.0 Figure 92)', () => {
   it('has the spec size and offsets', () => {

@@ -20,7 +20,7 @@ import {
   encodeTimestamp,
 } from './features.js';
 import { decodeSqe, sglInCapsule } from './sqe.js';
-import { bytes } from './test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('feature identifiers (NVMe Base 2.0 Figure 317)', () => {
   it.each([

@@ -34,8 +34,8 @@ import {
   encodeSqe,
   statusName,
 } from './index.js';
-import type { FixtureConnection } from './test-builder.js';
-import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe } from './test-builder.js';
+import type { FixtureConnection } from '../testing/fixture-builder.js';
+import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe } from '../testing/fixture-builder.js';
 
 function loadFixture(name: string): FixtureConnection[] | undefined {
   const json = readFixtureJson(name);

@@ -32,7 +32,7 @@ import {
 } from './identify.js';
 import type { IdentifyController, IdentifyNamespace } from './identify.js';
 import { decodeSqe } from './sqe.js';
-import { bytes } from './test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('Identify layouts', () => {
   it('Identify Controller offsets match NVMe Base 2.0 Figure 275 / reference §9.1', () => {

@@ -6,3 +6,4 @@ export * from './opcodes.js';
 export * from './identify.js';
 export * from './log-pages.js';
 export * from './features.js';
+export * from './uuid.js';

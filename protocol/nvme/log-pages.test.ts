@@ -40,7 +40,7 @@ import {
 } from './log-pages.js';
 import type { AnaLog, ErrorLogEntry, SmartLog } from './log-pages.js';
 import { decodeSqe } from './sqe.js';
-import { bytes } from './test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('log page layouts (NVMe Base 2.0 §5.16)', () => {
   it('LIDs', () => {

@@ -522,6 +522,38 @@ export const AnaState = {
 } as const;
 export type AnaState = (typeof AnaState)[keyof typeof AnaState];
 
+/**
+ * ANA state names as nvmet's configfs spells them (ana_state: "optimized", "non-optimized", "inaccessible",
+ * "persistent-loss", "change"), in AnaState code order; the one vocabulary for config, API, CLI and host.
+ */
+export const ANA_STATE_NAMES = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'] as const;
+export type AnaStateName = (typeof ANA_STATE_NAMES)[number];
+
+/** ANA state name → code (NVMe Base 2.0 §8.1.3). */
+export const ANA_STATE_CODE = {
+  optimized: AnaState.OPTIMIZED,
+  'non-optimized': AnaState.NON_OPTIMIZED,
+  inaccessible: AnaState.INACCESSIBLE,
+  'persistent-loss': AnaState.PERSISTENT_LOSS,
+  change: AnaState.CHANGE,
+} as const satisfies Record<AnaStateName, AnaState>;
+
+/** ANA state code (bits 3:0 of the descriptor's state byte) → name; reserved codes read as 'change' (in transition). */
+export function anaStateName(code: number): AnaStateName {
+  switch (code & 0x0f) {
+    case AnaState.OPTIMIZED:
+      return 'optimized';
+    case AnaState.NON_OPTIMIZED:
+      return 'non-optimized';
+    case AnaState.INACCESSIBLE:
+      return 'inaccessible';
+    case AnaState.PERSISTENT_LOSS:
+      return 'persistent-loss';
+    default:
+      return 'change';
+  }
+}
+
 /** ANA log header size and field offsets (NVMe Base 2.0 Figure 225). */
 export const ANA_LOG_HEADER_SIZE = 16;
 export const AnaLogOffset = { chgcnt: 0, ngrps: 8 } as const;

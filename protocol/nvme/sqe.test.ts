@@ -28,7 +28,7 @@ import {
   sglTransport,
 } from './sqe.js';
 import type { Sqe, SqeInit } from './sqe.js';
-import { bytes } from './test-builder.js';
+import { bytes } from '../testing/fixture-builder.js';
 
 describe('SQE layout (NVMe Base 2.0 Figure 88)', () => {
   it('has the spec sizes and offsets', () => {

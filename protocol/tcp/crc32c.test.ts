@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { crc32c, crc32cSoftware } from './index.js';
-import { crc32cBitwise, pattern } from './test-builder.js';
+import { crc32cBitwise, pattern } from '../testing/pdu-builder.js';
 
 describe('crc32c', () => {
   it.each([

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { fixturesDir, loadAllConnections, type FixtureConnection, type FixturePdu, type FixtureStream } from '../../test/fixtures/load.js';
 import { byteByByte, prng, readChunks, splitAt, summarizeResult, type ReadOptions } from '../../test/fixtures/pdu-stream.js';
 import { encodePdu, Fes, PDU_INFO, PduType, isPduType, type Pdu, type PduFraming, type ReceiverRole } from './index.js';
-import { crc32cBitwise } from './test-builder.js';
+import { crc32cBitwise } from '../testing/pdu-builder.js';
 
 const dir = fixturesDir();
 const conns: FixtureConnection[] = dir === undefined ? [] : await loadAllConnections();

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { fixturesDir, loadFixture } from '../../test/fixtures/load.js';
 import { primer, readChunks, splitAt, summarize, summarizeResult, type Framing, type ReadOptions } from '../../test/fixtures/pdu-stream.js';
 import { PDU_INFO, PduType, isPduType, type Pdu, type ReceiverRole } from './index.js';
-import * as B from './test-builder.js';
+import * as B from '../testing/pdu-builder.js';
 
 const LIMIT = 8192;
 /** Long enough to complete any PDU the limits allow (data ≤ LIMIT, pdo ≤ 128, DDGST), then to start a new CH with 0xff. */

@@ -4,7 +4,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { byteByByte, readChunks, splitAt, summarize, type Framing, type ReadOptions } from '../../test/fixtures/pdu-stream.js';
 import { encodeDataDigestInto, encodePdu, encodePduInto, encodedLength, PDU_MAX_HEADER_BYTES, PduBatch, pduHasDataDigest, PduType, type C2HDataPdu, type Pdu, type ReceiverRole } from './index.js';
-import * as B from './test-builder.js';
+import * as B from '../testing/pdu-builder.js';
 
 const FR = {
   plain: { hdgst: false, ddgst: false, pda: 0 },
@@ -22,7 +22,7 @@ interface Case {
   role: ReceiverRole;
   framing: Framing;
   fields: Pdu;
-  /** Expected wire bytes, laid out by test-builder.ts. */
+  /** Expected wire bytes, laid out by protocol/testing/pdu-builder.ts. */
   bytes: Buffer;
   /** What decoding the bytes yields, when it differs from `fields` (TermReq error data over 128 bytes). */
   decoded?: Pdu;

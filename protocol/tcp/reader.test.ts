@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { readChunks } from '../../test/fixtures/pdu-stream.js';
 import { Fes, PduReader, PduType, type Pdu, type PduReaderOptions } from './index.js';
-import * as B from './test-builder.js';
+import * as B from '../testing/pdu-builder.js';
 
 const SQE = B.sqe({ opcode: 0x01, cid: 9, nsid: 1, sglType: 0x01, sglLen: 16 });
 

@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { primer, readChunks } from '../../test/fixtures/pdu-stream.js';
 import { encodePdu, Fes, fesName, PduType, termReqFor } from './index.js';
-import * as B from './test-builder.js';
+import * as B from '../testing/pdu-builder.js';
 
 describe('termReqFor', () => {
   it('a controller answers a bad H2C PDU with a C2HTermReq that a host reader decodes', () => {

@@ -4,7 +4,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { byteByByte, primer, readChunks, type Framing, type ReadOptions } from '../../test/fixtures/pdu-stream.js';
 import { Fes, PduType, validatePduHeader, type HeaderContext } from './index.js';
-import * as B from './test-builder.js';
+import * as B from '../testing/pdu-builder.js';
 
 const NONE: Framing = { hdgst: false, ddgst: false, pda: 0 };
 const HD: Framing = { hdgst: true, ddgst: false, pda: 0 };

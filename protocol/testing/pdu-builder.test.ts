@@ -2,7 +2,7 @@
 // against captured kernel PDUs, so that codec tests built on it stand on independent ground.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { c2hData, capsuleCmd, capsuleResp, cqe, crc32cBitwise, h2cData, hex, icReq, icResp, r2t, sqe, T, termReq } from './test-builder.js';
+import { c2hData, capsuleCmd, capsuleResp, cqe, crc32cBitwise, h2cData, hex, icReq, icResp, r2t, sqe, T, termReq } from './pdu-builder.js';
 
 describe('crc32cBitwise', () => {
   it('matches the CRC32C check value of "123456789" (reference §4)', () => {
