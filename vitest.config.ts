@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['protocol/**/*.test.ts', 'target/**/*.test.ts', 'initiator/**/*.test.ts', 'harness/**/*.test.ts', 'cli/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+    include: ['protocol/**/*.test.ts', 'connection/**/*.test.ts', 'target/**/*.test.ts', 'initiator/**/*.test.ts', 'harness/**/*.test.ts', 'cli/**/*.test.ts', 'test/e2e/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
