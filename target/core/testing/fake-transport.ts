@@ -163,6 +163,15 @@ export class HostQueue {
     return req;
   }
 
+  /** A capsule the transport fails before parsing (a data digest error on in-capsule data, as TcpQueue does). */
+  reject(sqe: Buffer, status: number): Request {
+    const req = new Request();
+    req.reset();
+    req.load(sqe, undefined);
+    this.core.reject(req, status);
+    return req;
+  }
+
   /** Submit and return the completion for its CID, which must have arrived synchronously. */
   exec(sqe: Buffer, inCapsule?: Buffer): Completion {
     return this.completionOf(this.submit(sqe, inCapsule));
@@ -265,10 +274,13 @@ export class HostQueue {
   }
 }
 
-/** A target core with one port (id 1) and one NVM subsystem, silent logger. */
-export function makeTarget(sub: Partial<ConstructorParameters<typeof Subsystem>[0]> = {}): { target: TargetCore; port: CorePort; subsys: Subsystem } {
+type SubsystemConfig = ConstructorParameters<typeof Subsystem>[0];
+type PortConfig = ConstructorParameters<typeof CorePort>[0];
+
+/** A target core with one port (id 1) and one NVM subsystem (SUBNQN, any host), silent logger. */
+export function makeTarget(sub: Partial<SubsystemConfig> = {}, portCfg: Partial<PortConfig> = {}): { target: TargetCore; port: CorePort; subsys: Subsystem } {
   const target = new TargetCore(pino({ level: 'silent' }));
-  const port = new CorePort({ id: 1, addr: '192.0.2.1', port: 4420 });
+  const port = new CorePort({ id: 1, addr: '192.0.2.1', port: 4420, ...portCfg });
   target.ports.set(port.id, port);
   const subsys = new Subsystem({ nqn: SUBNQN, allowAnyHost: true, ...sub });
   target.subsystems.set(subsys.nqn, subsys);
