@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events';
 import type { Buffer } from 'node:buffer';
 import { pino, type Logger } from 'pino';
+import type { ControllerState } from './controller-state.js';
 import { CNTLID_DYNAMIC, type AnaStateName, type IdentifyController } from '../protocol/index.js';
 import type { AdminChannel, AdminSpec } from './admin.js';
 import { AenHandler, type AsyncEvent } from './aen.js';
@@ -29,15 +30,11 @@ import { NamespaceScanner } from './scan.js';
 import { TcpQueue } from './transport/index.js';
 
 export type { AsyncEvent } from './aen.js';
+export type { ControllerState } from './controller-state.js';
 export type { DiscoveryEntry } from './fabrics-cmds.js';
 export type { QueueInfo } from './io-queues.js';
 
-/**
- * Controller states (Linux nvme_ctrl_state): new → connecting → live; live → resetting (error recovery) →
- * connecting (reconnect attempts) → live; any → deleting → deleted; connecting → dead when ctrl_loss_tmo expires.
- */
-export type ControllerState = 'new' | 'connecting' | 'live' | 'resetting' | 'deleting' | 'deleted' | 'dead';
-
+/** Allowed controller state transitions (the edges described in controller-state.ts). */
 const TRANSITIONS: Record<ControllerState, readonly ControllerState[]> = {
   new: ['connecting', 'deleting'],
   connecting: ['live', 'resetting', 'deleting', 'dead'],

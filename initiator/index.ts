@@ -10,6 +10,7 @@ export { Hctx, mapQueues } from './dispatch/hctx.js';
 export type { HctxType, QueueMap } from './dispatch/hctx.js';
 export { MultipathNamespace, createMultipath } from './dispatch/multipath.js';
 export type { IoPolicy, MultipathOptions } from './dispatch/multipath.js';
+export type { PathController } from './dispatch/path.js';
 export {
   ConnectionClosedError,
   ControllerInitError,
