@@ -4,6 +4,7 @@ import {
   InvalidArgumentError,
   NvmeStatusError,
   NvmeTcpError,
+  StatusCodeType,
   TimeoutError,
   TransportFatalError,
 } from '../protocol/index.js';
@@ -45,5 +46,5 @@ export function isTransportError(e: unknown): boolean {
 
 /** NVMe path-related status (SCT 3, NVMe Base 2.0 §4.6.1.2.4): the command may succeed on another path. */
 export function isPathStatus(e: unknown): boolean {
-  return e instanceof NvmeStatusError && e.sct === 3;
+  return e instanceof NvmeStatusError && e.sct === StatusCodeType.PATH;
 }

@@ -3,8 +3,9 @@ export { connect, connectAll, discover } from './connect.js';
 
 export { Controller } from './controller.js';
 export type { AsyncEvent, ControllerState, DiscoveryEntry, QueueInfo } from './controller.js';
+export type { AnaStateName } from '../protocol/index.js';
 export { Namespace } from './namespace.js';
-export type { AnaStateName, DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
+export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
 export type { ConnectOptions } from './options.js';
 export { Hctx, mapQueues } from './dispatch/hctx.js';
 export type { HctxType, QueueMap } from './dispatch/hctx.js';
