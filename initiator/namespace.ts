@@ -12,6 +12,7 @@ import {
   encodeWriteZeroesCmd,
   sglTransport,
   type AnaStateName,
+  type SglDescriptor,
 } from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { Completion, SubmitSpec } from './queue-pair.js';
@@ -60,6 +61,13 @@ export interface DeallocateRange {
   blocks: number;
 }
 
+/**
+ * The SGL the command encoders require an argument for. The queue pair is the one writer of SGL1: it alone knows
+ * whether the data goes in-capsule or by R2T/C2HData, so the namespace never describes the data (one shared object,
+ * nothing allocated per I/O).
+ */
+const SGL_SET_BY_QUEUE: Readonly<SglDescriptor> = Object.freeze(sglTransport(0));
+
 /** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
 const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
@@ -102,8 +110,7 @@ export class Namespace {
   }
 
   #rw(opcode: number, lba: bigint, blocks: number, fua: boolean): Buffer {
-    // The SGL is rewritten by the queue pair once it knows whether the data goes in-capsule.
-    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: sglTransport(0) });
+    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: SGL_SET_BY_QUEUE });
   }
 
   /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
@@ -189,7 +196,7 @@ export class Namespace {
       parts.push(
         this.#exec.execIo(
           () => ({
-            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: sglTransport(data.length) }),
+            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: SGL_SET_BY_QUEUE }),
             h2c: data,
             timeoutMs: this.#exec.ioTimeoutMs,
           }),
