@@ -1,5 +1,5 @@
-// The controller state names, in a types-only module so that dispatch/ can read a controller's state without
-// importing the Controller (ARCHITECTURE.md rule 4). The transition table and setState live in controller.ts.
+// The controller state names, in a types-only module so that dispatch/ (which sits above the controller) can read a
+// controller's state without importing the Controller. The transition table and setState live in controller.ts.
 
 /**
  * Controller states (Linux nvme_ctrl_state): new → connecting → live; live → resetting (error recovery) →

@@ -1,4 +1,5 @@
-// Initiator error tiers (STYLE.md §2.8): the shared protocol errors plus the host's own, each with a stable code.
+// Initiator error tiers: the shared protocol errors (NVMe status, transport fatal, local) plus the host's own, each
+// with a stable code.
 import {
   ConnectionClosedError,
   InvalidArgumentError,

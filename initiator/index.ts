@@ -1,4 +1,5 @@
-// Public face of the initiator: connect(), discover(), connectAll() and the types users need (ARCHITECTURE.md rule 4).
+// Public face of the initiator: connect(), discover(), connectAll() and the types users need; other folders import
+// the initiator only through this file.
 export { connect, connectAll, discover } from './connect.js';
 
 export { Controller } from './controller.js';

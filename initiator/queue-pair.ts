@@ -276,7 +276,8 @@ export class QueuePair {
     this.#state = 'closed';
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    // On teardown every in-flight command is rejected with one shared error (STYLE.md §2.8).
+    // On teardown every in-flight command is rejected with the one error that closed the queue (Linux
+    // nvme_tcp_error_recovery cancels all requests with the same status).
     const pend = [...this.#pending.values()];
     this.#pending.clear();
     for (const p of pend) {

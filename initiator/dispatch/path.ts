@@ -1,5 +1,6 @@
 // What multipath needs from each controller it spreads I/O over (one path), as a types-only interface: dispatch/
-// never imports the Controller (ARCHITECTURE.md rule 4), and a Controller satisfies this structurally.
+// never imports the Controller (the controller builds hctxs from dispatch/, so the edge runs one way only), and a
+// Controller satisfies this structurally.
 import type { ControllerState } from '../controller-state.js';
 import type { Namespace } from '../namespace.js';
 
