@@ -2,6 +2,7 @@
 // §8.13; Linux drivers/nvme/host/fabrics.c nvmf_connect_admin_queue / nvmf_connect_io_queue). The connector owns
 // the controller's DH-HMAC-CHAP transaction counter and what the queues' authentications agreed on.
 import type { Logger } from 'pino';
+import { decodeConnectResult } from '../protocol/index.js';
 import { authRequested, authenticateQueue, describeAuth } from './auth.js';
 import { connectCmd, connectData } from './fabrics-cmds.js';
 import type { ResolvedOptions } from './options.js';
@@ -9,9 +10,6 @@ import type { QueuePair } from './queue-pair.js';
 
 /** What one authentication agreed on, as logged and reported. */
 export type AuthInfo = ReturnType<typeof describeAuth>;
-
-/** Connect result DW0 bits 15:0: the controller ID (NVMe-oF 1.1 §3.3). */
-const CNTLID_MASK = 0xffff;
 
 export class FabricsConnector {
   readonly #opts: ResolvedOptions;
@@ -51,7 +49,7 @@ export class FabricsConnector {
     // ATR: authenticate this queue before anything else; ASCR is refused inside authRequested.
     if (authRequested(qp.qid, c.dw0, o.hostKey !== undefined)) await this.#authenticate(qp);
     qp.setLive();
-    return c.dw0 & CNTLID_MASK;
+    return decodeConnectResult(c.dw0).cntlid;
   }
 
   async #authenticate(qp: QueuePair): Promise<void> {
