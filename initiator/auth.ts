@@ -17,6 +17,7 @@ import {
   type DhchapKey,
   type DhchapResult,
 } from '../protocol/auth/index.js';
+import { SQE_SIZE } from '../protocol/index.js';
 import { InvalidArgumentError, NvmeTcpError } from './errors.js';
 import type { QueuePair } from './queue-pair.js';
 
@@ -126,7 +127,7 @@ export async function authenticateQueue(qp: QueuePair, p: QueueAuthParams): Prom
 
 /** SQE for Authentication Send/Receive (encodeAuthCmdInto sets PSDT to SGL; the queue pair fills the SGL). */
 function authSqe(fctype: AuthFctype, length: number): Buffer {
-  return encodeAuthCmdInto(Buffer.alloc(64), { fctype, cid: 0, length });
+  return encodeAuthCmdInto(Buffer.alloc(SQE_SIZE), { fctype, cid: 0, length });
 }
 
 function abort(host: DhchapHost, what: string, e: unknown): DhchapAuthError {

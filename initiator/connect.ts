@@ -1,6 +1,7 @@
 // connect(), discover() and connectAll(): the entry points that turn options into live controllers.
-import { DISCOVERY_NQN } from '../protocol/index.js';
-import { Controller, type DiscoveryEntry } from './controller.js';
+import { DISCOVERY_NQN, DiscSubtype, Treq } from '../protocol/index.js';
+import { Controller } from './controller.js';
+import type { DiscoveryEntry } from './fabrics-cmds.js';
 import { resolveOptions, type ConnectOptions } from './options.js';
 import { limitQueuesToHardware } from './topology.js';
 
@@ -28,14 +29,10 @@ export async function discover(options: Omit<ConnectOptions, 'nqn'> & { nqn?: st
   }
 }
 
-/** Discovery entry SUBTYPE values (NVMe-oF 1.1 Figure 35). */
-const SUBTYPE_REFERRAL = 1;
-const SUBTYPE_NVME = 2;
-const SUBTYPE_CURRENT = 3;
-
 /**
- * nvme connect-all: read the discovery log, connect to every NVM subsystem entry (SUBTYPE 2) and follow referrals
- * (SUBTYPE 1) recursively; the current discovery subsystem's own entry (SUBTYPE 3, or a referral back to where we are)
+ * nvme connect-all: read the discovery log (NVMe-oF 1.1 §5.3), connect to every NVM subsystem entry (SUBTYPE 2) and
+ * follow referrals (SUBTYPE 1) recursively; the current discovery subsystem's own entry (SUBTYPE 3, or a referral back
+ * to where we are)
  * is skipped. Entries already connected are skipped rather than failing (nvme-cli prints "already connected").
  */
 export async function connectAll(
@@ -51,18 +48,18 @@ export async function connectAll(
     visited.add(key);
     const entries = await discover({ ...options, traddr: addr, ...(port !== undefined ? { trsvcid: port } : {}) });
     for (const e of entries) {
-      if (e.subtype === SUBTYPE_CURRENT) continue;
+      if (e.subtype === DiscSubtype.CURRENT) continue;
       const eport = Number.parseInt(e.trsvcid, 10);
-      if (e.subtype === SUBTYPE_REFERRAL) {
+      if (e.subtype === DiscSubtype.REFERRAL) {
         if (`${e.traddr}:${eport}` === key) continue;
         await walk(e.traddr, eport, left - 1).catch((err: unknown) => errors.push({ entry: e, error: err instanceof Error ? err : new Error(String(err)) }));
         continue;
       }
-      if (e.subtype !== SUBTYPE_NVME || e.subnqn === DISCOVERY_NQN) continue;
+      if (e.subtype !== DiscSubtype.NVME || e.subnqn === DISCOVERY_NQN) continue;
       try {
-        // TREQ bit 2: the target supports disabling SQ flow control; nvme-cli then adds disable_sqflow.
+        // TREQ: the target supports disabling SQ flow control; nvme-cli then adds disable_sqflow.
         const { nqn: _ignored, trsvcid: _p, traddr: _a, ...rest } = options;
-        controllers.push(await connect({ ...rest, traddr: e.traddr, trsvcid: eport, nqn: e.subnqn, ...((e.treq & 0x4) !== 0 ? { disable_sqflow: true } : {}) }));
+        controllers.push(await connect({ ...rest, traddr: e.traddr, trsvcid: eport, nqn: e.subnqn, ...((e.treq & Treq.DISABLE_SQFLOW) !== 0 ? { disable_sqflow: true } : {}) }));
       } catch (err) {
         errors.push({ entry: e, error: err instanceof Error ? err : new Error(String(err)) });
       }

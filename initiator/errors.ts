@@ -1,9 +1,11 @@
-// Initiator error tiers (STYLE.md §2.8): the shared protocol errors plus the host's own, each with a stable code.
+// Initiator error tiers: the shared protocol errors (NVMe status, transport fatal, local) plus the host's own, each
+// with a stable code.
 import {
   ConnectionClosedError,
   InvalidArgumentError,
   NvmeStatusError,
   NvmeTcpError,
+  StatusCodeType,
   TimeoutError,
   TransportFatalError,
 } from '../protocol/index.js';
@@ -45,5 +47,5 @@ export function isTransportError(e: unknown): boolean {
 
 /** NVMe path-related status (SCT 3, NVMe Base 2.0 §4.6.1.2.4): the command may succeed on another path. */
 export function isPathStatus(e: unknown): boolean {
-  return e instanceof NvmeStatusError && e.sct === 3;
+  return e instanceof NvmeStatusError && e.sct === StatusCodeType.PATH;
 }

@@ -1,15 +1,18 @@
-// Public face of the initiator: connect(), discover(), connectAll() and the types users need (ARCHITECTURE.md rule 4).
+// Public face of the initiator: connect(), discover(), connectAll() and the types users need; other folders import
+// the initiator only through this file.
 export { connect, connectAll, discover } from './connect.js';
 
 export { Controller } from './controller.js';
 export type { AsyncEvent, ControllerState, DiscoveryEntry, QueueInfo } from './controller.js';
+export type { AnaStateName } from '../protocol/index.js';
 export { Namespace } from './namespace.js';
-export type { AnaStateName, DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
+export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
 export type { ConnectOptions } from './options.js';
 export { Hctx, mapQueues } from './dispatch/hctx.js';
 export type { HctxType, QueueMap } from './dispatch/hctx.js';
 export { MultipathNamespace, createMultipath } from './dispatch/multipath.js';
 export type { IoPolicy, MultipathOptions } from './dispatch/multipath.js';
+export type { PathController } from './dispatch/path.js';
 export {
   ConnectionClosedError,
   ControllerInitError,

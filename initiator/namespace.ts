@@ -1,7 +1,19 @@
 // Block API over one controller's namespace (Linux drivers/nvme/host/core.c nvme_setup_rw / nvme_setup_discard):
 // requests larger than MDTS are split; each piece is one NVMe command on the caller's hctx.
 import { Buffer } from 'node:buffer';
-import { NvmOpcode, encodeDsmCmd, encodeDsmRanges, encodeRwCmd, encodeSqe, encodeWriteZeroesCmd, sglTransport } from '../protocol/index.js';
+import {
+  DSM_MAX_RANGES,
+  NvmOpcode,
+  RwCdw12,
+  encodeDsmCmd,
+  encodeDsmRanges,
+  encodeRwCmd,
+  encodeSqe,
+  encodeWriteZeroesCmd,
+  sglTransport,
+  type AnaStateName,
+  type SglDescriptor,
+} from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { Completion, SubmitSpec } from './queue-pair.js';
 
@@ -44,16 +56,20 @@ export interface NamespaceInfo {
   readOnly: boolean;
 }
 
-/** ANA state names used by the initiator. */
-export type AnaStateName = 'optimized' | 'non-optimized' | 'inaccessible' | 'persistent-loss' | 'change';
-
 export interface DeallocateRange {
   lba: bigint;
   blocks: number;
 }
 
-/** Largest NLB one Read/Write/Write Zeroes can carry (16-bit, 0's based). */
-const MAX_NLB = 65536;
+/**
+ * The SGL the command encoders require an argument for. The queue pair is the one writer of SGL1: it alone knows
+ * whether the data goes in-capsule or by R2T/C2HData, so the namespace never describes the data (one shared object,
+ * nothing allocated per I/O).
+ */
+const SGL_SET_BY_QUEUE: Readonly<SglDescriptor> = Object.freeze(sglTransport(0));
+
+/** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
+const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
 export class Namespace {
   readonly #exec: IoExecutor;
@@ -94,8 +110,7 @@ export class Namespace {
   }
 
   #rw(opcode: number, lba: bigint, blocks: number, fua: boolean): Buffer {
-    // The SGL is rewritten by the queue pair once it knows whether the data goes in-capsule.
-    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: sglTransport(0) });
+    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: SGL_SET_BY_QUEUE });
   }
 
   /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
@@ -167,7 +182,7 @@ export class Namespace {
     await Promise.all(parts);
   }
 
-  /** Dataset Management with AD (deallocate), up to 256 ranges per command (NVM Command Set 1.0 §3.2.3). */
+  /** Dataset Management with AD (deallocate), up to DSM_MAX_RANGES ranges per command (NVM Command Set 1.0 §3.2.3). */
   async deallocate(ranges: readonly DeallocateRange[], opts: IoOptions = {}): Promise<void> {
     if (ranges.length === 0) throw new InvalidArgumentError('ranges', 'at least one range');
     for (const r of ranges) {
@@ -175,13 +190,13 @@ export class Namespace {
       this.#check(r.lba, r.blocks);
     }
     const parts: Promise<unknown>[] = [];
-    for (let i = 0; i < ranges.length; i += 256) {
-      const chunk = ranges.slice(i, i + 256);
+    for (let i = 0; i < ranges.length; i += DSM_MAX_RANGES) {
+      const chunk = ranges.slice(i, i + DSM_MAX_RANGES);
       const data = encodeDsmRanges(chunk.map((r) => ({ cattr: 0, nlb: r.blocks, slba: r.lba })));
       parts.push(
         this.#exec.execIo(
           () => ({
-            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: sglTransport(data.length) }),
+            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: SGL_SET_BY_QUEUE }),
             h2c: data,
             timeoutMs: this.#exec.ioTimeoutMs,
           }),

@@ -167,13 +167,10 @@ function ifaceAddress(name: string): string {
   return a.address;
 }
 
-/** Validate raw options (unknown keys, types, ranges) and apply Linux defaults. Throws InvalidArgumentError naming the option. */
-export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'connect'): ResolvedOptions {
-  if (raw === null || typeof raw !== 'object') throw new InvalidArgumentError('options', 'must be an object');
-  const o = raw as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!KNOWN.has(k) && o[k] !== undefined) throw new InvalidArgumentError(k, 'unknown option');
-  const discovery = mode === 'discover';
+type Raw = Record<string, unknown>;
 
+/** Where to connect: traddr, trsvcid (4420, or 8009 for discovery) and the subsystem NQN. */
+function resolveTarget(o: Raw, discovery: boolean): Pick<ResolvedOptions, 'traddr' | 'trsvcid' | 'nqn'> {
   const traddr = str(o, 'traddr');
   if (traddr === undefined) throw new InvalidArgumentError('traddr', 'is required');
   const trsvcid = int(o, 'trsvcid', discovery ? 8009 : 4420, 1, 65535);
@@ -183,7 +180,11 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     nqn = DISCOVERY_NQN;
   }
   checkNqn('nqn', nqn);
+  return { traddr, trsvcid, nqn };
+}
 
+/** hostid and hostnqn, each derived from the other (or from the process identity) when missing. */
+function resolveIdentity(o: Raw): Pick<ResolvedOptions, 'hostnqn' | 'hostid'> {
   let hostid = str(o, 'hostid');
   if (hostid !== undefined && !isUuid(hostid)) throw new InvalidArgumentError('hostid', `${hostid} is not a UUID`);
   let hostnqn = str(o, 'hostnqn');
@@ -194,22 +195,41 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   }
   hostid = hostid.toLowerCase();
   hostnqn ??= hostRegistry.nqnFor(hostid) ?? `${NQN_UUID_PREFIX}${hostid}`;
+  return { hostnqn, hostid };
+}
 
+/** The local address the sockets bind to: host_traddr, else host_iface's address. */
+function resolveSource(o: Raw): Pick<ResolvedOptions, 'hostTraddr' | 'hostIface' | 'localAddress'> {
   const hostTraddr = str(o, 'host_traddr');
   if (hostTraddr !== undefined && net.isIP(hostTraddr) === 0) throw new InvalidArgumentError('host_traddr', `${hostTraddr} is not an IP address`);
   const hostIface = str(o, 'host_iface');
   const localAddress = hostTraddr ?? (hostIface !== undefined ? ifaceAddress(hostIface) : undefined);
+  return { hostTraddr, hostIface, localAddress };
+}
 
-  const nrIoQueuesExplicit = o['nr_io_queues'] !== undefined;
-  const nrIoQueues = int(o, 'nr_io_queues', os.availableParallelism(), 1, 1024);
-  const nrWriteQueues = int(o, 'nr_write_queues', 0, 0, 1024);
-  const nrPollQueues = int(o, 'nr_poll_queues', 0, 0, 1024);
-  const queueSize = int(o, 'queue_size', 128, 16, 1024);
+type QueueCounts = Pick<ResolvedOptions, 'nrIoQueues' | 'nrIoQueuesExplicit' | 'nrWriteQueues' | 'nrPollQueues' | 'queueSize'>;
+
+function resolveQueueCounts(o: Raw): QueueCounts {
+  return {
+    nrIoQueuesExplicit: o['nr_io_queues'] !== undefined,
+    nrIoQueues: int(o, 'nr_io_queues', os.availableParallelism(), 1, 1024),
+    nrWriteQueues: int(o, 'nr_write_queues', 0, 0, 1024),
+    nrPollQueues: int(o, 'nr_poll_queues', 0, 0, 1024),
+    queueSize: int(o, 'queue_size', 128, 16, 1024),
+  };
+}
+
+/** Keep-alive and the reconnect timers (seconds, as nvme-cli takes them). */
+function resolveRecovery(o: Raw, discovery: boolean): Pick<ResolvedOptions, 'keepAliveTmo' | 'reconnectDelay' | 'ctrlLossTmo' | 'fastIoFailTmo'> {
   const keepAliveTmo = int(o, 'keep_alive_tmo', discovery ? 0 : 5, 0, 65535);
   const reconnectDelay = num(o, 'reconnect_delay', 10, 0.001, 1e6);
   const ctrlLossTmo = num(o, 'ctrl_loss_tmo', 600, -1e9, 1e9);
   const fastIoFailTmo = num(o, 'fast_io_fail_tmo', -1, -1, 1e9);
   if (fastIoFailTmo < 0 && fastIoFailTmo !== -1) throw new InvalidArgumentError('fast_io_fail_tmo', `${fastIoFailTmo}: use -1 to disable`);
+  return { keepAliveTmo, reconnectDelay, ctrlLossTmo, fastIoFailTmo };
+}
+
+function resolveTos(o: Raw): number {
   const tos = int(o, 'tos', -1, -1, 255);
   // Node.js 20's net.Socket has no setsockopt and no IP_TOS option, so a TOS could only be silently ignored.
   if (tos !== -1) {
@@ -218,53 +238,73 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
       `${tos}: Node.js 20 cannot set IP_TOS on a TCP socket; leave it at -1 (the default) and mark the traffic outside the process (e.g. an nftables/iptables DSCP rule on the target port)`,
     );
   }
+  return tos;
+}
+
+/** queues_per_hctx, the total against the 16-bit QID space, and how many Connects may run at once. */
+function resolveLayout(o: Raw, c: QueueCounts): Pick<ResolvedOptions, 'queuesPerHctx' | 'connectConcurrency'> {
   const queuesPerHctx = int(o, 'queues_per_hctx', 1, 1, 16);
-  const totalQueues = nrIoQueues * queuesPerHctx + nrWriteQueues + nrPollQueues;
+  const totalQueues = c.nrIoQueues * queuesPerHctx + c.nrWriteQueues + c.nrPollQueues;
   if (totalQueues > 65534) throw new InvalidArgumentError('nr_io_queues', `${totalQueues} queues requested, at most 65534`);
-  const connectConcurrency = int(o, 'connect_concurrency', totalQueues, 1, 65535);
-  const ioTimeoutMs = Math.round(num(o, 'io_timeout', 30, 0.001, 1e6) * 1000);
-  const adminTimeoutMs = Math.round(num(o, 'admin_timeout', 60, 0.001, 1e6) * 1000);
-  // nvme_core.max_retries is an unsigned char module parameter.
-  const maxRetries = int(o, 'max_retries', 5, 0, 255);
+  return { queuesPerHctx, connectConcurrency: int(o, 'connect_concurrency', totalQueues, 1, 65535) };
+}
+
+function resolveCommandLimits(o: Raw): Pick<ResolvedOptions, 'ioTimeoutMs' | 'adminTimeoutMs' | 'maxRetries'> {
+  return {
+    ioTimeoutMs: Math.round(num(o, 'io_timeout', 30, 0.001, 1e6) * 1000),
+    adminTimeoutMs: Math.round(num(o, 'admin_timeout', 60, 0.001, 1e6) * 1000),
+    // nvme_core.max_retries is an unsigned char module parameter.
+    maxRetries: int(o, 'max_retries', 5, 0, 255),
+  };
+}
+
+function resolveAuth(o: Raw): Pick<ResolvedOptions, 'hostKey' | 'ctrlKey'> {
   const hostKey = parseSecretOption('dhchap_secret', o['dhchap_secret']);
   const ctrlKey = parseSecretOption('dhchap_ctrl_secret', o['dhchap_ctrl_secret']);
   // Linux nvme_auth_init_ctrl: a controller key alone is meaningless (the host must first prove itself).
   if (ctrlKey !== undefined && hostKey === undefined) throw new InvalidArgumentError('dhchap_ctrl_secret', 'requires dhchap_secret');
+  return { hostKey, ctrlKey };
+}
+
+function resolveLogger(o: Raw): Logger | undefined {
   const logger = o['logger'] as Logger | undefined;
   if (logger !== undefined && typeof (logger as { info?: unknown }).info !== 'function') throw new InvalidArgumentError('logger', 'must be a pino logger');
+  return logger;
+}
 
+/** Validate raw options (unknown keys, types, ranges) and apply Linux defaults. Throws InvalidArgumentError naming the option. */
+export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'connect'): ResolvedOptions {
+  if (raw === null || typeof raw !== 'object') throw new InvalidArgumentError('options', 'must be an object');
+  const o = raw as Raw;
+  for (const k of Object.keys(o)) if (!KNOWN.has(k) && o[k] !== undefined) throw new InvalidArgumentError(k, 'unknown option');
+  const discovery = mode === 'discover';
+  // Checked in this order, so the first bad option named is the same whatever else is wrong.
+  const target = resolveTarget(o, discovery);
+  const identity = resolveIdentity(o);
+  const source = resolveSource(o);
+  const counts = resolveQueueCounts(o);
+  const recovery = resolveRecovery(o, discovery);
+  const tos = resolveTos(o);
+  const layout = resolveLayout(o, counts);
+  const limits = resolveCommandLimits(o);
+  const auth = resolveAuth(o);
+  const logger = resolveLogger(o);
   return {
-    traddr,
-    trsvcid,
-    nqn,
-    hostnqn,
-    hostid,
-    hostTraddr,
-    hostIface,
-    localAddress,
-    nrIoQueues,
-    nrIoQueuesExplicit,
-    nrWriteQueues,
-    nrPollQueues,
-    queueSize,
-    keepAliveTmo,
-    reconnectDelay,
-    ctrlLossTmo,
-    fastIoFailTmo,
+    ...target,
+    ...identity,
+    ...source,
+    ...counts,
+    ...recovery,
     hdrDigest: bool(o, 'hdr_digest'),
     dataDigest: bool(o, 'data_digest'),
     duplicateConnect: discovery || bool(o, 'duplicate_connect'),
     disableSqflow: bool(o, 'disable_sqflow'),
     tos,
-    queuesPerHctx,
+    ...layout,
     matchHwQueues: bool(o, 'match_hw_queues'),
-    connectConcurrency,
-    ioTimeoutMs,
-    adminTimeoutMs,
-    maxRetries,
+    ...limits,
     discovery,
-    hostKey,
-    ctrlKey,
+    ...auth,
     logger,
   };
 }

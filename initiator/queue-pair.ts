@@ -3,7 +3,12 @@
 import { Buffer } from 'node:buffer';
 import {
   ConnectionClosedError,
+  CqeOffset,
   NvmeStatusError,
+  SGL_DESC_SIZE,
+  SglOffset,
+  SglType,
+  SqeOffset,
   TimeoutError,
   statusName,
 } from '../protocol/index.js';
@@ -111,9 +116,18 @@ export interface QueuePairOptions {
   onActivity?: () => void;
 }
 
-const SGL_OFFSET = 24;
-/** Status field offset in a CQE (NVMe Base 2.0 Figure 92). */
-const CQE_STATUS = 14;
+/**
+ * Write SGL1 of `sqe` in place (NVMe/TCP 1.0 §3.3.3), the only place the host describes a command's data, as Linux
+ * nvme_tcp_setup_cmd_pdu does with nvme_tcp_set_sg_{inline,host_data,null}: a Data Block with sub-type offset
+ * (offset 0, ICDOFF 0) for in-capsule data, else a Transport Data Block of the transfer length (0: no data).
+ * Byte writes, so nothing is allocated per command.
+ */
+function setSgl(sqe: Buffer, length: number, inCapsule: boolean): void {
+  const at = SqeOffset.dptr;
+  sqe.fill(0, at, at + SGL_DESC_SIZE);
+  sqe.writeUInt32LE(length, at + SglOffset.length);
+  sqe[at + SglOffset.type] = inCapsule ? SglType.DATA_BLOCK_OFFSET : SglType.TRANSPORT_DATA_BLOCK;
+}
 
 export class QueuePair {
   readonly qid: number;
@@ -172,14 +186,11 @@ export class QueuePair {
       return Promise.reject(this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
     }
     const sqe = spec.sqe;
-    sqe.writeUInt16LE(cid, 2);
+    sqe.writeUInt16LE(cid, SqeOffset.cid);
     const h2c = spec.h2c !== undefined && spec.h2c.length > 0 ? spec.h2c : undefined;
     const inCapsule = h2c !== undefined && (spec.forceInCapsule === true || h2c.length <= this.inlineLimit);
     const dataLen = h2c?.length ?? spec.c2h?.length ?? 0;
-    // SGL (TCP 1.0 §3.3.3): Data Block/offset 0 for in-capsule data, else Transport Data Block (0x5A) of the length.
-    sqe.fill(0, SGL_OFFSET, SGL_OFFSET + 16);
-    sqe.writeUInt32LE(dataLen, SGL_OFFSET + 8);
-    sqe[SGL_OFFSET + 15] = inCapsule ? 0x01 : 0x5a;
+    setSgl(sqe, dataLen, inCapsule);
     return new Promise<Completion>((resolve, reject) => {
       const p: Pending = {
         cid,
@@ -212,8 +223,8 @@ export class QueuePair {
     if (!p.reserved) this.tags.put(cid);
     this.#opts.onActivity?.();
     // The CQE fields read in place (cqe is a view valid only during this call); status is the Linux-style 15-bit value.
-    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(0);
-    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(CQE_STATUS) >>> 1;
+    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw0);
+    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(CqeOffset.status) >>> 1;
     const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
     if (status !== 0) {
@@ -222,7 +233,7 @@ export class QueuePair {
       return;
     }
     this.counters.bytes += p.bytes;
-    p.resolve({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(4), status: cqeStatus });
+    p.resolve({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1), status: cqeStatus });
   }
 
   /** One timer per queue, armed only while commands are in flight (blk-mq's timeout scan, not a timer per I/O). */
@@ -265,7 +276,8 @@ export class QueuePair {
     this.#state = 'closed';
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    // On teardown every in-flight command is rejected with one shared error (STYLE.md §2.8).
+    // On teardown every in-flight command is rejected with the one error that closed the queue (Linux
+    // nvme_tcp_error_recovery cancels all requests with the same status).
     const pend = [...this.#pending.values()];
     this.#pending.clear();
     for (const p of pend) {

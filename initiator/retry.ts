@@ -1,12 +1,11 @@
 // Which failed I/O commands the host sends again, as Linux nvme_decide_disposition / nvme_retry_req
 // (drivers/nvme/host/core.c) decide: an NVMe status with DNR clear is retried up to nvme_core.max_retries times,
 // after the Command Retry Delay the status's CRD field selects (CRDT1..3 from Identify Controller, 100 ms units).
+// Statuses are the 15-bit value without the phase bit (NVMe Base 2.0 §4.6.1: CRD 12:11, More 13, DNR 14).
+import { StatusCodeType, statusCrd, statusDnr, statusSct } from '../protocol/index.js';
 
-/** Linux-style 15-bit status bits (include/linux/nvme.h): CRD 12:11, More 13, DNR 14. */
-const STATUS_CRD_SHIFT = 11;
-const STATUS_DNR = 0x4000;
-/** SCT 3h: path related status (NVMe Base 2.0 §4.6.1.2.4); multipath fails these over instead of retrying. */
-const SCT_PATH = 0x3;
+/** CRDT units (Identify Controller CRDT1..3). */
+const CRDT_UNIT_MS = 100;
 
 export interface RetryPolicy {
   /** nvme_core.max_retries: retries after the first attempt (0 = never retry). */
@@ -20,8 +19,9 @@ export interface RetryPolicy {
  * final: success, DNR set, retries used up, or (for multipath, `failfast`) a path error the caller fails over.
  */
 export function retryDelayMs(status: number, retries: number, policy: RetryPolicy, failfast = false): number | undefined {
-  if (status === 0 || (status & STATUS_DNR) !== 0 || retries >= policy.maxRetries) return undefined;
-  if (failfast && ((status >> 8) & 0x7) === SCT_PATH) return undefined;
-  const crd = (status >> STATUS_CRD_SHIFT) & 0x3;
-  return crd === 0 ? 0 : (policy.crdt[crd - 1] ?? 0) * 100;
+  if (status === 0 || statusDnr(status) || retries >= policy.maxRetries) return undefined;
+  // Path related status (SCT 3h, NVMe Base 2.0 §4.6.1.2.4): multipath fails these over instead of retrying.
+  if (failfast && statusSct(status) === StatusCodeType.PATH) return undefined;
+  const crd = statusCrd(status);
+  return crd === 0 ? 0 : (policy.crdt[crd - 1] ?? 0) * CRDT_UNIT_MS;
 }

@@ -150,48 +150,59 @@ export async function checkHost(traddr?: string, iface?: string): Promise<HostRe
   if (dev === undefined) return rep;
   rep.iface = dev;
   try {
-    rep.queues = await nicQueueCounts(dev);
-    const nic = Math.min(rep.queues.rx, rep.queues.tx);
-    if (nic < cpus) rep.warnings.push(`${dev} has ${nic} rx/tx queue pairs for ${cpus} CPUs: queues beyond ${nic} share NIC queues`);
-    const e = rep.queues.ethtool;
-    if (e === undefined) rep.unreadable.push(`ethtool -l ${dev}: not available`);
-    else if (e.maxCombined !== undefined && e.curCombined !== undefined && e.curCombined < e.maxCombined) {
-      rep.warnings.push(`${dev} uses ${e.curCombined} of ${e.maxCombined} combined channels (ethtool -L ${dev} combined ${e.maxCombined})`);
-    }
-    for (let i = 0; i < rep.queues.rx; i++) {
-      try {
-        rep.rps[`rx-${i}`] = (await readFile(`/sys/class/net/${dev}/queues/rx-${i}/rps_cpus`, 'utf8')).trim();
-      } catch {
-        rep.unreadable.push(`/sys/class/net/${dev}/queues/rx-${i}/rps_cpus`);
-      }
-    }
-    for (let i = 0; i < rep.queues.tx; i++) {
-      try {
-        rep.xps[`tx-${i}`] = (await readFile(`/sys/class/net/${dev}/queues/tx-${i}/xps_cpus`, 'utf8')).trim();
-      } catch {
-        rep.unreadable.push(`/sys/class/net/${dev}/queues/tx-${i}/xps_cpus`);
-      }
-    }
+    await reportNicQueues(rep, dev, await nicQueueCounts(dev));
   } catch {
     rep.unreadable.push(`/sys/class/net/${dev}/queues`);
   }
-  try {
-    const text = await readFile('/proc/interrupts', 'utf8');
-    for (const line of text.split('\n')) {
-      const m = /^\s*(\d+):.*\s(\S+)\s*$/.exec(line);
-      if (m === null || !(m[2] as string).includes(dev)) continue;
-      const irq = Number(m[1]);
-      const info: IrqInfo = { irq, name: m[2] as string };
-      try {
-        info.affinity = (await readFile(`/proc/irq/${irq}/smp_affinity_list`, 'utf8')).trim();
-      } catch {
-        rep.unreadable.push(`/proc/irq/${irq}/smp_affinity_list`);
-      }
-      rep.irqs.push(info);
+  await reportIrqs(rep, dev);
+  return rep;
+}
+
+/** NIC queue pairs against CPUs, unused combined channels, and the RPS/XPS masks of every queue. */
+async function reportNicQueues(rep: HostReport, dev: string, queues: NicQueues): Promise<void> {
+  rep.queues = queues;
+  const nic = Math.min(queues.rx, queues.tx);
+  if (nic < rep.cpus) rep.warnings.push(`${dev} has ${nic} rx/tx queue pairs for ${rep.cpus} CPUs: queues beyond ${nic} share NIC queues`);
+  const e = queues.ethtool;
+  if (e === undefined) rep.unreadable.push(`ethtool -l ${dev}: not available`);
+  else if (e.maxCombined !== undefined && e.curCombined !== undefined && e.curCombined < e.maxCombined) {
+    rep.warnings.push(`${dev} uses ${e.curCombined} of ${e.maxCombined} combined channels (ethtool -L ${dev} combined ${e.maxCombined})`);
+  }
+  await readSteering(rep, rep.rps, dev, 'rx', 'rps_cpus', queues.rx);
+  await readSteering(rep, rep.xps, dev, 'tx', 'xps_cpus', queues.tx);
+}
+
+async function readSteering(rep: HostReport, into: Record<string, string>, dev: string, dir: 'rx' | 'tx', file: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const path = `/sys/class/net/${dev}/queues/${dir}-${i}/${file}`;
+    try {
+      into[`${dir}-${i}`] = (await readFile(path, 'utf8')).trim();
+    } catch {
+      rep.unreadable.push(path);
     }
-    if (rep.irqs.length === 0) rep.unreadable.push(`no IRQs named after ${dev} in /proc/interrupts (virtual NIC or different naming)`);
+  }
+}
+
+/** The IRQs named after the device in /proc/interrupts, with their CPU affinity. */
+async function reportIrqs(rep: HostReport, dev: string): Promise<void> {
+  let text: string;
+  try {
+    text = await readFile('/proc/interrupts', 'utf8');
   } catch {
     rep.unreadable.push('/proc/interrupts');
+    return;
   }
-  return rep;
+  for (const line of text.split('\n')) {
+    const m = /^\s*(\d+):.*\s(\S+)\s*$/.exec(line);
+    if (m === null || !(m[2] as string).includes(dev)) continue;
+    const irq = Number(m[1]);
+    const info: IrqInfo = { irq, name: m[2] as string };
+    try {
+      info.affinity = (await readFile(`/proc/irq/${irq}/smp_affinity_list`, 'utf8')).trim();
+    } catch {
+      rep.unreadable.push(`/proc/irq/${irq}/smp_affinity_list`);
+    }
+    rep.irqs.push(info);
+  }
+  if (rep.irqs.length === 0) rep.unreadable.push(`no IRQs named after ${dev} in /proc/interrupts (virtual NIC or different naming)`);
 }

@@ -3,9 +3,9 @@
 // failed (transport error or SCT 3 path status). Each attempt is a new command that completes exactly once; a failed
 // attempt is never completed to the caller, only retried elsewhere.
 import type { Buffer } from 'node:buffer';
-import type { Controller } from '../controller.js';
 import { InvalidArgumentError, NoPathError, isPathStatus, isTransportError } from '../errors.js';
 import type { DeallocateRange, IoOptions, Namespace } from '../namespace.js';
+import type { PathController } from './path.js';
 
 export type IoPolicy = 'numa' | 'round-robin' | 'queue-depth';
 
@@ -16,7 +16,7 @@ export interface MultipathOptions {
 }
 
 interface Path {
-  ctrl: Controller;
+  ctrl: PathController;
   nsid: number;
 }
 
@@ -42,7 +42,7 @@ export class MultipathNamespace {
     return this.#policy;
   }
 
-  get controllers(): Controller[] {
+  get controllers(): PathController[] {
     return this.#paths.map((p) => p.ctrl);
   }
 
@@ -94,7 +94,7 @@ export class MultipathNamespace {
         let best = set[0] as Path;
         let bestDepth = Infinity;
         for (const p of set) {
-          const d = p.ctrl.queueInfo().reduce((n, q) => n + q.inFlight, 0);
+          const d = p.ctrl.inFlight;
           if (d < bestDepth) {
             best = p;
             bestDepth = d;
@@ -172,9 +172,9 @@ export class MultipathNamespace {
  * Build a namespace head over controllers of the same subsystem: every controller must expose `nsid` with the same
  * NGUID/UUID (Linux nvme_ns_ids_equal; "IDs don't match" otherwise).
  */
-export function createMultipath(controllers: readonly Controller[], nsid: number, opts: MultipathOptions = {}): MultipathNamespace {
+export function createMultipath(controllers: readonly PathController[], nsid: number, opts: MultipathOptions = {}): MultipathNamespace {
   if (controllers.length === 0) throw new InvalidArgumentError('controllers', 'at least one controller');
-  const first = controllers[0] as Controller;
+  const first = controllers[0] as PathController;
   const ref = first.namespace(nsid).info;
   for (const c of controllers) {
     if (c.opts.nqn !== first.opts.nqn) throw new InvalidArgumentError('controllers', `${c.opts.nqn} is not subsystem ${first.opts.nqn}`);
