@@ -2,8 +2,8 @@
 import { Buffer } from 'node:buffer';
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from './config/types.js';
-import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from './mgmt/index.js';
+import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from '../target/index.js';
+import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
 
 export const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
 

@@ -6,13 +6,23 @@ import { networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
-import { defaultConfig, errnoText, loadConfig } from './config/load.js';
-import { loadNvmetcliConfig } from './config/nvmetcli.js';
-import { ConfigError, formatConfigError, ipFamily, nqnProblem, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './config/schema.js';
-import type { HostConfig, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { TargetService, type BoundPort, type HostConfig, type NamespaceConfig, type PortConfig, type SubsystemConfig, type TargetConfig } from '../target/index.js';
+import {
+  ConfigError,
+  defaultConfig,
+  errnoText,
+  formatConfigError,
+  ipFamily,
+  loadConfig,
+  loadNvmetcliConfig,
+  nqnProblem,
+  parseHostPort,
+  parseTargetConfig,
+  SIZE_FIX,
+  sizeToBytes,
+} from '../target/config/index.js';
+import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { runCtlCli } from './ctl.js';
-import { ApiConfigError, startTargetApi, type ApiHandle } from './mgmt/index.js';
-import { TargetService, type BoundPort } from './service.js';
 
 export const TARGET_USAGE = `usage: nvme-tcp target [options]
        nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)

@@ -4,11 +4,7 @@ import path from 'node:path';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Buffer } from 'node:buffer';
-import { connect, discover } from './connect.js';
-import type { Controller } from './controller.js';
-import { checkHost } from './topology.js';
-import type { ConnectOptions } from './options.js';
-import type { QueueInfo } from './controller.js';
+import { checkHost, connect, discover, type ConnectOptions, type Controller, type QueueInfo } from '../initiator/index.js';
 
 export interface CliIo {
   stdout: (s: string) => void;
