@@ -7,19 +7,14 @@
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
+import { PduFlag, PduType, crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
 import { adoptWithUserBuffer } from '../target/transport/tcp/user-buffer-socket.js';
 
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
 for (let i = 0; i < RAM.length; i += 4) wr32(RAM, i, (i * 2654435761) >>> 0);
 
-const IC_REQ = 0x00;
-const IC_RESP = 0x01;
-const CMD = 0x04;
-const RESP = 0x05;
-const C2H = 0x07;
-const LAST = 0x04;
-const DDGST = 0x02;
+const { IC_REQ, IC_RESP, CAPSULE_CMD: CMD, CAPSULE_RESP: RESP, C2H_DATA: C2H } = PduType;
+const { DATA_LAST: LAST, DDGSTF: DDGST } = PduFlag;
 
 function serve(sock: net.Socket): void {
   let ddgst = false;

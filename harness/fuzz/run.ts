@@ -10,6 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type Controller } from '../../initiator/index.js';
 import {
+  DISCOVERY_NQN,
   FabricsType,
   PduFlag,
   PduReader,
@@ -29,7 +30,6 @@ import { Rng, frame, garbage, loadCorpus, makeCase, mutateStructured, type Corpu
 
 export const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
 export const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
-const DISCOVERY_NQN = 'nqn.2014-08.org.nvmexpress.discovery';
 const FUZZ_HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000f022';
 const HEALTHY_BLOCK = 4096;
 const HEALTHY_BLOCKS = 4096;

@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
-import { DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
+import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
 import { parseSize } from './size.js';
 import type {
   AnaStateName,
@@ -58,8 +58,6 @@ export function ipFamily(addr: string): 'ipv4' | 'ipv6' | undefined {
   const v = isIP(addr);
   return v === 4 ? 'ipv4' : v === 6 ? 'ipv6' : undefined;
 }
-
-export const ANA_STATE_NAMES = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'] as const;
 
 // ---------------------------------------------------------------------------------------------- helpers
 
