@@ -65,7 +65,7 @@ export function buildBaseline(outDir: string): { target: string; client: string 
 }
 
 /** The TS target in this process (RAM namespace, one port on 127.0.0.1:0); prints "PORT n", stops on "quit". */
-export async function tsServer(): Promise<void> {
+async function tsServer(): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
@@ -130,7 +130,7 @@ export class Child {
 }
 
 /** utime+stime of a process in µs (/proc/<pid>/stat, clock ticks of 10 ms): the same meter for the C and the TS target. */
-export function cpuUs(pid: number | undefined): number {
+function cpuUs(pid: number | undefined): number {
   if (pid === undefined) return 0;
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');

@@ -18,7 +18,6 @@ import {
   encodePropertySetCmd,
   encodePdu,
   encodeRwCmd,
-  encodeSqe,
   sglInCapsule,
   sglTransport,
   type Pdu,

@@ -6,7 +6,7 @@ import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceCon
 import { ANA_STATE_NAMES } from '../protocol/index.js';
 import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
 
-export const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
+const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
 
   --api URL      management API base URL (default $NVME_TCP_API or http://127.0.0.1:8080)
   --token T      bearer token (default $NVME_TCP_API_TOKEN)

@@ -26,7 +26,7 @@ import {
 } from '../harness/index.js';
 import { connect, type ConnectOptions, type Controller } from '../initiator/index.js';
 
-export const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
+const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
        nvme-tcp bench --scenario NAME [--quick] [--out DIR]
        nvme-tcp bench --list
 

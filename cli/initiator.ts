@@ -14,7 +14,7 @@ export interface CliIo {
 const defaultIo: CliIo = { stdout: (s) => void process.stdout.write(s), stderr: (s) => void process.stderr.write(s) };
 
 /** Where `connect --hold` records its queues and `queues` / `check-host --queues-from` read them. */
-export function stateDir(): string {
+function stateDir(): string {
   return path.join(os.tmpdir(), 'nvme-tcp-ts');
 }
 

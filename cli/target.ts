@@ -24,7 +24,7 @@ import {
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { runCtlCli } from './ctl.js';
 
-export const TARGET_USAGE = `usage: nvme-tcp target [options]
+const TARGET_USAGE = `usage: nvme-tcp target [options]
        nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)
 
 Serves NVMe over TCP. With no options: 127.0.0.1:4420, subsystem ${defaultConfig().subsystems[0]?.nqn ?? ''},
@@ -442,7 +442,7 @@ const STOP_TIMEOUT_MS = 15_000;
  * Log fields that may hold DH-HMAC-CHAP secrets: target host entries (config, API bodies) and initiator
  * connect options. The code logs none of them on purpose; redaction is the net for an object logged whole.
  */
-export const LOG_REDACT_PATHS: readonly string[] = [
+const LOG_REDACT_PATHS: readonly string[] = [
   'dhchapKey',
   'dhchapCtrlKey',
   'hosts[*].dhchapKey',

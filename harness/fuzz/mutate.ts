@@ -216,7 +216,7 @@ export function mutateStructured(rng: Rng, seed: SeedPdu): { header: Buffer; dat
 }
 
 /** Framing attacks on an already framed PDU: CH fields, truncation, garbage tails, splices. */
-export function mutateRaw(rng: Rng, pdu: Buffer, other: Buffer): Buffer {
+function mutateRaw(rng: Rng, pdu: Buffer, other: Buffer): Buffer {
   switch (rng.int(9)) {
     case 0:
       return scribble(rng, Buffer.from(pdu), 0, Math.min(8, pdu.length), 1 + rng.int(2));

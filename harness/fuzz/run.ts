@@ -28,8 +28,8 @@ import type { DebugCounts } from '../../target/service.js';
 import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';
 import { Rng, frame, garbage, loadCorpus, makeCase, mutateStructured, type Corpus, type SeedPdu } from './mutate.js';
 
-export const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
-export const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
+const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
+const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
 const FUZZ_HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000f022';
 const HEALTHY_BLOCK = 4096;
 const HEALTHY_BLOCKS = 4096;
@@ -225,7 +225,7 @@ class FuzzConn {
 }
 
 /** The fuzz target config: a RAM namespace for fuzzing and a separate one for the healthy controller. */
-export function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
+function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
   return {
     icReqTimeoutS: 2,
     ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],

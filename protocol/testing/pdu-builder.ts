@@ -75,7 +75,7 @@ interface PduLayout {
 }
 
 /** §3.6.1: data starts at hlen (+HDGST) rounded up to a multiple of (PDA+1)*4 bytes, padding zero-filled. */
-export function alignedPdo(hlen: number, hdgst: boolean, pda: number): number {
+function alignedPdo(hlen: number, hdgst: boolean, pda: number): number {
   const start = hlen + (hdgst ? Layout.DIGEST : 0);
   const unit = (pda + 1) * 4;
   return Math.ceil(start / unit) * unit;

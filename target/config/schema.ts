@@ -136,7 +136,7 @@ export const nqnSchema = str('an NQN string').check(
   }),
 );
 
-export const sizeSchema = z
+const sizeSchema = z
   .union([z.number(), z.string()], { error: wrongType('a size', SIZE_FIX) })
   .check(
     z.superRefine((v, ctx) => {
@@ -144,7 +144,7 @@ export const sizeSchema = z
     }),
   );
 
-export const ipAddrSchema = str('an IP address').check(
+const ipAddrSchema = str('an IP address').check(
   z.superRefine((v, ctx) => {
     if (!ipFamily(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not an IP address; use e.g. 127.0.0.1, 0.0.0.0, ::1 or ::`, input: v });
   }),
@@ -213,7 +213,7 @@ const backendMsg = (iss: { input?: unknown }) => {
   const t = iss.input !== null && typeof iss.input === 'object' && !Array.isArray(iss.input) ? (iss.input as { type?: unknown }).type : iss.input;
   return t === undefined ? 'is missing; add "ram", "file" or "null"' : `${show(t)} is not a backend type; use ram, file or null`;
 };
-export const backendSchema = z.discriminatedUnion(
+const backendSchema = z.discriminatedUnion(
   'type',
   [
     obj({ type: z.literal('ram', { error: backendMsg }), size: sizeSchema }),
@@ -354,7 +354,7 @@ export const hostSchema = obj({
   }),
 );
 
-export const apiSchema = obj({
+const apiSchema = obj({
   listen: str('"ADDR:PORT"').check(
     z.superRefine((v, ctx) => {
       if (!parseHostPort(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`, input: v });

@@ -78,10 +78,6 @@ export function setFeatures(fid: number, cdw11: number): Buffer {
   return encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), cdw10: fid, cdw11 });
 }
 
-export function getFeatures(fid: number, cdw11 = 0, len = 0): Buffer {
-  return encodeSqe({ opcode: AdminOpcode.GET_FEATURES, cid: nextCid(), cdw10: fid, cdw11, sgl: sglTransport(len) });
-}
-
 export function getLog(lid: number, length: number, o: { lpo?: bigint; rae?: boolean; nsid?: number; lsp?: number } = {}): Buffer {
   return encodeGetLogPageCmd({ cid: nextCid(), lid, length, nsid: o.nsid ?? 0xffffffff, lpo: o.lpo ?? 0n, rae: o.rae ?? false, lsp: o.lsp ?? 0 });
 }
