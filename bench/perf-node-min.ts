@@ -1,6 +1,6 @@
-// The "best trivial Node server" of performance.md as a second yardstick for bench/perf-target.ts: the same subset of
+// The "best trivial Node server" (docs/performance.md, Fifth pass) as a second yardstick for bench/perf-target.ts: the same subset of
 // NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
-// model at all. It uses every technique that reference lists (no Nagle, reused receive buffer via onread, incremental
+// model at all. It uses every Node technique docs/performance.md measured (no Nagle, reused receive buffer via onread, incremental
 // framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
 // gathered into one slab; header fields through protocol/le.ts like the target), so the gap between it and the real
 // target is the price of being a controller.

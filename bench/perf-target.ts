@@ -1,5 +1,5 @@
 // Same-run comparison of the TypeScript target with a minimal C epoll target (bench/perf-c-baseline/target.c), both
-// driven by the same C load generator (bench/perf-c-baseline/client.c), everything pinned to CPU 0 (performance.md:
+// driven by the same C load generator (bench/perf-c-baseline/client.c), everything pinned to CPU 0 (docs/performance.md, Benchmarks:
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
 //   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
   const verify = process.argv.includes('--verify');
   // Another checkout of this repository (e.g. the commit before an optimization), run as a third target.
   const compare = arg('compare');
-  // The trivial Node server of performance.md (bench/perf-node-min.ts): what Node alone reaches on this machine now.
+  // The trivial Node server (bench/perf-node-min.ts, docs/performance.md Fifth pass): what Node alone reaches on this machine now.
   const nodeMin = process.argv.includes('--node-min');
   const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
   const self = fileURLToPath(import.meta.url);

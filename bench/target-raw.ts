@@ -1,5 +1,5 @@
 // Raw NVMe/TCP load against the TS target: one I/O connection, random 4 KiB reads at QD 1/32/128 and 128 KiB reads at
-// QD16, with and without data digest. Target and load generator are pinned to the same CPU (performance.md: unpinned
+// QD16, with and without data digest. Target and load generator are pinned to the same CPU (docs/performance.md, Benchmarks: unpinned
 // runs are bimodal). Usage: npx tsx bench/target-raw.ts [seconds-per-case]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';

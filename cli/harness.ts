@@ -191,7 +191,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         verdict: '',
         notes: [
           ...(parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : []),
-          // Unpinned runs on a few vCPUs are bimodal (performance.md, "The machine"): say where this one was allowed to run.
+          // Unpinned runs on a few vCPUs are bimodal (docs/performance.md, Benchmarks): say where this one was allowed to run.
           `This process (pid ${process.pid}${inproc === undefined ? '' : ', initiator and target'}) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c for repeatable figures.`,
         ],
         ...(inproc === undefined ? { setup: `initiator on this host, target at ${traddr}:${port}` } : {}),

@@ -154,7 +154,7 @@ export class TargetService {
   async addPort(p: PortConfig): Promise<BoundPort> {
     if (this.#listeners.has(p.id)) throw new InvalidArgumentError('ports.id', `port ${p.id} already exists`);
     const maxh2c = p.maxH2CData ?? 131072;
-    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (reference trap 3)');
+    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (NVMe/TCP 1.0 §3.6.2.3)');
     if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
     if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
     const port = new CorePort(p);

@@ -382,7 +382,7 @@ export const targetConfigSchema = obj({
         if (!ids.has(p)) ctx.addIssue({ code: 'custom', path: ['subsystems', si, 'ports', pi], message: `port id ${p} does not exist; use one of the ids in ports (${idList})` });
       });
     });
-    // Linux drops namespaces whose NGUID/UUID repeats (interop trap 13): explicit ids must be unique target-wide.
+    // Linux drops namespaces whose NGUID/UUID repeats (nvme_global_check_duplicate_ids; NVMe Base 2.0 requires NGUID/UUID to be globally unique): explicit ids must be unique target-wide.
     const flat = c.subsystems.flatMap((s, si) => (s.namespaces ?? []).map((n, ni) => ({ n, path: ['subsystems', si, 'namespaces', ni] })));
     for (const key of ['uuid', 'nguid'] as const) {
       dupes(flat, (e) => e.n[key]?.toLowerCase(), (i, v) => {

@@ -100,7 +100,7 @@ export function expectOk(r: CommandResult): CommandResult {
   return r;
 }
 
-/** The Linux host's admin bring-up (reference §8 steps 1-6, 11): returns the cntlid. */
+/** The Linux host's admin bring-up (ICReq, Connect, Property Get CAP/VS, CC.EN, CSTS.RDY poll, Identify Controller, as drivers/nvme/host does it): returns the cntlid. */
 export async function bringUpAdmin(p: RawPeer, o: { subnqn?: string; hostnqn?: string; kato?: number; cattr?: number; digests?: { hdgst?: boolean; ddgst?: boolean } } = {}): Promise<number> {
   const c = await p.connect({ subnqn: o.subnqn ?? SUBNQN, hostnqn: o.hostnqn ?? HOSTNQN, kato: o.kato ?? 5000, cattr: o.cattr ?? 0, ...(o.digests !== undefined ? { digests: o.digests } : {}) });
   if (c.cqe === undefined || c.cqe.status !== 0) throw new Error(`connect failed 0x${c.cqe?.status.toString(16)}`);
