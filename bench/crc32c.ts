@@ -1,7 +1,7 @@
 // CRC32C throughput for NVMe/TCP digests (TCP 1.0 §3.6.1.4): the native path the PDU codec uses (@node-rs/crc32),
 // the pure-TypeScript slice-by-8 fallback, and any optional alternative that happens to be installed.
 //
-//   taskset -c 0 npm run bench:crc32c            # pin to one vCPU (performance.md: unpinned runs are bimodal)
+//   taskset -c 0 npm run bench:crc32c            # pin to one vCPU (docs/performance.md, Benchmarks: unpinned runs are bimodal)
 //   taskset -c 0 npm run bench:crc32c -- --ms 600 --reps 3 --json
 //
 // Prints ns per call, GB/s and the ratio to the native path for 512 B, 4 KiB and 128 KiB, all from one run. Each cell

@@ -1,5 +1,5 @@
 // Initiator benchmark: our initiator against our target in a child process, both pinned to CPU 0 (taskset -c 0, see
-// shared/reference/performance.md: unpinned runs on this 2-vCPU machine are bimodal). Prints IOPS and p50/p99 for 4 KiB
+// docs/performance.md, Benchmarks: unpinned runs on this 2-vCPU machine are bimodal). Prints IOPS and p50/p99 for 4 KiB
 // random reads at QD 1/32/128 and 128 KiB sequential reads at QD16, and the serial/parallel connect-time ratio for 64
 // I/O queues with 1 ms of connect latency injected at the target.
 //   npx tsx bench/initiator.ts [--seconds 3]

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ChOffset, IC_PDU_SIZE, PduType } from '../protocol/index.js';
 import { Child, buildBaseline, runClient, type ClientResult } from './perf-target.js';
 
 function arg(name: string, def: number): number {
@@ -18,10 +19,10 @@ function arg(name: string, def: number): number {
 
 /** Flooder child: open `rate` connections per second for `seconds`, each dropped at once or right after an ICReq. */
 async function flood(port: number, rate: number, seconds: number): Promise<void> {
-  const icReq = Buffer.alloc(128);
-  icReq[0] = 0x00;
-  icReq[2] = 128;
-  icReq.writeUInt32LE(128, 4);
+  const icReq = Buffer.alloc(IC_PDU_SIZE);
+  icReq[ChOffset.type] = PduType.IC_REQ;
+  icReq[ChOffset.hlen] = IC_PDU_SIZE;
+  icReq.writeUInt32LE(IC_PDU_SIZE, ChOffset.plen);
   let opened = 0;
   let failed = 0;
   let i = 0;

@@ -1,25 +1,20 @@
-// The "best trivial Node server" of performance.md as a second yardstick for bench/perf-target.ts: the same subset of
+// The "best trivial Node server" (docs/performance.md, Fifth pass) as a second yardstick for bench/perf-target.ts: the same subset of
 // NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
-// model at all. It uses every technique that reference lists (no Nagle, reused receive buffer via onread, incremental
+// model at all. It uses every Node technique docs/performance.md measured (no Nagle, reused receive buffer via onread, incremental
 // framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
 // gathered into one slab; header fields through protocol/le.ts like the target), so the gap between it and the real
 // target is the price of being a controller.
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
+import { PduFlag, PduType, crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
 import { adoptWithUserBuffer } from '../target/transport/tcp/user-buffer-socket.js';
 
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
 for (let i = 0; i < RAM.length; i += 4) wr32(RAM, i, (i * 2654435761) >>> 0);
 
-const IC_REQ = 0x00;
-const IC_RESP = 0x01;
-const CMD = 0x04;
-const RESP = 0x05;
-const C2H = 0x07;
-const LAST = 0x04;
-const DDGST = 0x02;
+const { IC_REQ, IC_RESP, CAPSULE_CMD: CMD, CAPSULE_RESP: RESP, C2H_DATA: C2H } = PduType;
+const { DATA_LAST: LAST, DDGSTF: DDGST } = PduFlag;
 
 function serve(sock: net.Socket): void {
   let ddgst = false;

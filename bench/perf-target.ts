@@ -1,5 +1,5 @@
 // Same-run comparison of the TypeScript target with a minimal C epoll target (bench/perf-c-baseline/target.c), both
-// driven by the same C load generator (bench/perf-c-baseline/client.c), everything pinned to CPU 0 (performance.md:
+// driven by the same C load generator (bench/perf-c-baseline/client.c), everything pinned to CPU 0 (docs/performance.md, Benchmarks:
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
 //   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
@@ -65,7 +65,7 @@ export function buildBaseline(outDir: string): { target: string; client: string 
 }
 
 /** The TS target in this process (RAM namespace, one port on 127.0.0.1:0); prints "PORT n", stops on "quit". */
-export async function tsServer(): Promise<void> {
+async function tsServer(): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
@@ -130,7 +130,7 @@ export class Child {
 }
 
 /** utime+stime of a process in µs (/proc/<pid>/stat, clock ticks of 10 ms): the same meter for the C and the TS target. */
-export function cpuUs(pid: number | undefined): number {
+function cpuUs(pid: number | undefined): number {
   if (pid === undefined) return 0;
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
   const verify = process.argv.includes('--verify');
   // Another checkout of this repository (e.g. the commit before an optimization), run as a third target.
   const compare = arg('compare');
-  // The trivial Node server of performance.md (bench/perf-node-min.ts): what Node alone reaches on this machine now.
+  // The trivial Node server (bench/perf-node-min.ts, docs/performance.md Fifth pass): what Node alone reaches on this machine now.
   const nodeMin = process.argv.includes('--node-min');
   const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
   const self = fileURLToPath(import.meta.url);

@@ -1,5 +1,5 @@
 // Raw NVMe/TCP load against the TS target: one I/O connection, random 4 KiB reads at QD 1/32/128 and 128 KiB reads at
-// QD16, with and without data digest. Target and load generator are pinned to the same CPU (performance.md: unpinned
+// QD16, with and without data digest. Target and load generator are pinned to the same CPU (docs/performance.md, Benchmarks: unpinned
 // runs are bimodal). Usage: npx tsx bench/target-raw.ts [seconds-per-case]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -8,14 +8,16 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import {
   NvmOpcode,
+  PropertyOffset,
   PduReader,
   PduType,
   decodeCqe,
   encodeConnectCmd,
+  encodeCc,
   encodeConnectData,
+  encodePropertySetCmd,
   encodePdu,
   encodeRwCmd,
-  encodeSqe,
   sglInCapsule,
   sglTransport,
   type Pdu,
@@ -95,7 +97,7 @@ interface Result {
 async function run(port: number, ask: (cmd: string) => Promise<string>, name: string, bs: number, qd: number, ddgst: boolean, seconds: number): Promise<Result> {
   const admin = new Conn(port);
   const cntlid = await admin.setup(false, 0, 0xffff);
-  await admin.cmd(encodeSqe({ opcode: 0x7f, cid: 2, nsid: 0, cdw11: 0x14, cdw12: 0x460001 }));
+  await admin.cmd(encodePropertySetCmd({ cid: 2, offset: PropertyOffset.CC, value: BigInt(encodeCc({ en: true, iosqes: 6, iocqes: 4 })) }));
   const io = new Conn(port);
   await io.setup(ddgst, 1, cntlid);
   const nlb = bs / 512;

@@ -1,6 +1,6 @@
-// The `nvme-tcp` bin: one subcommand per role. The target is imported eagerly; the initiator and harness
-// CLIs load on demand so that each works (or says it is missing) independently of the others.
-import { runTargetCli } from '../target/main.js';
+// The `nvme-tcp` bin: one subcommand per role. The target CLI is imported eagerly; the initiator and harness
+// CLIs load on demand, so `nvme-tcp target` does not load the initiator and harness modules.
+import { runTargetCli } from './target.js';
 
 export const USAGE = `usage: nvme-tcp <command> [options]
 
@@ -26,11 +26,6 @@ interface Io {
 
 const defaultIo: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) };
 
-function isMissingModule(err: unknown, file: string): boolean {
-  const e = err as { code?: string; message?: string };
-  return e.code === 'ERR_MODULE_NOT_FOUND' && (e.message ?? '').includes(file);
-}
-
 /** Dispatches `nvme-tcp <command> ...`; resolves to the exit status. */
 export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -39,28 +34,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     return 0;
   }
   if (cmd === 'target') return runTargetCli(rest);
-  if (INITIATOR_COMMANDS.has(cmd)) {
-    let mod: typeof import('../initiator/cli.js');
-    try {
-      mod = await import('../initiator/cli.js');
-    } catch (err) {
-      if (!isMissingModule(err, 'initiator/cli')) throw err;
-      io.stderr(`nvme-tcp ${cmd}: not available yet (initiator/cli.ts is missing)\n`);
-      return 1;
-    }
-    return mod.runInitiatorCli(cmd, rest);
-  }
-  if (cmd === 'bench') {
-    let mod: typeof import('../harness/cli.js');
-    try {
-      mod = await import('../harness/cli.js');
-    } catch (err) {
-      if (!isMissingModule(err, 'harness/cli')) throw err;
-      io.stderr('nvme-tcp bench: not available yet (harness/cli.ts is missing)\n');
-      return 1;
-    }
-    return mod.runBenchCli(rest);
-  }
+  if (INITIATOR_COMMANDS.has(cmd)) return (await import('./initiator.js')).runInitiatorCli(cmd, rest);
+  if (cmd === 'bench') return (await import('./harness.js')).runBenchCli(rest);
   io.stderr(`nvme-tcp: unknown command ${JSON.stringify(cmd)}; run "nvme-tcp --help" for the list\n`);
   return 2;
 }

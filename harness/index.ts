@@ -5,4 +5,4 @@ export { SCENARIOS, findScenario, type Scenario, type ScenarioContext } from './
 export { FaultProxy, startProxy, type DirectionFaults, type ProxyDirection, type ProxyFaults, type ProxyOptions, type ProxyConnectionInfo, type ProxyStats } from './peers/proxy.js';
 export { duplexPair } from './duplex-pair.js';
 export { startInProcessTarget, startChildTarget, namespaceBlockTarget, controllerBlockTarget, defaultHctxOf, readProcCpu, DEFAULT_BENCH_NQN, type InProcessTarget, type ChildTarget } from './nvme.js';
-export { runBenchCli, BENCH_USAGE } from './cli.js';
+export { allowedCpus } from './scenarios/placement.js';

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AdminOpcode, FABRICS_OPCODE, NvmOpcode } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { ControllerInitError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
-import { FakeController, type FakeOptions } from './test-support/fake-controller.js';
+import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

@@ -27,4 +27,3 @@ export {
 export { AuthenticationRequiredError, DhchapAuthError, isAuthFailure } from './auth.js';
 export { checkHost, routeInterface, nicQueueCounts } from './topology.js';
 export type { HostReport, NicQueues } from './topology.js';
-export { runInitiatorCli } from './cli.js';

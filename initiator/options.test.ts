@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connect, type Controller } from './index.js';
 import { InvalidArgumentError } from './errors.js';
 import { resolveOptions } from './options.js';
-import { FakeController } from './test-support/fake-controller.js';
+import { FakeController } from '../harness/peers/fake-controller.js';
 
 const base = { traddr: '127.0.0.1', trsvcid: 4420, nqn: 'nqn.2024-01.io.test:x' };
 

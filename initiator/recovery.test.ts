@@ -6,7 +6,7 @@ import { AenDw0, NvmOpcode, PduType, encodePdu } from '../protocol/index.js';
 import type { DiscLogEntry } from '../protocol/index.js';
 import { connect, connectAll, createMultipath, discover, type Controller } from './index.js';
 import { ConnectionClosedError, TransportFatalError } from './errors.js';
-import { FakeController, type FakeOptions } from './test-support/fake-controller.js';
+import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

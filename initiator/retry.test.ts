@@ -6,7 +6,7 @@ import { NvmOpcode, Status } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { NvmeStatusError } from './errors.js';
 import { retryDelayMs } from './retry.js';
-import { FakeController, type FakeOptions } from './test-support/fake-controller.js';
+import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
 
 const DNR = 0x4000;
 const CRD = (n: number): number => n << 11;

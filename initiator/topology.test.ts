@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import os from 'node:os';
 import { connect } from './connect.js';
-import { FakeController } from './test-support/fake-controller.js';
+import { FakeController } from '../harness/peers/fake-controller.js';
 import { checkHost, limitQueuesToHardware, nicQueueCounts, routeInterface } from './topology.js';
 
 const NS = `nvti1t${process.pid % 10000}`;

@@ -1,13 +1,13 @@
 // TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
 // and the TCP listeners and translates config objects into core objects (ARCHITECTURE.md rule 3, STYLE.md §1.4).
 import pino, { type Logger } from 'pino';
-import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
+import { InvalidArgumentError, formatUuid, validateNqn } from '../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
 import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, formatUuid, type QueueCounters } from './core/index.js';
+import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
 import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener } from './transport/tcp/index.js';
 
@@ -154,7 +154,7 @@ export class TargetService {
   async addPort(p: PortConfig): Promise<BoundPort> {
     if (this.#listeners.has(p.id)) throw new InvalidArgumentError('ports.id', `port ${p.id} already exists`);
     const maxh2c = p.maxH2CData ?? 131072;
-    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (reference trap 3)');
+    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (NVMe/TCP 1.0 §3.6.2.3)');
     if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
     if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
     const port = new CorePort(p);

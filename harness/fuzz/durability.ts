@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { connect, type Controller } from '../../initiator/index.js';
+import { connect, type Controller, type Namespace } from '../../initiator/index.js';
 import { crc32c } from '../../protocol/index.js';
 import { Rng } from './mutate.js';
 
@@ -123,157 +123,202 @@ async function startTarget(file: string, port: number): Promise<RunningTarget> {
   return { child, port: bound, exited };
 }
 
+/** What the target acknowledged: per LBA the durable generation and the newer ones that may have reached the file. */
+class Ledger {
+  /** Highest generation acknowledged durable per LBA (FUA completion, or a Flush completed after the write). */
+  readonly durable: Uint32Array;
+  /** Generations written after it that may or may not have reached the file (acked-unflushed or in flight). */
+  readonly maybe = new Map<number, number[]>();
+  nextGen = 1;
+  durableWrites = 0;
+
+  constructor(blocks: number) {
+    this.durable = new Uint32Array(blocks);
+  }
+
+  /** A write of `gen` to `lba` is about to be submitted. */
+  issued(lba: number, gen: number): void {
+    const m = this.maybe.get(lba);
+    if (m === undefined) this.maybe.set(lba, [gen]);
+    else m.push(gen);
+  }
+
+  markDurable(lba: number, gen: number): void {
+    if (gen <= (this.durable[lba] as number)) return;
+    this.durable[lba] = gen;
+    this.durableWrites++;
+    const m = this.maybe.get(lba);
+    if (m !== undefined) {
+      const rest = m.filter((g) => g > gen);
+      if (rest.length === 0) this.maybe.delete(lba);
+      else this.maybe.set(lba, rest);
+    }
+  }
+
+  /** Every block that has an acknowledged-durable generation or a possible newer one, in LBA order. */
+  toCheck(): number[] {
+    const durable = this.durable;
+    return [...new Set([...durable.keys()].filter((l) => (durable[l] as number) > 0).concat([...this.maybe.keys()]))].sort((a, b) => a - b);
+  }
+}
+
+/** After a restart: reads back every block the ledger knows and checks it holds an allowed generation. */
+async function verifyCycle(ledger: Ledger, ns: Namespace, cycle: number, failures: DurabilityFailure[]): Promise<{ verified: number; failures: number }> {
+  let verified = 0;
+  let cycleFailures = 0;
+  const toCheck = ledger.toCheck();
+  for (let i = 0; i < toCheck.length; i += 64) {
+    const lbas = toCheck.slice(i, i + 64);
+    await Promise.all(
+      lbas.map(async (lba) => {
+        const d = ledger.durable[lba] as number;
+        const allowed = [d, ...(ledger.maybe.get(lba) ?? [])];
+        const got = readStamp(await ns.read(BigInt(lba), 1), lba);
+        if (d > 0) verified++;
+        if (!allowed.includes(got.gen)) {
+          cycleFailures++;
+          failures.push({ cycle, lba, durableGen: d, allowed, found: got.why });
+        } else if (got.gen > 0) {
+          ledger.durable[lba] = got.gen;
+        }
+        ledger.maybe.delete(lba);
+      }),
+    );
+  }
+  return { verified, failures: cycleFailures };
+}
+
+interface WriteLoad {
+  blocks: number;
+  qd: number;
+  fuaRatio: number;
+  killAfterMs: number;
+}
+
+/**
+ * qd writers (FUA or not) and a flusher until `kill` runs after killAfterMs. `kill` sends SIGKILL before its first
+ * await and counting stops right after: anything that completes after that point is not counted as acknowledged. The
+ * writers are awaited only once `kill` resolved (target gone, controller disconnected), which fails what is in flight.
+ */
+async function writeUntilKill(ledger: Ledger, ns: Namespace, rng: Rng, load: WriteLoad, kill: () => Promise<void>): Promise<{ acked: number; inFlightAtKill: number }> {
+  let killed = false;
+  let acked = 0;
+  const inFlight = new Set<number>();
+  let unflushed: Array<{ lba: number; gen: number }> = [];
+  const writer = async (): Promise<void> => {
+    while (!killed) {
+      let lba = rng.int(load.blocks);
+      while (inFlight.has(lba)) lba = rng.int(load.blocks);
+      const gen = ledger.nextGen++;
+      const fua = rng.chance(load.fuaRatio);
+      inFlight.add(lba);
+      ledger.issued(lba, gen);
+      try {
+        await ns.write(BigInt(lba), makeBlock(lba, gen), { fua, hctx: rng.int(2) });
+        if (killed) break;
+        acked++;
+        if (fua) ledger.markDurable(lba, gen);
+        else unflushed.push({ lba, gen });
+      } catch {
+        break;
+      } finally {
+        inFlight.delete(lba);
+      }
+    }
+  };
+  const flusher = async (): Promise<void> => {
+    while (!killed) {
+      await new Promise((r) => setTimeout(r, 2 + rng.int(15)));
+      const batch = unflushed;
+      unflushed = [];
+      try {
+        await ns.flush();
+        if (killed) break;
+        for (const w of batch) ledger.markDurable(w.lba, w.gen);
+      } catch {
+        break;
+      }
+    }
+  };
+  const workers = [...Array.from({ length: load.qd }, () => writer()), flusher()];
+  await new Promise((r) => setTimeout(r, load.killAfterMs));
+  const done = kill();
+  killed = true;
+  const inFlightAtKill = inFlight.size;
+  await done;
+  await Promise.all(workers);
+  return { acked, inFlightAtKill };
+}
+
+/** Zeroes up to n durable blocks in the file behind the target's back (the check must then report them). */
+async function sabotage(file: string, ledger: Ledger, rng: Rng, n: number, cycle: number, sabotaged: Array<{ cycle: number; lba: number }>): Promise<void> {
+  const durable = ledger.durable;
+  const candidates = [...durable.keys()].filter((l) => (durable[l] as number) > 0 && !ledger.maybe.has(l));
+  const fh = await openFile(file, 'r+');
+  try {
+    for (let i = 0; i < n && candidates.length > 0; i++) {
+      const lba = candidates.splice(rng.int(candidates.length), 1)[0] as number;
+      await fh.write(Buffer.alloc(BS), 0, BS, lba * BS);
+      sabotaged.push({ cycle, lba });
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
 export async function runDurability(opts: DurabilityOptions): Promise<DurabilityResult> {
   const seed = opts.seed ?? (Date.now() & 0x7fffffff);
   const rng = new Rng(seed);
   const blocks = opts.blocks ?? 4096;
   const [minRun, maxRun] = opts.runMs ?? [150, 600];
-  const qd = opts.qd ?? 8;
-  const fuaRatio = opts.fuaRatio ?? 0.5;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-durability-'));
   const file = path.join(dir, 'ns.img');
-  /** Highest generation acknowledged durable per LBA (FUA completion, or a Flush completed after the write). */
-  const durable = new Uint32Array(blocks);
-  /** Generations written after it that may or may not have reached the file (acked-unflushed or in flight). */
-  const maybe = new Map<number, number[]>();
-  let nextGen = 1;
+  const ledger = new Ledger(blocks);
   const failures: DurabilityFailure[] = [];
   const sabotaged: Array<{ cycle: number; lba: number }> = [];
   const reports: CycleReport[] = [];
   let writesAcked = 0;
-  let durableWrites = 0;
   let blocksVerified = 0;
   let restartMsTotal = 0;
   let port = 0;
   let target: RunningTarget | undefined;
   let ctrl: Controller | undefined;
-  const open = async (): Promise<Controller> =>
-    connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.1, ctrl_loss_tmo: 5, io_timeout: 5 });
-  const markDurable = (lba: number, gen: number): void => {
-    if (gen <= (durable[lba] as number)) return;
-    durable[lba] = gen;
-    durableWrites++;
-    const m = maybe.get(lba);
-    if (m !== undefined) {
-      const rest = m.filter((g) => g > gen);
-      if (rest.length === 0) maybe.delete(lba);
-      else maybe.set(lba, rest);
-    }
-  };
   try {
     // Start 0 is the first boot; start N verifies what kill N left behind.
     for (let cycle = 0; cycle <= opts.cycles; cycle++) {
       const t0 = performance.now();
       target = await startTarget(file, port);
       port = target.port;
-      ctrl = await open();
+      ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.1, ctrl_loss_tmo: 5, io_timeout: 5 });
       const restartMs = performance.now() - t0;
       if (cycle > 0) restartMsTotal += restartMs;
       const ns = ctrl.namespace(1);
 
-      // Verify every block that has an acknowledged-durable generation or a possible newer one.
-      let verified = 0;
-      let cycleFailures = 0;
-      const toCheck = [...new Set([...durable.keys()].filter((l) => (durable[l] as number) > 0).concat([...maybe.keys()]))].sort((a, b) => a - b);
-      for (let i = 0; i < toCheck.length; i += 64) {
-        const lbas = toCheck.slice(i, i + 64);
-        await Promise.all(
-          lbas.map(async (lba) => {
-            const d = durable[lba] as number;
-            const allowed = [d, ...(maybe.get(lba) ?? [])];
-            const got = readStamp(await ns.read(BigInt(lba), 1), lba);
-            if (d > 0) verified++;
-            if (!allowed.includes(got.gen)) {
-              cycleFailures++;
-              failures.push({ cycle, lba, durableGen: d, allowed, found: got.why });
-            } else if (got.gen > 0) {
-              durable[lba] = got.gen;
-            }
-            maybe.delete(lba);
-          }),
-        );
-      }
-      blocksVerified += verified;
+      const v = await verifyCycle(ledger, ns, cycle, failures);
+      blocksVerified += v.verified;
       await ns.flush();
       if (cycle > 0) {
         const r = reports[cycle - 1] as CycleReport;
-        r.verified = verified;
-        r.failures = cycleFailures;
+        r.verified = v.verified;
+        r.failures = v.failures;
         r.restartMs = restartMs;
         opts.onCycle?.(r);
       }
       if (cycle === opts.cycles) break;
 
-      // Write until the kill.
       const killAfterMs = minRun + rng.int(Math.max(1, maxRun - minRun));
-      let killed = false;
-      let acked = 0;
-      const durableBefore = durableWrites;
-      const inFlight = new Set<number>();
-      let unflushed: Array<{ lba: number; gen: number }> = [];
-      const writer = async (): Promise<void> => {
-        while (!killed) {
-          let lba = rng.int(blocks);
-          while (inFlight.has(lba)) lba = rng.int(blocks);
-          const gen = nextGen++;
-          const fua = rng.chance(fuaRatio);
-          inFlight.add(lba);
-          const m = maybe.get(lba);
-          if (m === undefined) maybe.set(lba, [gen]);
-          else m.push(gen);
-          try {
-            await ns.write(BigInt(lba), makeBlock(lba, gen), { fua, hctx: rng.int(2) });
-            if (killed) break;
-            acked++;
-            if (fua) markDurable(lba, gen);
-            else unflushed.push({ lba, gen });
-          } catch {
-            break;
-          } finally {
-            inFlight.delete(lba);
-          }
-        }
-      };
-      const flusher = async (): Promise<void> => {
-        while (!killed) {
-          await new Promise((r) => setTimeout(r, 2 + rng.int(15)));
-          const batch = unflushed;
-          unflushed = [];
-          try {
-            await ns.flush();
-            if (killed) break;
-            for (const w of batch) markDurable(w.lba, w.gen);
-          } catch {
-            break;
-          }
-        }
-      };
-      const workers = [...Array.from({ length: qd }, () => writer()), flusher()];
-      await new Promise((r) => setTimeout(r, killAfterMs));
-      // SIGKILL first, then stop counting: anything that completes after this point is not counted as acknowledged.
-      target.child.kill('SIGKILL');
-      killed = true;
-      const inFlightAtKill = inFlight.size;
-      await target.exited;
+      const durableBefore = ledger.durableWrites;
+      const running = target;
       const c = ctrl;
-      ctrl = undefined;
-      await c.disconnect().catch(() => undefined);
-      await Promise.all(workers);
-      if ((opts.sabotageBlocks ?? 0) > 0) {
-        const candidates = [...durable.keys()].filter((l) => (durable[l] as number) > 0 && !maybe.has(l));
-        const fh = await openFile(file, 'r+');
-        try {
-          for (let i = 0; i < (opts.sabotageBlocks ?? 0) && candidates.length > 0; i++) {
-            const lba = candidates.splice(rng.int(candidates.length), 1)[0] as number;
-            await fh.write(Buffer.alloc(BS), 0, BS, lba * BS);
-            sabotaged.push({ cycle: cycle + 1, lba });
-          }
-        } finally {
-          await fh.close();
-        }
-      }
+      const { acked, inFlightAtKill } = await writeUntilKill(ledger, ns, rng, { blocks, qd: opts.qd ?? 8, fuaRatio: opts.fuaRatio ?? 0.5, killAfterMs }, async () => {
+        running.child.kill('SIGKILL');
+        await running.exited;
+        ctrl = undefined;
+        await c.disconnect().catch(() => undefined);
+      });
+      if ((opts.sabotageBlocks ?? 0) > 0) await sabotage(file, ledger, rng, opts.sabotageBlocks ?? 0, cycle + 1, sabotaged);
       writesAcked += acked;
-      reports.push({ cycle: cycle + 1, killAfterMs, writesAcked: acked, durableWrites: durableWrites - durableBefore, inFlightAtKill, verified: 0, failures: 0, restartMs: 0 });
+      reports.push({ cycle: cycle + 1, killAfterMs, writesAcked: acked, durableWrites: ledger.durableWrites - durableBefore, inFlightAtKill, verified: 0, failures: 0, restartMs: 0 });
     }
   } finally {
     if (ctrl !== undefined) await ctrl.disconnect().catch(() => undefined);
@@ -287,7 +332,7 @@ export async function runDurability(opts: DurabilityOptions): Promise<Durability
     seed,
     cycles: reports.length,
     writesAcked,
-    durableWrites,
+    durableWrites: ledger.durableWrites,
     blocksVerified,
     failures,
     sabotaged,

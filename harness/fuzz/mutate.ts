@@ -2,7 +2,7 @@
 // "structured" mutations that keep the common header valid so the bytes reach the command parsers, and "raw"
 // mutations/garbage that attack the framing itself (NVMe/TCP 1.0 §3.6.2: CH, PSH, HDGST, PAD, DATA, DDGST).
 import { Buffer } from 'node:buffer';
-import { PduFlag, PduType, crc32c } from '../../protocol/index.js';
+import { CH_SIZE, PduFlag, PduType, SglOffset, SqeOffset, crc32c } from '../../protocol/index.js';
 import { loadAllConnections } from '../../test/fixtures/load.js';
 
 /** mulberry32: small, fast, reproducible from a 32-bit seed. */
@@ -143,19 +143,20 @@ function scribble(rng: Rng, b: Buffer, from: number, to: number, rounds: number)
 }
 
 /** SQE field offsets inside a CapsuleCmd PDU (CH is 8 bytes, SQE 64: NVMe Base 2.0 Figure 88). */
-const SQE = 8;
+const SQE = CH_SIZE;
+const SGL = SQE + SqeOffset.dptr;
 const CAPSULE_FIELDS = [
-  { off: SQE + 0, size: 1 }, // opcode
-  { off: SQE + 1, size: 1 }, // flags (FUSE, PSDT)
-  { off: SQE + 2, size: 2 }, // CID
-  { off: SQE + 4, size: 4 }, // NSID
-  { off: SQE + 24, size: 4 }, // SGL address lo
-  { off: SQE + 32, size: 4 }, // SGL length
-  { off: SQE + 39, size: 1 }, // SGL type
-  { off: SQE + 40, size: 4 }, // CDW10 (SLBA lo, fctype args, CNS, LID/NUMDL, FID)
-  { off: SQE + 44, size: 4 }, // CDW11
-  { off: SQE + 48, size: 4 }, // CDW12 (NLB, FUA)
-  { off: SQE + 52, size: 4 }, // CDW13
+  { off: SQE + SqeOffset.opcode, size: 1 },
+  { off: SQE + SqeOffset.flags, size: 1 }, // FUSE, PSDT
+  { off: SQE + SqeOffset.cid, size: 2 },
+  { off: SQE + SqeOffset.nsid, size: 4 },
+  { off: SGL + SglOffset.address, size: 4 }, // low half
+  { off: SGL + SglOffset.length, size: 4 },
+  { off: SGL + SglOffset.type, size: 1 },
+  { off: SQE + SqeOffset.cdw10, size: 4 }, // SLBA lo, fctype args, CNS, LID/NUMDL, FID
+  { off: SQE + SqeOffset.cdw11, size: 4 },
+  { off: SQE + SqeOffset.cdw12, size: 4 }, // NLB, FUA
+  { off: SQE + SqeOffset.cdw13, size: 4 },
 ] as const;
 /** H2CData PSH fields: CCCID, TTAG, DATAO, DATAL (TCP 1.0 Figure 27). */
 const H2C_FIELDS = [
@@ -215,7 +216,7 @@ export function mutateStructured(rng: Rng, seed: SeedPdu): { header: Buffer; dat
 }
 
 /** Framing attacks on an already framed PDU: CH fields, truncation, garbage tails, splices. */
-export function mutateRaw(rng: Rng, pdu: Buffer, other: Buffer): Buffer {
+function mutateRaw(rng: Rng, pdu: Buffer, other: Buffer): Buffer {
   switch (rng.int(9)) {
     case 0:
       return scribble(rng, Buffer.from(pdu), 0, Math.min(8, pdu.length), 1 + rng.int(2));

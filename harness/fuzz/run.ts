@@ -10,6 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type Controller } from '../../initiator/index.js';
 import {
+  DISCOVERY_NQN,
   FabricsType,
   PduFlag,
   PduReader,
@@ -25,11 +26,11 @@ import {
 import type { TargetConfig } from '../../target/config/types.js';
 import type { DebugCounts } from '../../target/service.js';
 import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';
+import type { ChildSample } from './protocol.js';
 import { Rng, frame, garbage, loadCorpus, makeCase, mutateStructured, type Corpus, type SeedPdu } from './mutate.js';
 
-export const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
-export const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
-const DISCOVERY_NQN = 'nqn.2014-08.org.nvmexpress.discovery';
+const FUZZ_NQN = 'nqn.2024-01.io.nvme-ts:fuzz';
+const HEALTHY_NQN = 'nqn.2024-01.io.nvme-ts:healthy';
 const FUZZ_HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000f022';
 const HEALTHY_BLOCK = 4096;
 const HEALTHY_BLOCKS = 4096;
@@ -225,7 +226,7 @@ class FuzzConn {
 }
 
 /** The fuzz target config: a RAM namespace for fuzzing and a separate one for the healthy controller. */
-export function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
+function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
   return {
     icReqTimeoutS: 2,
     ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
@@ -263,40 +264,147 @@ export async function runFuzz(opts: FuzzOptions): Promise<FuzzResult> {
 }
 
 async function fuzz(opts: FuzzOptions, seed: number, corpus: Corpus, fileNs: string): Promise<FuzzResult> {
-  const concurrency = opts.concurrency ?? 16;
   const child = await startChildTarget(fuzzTargetConfig(fileNs));
-  const port = child.ports[0] as number;
-  const replyStats: ReplyStats = { malformed: 0, malformedFirst: [], termReqs: 0, termReasons: {}, statuses: {} };
-  let cases = 0;
-  let connections = 0;
-  let crashed: ChildExit | undefined;
-  let stopping = false;
   const t0 = performance.now();
-  const recent: Array<{ conn: number; mode: Mode; hex: string }> = [];
-  const remember = (conn: number, mode: Mode, b: Buffer): void => {
-    recent.push({ conn, mode, hex: b.subarray(0, 4096).toString('hex') });
-    if (recent.length > 256) recent.shift();
-  };
-  void child.exited.then((e) => {
-    if (!stopping) crashed = e;
-  });
-  const alive = (): boolean => crashed === undefined && cases < opts.cases;
-
-  // Healthy controller: write a stamped block, read it back, compare; two loops on separate hctxs.
-  const healthy = { ops: 0, errors: 0, mismatches: 0, maxLatencyMs: 0, firstError: undefined as string | undefined };
-  let ctrl: Controller | undefined;
+  let ctrl: Controller;
   try {
-    ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: HEALTHY_NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.2, io_timeout: 10 });
+    ctrl = await connect({ traddr: '127.0.0.1', trsvcid: child.ports[0] as number, nqn: HEALTHY_NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.2, io_timeout: 10 });
   } catch (err) {
     await child.stop();
     throw err;
   }
-  const hctrl = ctrl;
-  const healthyLoop = async (i: number): Promise<void> => {
-    const rng = new Rng(seed ^ (0x9e3779b9 * (i + 1)));
-    const ns = hctrl.namespace(1);
+  return new FuzzSession(opts, seed, corpus, child, ctrl, t0).run();
+}
+
+interface HealthyStats {
+  ops: number;
+  errors: number;
+  mismatches: number;
+  maxLatencyMs: number;
+  firstError: string | undefined;
+}
+
+/** One fuzz run against one child target: the fuzz workers, the healthy controller's loops and the counters. */
+class FuzzSession {
+  private readonly port: number;
+  private readonly replyStats: ReplyStats = { malformed: 0, malformedFirst: [], termReqs: 0, termReasons: {}, statuses: {} };
+  private cases = 0;
+  private connections = 0;
+  private crashed: ChildExit | undefined;
+  private stopping = false;
+  /** The last cases sent, for the crash repro file. */
+  private readonly recent: Array<{ conn: number; mode: Mode; hex: string }> = [];
+  private readonly healthy: HealthyStats = { ops: 0, errors: 0, mismatches: 0, maxLatencyMs: 0, firstError: undefined };
+  private readonly rss = { min: Number.POSITIVE_INFINITY, max: 0, samples: 0 };
+  private lastRss = 0;
+
+  constructor(
+    private readonly opts: FuzzOptions,
+    private readonly seed: number,
+    private readonly corpus: Corpus,
+    private readonly child: ChildTarget,
+    /** The healthy controller: must keep working while the fuzz connections attack the target. */
+    private readonly hctrl: Controller,
+    private readonly t0: number,
+  ) {
+    this.port = child.ports[0] as number;
+    void child.exited.then((e) => {
+      if (!this.stopping) this.crashed = e;
+    });
+  }
+
+  private alive(): boolean {
+    return this.crashed === undefined && this.cases < this.opts.cases;
+  }
+
+  private remember(conn: number, mode: Mode, b: Buffer): void {
+    this.recent.push({ conn, mode, hex: b.subarray(0, 4096).toString('hex') });
+    if (this.recent.length > 256) this.recent.shift();
+  }
+
+  async run(): Promise<FuzzResult> {
+    const { opts, child } = this;
+    const sampler = setInterval(() => this.sampleRss(), opts.sampleMs ?? 500);
+    const progress = setInterval(() => {
+      opts.onProgress?.({ cases: this.cases, connections: this.connections, elapsedS: (performance.now() - this.t0) / 1000, rssMB: this.lastRss / 1048576, healthyOps: this.healthy.ops });
+    }, 1000);
+    const heapStart = (await child.sample(true)).heapUsed;
+    const workers = Array.from({ length: opts.concurrency ?? 16 }, (_, w) =>
+      this.worker(w).catch((err: unknown) => {
+        this.healthy.firstError ??= `fuzz worker ${w}: ${String(err)}`;
+      }),
+    );
+    const loops = Array.from({ length: opts.healthyLoops ?? 2 }, (_, i) => this.healthyLoop(i));
+    await Promise.all(workers);
+    const elapsedS = (performance.now() - this.t0) / 1000;
+    await Promise.all(loops);
+    clearInterval(progress);
+    clearInterval(sampler);
+
+    const settled = this.crashed === undefined ? await this.settle() : undefined;
+    let crash: FuzzResult['crash'];
+    if (this.crashed !== undefined) {
+      const reproFile = path.join(opts.crashDir ?? os.tmpdir(), `nvme-fuzz-crash-${this.seed}-${child.pid}.json`);
+      writeFileSync(reproFile, JSON.stringify({ seed: this.seed, exit: this.crashed, stderr: child.stderrTail(), recent: this.recent }, null, 1));
+      crash = { exit: this.crashed, stderr: child.stderrTail(), reproFile };
+    }
+    await this.hctrl.disconnect().catch(() => undefined);
+    this.stopping = true;
+    await child.stop();
+    const { replyStats, rss, healthy } = this;
+    return {
+      seed: this.seed,
+      cases: this.cases,
+      connections: this.connections,
+      elapsedS,
+      casesPerSec: this.cases / elapsedS,
+      crashes: this.crashed === undefined ? 0 : 1,
+      ...(crash !== undefined ? { crash } : {}),
+      targetErrors: child.errors,
+      malformedReplies: replyStats.malformed,
+      malformedFirst: replyStats.malformedFirst,
+      termReqs: replyStats.termReqs,
+      statuses: replyStats.statuses,
+      termReasons: replyStats.termReasons,
+      rssMB: { min: rss.min / 1048576, max: rss.max / 1048576, samples: rss.samples },
+      heapAfterGcMB: { start: heapStart / 1048576, end: (settled?.heapUsed ?? 0) / 1048576 },
+      healthy: { ops: healthy.ops, errors: healthy.errors, mismatches: healthy.mismatches, maxLatencyMs: healthy.maxLatencyMs, ...(healthy.firstError !== undefined ? { firstError: healthy.firstError } : {}) },
+      finalCounts: settled?.debug,
+      pduErrorsByFes: settled?.stats.pduErrorsByFes ?? {},
+    };
+  }
+
+  private sampleRss(): void {
+    this.child.sample().then(
+      (s) => {
+        this.lastRss = s.rss;
+        this.rss.min = Math.min(this.rss.min, s.rss);
+        this.rss.max = Math.max(this.rss.max, s.rss);
+        this.rss.samples++;
+      },
+      () => undefined,
+    );
+  }
+
+  /** Every fuzz connection is closed by now; the target must get back to exactly the healthy controller. */
+  private async settle(): Promise<ChildSample> {
+    const expectQueues = 1 + this.hctrl.queueInfo().length;
+    const until = performance.now() + 8000;
+    for (;;) {
+      const s = await this.child.sample(true);
+      const d = s.debug;
+      if ((d.controllers === 1 && d.queues === expectQueues && d.connections === expectQueues && d.pendingRequests === 0) || performance.now() > until) return s;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Healthy controller: write a stamped block, read it back, compare; each loop on its own hctx. */
+  private async healthyLoop(i: number): Promise<void> {
+    const healthy = this.healthy;
+    const rng = new Rng(this.seed ^ (0x9e3779b9 * (i + 1)));
+    const ns = this.hctrl.namespace(1);
     let gen = 0;
-    while (alive()) {
+    while (this.alive()) {
       const lba = rng.int(HEALTHY_BLOCKS / 2) * 2 + i;
       const data = stamp(lba, ++gen, rng);
       const s = performance.now();
@@ -312,108 +420,83 @@ async function fuzz(opts: FuzzOptions, seed: number, corpus: Corpus, fileNs: str
       }
       healthy.maxLatencyMs = Math.max(healthy.maxLatencyMs, performance.now() - s);
     }
-  };
+  }
 
-  // RSS sampling.
-  const rss = { min: Number.POSITIVE_INFINITY, max: 0, samples: 0 };
-  let lastRss = 0;
-  const sampler = setInterval(() => {
-    child.sample().then(
-      (s) => {
-        lastRss = s.rss;
-        rss.min = Math.min(rss.min, s.rss);
-        rss.max = Math.max(rss.max, s.rss);
-        rss.samples++;
-      },
-      () => undefined,
-    );
-  }, opts.sampleMs ?? 500);
-  const progress = setInterval(() => {
-    opts.onProgress?.({ cases, connections, elapsedS: (performance.now() - t0) / 1000, rssMB: lastRss / 1048576, healthyOps: healthy.ops });
-  }, 1000);
-
-  const heapStart = (await child.sample(true)).heapUsed;
-
-  // Per worker: an anchor admin controller for I/O-queue connects (re-created when it dies).
-  const worker = async (w: number): Promise<void> => {
-    const rng = new Rng(seed + w * 7919);
-    let anchor: { conn: FuzzConn; cntlid: number } | undefined;
-    const getAnchor = async (): Promise<{ conn: FuzzConn; cntlid: number } | undefined> => {
-      if (anchor !== undefined && !anchor.conn.closed) return anchor;
-      anchor = undefined;
-      const c = await FuzzConn.open(port, replyStats).catch(() => undefined);
-      if (c === undefined) return undefined;
-      const cntlid = await prefix(c, rng, 'admin', false, false);
-      if (cntlid === undefined) {
-        c.destroy();
-        return undefined;
-      }
-      anchor = { conn: c, cntlid };
-      return anchor;
-    };
-    while (alive()) {
+  /** One fuzz worker: a connection per round in a random mode; I/O-queue connects hang off an anchor admin controller. */
+  private async worker(w: number): Promise<void> {
+    const rng = new Rng(this.seed + w * 7919);
+    const anchor = new Anchor(this.port, this.replyStats, rng);
+    while (this.alive()) {
       const roll = rng.next();
       const mode: Mode = roll < 0.08 ? 'garbage' : roll < 0.12 ? 'icreq' : roll < 0.45 ? 'admin' : roll < 0.9 ? 'io' : 'discovery';
-      const c = await FuzzConn.open(port, replyStats).catch(() => undefined);
+      const c = await FuzzConn.open(this.port, this.replyStats).catch(() => undefined);
       if (c === undefined) {
         await new Promise((r) => setTimeout(r, 10));
         continue;
       }
-      connections++;
-      const id = connections;
+      this.connections++;
+      const id = this.connections;
       try {
-        if (mode === 'garbage') {
-          const n = 1 + rng.int(3);
-          for (let i = 0; i < n && alive(); i++) {
-            const g = garbage(rng);
-            remember(id, mode, g);
-            cases++;
-            await c.write(g);
-          }
-          await c.settle(20);
-          continue;
-        }
-        if (mode === 'icreq') {
-          const ic = encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: rng.int(4), maxr2t: 0 })[0] as Buffer;
-          const m = mutateStructured(rng, { role: 'admin', type: PduType.IC_REQ, header: ic, data: Buffer.alloc(0) });
-          const b = rng.chance(0.5) ? frame(m.header, m.data, false, false) : m.header;
-          remember(id, mode, b);
-          cases++;
-          await c.write(b);
-          await c.settle(20);
-          continue;
-        }
-        const hd = rng.chance(0.2);
-        const dd = rng.chance(0.2);
-        let seeds: SeedPdu[];
-        let ok: number | undefined;
-        if (mode === 'io') {
-          const a = await getAnchor();
-          if (a === undefined) continue;
-          ok = await prefix(c, rng, 'io', hd, dd, a.cntlid);
-          seeds = rng.chance(0.9) ? corpus.io : corpus.all;
-        } else {
-          ok = await prefix(c, rng, mode, hd, dd);
-          seeds = mode === 'discovery' ? [...corpus.discovery, ...corpus.connect] : rng.chance(0.9) ? corpus.admin : corpus.all;
-        }
-        if (ok === undefined) continue;
-        // Unsolicited H2CData is always fatal (unknown TTAG); keep it rare so connections live long enough to go deep.
-        if (rng.chance(0.95)) seeds = seeds.filter((x) => x.type !== PduType.H2C_DATA);
-        await fuzzCases(c, id, mode, rng, seeds, corpus);
+        if (mode === 'garbage') await this.garbageCases(c, id, rng);
+        else if (mode === 'icreq') await this.icReqCase(c, id, rng);
+        else await this.queueCases(c, id, mode, rng, anchor);
       } finally {
         if (rng.chance(0.5)) c.destroy();
         else c.socket.end();
       }
     }
-    anchor?.conn.destroy();
-  };
+    anchor.destroy();
+  }
 
-  const fuzzCases = async (c: FuzzConn, id: number, mode: Mode, rng: Rng, seeds: SeedPdu[], all: Corpus): Promise<void> => {
+  private async garbageCases(c: FuzzConn, id: number, rng: Rng): Promise<void> {
+    const n = 1 + rng.int(3);
+    for (let i = 0; i < n && this.alive(); i++) {
+      const g = garbage(rng);
+      this.remember(id, 'garbage', g);
+      this.cases++;
+      await c.write(g);
+    }
+    await c.settle(20);
+  }
+
+  private async icReqCase(c: FuzzConn, id: number, rng: Rng): Promise<void> {
+    const ic = encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: rng.int(4), maxr2t: 0 })[0] as Buffer;
+    const m = mutateStructured(rng, { role: 'admin', type: PduType.IC_REQ, header: ic, data: Buffer.alloc(0) });
+    const b = rng.chance(0.5) ? frame(m.header, m.data, false, false) : m.header;
+    this.remember(id, 'icreq', b);
+    this.cases++;
+    await c.write(b);
+    await c.settle(20);
+  }
+
+  /** A connected admin, I/O or discovery queue, then structured cases seeded from the captures. */
+  private async queueCases(c: FuzzConn, id: number, mode: 'admin' | 'io' | 'discovery', rng: Rng, anchor: Anchor): Promise<void> {
+    const corpus = this.corpus;
+    const hd = rng.chance(0.2);
+    const dd = rng.chance(0.2);
+    let seeds: SeedPdu[];
+    let ok: number | undefined;
+    if (mode === 'io') {
+      const a = await anchor.get();
+      if (a === undefined) return;
+      ok = await prefix(c, rng, 'io', hd, dd, a.cntlid);
+      seeds = rng.chance(0.9) ? corpus.io : corpus.all;
+    } else {
+      ok = await prefix(c, rng, mode, hd, dd);
+      seeds = mode === 'discovery' ? [...corpus.discovery, ...corpus.connect] : rng.chance(0.9) ? corpus.admin : corpus.all;
+    }
+    if (ok === undefined) return;
+    // Unsolicited H2CData is always fatal (unknown TTAG); keep it rare so connections live long enough to go deep.
+    if (rng.chance(0.95)) seeds = seeds.filter((x) => x.type !== PduType.H2C_DATA);
+    await this.fuzzCases(c, id, mode, rng, seeds);
+  }
+
+  private async fuzzCases(c: FuzzConn, id: number, mode: Mode, rng: Rng, seeds: SeedPdu[]): Promise<void> {
     const budget = 1 + rng.int(rng.chance(0.2) ? 2000 : 200);
     // Some connections mostly attack framing (short-lived), others stay on structured cases (long-lived, deep).
     const rawRate = rng.pick([0, 0.01, 0.05, 0.25, 0.5]);
     let sent = 0;
-    while (sent < budget && !c.closed && alive()) {
+    while (sent < budget && !c.closed && this.alive()) {
       const batch = 1 + rng.int(16);
       const out: Buffer[] = [];
       for (let i = 0; i < batch; i++) {
@@ -422,72 +505,45 @@ async function fuzz(opts: FuzzOptions, seed: number, corpus: Corpus, fileNs: str
         if (r2t !== undefined && rng.chance(0.8)) {
           for (const b of answerR2t(rng, c, r2t)) out.push(b);
         } else {
-          out.push(makeCase(rng, seeds, all.all, c.framing.hdgst, c.framing.ddgst, rawRate));
+          out.push(makeCase(rng, seeds, this.corpus.all, c.framing.hdgst, c.framing.ddgst, rawRate));
         }
       }
-      for (const b of out) remember(id, mode, b);
-      cases += out.length;
+      for (const b of out) this.remember(id, mode, b);
+      this.cases += out.length;
       sent += out.length;
       await c.write(out);
       await c.settle(rng.chance(0.7) ? 1 : 5);
     }
-  };
-
-  const workers = Array.from({ length: concurrency }, (_, w) => worker(w).catch((err: unknown) => {
-    healthy.firstError ??= `fuzz worker ${w}: ${String(err)}`;
-  }));
-  const loops = Array.from({ length: opts.healthyLoops ?? 2 }, (_, i) => healthyLoop(i));
-  await Promise.all(workers);
-  const elapsedS = (performance.now() - t0) / 1000;
-  await Promise.all(loops);
-  clearInterval(progress);
-  clearInterval(sampler);
-
-  let finalCounts: DebugCounts | undefined;
-  let heapEnd = 0;
-  let pduErrorsByFes: Record<string, number> = {};
-  let crash: FuzzResult['crash'];
-  if (crashed === undefined) {
-    // Every fuzz connection is closed by now; the target must get back to exactly the healthy controller.
-    const expectQueues = 1 + hctrl.queueInfo().length;
-    const until = performance.now() + 8000;
-    for (;;) {
-      const s = await child.sample(true);
-      finalCounts = s.debug;
-      heapEnd = s.heapUsed;
-      pduErrorsByFes = s.stats.pduErrorsByFes;
-      const d = s.debug;
-      if ((d.controllers === 1 && d.queues === expectQueues && d.connections === expectQueues && d.pendingRequests === 0) || performance.now() > until) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  } else {
-    const reproFile = path.join(opts.crashDir ?? os.tmpdir(), `nvme-fuzz-crash-${seed}-${child.pid}.json`);
-    writeFileSync(reproFile, JSON.stringify({ seed, exit: crashed, stderr: child.stderrTail(), recent }, null, 1));
-    crash = { exit: crashed, stderr: child.stderrTail(), reproFile };
   }
-  await hctrl.disconnect().catch(() => undefined);
-  stopping = true;
-  await child.stop();
-  return {
-    seed,
-    cases,
-    connections,
-    elapsedS,
-    casesPerSec: cases / elapsedS,
-    crashes: crashed === undefined ? 0 : 1,
-    ...(crash !== undefined ? { crash } : {}),
-    targetErrors: child.errors,
-    malformedReplies: replyStats.malformed,
-    malformedFirst: replyStats.malformedFirst,
-    termReqs: replyStats.termReqs,
-    statuses: replyStats.statuses,
-    termReasons: replyStats.termReasons,
-    rssMB: { min: rss.min / 1048576, max: rss.max / 1048576, samples: rss.samples },
-    heapAfterGcMB: { start: heapStart / 1048576, end: heapEnd / 1048576 },
-    healthy: { ops: healthy.ops, errors: healthy.errors, mismatches: healthy.mismatches, maxLatencyMs: healthy.maxLatencyMs, ...(healthy.firstError !== undefined ? { firstError: healthy.firstError } : {}) },
-    finalCounts,
-    pduErrorsByFes,
-  };
+}
+
+/** A worker's admin controller that I/O-queue connects name in their Connect data (re-created when it dies). */
+class Anchor {
+  private current: { conn: FuzzConn; cntlid: number } | undefined;
+
+  constructor(
+    private readonly port: number,
+    private readonly replyStats: ReplyStats,
+    private readonly rng: Rng,
+  ) {}
+
+  async get(): Promise<{ conn: FuzzConn; cntlid: number } | undefined> {
+    if (this.current !== undefined && !this.current.conn.closed) return this.current;
+    this.current = undefined;
+    const c = await FuzzConn.open(this.port, this.replyStats).catch(() => undefined);
+    if (c === undefined) return undefined;
+    const cntlid = await prefix(c, this.rng, 'admin', false, false);
+    if (cntlid === undefined) {
+      c.destroy();
+      return undefined;
+    }
+    this.current = { conn: c, cntlid };
+    return this.current;
+  }
+
+  destroy(): void {
+    this.current?.conn.destroy();
+  }
 }
 
 let prefixCid = 0x100;

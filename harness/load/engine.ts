@@ -135,215 +135,155 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
     if (j.offset + j.size > bsz * target.capacityBlocks) throw new EngineError(`job "${j.name}": region beyond the namespace`);
     for (const e of j.bssplit) if (e.bs % bsz !== 0) throw new EngineError(`job "${j.name}": bs ${e.bs} is not a multiple of ${bsz}`);
   }
+  return new WorkloadRun(target, jobs, opts).run();
+}
 
+/** Splits jobs at stonewall into groups that run one after another. */
+function stonewallGroups(jobs: JobSpec[]): JobSpec[][] {
   const groups: JobSpec[][] = [];
   for (const j of jobs) {
     if (groups.length === 0 || j.stonewall) groups.push([]);
     (groups[groups.length - 1] as JobSpec[]).push(j);
   }
-  const plannedMs = groups.every((g) => g.every((j) => j.runtimeMs !== undefined))
-    ? groups.reduce((s, g) => s + Math.max(...g.map((j) => j.rampMs + (j.runtimeMs ?? 0))), 0)
-    : undefined;
-  const intervalMs = opts.intervalMs ?? (plannedMs === undefined ? 250 : Math.min(1000, Math.max(100, Math.round(plannedMs / 60))));
+  return groups;
+}
 
-  const total = newHists();
-  const totalCounters = newCounters();
-  const verifyJobs = jobs.filter((j) => j.verify);
-  let genMap: GenerationMap | undefined;
-  if (verifyJobs.length > 0) {
-    const lo = Math.min(...verifyJobs.map((j) => j.offset / bsz));
-    const hi = Math.max(...verifyJobs.map((j) => (j.offset + j.size) / bsz));
-    genMap = new GenerationMap(lo, hi - lo);
-  }
-  const mismatches: VerifyMismatch[] = [];
-  let mismatchCount = 0;
-  let checkedBlocks = 0;
-  let generation = 0;
-  const errorMessages: string[] = [];
-  const inflight = new Set<Inflight>();
-  let waiters: (() => void)[] = [];
-  const wakeWaiters = (): void => {
-    const w = waiters;
-    waiters = [];
-    for (const f of w) f();
-  };
-  const overlaps = (lba: number, blocks: number): boolean => {
-    for (const r of inflight) if (lba < r.lba + r.blocks && r.lba < lba + blocks) return true;
-    return false;
-  };
-
+/** One runJobs call: the run-wide measurements, the verify bookkeeping and the group sequencing. */
+class WorkloadRun {
+  readonly bsz: number;
+  readonly groups: JobSpec[][];
+  /** Planned duration when every job is time based (for progress and the default interval). */
+  readonly plannedMs: number | undefined;
+  readonly intervalMs: number;
+  readonly verifyJobs: JobSpec[];
+  /** Expected generation per block, shared by every verify job; undefined when no job verifies. */
+  readonly genMap: GenerationMap | undefined;
+  readonly total = newHists();
+  readonly totalCounters = newCounters();
+  readonly states: JobState[] = [];
+  readonly errorMessages: string[] = [];
+  readonly mismatches: VerifyMismatch[] = [];
+  mismatchCount = 0;
+  checkedBlocks = 0;
+  generation = 0;
+  submitterIndex = 0;
+  measuredMs = 0;
+  /** Block ranges of in-flight verify I/Os, and the submitters waiting for one of them to finish. */
+  readonly inflight = new Set<Inflight>();
+  private waiters: (() => void)[] = [];
   // Time series: completions counted per interval, ramp included (flagged), as fio's bandwidth logs do.
-  const runStart = performance.now();
-  let tickIos = 0;
-  let tickBytes = 0;
-  let lastTick = runStart;
-  const points: TimePoint[] = [];
-  let anyRamping = (): boolean => false;
-  const ticker = setInterval(() => {
+  runStart = 0;
+  tickIos = 0;
+  tickBytes = 0;
+  private lastTick = 0;
+  private readonly points: TimePoint[] = [];
+  private currentGroup: JobState[] = [];
+
+  constructor(
+    readonly target: BlockTarget,
+    jobs: JobSpec[],
+    readonly opts: EngineOptions,
+  ) {
+    this.bsz = target.blockSize;
+    this.groups = stonewallGroups(jobs);
+    this.plannedMs = this.groups.every((g) => g.every((j) => j.runtimeMs !== undefined))
+      ? this.groups.reduce((s, g) => s + Math.max(...g.map((j) => j.rampMs + (j.runtimeMs ?? 0))), 0)
+      : undefined;
+    this.intervalMs = opts.intervalMs ?? (this.plannedMs === undefined ? 250 : Math.min(1000, Math.max(100, Math.round(this.plannedMs / 60))));
+    this.verifyJobs = jobs.filter((j) => j.verify);
+    if (this.verifyJobs.length > 0) {
+      const lo = Math.min(...this.verifyJobs.map((j) => j.offset / this.bsz));
+      const hi = Math.max(...this.verifyJobs.map((j) => (j.offset + j.size) / this.bsz));
+      this.genMap = new GenerationMap(lo, hi - lo);
+    }
+  }
+
+  async run(): Promise<RunResult> {
+    this.runStart = performance.now();
+    this.lastTick = this.runStart;
+    const ticker = setInterval(() => this.tick(), this.intervalMs);
+    const queueBefore = this.target.queueCounters?.() ?? [];
+    const targetCpuBefore = await this.opts.targetCpu?.();
+    const machineBefore = await machineCpu();
+    const cpuBefore = process.cpuUsage();
+    const gc = watchGc();
+    const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+    loopDelay.enable();
+    try {
+      for (const group of this.groups) await this.runGroup(group);
+    } finally {
+      clearInterval(ticker);
+      loopDelay.disable();
+    }
+    const wallMs = performance.now() - this.runStart;
+    const cpu = process.cpuUsage(cpuBefore);
+    const gcResult = gc.stop();
+    const machineAfter = await machineCpu();
+    const targetCpuAfter = await this.opts.targetCpu?.();
+    const durationMs = Math.max(this.measuredMs, 0.001);
+    return {
+      durationMs: Math.round(durationMs * 10) / 10,
+      wallMs: Math.round(wallMs * 10) / 10,
+      totals: totals(this.totalCounters, this.total, durationMs),
+      jobs: this.states.map(jobResult),
+      queues: diffQueues(queueBefore, this.target.queueCounters?.() ?? []),
+      timeSeries: { intervalMs: this.intervalMs, points: this.points },
+      latencyCdf: cdfPoints(this.total.all),
+      cpu: cpuResult(cpu, wallMs, this.opts, { before: targetCpuBefore, after: targetCpuAfter }, { before: machineBefore, after: machineAfter }),
+      eventLoop: {
+        meanMs: lagMs(loopDelay.mean),
+        p99Ms: lagMs(loopDelay.percentile(99)),
+        maxMs: lagMs(loopDelay.max),
+      },
+      gc: gcResult,
+      verify: { enabled: this.verifyJobs.length > 0, checkedBlocks: this.checkedBlocks, mismatchCount: this.mismatchCount, mismatches: this.mismatches },
+      errorMessages: this.errorMessages,
+    };
+  }
+
+  private tick(): void {
     const now = performance.now();
-    const dt = (now - lastTick) / 1000;
-    const p: TimePoint = { tMs: Math.round(now - runStart), iops: Math.round(tickIos / dt), mbps: Math.round((tickBytes / dt / 1e6) * 100) / 100, ramp: anyRamping() };
-    points.push(p);
-    tickIos = 0;
-    tickBytes = 0;
-    lastTick = now;
-    opts.onProgress?.({ elapsedMs: now - runStart, totalMs: plannedMs, iops: p.iops, mbps: p.mbps });
-  }, intervalMs);
+    const dt = (now - this.lastTick) / 1000;
+    const ramp = this.currentGroup.some((s) => now < s.measureFrom);
+    const p: TimePoint = { tMs: Math.round(now - this.runStart), iops: Math.round(this.tickIos / dt), mbps: Math.round((this.tickBytes / dt / 1e6) * 100) / 100, ramp };
+    this.points.push(p);
+    this.tickIos = 0;
+    this.tickBytes = 0;
+    this.lastTick = now;
+    this.opts.onProgress?.({ elapsedMs: now - this.runStart, totalMs: this.plannedMs, iops: p.iops, mbps: p.mbps });
+  }
 
-  const queueBefore = target.queueCounters?.() ?? [];
-  const targetCpuBefore = await opts.targetCpu?.();
-  const machineBefore = await machineCpu();
-  const cpuBefore = process.cpuUsage();
-  const gc = watchGc();
-  const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
-  loopDelay.enable();
-
-  const states: JobState[] = [];
-  let submitterIndex = 0;
-  let measuredMs = 0;
-
-  const recordMismatches = (found: VerifyMismatch[]): void => {
-    mismatchCount += found.length;
-    for (const m of found) if (mismatches.length < MAX_MISMATCHES) mismatches.push(m);
-  };
-
-  async function runClone(st: JobState, clone: number, ctx: SubmitContext): Promise<void> {
-    const j = st.spec;
-    const rand = rng(j.seed * 7919 + clone * 104_729 + 1);
-    const regionEnd = j.offset + j.size;
-    const weightSum = j.bssplit.reduce((s, e) => s + e.weight, 0);
-    const maxBs = Math.max(...j.bssplit.map((e) => e.bs));
-    const random = j.rw === 'randread' || j.rw === 'randwrite' || j.rw === 'randrw';
-    const writesToo = j.rwmixread < 100;
-    let cursor = j.offset;
-    let issuedBytes = 0;
-    const measureEnd = j.runtimeMs === undefined ? Infinity : st.measureFrom + j.runtimeMs;
-    let nextSlot = performance.now();
-    const slotMs = j.rateIops === undefined ? 0 : 1000 / j.rateIops;
-    const cloneStats = st.clones[clone] as { ios: number };
-
-    const pickBs = (): number => {
-      if (j.bssplit.length === 1) return (j.bssplit[0] as { bs: number }).bs;
-      let r = rand() * weightSum;
-      for (const e of j.bssplit) {
-        r -= e.weight;
-        if (r < 0) return e.bs;
-      }
-      return (j.bssplit[j.bssplit.length - 1] as { bs: number }).bs;
-    };
-    // Single-bs random jobs walk a permutation of the region (every slot once per pass), like fio's random map;
-    // with bssplit the offsets are independent draws (fio's norandommap).
-    const slots = Math.floor(j.size / maxBs);
-    let pass = 0;
-    let perm = j.bssplit.length === 1 && slots <= 0xffff_ffff ? permutation(slots, j.seed * 31 + clone) : undefined;
-    let drawn = 0;
-    const pickOffset = (bs: number): number => {
-      if (random) {
-        if (perm === undefined) return j.offset + Math.floor(rand() * Math.floor(j.size / bs)) * bs;
-        if (drawn === slots) {
-          drawn = 0;
-          perm = permutation(slots, j.seed * 31 + clone + ++pass * 1_000_003);
-        }
-        return j.offset + perm(drawn++) * bs;
-      }
-      if (cursor + bs > regionEnd) cursor = j.offset;
-      const o = cursor;
-      cursor += bs;
-      return o;
-    };
-
-    const worker = async (): Promise<void> => {
-      const scratch = writesToo && !j.verify ? Buffer.alloc(maxBs, 0xa5) : undefined;
-      // One data buffer per in-flight slot (fio's io_u): reads land in it and verify writes are stamped in it, so the
-      // steady state allocates no off-heap memory per I/O. Safe because this slot awaits each I/O before reusing it.
-      const slotBuf = Buffer.allocUnsafeSlow(maxBs);
-      for (;;) {
-        if (st.stop || opts.signal?.aborted === true) return;
-        if (performance.now() >= measureEnd) return;
-        if (j.runtimeMs === undefined && issuedBytes >= j.ioSize) return;
-        const bs = pickBs();
-        let off = pickOffset(bs);
-        issuedBytes += bs;
-        const isRead = j.rwmixread >= 100 || (j.rwmixread > 0 && rand() * 100 < j.rwmixread);
-        if (slotMs > 0) {
-          const now = performance.now();
-          const at = Math.max(now, nextSlot);
-          nextSlot = at + slotMs;
-          if (at - now >= 1) await new Promise((r) => setTimeout(r, at - now));
-        }
-        const blocks = bs / bsz;
-        let range: Inflight | undefined;
-        if (genMap !== undefined) {
-          // Two I/Os on one block at once would make the expected generation ambiguous (fio: serialize_overlap).
-          for (let tries = 0; overlaps(off / bsz, blocks) && random && tries < 8; tries++) off = pickOffset(bs);
-          while (overlaps(off / bsz, blocks)) await new Promise<void>((r) => waiters.push(r));
-          range = { lba: off / bsz, blocks };
-          inflight.add(range);
-        }
-        const lba = off / bsz;
-        const t0 = performance.now();
-        try {
-          if (isRead) {
-            const data = await target.read(lba, blocks, ctx, slotBuf.subarray(0, bs));
-            if (j.verify && genMap !== undefined) {
-              const map = genMap;
-              // A job that also writes checks only blocks it has written; a read-only job checks everything it reads.
-              const found = checkBlocks(data, lba, bsz, j.name, (l) => map.get(l)).filter((m) => !writesToo || map.get(m.lba) !== undefined);
-              checkedBlocks += writesToo ? countKnown(map, lba, blocks) : blocks;
-              recordMismatches(found);
-            }
-          } else if (j.verify && genMap !== undefined) {
-            const buf = slotBuf.subarray(0, bs);
-            const gen = ++generation;
-            stampBlocks(buf, lba, bsz, gen);
-            await target.write(lba, buf, ctx);
-            genMap.set(lba, blocks, gen);
-          } else {
-            await target.write(lba, (scratch as Buffer).subarray(0, bs), ctx);
-          }
-        } catch (e) {
-          st.counters.errors++;
-          totalCounters.errors++;
-          if (errorMessages.length < MAX_ERROR_MESSAGES) errorMessages.push(`${j.name}: ${isRead ? 'read' : 'write'} lba ${lba} +${blocks}: ${(e as Error).message}`);
-          // fio's default (continue_on_error=none): the job stops at its first I/O error.
-          st.stop = true;
-          return;
-        } finally {
-          if (range !== undefined) {
-            inflight.delete(range);
-            wakeWaiters();
-          }
-        }
-        const t1 = performance.now();
-        tickIos++;
-        tickBytes += bs;
-        if (t1 < st.measureFrom) continue;
-        const ns = (t1 - t0) * 1e6;
-        recordNs(st.hists.all, ns);
-        recordNs(total.all, ns);
-        recordNs(isRead ? st.hists.read : st.hists.write, ns);
-        recordNs(isRead ? total.read : total.write, ns);
-        for (const c of [st.counters, totalCounters]) {
-          if (isRead) {
-            c.readIos++;
-            c.readBytes += bs;
-          } else {
-            c.writeIos++;
-            c.writeBytes += bs;
-          }
-        }
-        cloneStats.ios++;
-        st.endedAt = t1;
-      }
-    };
-    await Promise.all(Array.from({ length: j.iodepth }, () => worker()));
+  private async runGroup(group: JobSpec[]): Promise<void> {
+    const groupStart = performance.now();
+    const groupStates = group.map((spec): JobState => {
+      const clones = Array.from({ length: spec.numjobs }, (_, c) => ({
+        clone: c,
+        hctx: spec.hctx === undefined ? `${spec.name}.${c}` : spec.numjobs > 1 ? `${spec.hctx}.${c}` : spec.hctx,
+        ios: 0,
+      }));
+      return { spec, hists: newHists(), counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
+    });
+    this.states.push(...groupStates);
+    this.currentGroup = groupStates;
+    await Promise.all(
+      groupStates.map(async (st) => {
+        const ctxs = st.clones.map((c): SubmitContext => ({ job: st.spec.name, clone: c.clone, index: this.submitterIndex++, hctx: c.hctx }));
+        await Promise.all(ctxs.map((ctx, i) => new CloneRun(this, st, i, ctx).run()));
+        st.endedAt = Math.max(st.endedAt, performance.now());
+        if (st.spec.verify) await this.verifyPass(st, ctxs[0] as SubmitContext);
+      }),
+    );
+    const measuredFrom = Math.min(...groupStates.map((s) => s.measureFrom));
+    const endedAt = Math.max(...groupStates.map((s) => s.endedAt));
+    this.measuredMs += Math.max(0, endedAt - measuredFrom);
   }
 
   /** Reads back everything a verify job wrote (fio's verify phase); not part of the measured window. */
-  async function verifyPass(st: JobState, ctx: SubmitContext): Promise<void> {
+  private async verifyPass(st: JobState, ctx: SubmitContext): Promise<void> {
     const j = st.spec;
-    if (genMap === undefined || j.rwmixread >= 100) return;
-    const map = genMap;
+    const bsz = this.bsz;
+    if (this.genMap === undefined || j.rwmixread >= 100) return;
+    const map = this.genMap;
     const lo = j.offset / bsz;
     const hi = (j.offset + j.size) / bsz;
     const maxBlocks = Math.max(1, Math.floor(Math.max(...j.bssplit.map((e) => e.bs)) / bsz));
@@ -351,18 +291,16 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
     let next = 0;
     const worker = async (): Promise<void> => {
       const slotBuf = Buffer.allocUnsafeSlow(maxBlocks * bsz);
-      while (next < extents.length && opts.signal?.aborted !== true) {
+      while (next < extents.length && this.opts.signal?.aborted !== true) {
         const [l0, n0] = extents[next++] as [number, number];
         const l = Math.max(l0, lo);
         const n = Math.min(l0 + n0, hi) - l;
         try {
-          const data = await target.read(l, n, ctx, slotBuf.subarray(0, n * bsz));
-          checkedBlocks += n;
-          recordMismatches(checkBlocks(data, l, bsz, j.name, (x) => map.get(x)));
+          const data = await this.target.read(l, n, ctx, slotBuf.subarray(0, n * bsz));
+          this.checkedBlocks += n;
+          this.recordMismatches(checkBlocks(data, l, bsz, j.name, (x) => map.get(x)));
         } catch (e) {
-          st.counters.errors++;
-          totalCounters.errors++;
-          if (errorMessages.length < MAX_ERROR_MESSAGES) errorMessages.push(`${j.name}: verify read lba ${l} +${n}: ${(e as Error).message}`);
+          this.recordError(st, `${j.name}: verify read lba ${l} +${n}: ${(e as Error).message}`);
           return;
         }
       }
@@ -370,96 +308,264 @@ export async function runJobs(target: BlockTarget, jobs: JobSpec[], opts: Engine
     await Promise.all(Array.from({ length: j.iodepth }, () => worker()));
   }
 
-  try {
-    for (const group of groups) {
-      const groupStart = performance.now();
-      const groupStates = group.map((spec): JobState => {
-        const clones = Array.from({ length: spec.numjobs }, (_, c) => ({
-          clone: c,
-          hctx: spec.hctx === undefined ? `${spec.name}.${c}` : spec.numjobs > 1 ? `${spec.hctx}.${c}` : spec.hctx,
-          ios: 0,
-        }));
-        return { spec, hists: newHists(), counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
-      });
-      states.push(...groupStates);
-      anyRamping = (): boolean => groupStates.some((s) => performance.now() < s.measureFrom);
-      await Promise.all(
-        groupStates.map(async (st) => {
-          const ctxs = st.clones.map((c): SubmitContext => ({ job: st.spec.name, clone: c.clone, index: submitterIndex++, hctx: c.hctx }));
-          await Promise.all(ctxs.map((ctx, i) => runClone(st, i, ctx)));
-          st.endedAt = Math.max(st.endedAt, performance.now());
-          if (st.spec.verify) await verifyPass(st, ctxs[0] as SubmitContext);
-        }),
-      );
-      const measuredFrom = Math.min(...groupStates.map((s) => s.measureFrom));
-      const endedAt = Math.max(...groupStates.map((s) => s.endedAt));
-      measuredMs += Math.max(0, endedAt - measuredFrom);
-    }
-  } finally {
-    clearInterval(ticker);
-    loopDelay.disable();
+  recordMismatches(found: VerifyMismatch[]): void {
+    this.mismatchCount += found.length;
+    for (const m of found) if (this.mismatches.length < MAX_MISMATCHES) this.mismatches.push(m);
   }
 
-  const wallMs = performance.now() - runStart;
-  const cpu = process.cpuUsage(cpuBefore);
-  const gcResult = gc.stop();
-  const machineAfter = await machineCpu();
-  const targetCpuAfter = await opts.targetCpu?.();
-  const cpuResult: CpuResult = {
+  recordError(st: JobState, message: string): void {
+    st.counters.errors++;
+    this.totalCounters.errors++;
+    if (this.errorMessages.length < MAX_ERROR_MESSAGES) this.errorMessages.push(message);
+  }
+
+  /** Counts a completed I/O in the time series and, past the job's ramp, in its and the run's totals. */
+  recordCompletion(st: JobState, cloneStats: { ios: number }, isRead: boolean, bs: number, t0: number, t1: number): void {
+    this.tickIos++;
+    this.tickBytes += bs;
+    if (t1 < st.measureFrom) return;
+    const ns = (t1 - t0) * 1e6;
+    recordNs(st.hists.all, ns);
+    recordNs(this.total.all, ns);
+    recordNs(isRead ? st.hists.read : st.hists.write, ns);
+    recordNs(isRead ? this.total.read : this.total.write, ns);
+    for (const c of [st.counters, this.totalCounters]) {
+      if (isRead) {
+        c.readIos++;
+        c.readBytes += bs;
+      } else {
+        c.writeIos++;
+        c.writeBytes += bs;
+      }
+    }
+    cloneStats.ios++;
+    st.endedAt = t1;
+  }
+
+  overlaps(lba: number, blocks: number): boolean {
+    for (const r of this.inflight) if (lba < r.lba + r.blocks && r.lba < lba + blocks) return true;
+    return false;
+  }
+
+  /** Resolves when some in-flight verify range is released. */
+  rangeReleased(): Promise<void> {
+    return new Promise<void>((r) => this.waiters.push(r));
+  }
+
+  releaseRange(range: Inflight): void {
+    this.inflight.delete(range);
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+}
+
+/** One clone (fio numjobs copy) of a job: its offset/size generators, rate limit and iodepth submitters. */
+class CloneRun {
+  private readonly j: JobSpec;
+  private readonly rand: () => number;
+  private readonly regionEnd: number;
+  private readonly weightSum: number;
+  private readonly maxBs: number;
+  private readonly random: boolean;
+  private readonly writesToo: boolean;
+  private readonly measureEnd: number;
+  private readonly slotMs: number;
+  private readonly cloneStats: { ios: number };
+  private cursor: number;
+  private issuedBytes = 0;
+  private nextSlot = performance.now();
+  // Single-bs random jobs walk a permutation of the region (every slot once per pass), like fio's random map;
+  // with bssplit the offsets are independent draws (fio's norandommap).
+  private readonly slots: number;
+  private pass = 0;
+  private perm: ((i: number) => number) | undefined;
+  private drawn = 0;
+
+  constructor(
+    private readonly workload: WorkloadRun,
+    private readonly st: JobState,
+    private readonly clone: number,
+    private readonly ctx: SubmitContext,
+  ) {
+    const j = st.spec;
+    this.j = j;
+    this.rand = rng(j.seed * 7919 + clone * 104_729 + 1);
+    this.regionEnd = j.offset + j.size;
+    this.weightSum = j.bssplit.reduce((s, e) => s + e.weight, 0);
+    this.maxBs = Math.max(...j.bssplit.map((e) => e.bs));
+    this.random = j.rw === 'randread' || j.rw === 'randwrite' || j.rw === 'randrw';
+    this.writesToo = j.rwmixread < 100;
+    this.cursor = j.offset;
+    this.measureEnd = j.runtimeMs === undefined ? Infinity : st.measureFrom + j.runtimeMs;
+    this.slotMs = j.rateIops === undefined ? 0 : 1000 / j.rateIops;
+    this.cloneStats = st.clones[clone] as { ios: number };
+    this.slots = Math.floor(j.size / this.maxBs);
+    this.perm = j.bssplit.length === 1 && this.slots <= 0xffff_ffff ? permutation(this.slots, j.seed * 31 + clone) : undefined;
+  }
+
+  async run(): Promise<void> {
+    await Promise.all(Array.from({ length: this.j.iodepth }, () => this.submitter()));
+  }
+
+  private pickBs(): number {
+    const bssplit = this.j.bssplit;
+    if (bssplit.length === 1) return (bssplit[0] as { bs: number }).bs;
+    let r = this.rand() * this.weightSum;
+    for (const e of bssplit) {
+      r -= e.weight;
+      if (r < 0) return e.bs;
+    }
+    return (bssplit[bssplit.length - 1] as { bs: number }).bs;
+  }
+
+  private pickOffset(bs: number): number {
+    const j = this.j;
+    if (this.random) {
+      if (this.perm === undefined) return j.offset + Math.floor(this.rand() * Math.floor(j.size / bs)) * bs;
+      if (this.drawn === this.slots) {
+        this.drawn = 0;
+        this.perm = permutation(this.slots, j.seed * 31 + this.clone + ++this.pass * 1_000_003);
+      }
+      return j.offset + this.perm(this.drawn++) * bs;
+    }
+    if (this.cursor + bs > this.regionEnd) this.cursor = j.offset;
+    const o = this.cursor;
+    this.cursor += bs;
+    return o;
+  }
+
+  private done(): boolean {
+    if (this.st.stop || this.workload.opts.signal?.aborted === true) return true;
+    if (performance.now() >= this.measureEnd) return true;
+    return this.j.runtimeMs === undefined && this.issuedBytes >= this.j.ioSize;
+  }
+
+  /** fio rate_iops: waits for this clone's next submission slot. */
+  private async paceRate(): Promise<void> {
+    const now = performance.now();
+    const at = Math.max(now, this.nextSlot);
+    this.nextSlot = at + this.slotMs;
+    if (at - now >= 1) await new Promise((r) => setTimeout(r, at - now));
+  }
+
+  /** Two I/Os on one block at once would make the expected generation ambiguous (fio: serialize_overlap). */
+  private async claimRange(off: number, bs: number, blocks: number): Promise<{ off: number; range: Inflight }> {
+    const run = this.workload;
+    const bsz = run.bsz;
+    for (let tries = 0; run.overlaps(off / bsz, blocks) && this.random && tries < 8; tries++) off = this.pickOffset(bs);
+    while (run.overlaps(off / bsz, blocks)) await run.rangeReleased();
+    const range = { lba: off / bsz, blocks };
+    run.inflight.add(range);
+    return { off, range };
+  }
+
+  /** One of iodepth submitters: issues one I/O at a time until the job's end condition. */
+  private async submitter(): Promise<void> {
+    const j = this.j;
+    const run = this.workload;
+    const bsz = run.bsz;
+    const scratch = this.writesToo && !j.verify ? Buffer.alloc(this.maxBs, 0xa5) : undefined;
+    // One data buffer per in-flight slot (fio's io_u): reads land in it and verify writes are stamped in it, so the
+    // steady state allocates no off-heap memory per I/O. Safe because this slot awaits each I/O before reusing it.
+    const slotBuf = Buffer.allocUnsafeSlow(this.maxBs);
+    for (;;) {
+      if (this.done()) return;
+      const bs = this.pickBs();
+      let off = this.pickOffset(bs);
+      this.issuedBytes += bs;
+      const isRead = j.rwmixread >= 100 || (j.rwmixread > 0 && this.rand() * 100 < j.rwmixread);
+      // Only rate-limited and verify jobs await these helpers, so the plain path adds no promise per I/O.
+      if (this.slotMs > 0) await this.paceRate();
+      const blocks = bs / bsz;
+      let range: Inflight | undefined;
+      if (run.genMap !== undefined) ({ off, range } = await this.claimRange(off, bs, blocks));
+      const lba = off / bsz;
+      const t0 = performance.now();
+      try {
+        if (isRead) {
+          const data = await run.target.read(lba, blocks, this.ctx, slotBuf.subarray(0, bs));
+          if (j.verify && run.genMap !== undefined) this.checkRead(run.genMap, data, lba, blocks);
+        } else if (j.verify && run.genMap !== undefined) {
+          const buf = slotBuf.subarray(0, bs);
+          const gen = ++run.generation;
+          stampBlocks(buf, lba, bsz, gen);
+          await run.target.write(lba, buf, this.ctx);
+          run.genMap.set(lba, blocks, gen);
+        } else {
+          await run.target.write(lba, (scratch as Buffer).subarray(0, bs), this.ctx);
+        }
+      } catch (e) {
+        run.recordError(this.st, `${j.name}: ${isRead ? 'read' : 'write'} lba ${lba} +${blocks}: ${(e as Error).message}`);
+        // fio's default (continue_on_error=none): the job stops at its first I/O error.
+        this.st.stop = true;
+        return;
+      } finally {
+        if (range !== undefined) run.releaseRange(range);
+      }
+      run.recordCompletion(this.st, this.cloneStats, isRead, bs, t0, performance.now());
+    }
+  }
+
+  /** A job that also writes checks only blocks it has written; a read-only job checks everything it reads. */
+  private checkRead(map: GenerationMap, data: Uint8Array, lba: number, blocks: number): void {
+    const run = this.workload;
+    const found = checkBlocks(data, lba, run.bsz, this.j.name, (l) => map.get(l)).filter((m) => !this.writesToo || map.get(m.lba) !== undefined);
+    run.checkedBlocks += this.writesToo ? countKnown(map, lba, blocks) : blocks;
+    run.recordMismatches(found);
+  }
+}
+
+function jobResult(st: JobState): JobResult {
+  const d = Math.max(st.endedAt - st.measureFrom, 0.001);
+  return {
+    name: st.spec.name,
+    rw: st.spec.rw,
+    numjobs: st.spec.numjobs,
+    iodepth: st.spec.iodepth,
+    bs: formatBs(st.spec.bssplit),
+    durationMs: Math.round(d * 10) / 10,
+    ...totals(st.counters, st.hists, d),
+    clones: st.clones.map((c) => ({ clone: c.clone, hctx: c.hctx, ios: c.ios, iops: Math.round((c.ios / d) * 1000) })),
+  };
+}
+
+interface Span<T> {
+  before: T | undefined;
+  after: T | undefined;
+}
+
+/** This process's CPU over the run, plus the target's (when sampled) and what the rest of the machine used. */
+function cpuResult(cpu: NodeJS.CpuUsage, wallMs: number, opts: EngineOptions, targetCpu: Span<CpuSample>, machine: Span<MachineCpu>): CpuResult {
+  const r: CpuResult = {
     userMs: Math.round(cpu.user / 1000),
     systemMs: Math.round(cpu.system / 1000),
     percentOfCore: Math.round(((cpu.user + cpu.system) / 1000 / wallMs) * 1000) / 10,
     label: opts.cpuLabel ?? 'initiator',
   };
-  if (targetCpuBefore !== undefined && targetCpuAfter !== undefined) {
-    const u = targetCpuAfter.userMs - targetCpuBefore.userMs;
-    const s = targetCpuAfter.systemMs - targetCpuBefore.systemMs;
-    cpuResult.target = { userMs: Math.round(u), systemMs: Math.round(s), percentOfCore: Math.round(((u + s) / wallMs) * 1000) / 10, source: opts.targetCpuSource ?? 'external' };
+  if (targetCpu.before !== undefined && targetCpu.after !== undefined) {
+    const u = targetCpu.after.userMs - targetCpu.before.userMs;
+    const s = targetCpu.after.systemMs - targetCpu.before.systemMs;
+    r.target = { userMs: Math.round(u), systemMs: Math.round(s), percentOfCore: Math.round(((u + s) / wallMs) * 1000) / 10, source: opts.targetCpuSource ?? 'external' };
   }
-  if (machineBefore !== undefined && machineAfter !== undefined && machineAfter.totalTicks > machineBefore.totalTicks) {
-    const cores = machineAfter.cores;
-    const busyPct = ((machineAfter.busyTicks - machineBefore.busyTicks) / (machineAfter.totalTicks - machineBefore.totalTicks)) * cores * 100;
-    const ours = cpuResult.percentOfCore + (cpuResult.target?.percentOfCore ?? 0);
-    cpuResult.machine = { cores, busyPercentOfCore: Math.round(busyPct * 10) / 10, otherPercentOfCore: Math.round(Math.max(0, busyPct - ours) * 10) / 10 };
+  const { before, after } = machine;
+  if (before !== undefined && after !== undefined && after.totalTicks > before.totalTicks) {
+    const cores = after.cores;
+    const busyPct = ((after.busyTicks - before.busyTicks) / (after.totalTicks - before.totalTicks)) * cores * 100;
+    const ours = r.percentOfCore + (r.target?.percentOfCore ?? 0);
+    r.machine = { cores, busyPercentOfCore: Math.round(busyPct * 10) / 10, otherPercentOfCore: Math.round(Math.max(0, busyPct - ours) * 10) / 10 };
   }
+  return r;
+}
 
-  const durationMs = Math.max(measuredMs, 0.001);
-  const jobResults = states.map((st): JobResult => {
-    const d = Math.max(st.endedAt - st.measureFrom, 0.001);
-    return {
-      name: st.spec.name,
-      rw: st.spec.rw,
-      numjobs: st.spec.numjobs,
-      iodepth: st.spec.iodepth,
-      bs: formatBs(st.spec.bssplit),
-      durationMs: Math.round(d * 10) / 10,
-      ...totals(st.counters, st.hists, d),
-      clones: st.clones.map((c) => ({ clone: c.clone, hctx: c.hctx, ios: c.ios, iops: Math.round((c.ios / d) * 1000) })),
-    };
-  });
-
-  return {
-    durationMs: Math.round(durationMs * 10) / 10,
-    wallMs: Math.round(wallMs * 10) / 10,
-    totals: totals(totalCounters, total, durationMs),
-    jobs: jobResults,
-    queues: diffQueues(queueBefore, target.queueCounters?.() ?? []),
-    timeSeries: { intervalMs, points },
-    latencyCdf: cdfPoints(total.all),
-    cpu: cpuResult,
-    eventLoop: {
-      meanMs: lagMs(loopDelay.mean),
-      p99Ms: lagMs(loopDelay.percentile(99)),
-      maxMs: lagMs(loopDelay.max),
-    },
-    gc: gcResult,
-    verify: { enabled: verifyJobs.length > 0, checkedBlocks, mismatchCount, mismatches },
-    errorMessages,
-  };
+interface MachineCpu {
+  busyTicks: number;
+  totalTicks: number;
+  cores: number;
 }
 
 /** Aggregate CPU ticks from the first line of /proc/stat (user nice system idle iowait irq softirq steal ...). */
-async function machineCpu(): Promise<{ busyTicks: number; totalTicks: number; cores: number } | undefined> {
+async function machineCpu(): Promise<MachineCpu | undefined> {
   if (process.platform !== 'linux') return undefined;
   try {
     const text = await readFile('/proc/stat', 'utf8');

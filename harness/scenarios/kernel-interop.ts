@@ -18,7 +18,7 @@ import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { round1, type Scenario, type ScenarioContext } from './types.js';
 
-export const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'lab');
+const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'lab');
 const LAB_OUT = process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab';
 const KERNEL_NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
 
@@ -70,7 +70,7 @@ interface Figure {
   latUs: number;
 }
 
-export function parseFigures(out: string): Map<string, Figure> {
+function parseFigures(out: string): Map<string, Figure> {
   const m = new Map<string, Figure>();
   for (const line of out.split('\n')) {
     const f = /^FIGURE (\S+) err=(\S*)(?: iops=(\S*) kibps=(\S*) lat_us=(\S*))?/.exec(line.trim());

@@ -12,9 +12,9 @@ import type { Arm, Comparison } from '../report/types.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
 
 /** rx/tx queues of the veth (both ends). */
-export const NIC_QUEUES = 4;
+const NIC_QUEUES = 4;
 /** Baseline queue count: what Linux picks on a host with this many CPUs (one queue per CPU), more than the NIC has. */
-export const BASELINE_QUEUES = 8;
+const BASELINE_QUEUES = 8;
 
 function ip(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -31,7 +31,7 @@ interface Netns {
 }
 
 /** Creates the namespace and veth pair; throws with the reason when this host does not allow it. */
-export async function createVethNamespace(queues: number): Promise<Netns> {
+async function createVethNamespace(queues: number): Promise<Netns> {
   const id = `${process.pid % 100_000}`;
   const name = `nvt-${id}`;
   const hostIf = `nvth${id}`;

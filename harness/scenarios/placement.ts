@@ -1,5 +1,5 @@
 // Where the two ends run. On this kind of machine a QD1 round trip costs ~7.6 µs with both ends on one vCPU and ~90 µs
-// across vCPUs, and unpinned runs are bimodal (shared/reference/performance.md, "The machine"), so the split scenarios
+// across vCPUs, and unpinned runs are bimodal (docs/performance.md, Benchmarks; docs/harness.md), so the split scenarios
 // pin the initiator (this process) and the target (a child process) to different CPUs and report what the kernel says
 // each was allowed to run on.
 import { execFile } from 'node:child_process';

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NvmOpcode } from '../../protocol/index.js';
 import { connect, type Controller } from '../index.js';
 import { TagSet } from '../queue-pair.js';
-import { FakeController, type FakeOptions } from '../test-support/fake-controller.js';
+import { FakeController, type FakeOptions } from '../../harness/peers/fake-controller.js';
 import { mapQueues } from './hctx.js';
 
 const cleanups: Array<() => Promise<void>> = [];

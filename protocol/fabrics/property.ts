@@ -203,7 +203,7 @@ export function decodeVs(vs: number): { mjr: number; mnr: number; ter: number } 
   return { mjr: vs >>> 16, mnr: (vs >>> 8) & 0xff, ter: vs & 0xff };
 }
 
-/** Common VS values: 1.3 avoids CNS 0x08 on Linux, 2.0 triggers it (reference §8 step 15e). */
+/** Common VS values: 1.3 avoids CNS 0x08 on Linux, 2.0 triggers it (the Linux host sends CNS 0x08 only to a controller reporting VS ≥ 2.0, NVMe Base 2.0 Figure 280). */
 export const NvmeVersion = { V1_2: 0x10200, V1_3: 0x10300, V1_4: 0x10400, V2_0: 0x20000, V2_1: 0x20100 } as const;
 
 // ---------------------------------------------------------------------------------------------

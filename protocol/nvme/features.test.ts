@@ -61,7 +61,7 @@ describe('Number of Queues (counts in, 0\'s based on the wire)', () => {
   });
 });
 
-describe('AEN configuration and AER results (reference §12.2)', () => {
+describe('AEN configuration and AER results (NVMe Base 2.0 §5.2)', () => {
   it('config bits', () => {
     expect(AenConfig.NS_ATTR).toBe(0x100);
     expect(AenConfig.FW_ACT).toBe(0x200);

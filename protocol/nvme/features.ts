@@ -241,7 +241,7 @@ export function decodeAenResult(dw0: number): AenResult {
   return { type: dw0 & 0x7, info: (dw0 >>> 8) & 0xff, lid: (dw0 >>> 16) & 0xff };
 }
 
-/** Ready-made AER dw0 values for the notices a fabrics target sends (reference §12.2). */
+/** Ready-made AER dw0 values for the notices a fabrics target sends (NVMe Base 2.0 §5.2, Figures 148/151). */
 export const AenDw0 = {
   /** Namespace attribute changed → log 0x04. */
   NS_CHANGED: 0x0004_0002,

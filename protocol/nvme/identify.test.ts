@@ -35,7 +35,7 @@ import { decodeSqe } from './sqe.js';
 import { bytes } from '../testing/fixture-builder.js';
 
 describe('Identify layouts', () => {
-  it('Identify Controller offsets match NVMe Base 2.0 Figure 275 / reference §9.1', () => {
+  it('Identify Controller offsets match NVMe Base 2.0 Figure 275', () => {
     const spec: Record<string, number> = {
       vid: 0, ssvid: 2, sn: 4, mn: 24, fr: 64, rab: 72, ieee: 73, cmic: 76, mdts: 77, cntlid: 78, ver: 80,
       rtd3r: 84, rtd3e: 88, oaes: 92, ctratt: 96, cntrltype: 111, fguid: 112, crdt1: 128, crdt2: 130, crdt3: 132,
@@ -50,7 +50,7 @@ describe('Identify layouts', () => {
     expect(IDENTIFY_DATA_SIZE).toBe(4096);
   });
 
-  it('Identify Namespace offsets match reference §9.2', () => {
+  it('Identify Namespace offsets match NVM Command Set 1.0 Figure 97', () => {
     expect(IdentifyNamespaceOffset).toMatchObject({
       nsze: 0, ncap: 8, nuse: 16, nsfeat: 24, nlbaf: 25, flbas: 26, mc: 27, dpc: 28, dps: 29, nmic: 30, rescap: 31,
       fpi: 32, dlfeat: 33, nawun: 34, nawupf: 36, nacwu: 38, nabsn: 40, nabo: 42, nabspf: 44, noiob: 46, nvmcap: 48,
@@ -60,7 +60,7 @@ describe('Identify layouts', () => {
     expect(LbafOffset).toEqual({ ms: 0, lbads: 2, rp: 3 });
   });
 
-  it('CNS 0x06 and 0x08 offsets match reference §9', () => {
+  it('CNS 0x06 and 0x08 offsets match NVM Command Set 1.0 Figure 101 and NVMe Base 2.0 Figure 280', () => {
     expect(IdentifyNvmControllerOffset).toEqual({ vsl: 0, wzsl: 1, wusl: 2, dmrl: 3, dmrsl: 4, dmsl: 8 });
     expect(IdentifyIndepNamespaceOffset).toEqual({
       nsfeat: 0, nmic: 1, rescap: 2, fpi: 3, anagrpid: 4, nsattr: 8, nvmsetid: 10, endgid: 12, nstat: 14,

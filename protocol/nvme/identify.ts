@@ -345,7 +345,7 @@ type CtrlU128Key = (typeof ctrlU128Keys)[number];
 
 /**
  * Identify Controller data. Field names are the spec mnemonics in lower case; the comments give the
- * value a fabrics target should report (reference §9.1, Linux nvmet).
+ * value a fabrics target should report (NVMe Base 2.0 Figure 275, NVMe-oF 1.1 Figure 28, as Linux nvmet fills it).
  */
 export interface IdentifyController {
   /** PCI Vendor ID. */

@@ -13,7 +13,7 @@ import {
   statusSct,
 } from './status.js';
 
-describe('status values (reference §13, Linux NVME_SC_*)', () => {
+describe('status values (NVMe Base 2.0 §4.6.1 Figures 96-97, Linux NVME_SC_*)', () => {
   it.each([
     ['SUCCESS', 0x000], ['INVALID_OPCODE', 0x001], ['INVALID_FIELD', 0x002], ['CMDID_CONFLICT', 0x003],
     ['DATA_XFER_ERROR', 0x004], ['INTERNAL', 0x006], ['ABORT_REQ', 0x007], ['INVALID_NS', 0x00b],

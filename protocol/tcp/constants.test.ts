@@ -1,4 +1,4 @@
-// Layout constants and the per-type table checked against the spec tables (TCP 1.0 §3.6; reference §2–§4, STYLE.md §2.9).
+// Layout constants and the per-type table checked against the spec tables (TCP 1.0 §3.6.1–§3.6.2, STYLE.md §2.9).
 import { describe, expect, it } from 'vitest';
 import {
   CAPSULE_CMD_HLEN,
@@ -19,7 +19,7 @@ import {
   pduTypeName,
 } from './index.js';
 
-describe('layout constants (reference §2, §3)', () => {
+describe('layout constants (TCP 1.0 §3.6.1, §3.6.2)', () => {
   it('CH is 8 bytes: type@0 flags@1 hlen@2 pdo@3 plen@4 (u32)', () => {
     expect(CH_SIZE).toBe(8);
     expect(ChOffset).toEqual({ type: 0, flags: 1, hlen: 2, pdo: 3, plen: 4 });
@@ -36,7 +36,7 @@ describe('layout constants (reference §2, §3)', () => {
   it('flag bits: HDGSTF 0x01, DDGSTF 0x02, DATA_LAST 0x04, DATA_SUCCESS 0x08', () => {
     expect(PduFlag).toEqual({ HDGSTF: 0x01, DDGSTF: 0x02, DATA_LAST: 0x04, DATA_SUCCESS: 0x08 });
   });
-  it('FES values 1..6 (reference §3.6)', () => {
+  it('FES values 1..6 (TCP 1.0 §3.6.2.4/5 Figure 23)', () => {
     expect(Fes).toEqual({
       INVALID_HEADER_FIELD: 1,
       PDU_SEQUENCE_ERROR: 2,
@@ -78,7 +78,7 @@ describe('PDU_INFO matches the spec type table', () => {
   });
 });
 
-describe('dataOffset: header (+HDGST) rounded up to (PDA+1)*4 (reference §4)', () => {
+describe('dataOffset: header (+HDGST) rounded up to (PDA+1)*4 (TCP 1.0 §3.6.1)', () => {
   it.each([
     { hlen: 72, hdgst: false, pda: 0, pdo: 72 },
     { hlen: 72, hdgst: true, pda: 0, pdo: 76 },

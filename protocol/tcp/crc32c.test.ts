@@ -1,4 +1,4 @@
-// CRC32C (TCP 1.0 §3.6.1.4, reference §4): native and slice-by-8 paths against a bitwise reference.
+// CRC32C (TCP 1.0 §3.6.1.4): native and slice-by-8 paths against a bitwise reference.
 import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

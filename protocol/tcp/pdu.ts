@@ -330,7 +330,7 @@ const INITIAL_SLAB = 16 * 1024;
 /**
  * Gathers the PDUs of one send batch (everything produced by one received chunk) for a single corked write:
  * headers, digests and data up to `copyMax` bytes go into a reused slab, larger payloads are passed as views
- * (performance.md §2: per-PDU writes cost 6×, a header allocation per PDU shows in profiles). Consecutive slab bytes
+ * (docs/performance.md, Baseline facts: per-PDU writes cost 6×, a header allocation per PDU shows in profiles). Consecutive slab bytes
  * form one chunk, so a batch of 4 KiB reads becomes ~2 chunks per read instead of 3 allocations and 3 writes.
  *
  * Buffers are reused only once the writer is done with them: after writing take()'s chunks the caller calls

@@ -29,7 +29,7 @@ export interface PduReaderOptions {
   maxInCapsuleData?: number;
   /**
    * The caller reuses each chunk's memory after push() returns (a socket reading into one static buffer,
-   * performance.md §3). The reader then copies the header and data views of a PDU left incomplete at the end of a
+   * docs/performance.md, Baseline facts). The reader then copies the header and data views of a PDU left incomplete at the end of a
    * chunk; views handed to onPdu stay valid only during that call, as always.
    */
   reusesChunks?: boolean;

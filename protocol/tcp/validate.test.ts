@@ -1,5 +1,5 @@
-// Bad input: every fatal finding of the receiver with its exact FES and FEI (TCP 1.0 §3.6.2.4/5 Figure 23–25,
-// reference §3.6), delivered once, with the offending header, after which the reader ignores all input.
+// Bad input: every fatal finding of the receiver with its exact FES and FEI (TCP 1.0 §3.6.2.4/5 Figure 23–25),
+// delivered once, with the offending header, after which the reader ignores all input.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { byteByByte, primer, readChunks, type Framing, type ReadOptions } from '../../test/fixtures/pdu-stream.js';

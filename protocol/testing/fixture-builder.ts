@@ -176,7 +176,7 @@ export function respCqe(pdu: FixturePdu): Buffer {
 }
 
 /** CID of a CapsuleCmd (SQE bytes 2..3). */
-export function capsuleCid(pdu: FixturePdu): number {
+function capsuleCid(pdu: FixturePdu): number {
   return pdu.raw.readUInt16LE(8 + 2);
 }
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { c2hData, capsuleCmd, capsuleResp, cqe, crc32cBitwise, h2cData, hex, icReq, icResp, r2t, sqe, T, termReq } from './pdu-builder.js';
 
 describe('crc32cBitwise', () => {
-  it('matches the CRC32C check value of "123456789" (reference §4)', () => {
+  it('matches the CRC32C check value of "123456789" (TCP 1.0 §3.6.1.4)', () => {
     expect(crc32cBitwise(Buffer.from('123456789'))).toBe(0xe3069283);
   });
   it('is 0 for no bytes and chains through `prev`', () => {

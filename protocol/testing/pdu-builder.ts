@@ -1,5 +1,5 @@
 // Test-only NVMe/TCP PDU byte builder, independent of encodePdu/PduReader: lays PDUs out by the explicit offsets of
-// the spec tables (NVMe/TCP Transport 1.0 §3.6.1–§3.6.2; shared/reference/nvme-tcp.md §2–§4). It imports nothing
+// the spec tables (NVMe/TCP Transport 1.0 §3.6.1–§3.6.2). It imports nothing
 // from this folder so that a shared mistake cannot make a codec test pass.
 import { Buffer } from 'node:buffer';
 
@@ -19,7 +19,7 @@ export const T = {
 /** CH flag bits (§3.6.1): HDGSTF, DDGSTF, DATA_LAST, DATA_SUCCESS. */
 export const F = { HDGSTF: 0x01, DDGSTF: 0x02, LAST: 0x04, SUCCESS: 0x08 } as const;
 
-/** Byte offsets and sizes from the spec tables (reference §2, §3). */
+/** Byte offsets and sizes from the spec tables (TCP 1.0 §3.6.1, §3.6.2). */
 export const Layout = {
   CH: { type: 0, flags: 1, hlen: 2, pdo: 3, plen: 4, size: 8 },
   IC: { pfv: 8, pda: 10, dgst: 11, maxr2tOrMaxdata: 12, size: 128 },
@@ -75,7 +75,7 @@ interface PduLayout {
 }
 
 /** §3.6.1: data starts at hlen (+HDGST) rounded up to a multiple of (PDA+1)*4 bytes, padding zero-filled. */
-export function alignedPdo(hlen: number, hdgst: boolean, pda: number): number {
+function alignedPdo(hlen: number, hdgst: boolean, pda: number): number {
   const start = hlen + (hdgst ? Layout.DIGEST : 0);
   const unit = (pda + 1) * 4;
   return Math.ceil(start / unit) * unit;
@@ -113,7 +113,7 @@ export interface IcReqFields {
   maxr2t?: number;
 }
 
-/** ICReq, §3.6.2.2 (reference §3.1): 128 bytes, never digests. */
+/** ICReq, §3.6.2.2: 128 bytes, never digests. */
 export function icReq(f: IcReqFields = {}, override?: ChOverride): Buffer {
   return layout({
     type: T.IC_REQ,
@@ -140,7 +140,7 @@ export interface IcRespFields {
   maxh2cdata?: number;
 }
 
-/** ICResp, §3.6.2.3 (reference §3.2). */
+/** ICResp, §3.6.2.3. */
 export function icResp(f: IcRespFields = {}, override?: ChOverride): Buffer {
   return layout({
     type: T.IC_RESP,
@@ -167,7 +167,7 @@ export interface TermReqFields {
 }
 
 /**
- * H2CTermReq / C2HTermReq, §3.6.2.4/5 (reference §3.6): 24-byte header, then at most 128 bytes of the offending
+ * H2CTermReq / C2HTermReq, §3.6.2.4/5: 24-byte header, then at most 128 bytes of the offending
  * header; the error data sits right after the header with pdo 0 and no digests.
  */
 export function termReq(type: typeof T.H2C_TERM_REQ | typeof T.C2H_TERM_REQ, f: TermReqFields, override?: ChOverride): Buffer {
@@ -184,7 +184,7 @@ export function termReq(type: typeof T.H2C_TERM_REQ | typeof T.C2H_TERM_REQ, f: 
   return out;
 }
 
-/** CapsuleCmd, §3.6.2.6 (reference §3.3): CH + 64-byte SQE, optional in-capsule data. */
+/** CapsuleCmd, §3.6.2.6: CH + 64-byte SQE, optional in-capsule data. */
 export function capsuleCmd(f: { sqe: Buffer; data?: Buffer }, fr?: BuildFraming, override?: ChOverride): Buffer {
   if (f.sqe.length !== Layout.CAPSULE_CMD.sqeSize) throw new RangeError('SQE must be 64 bytes');
   return layout({
@@ -198,7 +198,7 @@ export function capsuleCmd(f: { sqe: Buffer; data?: Buffer }, fr?: BuildFraming,
   });
 }
 
-/** CapsuleResp, §3.6.2.7 (reference §3.4): CH + 16-byte CQE, never data. */
+/** CapsuleResp, §3.6.2.7: CH + 16-byte CQE, never data. */
 export function capsuleResp(f: { cqe: Buffer }, fr?: BuildFraming, override?: ChOverride): Buffer {
   if (f.cqe.length !== Layout.CAPSULE_RESP.cqeSize) throw new RangeError('CQE must be 16 bytes');
   return layout({
@@ -223,7 +223,7 @@ export interface H2CDataFields {
   data: Buffer;
 }
 
-/** H2CData, §3.6.2.8 (reference §3.5). */
+/** H2CData, §3.6.2.8. */
 export function h2cData(f: H2CDataFields, fr?: BuildFraming, override?: ChOverride): Buffer {
   return layout({
     type: T.H2C_DATA,
@@ -250,7 +250,7 @@ export interface C2HDataFields {
   data: Buffer;
 }
 
-/** C2HData, §3.6.2.9 (reference §3.5): ttag is reserved (0). */
+/** C2HData, §3.6.2.9: ttag is reserved (0). */
 export function c2hData(f: C2HDataFields, fr?: BuildFraming, override?: ChOverride): Buffer {
   return layout({
     type: T.C2H_DATA,
@@ -274,7 +274,7 @@ export interface R2TFields {
   r2tl: number;
 }
 
-/** R2T, §3.6.2.10 (reference §3.5): pdo 0, never data. */
+/** R2T, §3.6.2.10: pdo 0, never data. */
 export function r2t(f: R2TFields, fr?: BuildFraming, override?: ChOverride): Buffer {
   return layout({
     type: T.R2T,
@@ -293,7 +293,7 @@ export function r2t(f: R2TFields, fr?: BuildFraming, override?: ChOverride): Buf
   });
 }
 
-/** A 64-byte SQE with the fields a PDU test needs (reference §5.1/§5.2): opcode, PSDT=SGL, CID, NSID, SGL1, CDW10. */
+/** A 64-byte SQE with the fields a PDU test needs (NVMe Base 2.0 Figure 88; SGL per TCP 1.0 §3.3.3): opcode, PSDT=SGL, CID, NSID, SGL1, CDW10. */
 export function sqe(f: { opcode: number; cid: number; nsid?: number; sglType?: number; sglLen?: number; cdw10?: number }): Buffer {
   const b = Buffer.alloc(64);
   b[0] = f.opcode;
@@ -306,7 +306,7 @@ export function sqe(f: { opcode: number; cid: number; nsid?: number; sglType?: n
   return b;
 }
 
-/** A 16-byte CQE (reference §13): DW0, SQHD, SQID, CID, status (15-bit, wire = status << 1 | phase). */
+/** A 16-byte CQE (NVMe Base 2.0 Figure 92): DW0, SQHD, SQID, CID, status (15-bit, wire = status << 1 | phase). */
 export function cqe(f: { cid: number; dw0?: number; sqhd?: number; sqid?: number; status?: number }): Buffer {
   const b = Buffer.alloc(16);
   b.writeUInt32LE(f.dw0 ?? 0, 0);

@@ -12,7 +12,7 @@ export type ReadCallback = (err: Error | null, data: Buffer[], crc?: number) => 
 
 /**
  * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of
- * promise and microtask overhead on the hot path (performance.md). Callers must tolerate both sync and async calls.
+ * promise and microtask overhead on the hot path (docs/performance.md). Callers must tolerate both sync and async calls.
  */
 export interface NamespaceBackend {
   readonly kind: 'ram' | 'file' | 'null';

@@ -4,7 +4,7 @@ import { ConfigError, parseTargetConfig } from './schema.js';
 import type { TargetConfig } from './types.js';
 
 export const DEFAULT_SUBSYSTEM_NQN = 'nqn.2024-01.io.nvme-tcp-ts:default';
-export const DEFAULT_LISTEN = { addr: '127.0.0.1', port: 4420 } as const;
+const DEFAULT_LISTEN = { addr: '127.0.0.1', port: 4420 } as const;
 
 /** What `nvme-tcp target` serves with no flags: 127.0.0.1:4420, one subsystem, one 1 GiB RAM namespace, any host. */
 export function defaultConfig(): TargetConfig {

@@ -3,6 +3,7 @@
 // subsystems/<nqn>/attr_*, allowed_hosts/, namespaces/<nsid>/device_*; hosts/<nqn>.
 import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
+import { ANA_STATE_NAMES } from '../../protocol/index.js';
 import { errnoText } from './load.js';
 import { ConfigError, parseTargetConfig, parseWith } from './schema.js';
 import type { AnaStateName, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './types.js';
@@ -94,8 +95,6 @@ async function statPathKind(path: string): Promise<PathKind> {
   }
 }
 
-const ANA_STATES: readonly string[] = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'] satisfies readonly AnaStateName[];
-
 function text(v: unknown): string | undefined {
   if (v === undefined || v === null) return undefined;
   return String(v).trim();
@@ -172,7 +171,7 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
     const ana: Record<string, AnaStateName> = {};
     for (const g of p.ana_groups ?? []) {
       const state = text(g.ana?.['state']);
-      if (state && ANA_STATES.includes(state)) ana[String(Number(g.grpid))] = state as AnaStateName;
+      if (state && (ANA_STATE_NAMES as readonly string[]).includes(state)) ana[String(Number(g.grpid))] = state as AnaStateName;
       else if (state) warnings.push(`${where}: ANA group ${String(g.grpid)} state "${state}" ignored`);
     }
     // Groups not listed are optimized; keep the map only when it says something.

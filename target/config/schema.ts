@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
-import { DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
+import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
 import { parseSize } from './size.js';
 import type {
   AnaStateName,
@@ -58,8 +58,6 @@ export function ipFamily(addr: string): 'ipv4' | 'ipv6' | undefined {
   const v = isIP(addr);
   return v === 4 ? 'ipv4' : v === 6 ? 'ipv6' : undefined;
 }
-
-export const ANA_STATE_NAMES = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'] as const;
 
 // ---------------------------------------------------------------------------------------------- helpers
 
@@ -138,7 +136,7 @@ export const nqnSchema = str('an NQN string').check(
   }),
 );
 
-export const sizeSchema = z
+const sizeSchema = z
   .union([z.number(), z.string()], { error: wrongType('a size', SIZE_FIX) })
   .check(
     z.superRefine((v, ctx) => {
@@ -146,7 +144,7 @@ export const sizeSchema = z
     }),
   );
 
-export const ipAddrSchema = str('an IP address').check(
+const ipAddrSchema = str('an IP address').check(
   z.superRefine((v, ctx) => {
     if (!ipFamily(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not an IP address; use e.g. 127.0.0.1, 0.0.0.0, ::1 or ::`, input: v });
   }),
@@ -215,7 +213,7 @@ const backendMsg = (iss: { input?: unknown }) => {
   const t = iss.input !== null && typeof iss.input === 'object' && !Array.isArray(iss.input) ? (iss.input as { type?: unknown }).type : iss.input;
   return t === undefined ? 'is missing; add "ram", "file" or "null"' : `${show(t)} is not a backend type; use ram, file or null`;
 };
-export const backendSchema = z.discriminatedUnion(
+const backendSchema = z.discriminatedUnion(
   'type',
   [
     obj({ type: z.literal('ram', { error: backendMsg }), size: sizeSchema }),
@@ -356,7 +354,7 @@ export const hostSchema = obj({
   }),
 );
 
-export const apiSchema = obj({
+const apiSchema = obj({
   listen: str('"ADDR:PORT"').check(
     z.superRefine((v, ctx) => {
       if (!parseHostPort(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`, input: v });
@@ -384,7 +382,7 @@ export const targetConfigSchema = obj({
         if (!ids.has(p)) ctx.addIssue({ code: 'custom', path: ['subsystems', si, 'ports', pi], message: `port id ${p} does not exist; use one of the ids in ports (${idList})` });
       });
     });
-    // Linux drops namespaces whose NGUID/UUID repeats (interop trap 13): explicit ids must be unique target-wide.
+    // Linux drops namespaces whose NGUID/UUID repeats (nvme_global_check_duplicate_ids; NVMe Base 2.0 requires NGUID/UUID to be globally unique): explicit ids must be unique target-wide.
     const flat = c.subsystems.flatMap((s, si) => (s.namespaces ?? []).map((n, ni) => ({ n, path: ['subsystems', si, 'namespaces', ni] })));
     for (const key of ['uuid', 'nguid'] as const) {
       dupes(flat, (e) => e.n[key]?.toLowerCase(), (i, v) => {

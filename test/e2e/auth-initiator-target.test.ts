@@ -3,7 +3,8 @@
 // and the refusals: wrong host key, wrong controller key, no key when one is required — none of them retried.
 import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthenticationRequiredError, DhchapAuthError, connect, runInitiatorCli, type Controller } from '../../initiator/index.js';
+import { AuthenticationRequiredError, DhchapAuthError, connect, type Controller } from '../../initiator/index.js';
+import { runInitiatorCli } from '../../cli/initiator.js';
 import { FailureExplanation, generateDhchapKey, type KeyTransform } from '../../protocol/auth/index.js';
 import { TargetService } from '../../target/index.js';
 

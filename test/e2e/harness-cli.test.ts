@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runBenchCli } from '../../harness/cli.js';
+import { runBenchCli } from '../../cli/harness.js';
 import type { Report } from '../../harness/report/types.js';
 
 const dirs: string[] = [];

@@ -1,6 +1,6 @@
 // `nvme-tcp target ctl` against a real API and TargetService (no mocks): the commands change the live target.
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCtlCli } from '../../target/ctl.js';
+import { runCtlCli } from '../../cli/ctl.js';
 import { TargetService } from '../../target/index.js';
 import { startApi } from '../../target/mgmt/index.js';
 

@@ -78,10 +78,6 @@ export function setFeatures(fid: number, cdw11: number): Buffer {
   return encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), cdw10: fid, cdw11 });
 }
 
-export function getFeatures(fid: number, cdw11 = 0, len = 0): Buffer {
-  return encodeSqe({ opcode: AdminOpcode.GET_FEATURES, cid: nextCid(), cdw10: fid, cdw11, sgl: sglTransport(len) });
-}
-
 export function getLog(lid: number, length: number, o: { lpo?: bigint; rae?: boolean; nsid?: number; lsp?: number } = {}): Buffer {
   return encodeGetLogPageCmd({ cid: nextCid(), lid, length, nsid: o.nsid ?? 0xffffffff, lpo: o.lpo ?? 0n, rae: o.rae ?? false, lsp: o.lsp ?? 0 });
 }
@@ -104,7 +100,7 @@ export function expectOk(r: CommandResult): CommandResult {
   return r;
 }
 
-/** The Linux host's admin bring-up (reference §8 steps 1-6, 11): returns the cntlid. */
+/** The Linux host's admin bring-up (ICReq, Connect, Property Get CAP/VS, CC.EN, CSTS.RDY poll, Identify Controller, as drivers/nvme/host does it): returns the cntlid. */
 export async function bringUpAdmin(p: RawPeer, o: { subnqn?: string; hostnqn?: string; kato?: number; cattr?: number; digests?: { hdgst?: boolean; ddgst?: boolean } } = {}): Promise<number> {
   const c = await p.connect({ subnqn: o.subnqn ?? SUBNQN, hostnqn: o.hostnqn ?? HOSTNQN, kato: o.kato ?? 5000, cattr: o.cattr ?? 0, ...(o.digests !== undefined ? { digests: o.digests } : {}) });
   if (c.cqe === undefined || c.cqe.status !== 0) throw new Error(`connect failed 0x${c.cqe?.status.toString(16)}`);

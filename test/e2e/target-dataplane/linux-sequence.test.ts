@@ -1,4 +1,4 @@
-// The Linux host's connect / identify / I/O / shutdown sequence (reference §8) against the TS target over real sockets.
+// The Linux host's connect / identify / I/O / shutdown sequence (as drivers/nvme/host/{tcp,fabrics,core}.c send it) against the TS target over real sockets.
 import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it } from 'vitest';
 import {

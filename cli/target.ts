@@ -6,15 +6,25 @@ import { networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
-import { defaultConfig, errnoText, loadConfig } from './config/load.js';
-import { loadNvmetcliConfig } from './config/nvmetcli.js';
-import { ConfigError, formatConfigError, ipFamily, nqnProblem, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './config/schema.js';
-import type { HostConfig, NamespaceConfig, PortConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import { TargetService, type BoundPort, type HostConfig, type NamespaceConfig, type PortConfig, type SubsystemConfig, type TargetConfig } from '../target/index.js';
+import {
+  ConfigError,
+  defaultConfig,
+  errnoText,
+  formatConfigError,
+  ipFamily,
+  loadConfig,
+  loadNvmetcliConfig,
+  nqnProblem,
+  parseHostPort,
+  parseTargetConfig,
+  SIZE_FIX,
+  sizeToBytes,
+} from '../target/config/index.js';
+import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { runCtlCli } from './ctl.js';
-import { ApiConfigError, startTargetApi, type ApiHandle } from './mgmt/index.js';
-import { TargetService, type BoundPort } from './service.js';
 
-export const TARGET_USAGE = `usage: nvme-tcp target [options]
+const TARGET_USAGE = `usage: nvme-tcp target [options]
        nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)
 
 Serves NVMe over TCP. With no options: 127.0.0.1:4420, subsystem ${defaultConfig().subsystems[0]?.nqn ?? ''},
@@ -432,7 +442,7 @@ const STOP_TIMEOUT_MS = 15_000;
  * Log fields that may hold DH-HMAC-CHAP secrets: target host entries (config, API bodies) and initiator
  * connect options. The code logs none of them on purpose; redaction is the net for an object logged whole.
  */
-export const LOG_REDACT_PATHS: readonly string[] = [
+const LOG_REDACT_PATHS: readonly string[] = [
   'dhchapKey',
   'dhchapCtrlKey',
   'hosts[*].dhchapKey',

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_SUBSYSTEM_NQN, defaultConfig } from './config/load.js';
+import { DEFAULT_SUBSYSTEM_NQN, defaultConfig } from '../target/config/index.js';
 import { Writable } from 'node:stream';
 import { formatDhchapSecret } from '../protocol/auth/index.js';
-import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetLoggerOptions } from './main.js';
+import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetLoggerOptions } from './target.js';
 
 let dir: string;
 const servers: Server[] = [];

@@ -3,19 +3,30 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import {
+  allowedCpus,
+  armFromRun,
+  controllerBlockTarget,
+  DEFAULT_BENCH_NQN,
+  findScenario,
+  JobFileError,
+  makeReport,
+  parseJobFile,
+  progressEnabled,
+  progressLine,
+  renderJson,
+  renderMarkdown,
+  resolveJobs,
+  runJobs,
+  SCENARIOS,
+  startInProcessTarget,
+  writeReport,
+  type InProcessTarget,
+  type Report,
+} from '../harness/index.js';
 import { connect, type ConnectOptions, type Controller } from '../initiator/index.js';
-import { runJobs } from './load/engine.js';
-import { JobFileError, parseJobFile, resolveJobs } from './load/job-file.js';
-import { controllerBlockTarget, DEFAULT_BENCH_NQN, startInProcessTarget, type InProcessTarget } from './nvme.js';
-import { armFromRun, makeReport } from './report/build.js';
-import { renderMarkdown } from './report/markdown.js';
-import { progressEnabled, progressLine } from './report/progress.js';
-import type { Report } from './report/types.js';
-import { renderJson, writeReport } from './report/write.js';
-import { findScenario, SCENARIOS } from './scenarios/index.js';
-import { allowedCpus } from './scenarios/placement.js';
 
-export const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
+const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
        nvme-tcp bench --scenario NAME [--quick] [--out DIR]
        nvme-tcp bench --list
 
@@ -180,7 +191,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         verdict: '',
         notes: [
           ...(parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : []),
-          // Unpinned runs on a few vCPUs are bimodal (performance.md, "The machine"): say where this one was allowed to run.
+          // Unpinned runs on a few vCPUs are bimodal (docs/performance.md, Benchmarks): say where this one was allowed to run.
           `This process (pid ${process.pid}${inproc === undefined ? '' : ', initiator and target'}) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c for repeatable figures.`,
         ],
         ...(inproc === undefined ? { setup: `initiator on this host, target at ${traddr}:${port}` } : {}),

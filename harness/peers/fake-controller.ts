@@ -1,4 +1,4 @@
-// A scripted NVMe/TCP controller over real loopback sockets for initiator unit tests (STYLE.md §2.12): enough of
+// A scripted fake NVMe/TCP target peer over real loopback sockets, for initiator unit tests (STYLE.md §2.12): enough of
 // nvmet's behaviour to drive connect, identify, I/O on a RAM namespace, R2T/C2H data flows, ANA and AENs, plus knobs
 // to misbehave. Built only from protocol/ (initiator tests must not import target/).
 import net from 'node:net';
@@ -6,7 +6,11 @@ import { Buffer } from 'node:buffer';
 import {
   AdminOpcode,
   Cns,
+  CstsShst,
+  DISCOVERY_NQN,
+  DNR,
   FABRICS_OPCODE,
+  FabricsSqeOffset,
   FabricsType,
   FeatureId,
   LogPageId,
@@ -16,7 +20,9 @@ import {
   PduType,
   PropertyOffset,
   Status,
+  decodeCc,
   decodeConnectCmd,
+  encodeCsts,
   decodeConnectData,
   decodeDsmRanges,
   decodeGetLogPageCmd,
@@ -255,7 +261,7 @@ export class FakeController {
     const sqe = c.sqe;
     const o = this.opts;
     if (sqe.opcode === FABRICS_OPCODE) {
-      const fctype = c.raw[4] as number;
+      const fctype = c.raw[FabricsSqeOffset.fctype] as number;
       if (fctype === FabricsType.CONNECT) {
         const cmd = decodeConnectCmd(c.raw);
         const data = decodeConnectData(c.h2c ?? Buffer.alloc(1024));
@@ -265,12 +271,12 @@ export class FakeController {
         const finish = (): void => {
           this.concurrentConnects--;
           conn.qid = cmd.qid;
-          if (data.subnqn !== this.subnqn && data.subnqn !== 'nqn.2014-08.org.nvmexpress.discovery') {
-            respond(sqe.cid, Status.CONNECT_INVALID_PARAM | 0x4000, (1 << 16) | 256);
+          if (data.subnqn !== this.subnqn && data.subnqn !== DISCOVERY_NQN) {
+            respond(sqe.cid, Status.CONNECT_INVALID_PARAM | DNR, (1 << 16) | 256);
             return;
           }
           conn.cntlid = cmd.qid === 0 ? this.#nextCntlid++ : data.cntlid;
-          if (data.subnqn === 'nqn.2014-08.org.nvmexpress.discovery') this.#discConns.add(conn.cntlid);
+          if (data.subnqn === DISCOVERY_NQN) this.#discConns.add(conn.cntlid);
           respond(sqe.cid, 0, conn.cntlid);
         };
         if ((o.connectLatencyMs ?? 0) > 0) setTimeout(finish, o.connectLatencyMs);
@@ -290,13 +296,12 @@ export class FakeController {
       if (fctype === FabricsType.PROPERTY_SET && p.offset === PropertyOffset.CC) {
         const cc = Number(p.value & 0xffffffffn);
         this.#cc.set(conn.cntlid, cc);
-        let csts = cc & 1;
-        if (((cc >> 14) & 3) !== 0) csts |= 2 << 2;
-        this.#csts.set(conn.cntlid, csts);
+        const { en, shn } = decodeCc(cc);
+        this.#csts.set(conn.cntlid, encodeCsts({ rdy: en, shst: shn !== 0 ? CstsShst.COMPLETE : CstsShst.NORMAL }));
         respond(sqe.cid);
         return;
       }
-      respond(sqe.cid, Status.INVALID_FIELD | 0x4000);
+      respond(sqe.cid, Status.INVALID_FIELD | DNR);
       return;
     }
     if (conn.qid === 0) {
@@ -315,7 +320,7 @@ export class FakeController {
     }
     const ns = this.#ns(sqe.nsid);
     if (ns === undefined) {
-      respond(sqe.cid, Status.INVALID_NS | 0x4000);
+      respond(sqe.cid, Status.INVALID_NS | DNR);
       return;
     }
     const rw = decodeRwFields(sqe);
@@ -323,7 +328,7 @@ export class FakeController {
     const len = rw.nlb * ns.blockSize;
     switch (sqe.opcode) {
       case NvmOpcode.READ: {
-        if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | 0x4000);
+        if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | DNR);
         const chunk = o.c2hChunk ?? len;
         for (let d = 0; d < len; d += chunk) {
           const n = Math.min(chunk, len - d);
@@ -340,7 +345,7 @@ export class FakeController {
         return;
       }
       case NvmOpcode.WRITE:
-        if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | 0x4000);
+        if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | DNR);
         (c.h2c ?? Buffer.alloc(0)).copy(ns.data, off, 0, len);
         return respond(sqe.cid);
       case NvmOpcode.COMPARE:
@@ -354,7 +359,7 @@ export class FakeController {
         for (const r of decodeDsmRanges(c.h2c ?? Buffer.alloc(0), (sqe.cdw10 & 0xff) + 1)) ns.data.fill(0, Number(r.slba) * ns.blockSize, (Number(r.slba) + r.nlb) * ns.blockSize);
         return respond(sqe.cid);
       default:
-        return respond(sqe.cid, Status.INVALID_OPCODE | 0x4000);
+        return respond(sqe.cid, Status.INVALID_OPCODE | DNR);
     }
   }
 
@@ -408,7 +413,7 @@ export class FakeController {
               vwc: 1,
               sgls: inline > 0 ? 0x100001 : 0x1,
               mnan: 16,
-              subnqn: disc ? 'nqn.2014-08.org.nvmexpress.discovery' : this.subnqn,
+              subnqn: disc ? DISCOVERY_NQN : this.subnqn,
               ioccsz: (64 + inline) / 16,
               iorcsz: 1,
               icdoff: 0,
@@ -427,10 +432,10 @@ export class FakeController {
         }
         if (cns === Cns.NS_DESC_LIST) {
           const ns = this.#ns(sqe.nsid);
-          if (ns === undefined) return respond(sqe.cid, Status.INVALID_NS | 0x4000);
+          if (ns === undefined) return respond(sqe.cid, Status.INVALID_NS | DNR);
           return c2h(encodeNsDescList([{ nidt: NidType.UUID, nid: ns.uuid }, { nidt: NidType.NGUID, nid: ns.nguid }, { nidt: NidType.CSI, nid: Buffer.from([0]) }]));
         }
-        return respond(sqe.cid, Status.INVALID_FIELD | 0x4000);
+        return respond(sqe.cid, Status.INVALID_FIELD | DNR);
       }
       case AdminOpcode.SET_FEATURES: {
         const fid = sqe.cdw10 & 0xff;
@@ -473,7 +478,7 @@ export class FakeController {
       case AdminOpcode.KEEP_ALIVE:
         return respond(sqe.cid);
       default:
-        return respond(sqe.cid, Status.INVALID_OPCODE | 0x4000);
+        return respond(sqe.cid, Status.INVALID_OPCODE | DNR);
     }
   }
 

@@ -7,7 +7,7 @@ import { http, HttpResponse } from 'msw';
 import { setupServer } from 'msw/node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runCtlCli } from './ctl.js';
-import { MgmtApiError, MgmtClient } from './mgmt/index.js';
+import { MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
 
 const BASE = 'http://mgmt.test:8080';
 const NQN = 'nqn.2024-01.io.test:ctl';

@@ -1,7 +1,7 @@
 // The initiator CLI against a scripted controller: flags, output, exit codes.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runInitiatorCli, type CliIo } from './cli.js';
-import { FakeController } from './test-support/fake-controller.js';
+import { runInitiatorCli, type CliIo } from './initiator.js';
+import { FakeController } from '../harness/peers/fake-controller.js';
 
 let f: FakeController;
 let out = '';

@@ -4,11 +4,7 @@ import path from 'node:path';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Buffer } from 'node:buffer';
-import { connect, discover } from './connect.js';
-import type { Controller } from './controller.js';
-import { checkHost } from './topology.js';
-import type { ConnectOptions } from './options.js';
-import type { QueueInfo } from './controller.js';
+import { checkHost, connect, discover, type ConnectOptions, type Controller, type QueueInfo } from '../initiator/index.js';
 
 export interface CliIo {
   stdout: (s: string) => void;
@@ -18,7 +14,7 @@ export interface CliIo {
 const defaultIo: CliIo = { stdout: (s) => void process.stdout.write(s), stderr: (s) => void process.stderr.write(s) };
 
 /** Where `connect --hold` records its queues and `queues` / `check-host --queues-from` read them. */
-export function stateDir(): string {
+function stateDir(): string {
   return path.join(os.tmpdir(), 'nvme-tcp-ts');
 }
 

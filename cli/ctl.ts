@@ -2,10 +2,11 @@
 import { Buffer } from 'node:buffer';
 import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from './config/types.js';
-import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from './mgmt/index.js';
+import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from '../target/index.js';
+import { ANA_STATE_NAMES } from '../protocol/index.js';
+import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
 
-export const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
+const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
 
   --api URL      management API base URL (default $NVME_TCP_API or http://127.0.0.1:8080)
   --token T      bearer token (default $NVME_TCP_API_TOKEN)
@@ -34,14 +35,12 @@ commands:
   referral list <portid>
   referral add <portid> <addr> <port> [--family ipv4|ipv6] [--portid N]
   referral remove <portid> <addr> <port>
-  ana set <portid> <grpid> <optimized|non-optimized|inaccessible|persistent-loss|change>
+  ana set <portid> <grpid> <${ANA_STATE_NAMES.join('|')}>
   faults set <subnqn> [--command-latency-us N] [--connect-latency-ms N] [--fail-next COUNT:STATUS] | --clear
   controllers
   config [--output FILE]
   metrics
 `;
-
-const ANA_STATES: readonly AnaStateName[] = ['optimized', 'non-optimized', 'inaccessible', 'persistent-loss', 'change'];
 
 /** A command line that cannot be turned into a request; exit status 2. */
 class UsageError extends Error {
@@ -277,7 +276,7 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.removeReferral(int(args[0], 'port id'), str(args[1], 'addr'), int(args[2], 'tcp port'));
     case 'ana set': {
       const state = str(args[2], 'state');
-      if (!(ANA_STATES as readonly string[]).includes(state)) throw new UsageError(`state must be one of ${ANA_STATES.join(', ')}`);
+      if (!(ANA_STATE_NAMES as readonly string[]).includes(state)) throw new UsageError(`state must be one of ${ANA_STATE_NAMES.join(', ')}`);
       return c.setAnaState(int(args[0], 'port id'), int(args[1], 'ANA group id'), state as AnaStateName);
     }
     case 'faults set':
