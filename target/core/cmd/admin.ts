@@ -2,10 +2,12 @@
 import { Buffer } from 'node:buffer';
 import {
   ABORT_NOT_ABORTED,
+  ANA_STATE_CODE,
   AdminOpcode,
   CmdEffects,
   DNR,
   FeatureId,
+  IDENTIFY_DATA_SIZE,
   LogPageId,
   NidType,
   NvmOpcode,
@@ -24,11 +26,11 @@ import {
   selectActiveNsids,
   sliceLogPage,
 } from '../../../protocol/index.js';
-import { ANA_STATE_CODE } from '../port.js';
-import { type Controller, MAX_AERS, NVME_VS, type QueueModel, type Request } from '../model.js';
+import { type Controller, MAX_AERS, NVME_VS } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
 
-const IDENTIFY_SIZE = 4096;
 const NSID_ALL = 0xffff_ffff;
 /** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
 export const MAX_ANA_GROUPS = 128;
@@ -82,7 +84,7 @@ function replyData(req: Request, buf: Buffer): void {
 export function parseIdentify(ctrl: Controller, req: Request): number {
   const cns = req.sqe.readUInt32LE(40) & 0xff;
   req.dir = 'c2h';
-  req.dataLen = IDENTIFY_SIZE;
+  req.dataLen = IDENTIFY_DATA_SIZE;
   switch (cns) {
     case 0x00:
       if (req.nsid === NSID_ALL) {
@@ -134,7 +136,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
   }
 }
 
-/** Identify Controller with the values nvmet reports (reference §18.9). */
+/** Identify Controller with the values nvmet reports (NVMe Base 2.0 §5.17.2.1; nvmet_execute_identify_ctrl). */
 export function identifyController(ctrl: Controller): Buffer {
   const s = ctrl.subsys;
   const port = ctrl.port;
@@ -204,9 +206,9 @@ export function identifyController(ctrl: Controller): Buffer {
   });
 }
 
-/** Identify Namespace; an inactive NSID returns zeros with success (reference §9, trap 12). */
+/** Identify Namespace; an inactive NSID returns zeros with success (NVMe Base 2.0 §5.17.2.1, CNS 00h). */
 export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer {
-  if (ns === undefined) return Buffer.alloc(IDENTIFY_SIZE);
+  if (ns === undefined) return Buffer.alloc(IDENTIFY_DATA_SIZE);
   const size = BigInt(ns.nsze);
   const st = ctrl.port.anaState(ns.anaGroup);
   const reachable = !ctrl.subsys.ana || (st !== 'inaccessible' && st !== 'persistent-loss');

@@ -1,7 +1,9 @@
 // Discovery controller commands (NVMe-oF 1.1 §5; nvmet discovery.c) and the per-host, per-port discovery log (LID 0x70).
 import { Buffer } from 'node:buffer';
 import { AdminOpcode, Adrfam, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, Status, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
-import type { Controller, QueueModel, Request } from '../model.js';
+import type { Controller } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, parseKeepAlive, parseSetFeatures } from './admin.js';
 
 /** ASQSZ in discovery entries: the admin queue depth the Linux host uses (NVME_AQ_DEPTH). */

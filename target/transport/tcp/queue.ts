@@ -18,12 +18,16 @@ import {
   type ReaderFatal,
 } from '../../../protocol/index.js';
 import { adoptWithUserBuffer } from './user-buffer-socket.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, Request, type CorePort, type QueueTransportOps, type TargetCore } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type CorePort, type QueueTransportOps, type Request, type TargetCore } from '../../core/index.js';
+import { TcpCommand } from './command.js';
 
-/** Connection states: waiting for ICReq, waiting for Connect, connected, TermReq sent / closing, gone. */
+/**
+ * Connection states: waiting for ICReq, waiting for Connect, connected (the core queue reported it went live), TermReq
+ * sent / closing, gone. The transport owns these; the core queue owns its own (QUEUE_TRANSITIONS).
+ */
 export type TcpQueueState = 'ic-wait' | 'connect-wait' | 'live' | 'closing' | 'closed';
 
-const ALLOWED: Readonly<Record<TcpQueueState, readonly TcpQueueState[]>> = {
+export const TCP_QUEUE_TRANSITIONS: Readonly<Record<TcpQueueState, readonly TcpQueueState[]>> = {
   'ic-wait': ['connect-wait', 'closing', 'closed'],
   'connect-wait': ['live', 'closing', 'closed'],
   live: ['closing', 'closed'],
@@ -63,7 +67,7 @@ const FIRST_COPY_MAX = 4096;
 /**
  * Payload bytes per batch copied into the slab before switching to views. Up to about QD32 of 4 KiB reads a batch
  * then leaves as one contiguous write (one buffer, no cork/writev bookkeeping); deeper batches copy only their first
- * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (performance.md, third pass:
+ * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (docs/performance.md, third pass:
  * QD32 +2–5 %, QD128 +2–4 % IOPS same-run).
  */
 const COPY_BUDGET = 128 * 1024;
@@ -84,9 +88,10 @@ export class TcpQueue implements QueueTransportOps {
   #logger: Logger | undefined;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
   #timer: NodeJS.Timeout | undefined;
-  readonly #r2t = new Map<number, Request>();
+  readonly #r2t = new Map<number, TcpCommand>();
   #nextTtag = 1;
-  readonly #pool: Request[] = [];
+  /** Command records, each owning its core Request: reused so the data path allocates none per command. */
+  readonly #pool: TcpCommand[] = [];
   /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
   readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
   readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
@@ -100,7 +105,7 @@ export class TcpQueue implements QueueTransportOps {
   /** Bytes of read data whose backend read has not completed (async backends). */
   #execBytes = 0;
   /** Commands received while over the limit, in arrival order; submitted as data drains. */
-  readonly #parked: Request[] = [];
+  readonly #parked: TcpCommand[] = [];
   #pumpScheduled = false;
   #readPaused = false;
   /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
@@ -166,7 +171,7 @@ export class TcpQueue implements QueueTransportOps {
   }
 
   setState(next: TcpQueueState): boolean {
-    if (!ALLOWED[this.state].includes(next)) return false;
+    if (!TCP_QUEUE_TRANSITIONS[this.state].includes(next)) return false;
     if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from: this.state, to: next }, 'queue state');
     this.state = next;
     return true;
@@ -179,7 +184,7 @@ export class TcpQueue implements QueueTransportOps {
   }
 
   #onData(chunk: Buffer): void {
-    // Reference: never let network input crash the process — catch at the socket boundary, close only this connection.
+    // Network input never crashes the process: catch at the socket boundary and close only this connection.
     this.#inChunk = true;
     this.core.beginChunk();
     try {
@@ -215,13 +220,14 @@ export class TcpQueue implements QueueTransportOps {
 
   #handleIcReq(hpda: number, dgst: number): void {
     if (hpda !== 0) {
-      // nvmet rejects a non-zero HPDA (reference §3.2); report it as an unsupported parameter at offset 10.
+      // nvmet rejects a non-zero HPDA (NVMe-TCP 1.0 §3.6.2, ICReq); report it as an unsupported parameter at offset 10.
       this.#fatal({ fes: Fes.UNSUPPORTED_PARAMETER, fei: 10, reason: `HPDA ${hpda} not supported`, header: Buffer.alloc(0) });
       return;
     }
     const hdgst = (dgst & 1) !== 0;
     const ddgst = (dgst & 2) !== 0;
-    // Echo the host's digest request exactly and CPDA 0 (reference traps 1, 2).
+    // Echo the host's digest request exactly and CPDA 0: the Linux host fails the connection on any other answer
+    // (nvme_tcp_init_connection); NVMe-TCP 1.0 §3.6.2, ICResp.
     this.#send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: dgst & 3, maxh2cdata: this.port.maxH2CData });
     this.#framing = { hdgst, ddgst, pda: 0 };
     this.#reader.setFraming(hdgst, ddgst, 0);
@@ -243,24 +249,24 @@ export class TcpQueue implements QueueTransportOps {
     }
   }
 
-  #alloc(): Request {
-    const r = this.#pool.pop() ?? new Request();
-    r.reset();
-    return r;
+  #alloc(): TcpCommand {
+    const c = this.#pool.pop() ?? new TcpCommand();
+    c.reset();
+    return c;
   }
 
   #handleCapsule(sqe: Buffer, data: Buffer[]): void {
-    const req = this.#alloc();
+    const cmd = this.#alloc();
     if (this.#parked.length > 0 || this.#overLimit()) {
       // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
       // the parked command does not pin the received chunk.
-      req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
-      this.#parked.push(req);
+      cmd.req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+      this.#parked.push(cmd);
       return;
     }
     // In-capsule data is copied: an async backend (file) writes it after this read's buffer is reused.
-    req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
-    this.#submit(req);
+    cmd.req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+    this.#submit(cmd);
   }
 
   /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
@@ -268,13 +274,14 @@ export class TcpQueue implements QueueTransportOps {
     if (this.#reuse && (req.state === 'exec' || req.state === 'need-data') && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
   }
 
-  #submit(req: Request): void {
+  #submit(cmd: TcpCommand): void {
+    const req = cmd.req;
     this.core.submit(req);
     this.#keepSqe(req);
     // Still executing after submit: an async backend read whose data will need sending (the RAM backend has
     // already completed and released the request here).
     if (req.state === 'exec' && req.dir === 'c2h') {
-      req.received = req.dataLen;
+      cmd.pendingRead = req.dataLen;
       this.#execBytes += req.dataLen;
     }
   }
@@ -295,7 +302,7 @@ export class TcpQueue implements QueueTransportOps {
     if (this.state === 'closing' || this.state === 'closed') return;
     let progressed = false;
     while (this.#parked.length > 0 && !this.#overLimit()) {
-      this.#submit(this.#parked.shift() as Request);
+      this.#submit(this.#parked.shift() as TcpCommand);
       progressed = true;
     }
     if (progressed) this.#sent();
@@ -324,47 +331,52 @@ export class TcpQueue implements QueueTransportOps {
     }
   }
 
-  /** R2T for the whole remaining length, one per command (reference §6.2, trap 15). */
+  /**
+   * One R2T for the whole length (the Linux host accepts R2TL up to MAXH2CDATA and answers with H2CData PDUs of at
+   * most that size; NVMe-TCP 1.0 §3.6.2, R2T).
+   */
   requestData(req: Request): void {
+    const cmd = TcpCommand.of(req);
     let ttag = this.#nextTtag;
     while (this.#r2t.has(ttag)) ttag = ttag >= 0xfffe ? 1 : ttag + 1;
     this.#nextTtag = ttag >= 0xfffe ? 1 : ttag + 1;
-    req.ttag = ttag;
-    req.received = 0;
-    req.h2c = [];
-    this.#r2t.set(ttag, req);
+    cmd.ttag = ttag;
+    cmd.received = 0;
+    cmd.h2c = [];
+    this.#r2t.set(ttag, cmd);
     this.#r2tBytes += req.dataLen;
     this.#send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
   #handleH2CData(pdu: H2CDataPdu, digestBad: boolean): void {
-    const req = this.#r2t.get(pdu.ttag);
+    const cmd = this.#r2t.get(pdu.ttag);
     const header = this.#h2cHeader(pdu);
-    if (req === undefined) return this.#fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: H2C_TTAG_OFFSET, reason: `H2CData with unknown ttag ${pdu.ttag}`, header });
+    if (cmd === undefined) return this.#fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: H2C_TTAG_OFFSET, reason: `H2CData with unknown ttag ${pdu.ttag}`, header });
+    const req = cmd.req;
     if (req.cid !== pdu.cccid) return this.#fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: H2C_CCCID_OFFSET, reason: `H2CData cccid ${pdu.cccid} for ttag of cid ${req.cid}`, header });
     let len = 0;
     for (const b of pdu.data) len += b.length;
-    if (pdu.datao !== req.received || pdu.datao + len > req.dataLen) {
-      return this.#fatal({ fes: Fes.DATA_OUT_OF_RANGE, fei: H2C_DATAO_OFFSET, reason: `H2CData datao ${pdu.datao} len ${len}: expected offset ${req.received} of ${req.dataLen}`, header });
+    if (pdu.datao !== cmd.received || pdu.datao + len > req.dataLen) {
+      return this.#fatal({ fes: Fes.DATA_OUT_OF_RANGE, fei: H2C_DATAO_OFFSET, reason: `H2CData datao ${pdu.datao} len ${len}: expected offset ${cmd.received} of ${req.dataLen}`, header });
     }
     // Copied: the data is gathered across reads and written by the backend later (the read buffer is reused).
     if (this.#reuse) {
-      for (const b of pdu.data) req.h2c.push(b.length > 0 ? Buffer.from(b) : b);
+      for (const b of pdu.data) cmd.h2c.push(b.length > 0 ? Buffer.from(b) : b);
     } else {
-      for (const b of pdu.data) req.h2c.push(b);
+      for (const b of pdu.data) cmd.h2c.push(b);
     }
-    req.received += len;
+    cmd.received += len;
     this.#r2tBytes -= len;
-    if (digestBad) req.errorLoc = 0xfffe;
-    if (req.received < req.dataLen) return;
+    if (digestBad) cmd.dataDigestError = true;
+    if (cmd.received < req.dataLen) return;
     this.#r2t.delete(pdu.ttag);
-    if (req.errorLoc === 0xfffe) {
+    if (cmd.dataDigestError) {
       // A data digest error completes the command with a transient transport error, so the host retries (TCP 1.0 §3.6.1.4).
       this.target.stats.dataDigestErrors++;
       this.core.complete(req, Status.TRANSIENT_TRANSPORT);
       return;
     }
-    req.data = req.h2c;
+    req.data = cmd.h2c;
     this.core.execute(req);
   }
 
@@ -376,7 +388,7 @@ export class TcpQueue implements QueueTransportOps {
     if (pdu.type === PduType.H2C_DATA) return this.#handleH2CData(pdu, true);
     if (pdu.type === PduType.CAPSULE_CMD) {
       this.target.stats.dataDigestErrors++;
-      const req = this.#alloc();
+      const req = this.#alloc().req;
       req.load(pdu.sqe, undefined);
       this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
       this.core.reject(req, Status.TRANSIENT_TRANSPORT);
@@ -388,16 +400,12 @@ export class TcpQueue implements QueueTransportOps {
 
   /** Completion from core: C2HData (split at c2hDataSize, SUCCESS only with SQ flow control off), then CapsuleResp. */
   queueResponse(req: Request): void {
-    if (req.dir === 'c2h' && req.received > 0) {
-      this.#execBytes -= req.received;
-      req.received = 0;
+    const cmd = TcpCommand.of(req);
+    if (cmd.pendingRead > 0) {
+      this.#execBytes -= cmd.pendingRead;
+      cmd.pendingRead = 0;
     }
-    if (this.state === 'closing' || this.state === 'closed') return this.#release(req);
-    if (req.opcode === 0x7f && this.state === 'connect-wait' && this.core.state === 'live') {
-      this.setState('live');
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
+    if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
     const out = req.out;
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
@@ -409,7 +417,14 @@ export class TcpQueue implements QueueTransportOps {
       this.#batch.addCapsuleRespCqe(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status, this.#framing);
       this.#sent();
     }
-    this.#release(req);
+    this.#release(cmd);
+  }
+
+  /** The core queue went live (Connect bound it): the connection is connected and the Connect timer stops. */
+  queueLive(): void {
+    if (!this.setState('live')) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   /**
@@ -468,13 +483,9 @@ export class TcpQueue implements QueueTransportOps {
     pdu.data = NO_DATA;
   }
 
-  #release(req: Request): void {
-    req.state = 'free';
-    req.out = undefined;
-    req.data = undefined;
-    if (req.h2c.length > 0) req.h2c = [];
-    req.inCapsule = undefined;
-    if (this.#pool.length < 256) this.#pool.push(req);
+  #release(cmd: TcpCommand): void {
+    cmd.release();
+    if (this.#pool.length < 256) this.#pool.push(cmd);
   }
 
   /** Add a reply to the current batch; it goes out with the batch at the end of the received chunk (or tick). */
@@ -492,7 +503,7 @@ export class TcpQueue implements QueueTransportOps {
     }
   }
 
-  /** One write per batch: a single chunk directly, several under cork/uncork (one writev; performance.md §2). */
+  /** One write per batch: a single chunk directly, several under cork/uncork (one writev; docs/performance.md). */
   #flush(): void {
     this.#flushScheduled = false;
     const batch = this.#batch;

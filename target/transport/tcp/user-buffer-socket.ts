@@ -1,4 +1,4 @@
-// Re-wrap an accepted connection so libuv reads into one caller-owned buffer (performance.md §3): Node 20 exposes
+// Re-wrap an accepted connection so libuv reads into one caller-owned buffer (docs/performance.md): Node 20 exposes
 // `onread` only on net.connect, but the net.Socket constructor honours it together with `handle` (lib/net.js copies
 // options.onread into the socket, and initSocketHandle calls handle.useUserBuffer), so a connection accepted with
 // `pauseOnConnect` can be moved to a new Socket before anything was read from it.
