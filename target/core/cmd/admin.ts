@@ -5,12 +5,15 @@ import {
   ANA_STATE_CODE,
   AdminOpcode,
   CmdEffects,
+  Cns,
+  Csi,
   DNR,
   FeatureId,
   IDENTIFY_DATA_SIZE,
   LogPageId,
   NidType,
   NvmOpcode,
+  SqeOffset,
   Status,
   encodeActiveNsList,
   encodeAnaLog,
@@ -82,28 +85,28 @@ function replyData(req: Request, buf: Buffer): void {
 // Identify (NVMe Base 2.0 §5.17)
 
 export function parseIdentify(ctrl: Controller, req: Request): number {
-  const cns = req.sqe.readUInt32LE(40) & 0xff;
+  const cns = req.sqe.readUInt32LE(SqeOffset.cdw10) & 0xff;
   req.dir = 'c2h';
   req.dataLen = IDENTIFY_DATA_SIZE;
   switch (cns) {
-    case 0x00:
+    case Cns.NS:
       if (req.nsid === NSID_ALL) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.namespaces.get(r.nsid)));
       return 0;
-    case 0x01:
+    case Cns.CTRL:
       req.execute = (r) => replyData(r, identifyController(ctrl));
       return 0;
-    case 0x02:
+    case Cns.NS_ACTIVE_LIST:
       if (req.nsid >= 0xffff_fffe) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.nsids, r.nsid)));
       return 0;
-    case 0x03: {
+    case Cns.NS_DESC_LIST: {
       const ns = ctrl.subsys.namespaces.get(req.nsid);
       if (ns === undefined) {
         req.errorLoc = 4;
@@ -120,18 +123,18 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
         );
       return 0;
     }
-    case 0x06: {
+    case Cns.CS_CTRL: {
       // I/O command set specific controller data, CSI 0 (NVM): no extra limits to report.
-      const csi = req.sqe.readUInt32LE(44) >>> 24;
-      if (csi !== 0) {
-        req.errorLoc = 44;
+      const csi = req.sqe.readUInt32LE(SqeOffset.cdw11) >>> 24;
+      if (csi !== Csi.NVM) {
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       req.execute = (r) => replyData(r, encodeIdentifyNvmController({}));
       return 0;
     }
     default:
-      req.errorLoc = 40;
+      req.errorLoc = SqeOffset.cdw10;
       return Status.INVALID_FIELD | DNR;
   }
 }
