@@ -6,7 +6,7 @@ module.exports = {
       comment: 'protocol/ imports node:buffer and its own files only (ARCHITECTURE.md rule 1)',
       severity: 'error',
       from: { path: '^protocol/', pathNot: '^protocol/auth/crypto\\.ts$' },
-      to: { pathNot: ['^protocol/', '^node:buffer$', '^buffer$', '^@node-rs/crc32'], dependencyTypesNot: ['type-only'] },
+      to: { pathNot: ['^protocol/', '^node:buffer$', '^buffer$', '(^|/)node_modules/@node-rs/crc32/'], dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'protocol-no-core-modules',
@@ -21,6 +21,13 @@ module.exports = {
       severity: 'error',
       from: { path: '^protocol/auth/crypto\\.ts$' },
       to: { pathNot: ['^protocol/', '^node:buffer$', '^buffer$', '^node:crypto$', '^crypto$'], dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'connection-only-protocol-and-net',
+      comment: 'connection/ (the NVMe/TCP connection core both transports use) imports protocol/, node:net and node:buffer only (rule 1)',
+      severity: 'error',
+      from: { path: '^connection/' },
+      to: { pathNot: ['^connection/', '^protocol/', '^node:(net|buffer)$', '^(net|buffer)$', '(^|/)node_modules/@node-rs/crc32/'] },
     },
     {
       name: 'target-not-initiator',
@@ -41,13 +48,13 @@ module.exports = {
       comment: 'target core never touches a socket; it reaches the transport through its interface (rule 3)',
       severity: 'error',
       from: { path: '^target/(core|backend)/' },
-      to: { path: ['^target/transport/tcp', '^node:net$', '^net$'] },
+      to: { path: ['^target/transport/tcp', '^connection/', '^node:net$', '^net$'] },
     },
     {
       name: 'protocol-not-upward',
       severity: 'error',
       from: { path: '^protocol/' },
-      to: { path: '^(target|initiator|harness|cli|test)/' },
+      to: { path: '^(connection|target|initiator|harness|cli|test)/' },
     },
     {
       name: 'no-circular',
@@ -58,7 +65,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '(node_modules|\\.test\\.ts$)' },
+    exclude: { path: '\\.test\\.ts$' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
     enhancedResolveOptions: { extensions: ['.ts', '.js', '.mjs'] },

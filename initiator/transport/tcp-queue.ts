@@ -1,20 +1,22 @@
-// One NVMe/TCP connection as a host sees it (TCP 1.0 §3): socket, ICReq/ICResp, PDU framing, R2T/H2CData and
-// C2HData handling, digests. Modelled on Linux drivers/nvme/host/tcp.c (nvme_tcp_init_connection,
-// nvme_tcp_handle_r2t, nvme_tcp_recv_data, nvme_tcp_try_send). It knows commands only through HostCommand.
-import net from 'node:net';
+// One NVMe/TCP connection as a host sees it (TCP 1.0 §3): ICReq/ICResp, R2T/H2CData and C2HData handling, digests,
+// over the shared connection core (connection/: socket, PDU reader, batched writes, TermReq on a fatal finding).
+// Modelled on Linux drivers/nvme/host/tcp.c (nvme_tcp_init_connection, nvme_tcp_handle_r2t, nvme_tcp_recv_data).
+// It knows commands only through HostCommand.
 import { Buffer } from 'node:buffer';
+import { TcpConnection, type ConnectionFatal, type ConnectionHandler } from '../../connection/index.js';
 import {
   ConnectionClosedError,
+  DataPduOffset,
   Fes,
-  PduBatch,
-  PduReader,
   PduType,
   TimeoutError,
   TransportFatalError,
+  checkC2HData,
+  checkR2T,
   fesName,
-  termReqFor,
+  packDigests,
 } from '../../protocol/index.js';
-import type { C2HDataPdu, CapsuleCmdPdu, IcRespPdu, Pdu, PduFraming, R2TPdu, ReaderFatal } from '../../protocol/index.js';
+import type { C2HDataPdu, CapsuleCmdPdu, H2CDataPdu, IcRespPdu, Pdu, R2TPdu } from '../../protocol/index.js';
 
 /** A command as the transport needs to see it: where its data comes from or goes to. */
 export interface HostCommand {
@@ -66,40 +68,49 @@ export interface IcParams {
 /** Linux NVME_SC_DATA_XFER_ERROR, Linux-style 15-bit status. */
 const DATA_XFER_ERROR = 0x04;
 
+/** connecting: TCP connect and ICReq sent, no ICResp yet. ready: commands flow. closed: failed or closed, once. */
 type QueueState = 'connecting' | 'ready' | 'closed';
 
+const ALLOWED: Readonly<Record<QueueState, readonly QueueState[]>> = {
+  connecting: ['ready', 'closed'],
+  ready: ['closed'],
+  closed: [],
+};
+
 const NO_DATA: Buffer[] = [];
-const NO_FRAMING: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
 const EMPTY = Buffer.alloc(0);
 /** Receive buffer: large enough for a 128 KiB C2HData PDU per read. */
 const RX_BUFFER = 256 * 1024;
+/** Send batch slab (docs/performance.md: one write per batch). */
+const BATCH_SLAB = 64 * 1024;
+/** After an H2CTermReq or close the target gets this long to read before the socket is destroyed. */
+const LINGER_MS = 100;
 
 export class TcpQueue {
   readonly #opts: TcpQueueOptions;
   #handlers: TcpQueueHandlers | undefined;
-  #socket: net.Socket | undefined;
-  #reader: PduReader;
+  #conn: TcpConnection | undefined;
   #state: QueueState = 'connecting';
-  #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
   #params: IcParams | undefined;
-  /** Outgoing PDUs of this tick: headers in a reused slab, one write per batch (performance.md §2). */
-  readonly #batch = new PduBatch(64 * 1024);
-  #flushScheduled = false;
-  /** Reused CapsuleCmd object: the batch copies the SQE before sendCapsule returns. */
+  /** Reused CapsuleCmd and H2CData objects: the batch copies headers (and takes data views) before send returns. */
   readonly #cmd: CapsuleCmdPdu = { type: PduType.CAPSULE_CMD, sqe: Buffer.alloc(64), data: [] };
+  readonly #h2c: H2CDataPdu = { type: PduType.H2C_DATA, cccid: 0, ttag: 0, datao: 0, last: false, data: [] };
+  readonly #h2cData: Buffer[] = [EMPTY];
   #icWaiter: { resolve: (p: IcParams) => void; reject: (e: Error) => void } | undefined;
   #closeErr: Error | undefined;
-  bytesOut = 0;
+  /** The host role's side of the connection core (one object per queue). */
+  readonly #handler: ConnectionHandler = {
+    onPdu: (pdu) => this.#handlePdu(pdu),
+    onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
+    onFatal: (f) => this.#onFatal(f),
+    onInternalError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: internal error handling received data`, { cause: err })),
+    onConnect: () => this.#sendIcReq(),
+    onSocketError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })),
+    onClose: () => this.#fail(new ConnectionClosedError(`${this.#label()}: connection closed by ${this.#opts.host}:${this.#opts.port}`)),
+  };
 
   constructor(opts: TcpQueueOptions) {
     this.#opts = opts;
-    this.#reader = new PduReader({
-      role: 'host',
-      onPdu: (pdu) => this.#handlePdu(pdu),
-      onFatal: (f) => this.#handleReaderFatal(f),
-      onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
-      reusesChunks: true,
-    });
   }
 
   get params(): IcParams | undefined {
@@ -107,27 +118,35 @@ export class TcpQueue {
   }
 
   get localAddress(): string | undefined {
-    return this.#socket?.localAddress;
+    return this.#conn?.localAddress;
   }
 
   get localPort(): number | undefined {
-    return this.#socket?.localPort;
+    return this.#conn?.localPort;
   }
 
   get remoteAddress(): string | undefined {
-    return this.#socket?.remoteAddress;
+    return this.#conn?.remoteAddress;
   }
 
   get remotePort(): number | undefined {
-    return this.#socket?.remotePort;
+    return this.#conn?.remotePort;
   }
 
   get bytesIn(): number {
-    return this.#reader.bytesIn;
+    return this.#conn?.bytesIn ?? 0;
+  }
+
+  get bytesOut(): number {
+    return this.#conn?.bytesOut ?? 0;
   }
 
   get closed(): boolean {
     return this.#state === 'closed';
+  }
+
+  get closeError(): Error | undefined {
+    return this.#closeErr;
   }
 
   setHandlers(h: TcpQueueHandlers): void {
@@ -137,46 +156,27 @@ export class TcpQueue {
   /** TCP connect, then ICReq → ICResp with the Linux host's checks (nvme_tcp_init_connection). */
   connect(): Promise<IcParams> {
     const o = this.#opts;
+    const ms = o.icTimeoutMs ?? 10_000;
     return new Promise<IcParams>((resolve, reject) => {
-      this.#icWaiter = { resolve, reject };
-      const timer = setTimeout(() => {
-        this.#fail(new TimeoutError(`${this.#label()}: no ICResp from ${o.host}:${o.port} within ${o.icTimeoutMs ?? 10_000} ms`));
-      }, o.icTimeoutMs ?? 10_000);
+      const timer = setTimeout(() => this.#fail(new TimeoutError(`${this.#label()}: no ICResp from ${o.host}:${o.port} within ${ms} ms`)), ms);
       const settle = (fn: () => void): void => {
         clearTimeout(timer);
         fn();
       };
       this.#icWaiter = { resolve: (p) => settle(() => resolve(p)), reject: (e) => settle(() => reject(e)) };
-      // Receive into one reused buffer instead of a fresh 64 KiB allocation per read (performance.md §3); the reader
-      // copies whatever an incomplete PDU still needs (reusesChunks) and handlers copy data out during onPdu.
-      const rx = Buffer.allocUnsafeSlow(RX_BUFFER);
-      const socket = net.connect({
-        host: o.host,
-        port: o.port,
-        noDelay: true,
-        onread: { buffer: rx, callback: (n: number, buf: Uint8Array) => this.#onRead(buf as Buffer, n) },
-        ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}),
-      });
-      this.#socket = socket;
-      socket.setNoDelay(true);
-      socket.on('connect', () => {
-        // ICReq: pfv 0, hpda 0 (no alignment wanted), maxr2t 0 (one R2T per command), digests as asked (§3.6.2.2).
-        this.#write({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: (o.hdgst ? 1 : 0) | (o.ddgst ? 2 : 0), maxr2t: 0 });
-      });
-      socket.on('error', (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })));
-      socket.on('close', () => this.#fail(new ConnectionClosedError(`${this.#label()}: connection closed by ${o.host}:${o.port}`)));
+      // Receive into one reused buffer instead of a fresh 64 KiB allocation per read (docs/performance.md); the reader
+      // copies whatever an incomplete PDU still needs and handlers copy data out during onPdu.
+      this.#conn = TcpConnection.connect(
+        { host: o.host, port: o.port, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) },
+        { role: 'host', handler: this.#handler, rxBuffer: Buffer.allocUnsafeSlow(RX_BUFFER), batchSlab: BATCH_SLAB, lingerMs: LINGER_MS },
+      );
     });
   }
 
-  /** onread callback: true keeps reading. */
-  #onRead(buf: Buffer, n: number): boolean {
-    // Protocol errors are reported through the reader's onFatal; never let a handler bug escape into libuv's callback.
-    try {
-      this.#reader.push(buf.subarray(0, n));
-    } catch (err) {
-      this.#fail(new ConnectionClosedError(`${this.#label()}: internal error handling received data`, { cause: err }));
-    }
-    return true;
+  /** ICReq: pfv 0, hpda 0 (no alignment wanted), maxr2t 0 (one R2T per command), digests as asked (TCP 1.0 §3.6.2.2). */
+  #sendIcReq(): void {
+    const o = this.#opts;
+    this.#conn?.send({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: packDigests(o.hdgst, o.ddgst), maxr2t: 0 });
   }
 
   /** Queue a CapsuleCmd (sqe + optional in-capsule data) for sending in this tick's batch. */
@@ -185,7 +185,7 @@ export class TcpQueue {
     const cmd = this.#cmd;
     cmd.sqe = sqe;
     cmd.data = inCapsule === undefined || inCapsule.length === 0 ? NO_DATA : [inCapsule];
-    this.#write(cmd);
+    this.#conn?.send(cmd);
     cmd.data = NO_DATA;
   }
 
@@ -198,37 +198,10 @@ export class TcpQueue {
     return this.#opts.label ?? 'queue';
   }
 
-  /** Add a PDU to this tick's batch; the batch goes out on the next tick as one write (STYLE.md §2.3). */
-  #write(pdu: Pdu): void {
-    const s = this.#socket;
-    if (s === undefined || s.destroyed) return;
-    this.#batch.add(pdu, pdu.type === PduType.IC_REQ ? NO_FRAMING : this.#framing);
-    if (!this.#flushScheduled) {
-      this.#flushScheduled = true;
-      process.nextTick(() => this.#flush());
-    }
-  }
-
-  #flush(): void {
-    this.#flushScheduled = false;
-    const batch = this.#batch;
-    if (batch.empty) return;
-    this.bytesOut += batch.bytes;
-    const chunks = batch.take();
-    const s = this.#socket;
-    if (s === undefined || s.destroyed) {
-      batch.recycle(false);
-      return;
-    }
-    if (chunks.length === 1) s.write(chunks[0] as Buffer);
-    else {
-      s.cork();
-      for (const c of chunks) s.write(c);
-      s.uncork();
-    }
-    // Synchronously completed writes leave nothing buffered: the slab is free again (PduBatch.recycle).
-    const release = batch.recycle(s.writableLength > 0);
-    if (release !== undefined) s.write(EMPTY, release);
+  #setState(next: QueueState): boolean {
+    if (!ALLOWED[this.#state].includes(next)) return false;
+    this.#state = next;
+    return true;
   }
 
   #handlePdu(pdu: Pdu): void {
@@ -258,37 +231,33 @@ export class TcpQueue {
 
   #handleIcResp(pdu: IcRespPdu): void {
     const o = this.#opts;
-    const want = (o.hdgst ? 1 : 0) | (o.ddgst ? 2 : 0);
+    const want = packDigests(o.hdgst, o.ddgst);
     // Linux nvme_tcp_init_connection: digest bits must equal the request; maxdata ≥ 4096 and a multiple of 4 (the
     // reader already enforced pfv 0 and maxdata). Unlike Linux we honour a non-zero CPDA (SPDK echoes HPDA).
     if (pdu.dgst !== want) {
       this.#protocolError(Fes.INVALID_HEADER_FIELD, 11, `ICResp digest 0x${pdu.dgst.toString(16)} differs from requested 0x${want.toString(16)}`);
       return;
     }
-    this.#framing = { hdgst: o.hdgst, ddgst: o.ddgst, pda: pdu.cpda };
-    this.#reader.setFraming(o.hdgst, o.ddgst, 0);
+    this.#conn?.setFraming(o.hdgst, o.ddgst, pdu.cpda, 0);
     this.#params = { hdgst: o.hdgst, ddgst: o.ddgst, cpda: pdu.cpda, maxh2cdata: pdu.maxh2cdata };
-    this.#state = 'ready';
+    if (!this.#setState('ready')) return;
     const w = this.#icWaiter;
     this.#icWaiter = undefined;
     w?.resolve(this.#params);
   }
 
-  /** C2HData (§3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data): in-order offsets within the buffer. */
+  /** C2HData (TCP 1.0 §3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data): in-order offsets within the buffer. */
   #handleC2HData(pdu: C2HDataPdu): void {
     const cmd = this.#handlers?.command(pdu.cccid);
     if (cmd === undefined || cmd.c2h === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, 8, `C2HData for unknown or non-read cid 0x${pdu.cccid.toString(16)}`);
+      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${pdu.cccid.toString(16)}`);
       return;
     }
     let len = 0;
     for (const d of pdu.data) len += d.length;
-    if (pdu.datao !== cmd.c2hReceived) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, 12, `C2HData datao ${pdu.datao}, expected ${cmd.c2hReceived}`);
-      return;
-    }
-    if (pdu.datao + len > cmd.c2h.length) {
-      this.#protocolError(Fes.DATA_OUT_OF_RANGE, 16, `C2HData ${pdu.datao}+${len} beyond ${cmd.c2h.length}`);
+    const finding = checkC2HData(pdu.datao, len, pdu.success, cmd.c2hReceived, cmd.c2h.length);
+    if (finding !== undefined) {
+      this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${pdu.cccid.toString(16)})` });
       return;
     }
     let off = pdu.datao;
@@ -297,38 +266,41 @@ export class TcpQueue {
       off += d.length;
     }
     cmd.c2hReceived = off;
-    if (pdu.success) {
-      // §3.6.2.9: SUCCESS completes the command without a CapsuleResp; only valid once all data arrived.
-      if (cmd.c2hReceived !== cmd.c2h.length) {
-        this.#protocolError(Fes.INVALID_HEADER_FIELD, 1, `C2HData SUCCESS after ${cmd.c2hReceived} of ${cmd.c2h.length} bytes`);
-        return;
-      }
-      this.#handlers?.onResponse(undefined, cmd, pdu.cccid);
-    }
+    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp (checkC2HData: only with all data in).
+    if (pdu.success) this.#handlers?.onResponse(undefined, cmd, pdu.cccid);
   }
 
-  /** R2T (§3.6.2.10; Linux nvme_tcp_handle_r2t): answer with H2CData chunks ≤ MAXH2CDATA, DATA_LAST on the last one. */
+  /** R2T (TCP 1.0 §3.6.2.10; Linux nvme_tcp_handle_r2t): answer with H2CData chunks ≤ MAXH2CDATA, DATA_LAST on the last one. */
   #handleR2T(pdu: R2TPdu): void {
     const cmd = this.#handlers?.command(pdu.cccid);
     if (cmd === undefined || cmd.h2c === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, 8, `R2T for unknown or non-write cid 0x${pdu.cccid.toString(16)}`);
+      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `R2T for unknown or non-write cid 0x${pdu.cccid.toString(16)}`);
       return;
     }
-    if (pdu.r2to !== cmd.h2cSent) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, 12, `R2T r2to ${pdu.r2to}, expected ${cmd.h2cSent}`);
+    const finding = checkR2T(pdu.r2to, pdu.r2tl, cmd.h2cSent, cmd.h2c.length);
+    if (finding !== undefined) {
+      this.#conn?.fatal(finding);
       return;
     }
-    if (pdu.r2to + pdu.r2tl > cmd.h2c.length) {
-      this.#protocolError(Fes.DATA_OUT_OF_RANGE, 16, `R2T ${pdu.r2to}+${pdu.r2tl} beyond ${cmd.h2c.length}`);
-      return;
-    }
+    const conn = this.#conn;
+    if (conn === undefined) return;
     const max = this.#params?.maxh2cdata ?? 4096;
     const end = pdu.r2to + pdu.r2tl;
+    const h2c = this.#h2c;
+    const data = this.#h2cData;
+    h2c.cccid = pdu.cccid;
+    h2c.ttag = pdu.ttag;
+    h2c.data = data;
     for (let off = pdu.r2to; off < end; ) {
       const n = Math.min(max, end - off);
-      this.#write({ type: PduType.H2C_DATA, cccid: pdu.cccid, ttag: pdu.ttag, datao: off, last: off + n === end, data: [cmd.h2c.subarray(off, off + n)] });
+      h2c.datao = off;
+      h2c.last = off + n === end;
+      data[0] = cmd.h2c.subarray(off, off + n);
+      conn.send(h2c);
       off += n;
     }
+    // Not pinning the command's buffer once its data is queued.
+    data[0] = EMPTY;
     cmd.h2cSent = end;
   }
 
@@ -340,7 +312,7 @@ export class TcpQueue {
     }
     const cmd = this.#handlers?.command(pdu.cccid);
     if (cmd === undefined || cmd.c2h === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, 8, `C2HData for unknown cid 0x${pdu.cccid.toString(16)}`);
+      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown cid 0x${pdu.cccid.toString(16)}`);
       return;
     }
     let len = 0;
@@ -350,42 +322,24 @@ export class TcpQueue {
     if (pdu.success) this.#handlers?.onResponse(undefined, cmd, pdu.cccid);
   }
 
-  #handleReaderFatal(f: ReaderFatal): void {
-    this.#sendTermReq(f);
+  /** A target broke the protocol: H2CTermReq with the finding, then close (TCP 1.0 §3.6.2.4); onFatal follows. */
+  #protocolError(fes: number, fei: number, reason: string): void {
+    this.#conn?.fatal({ fes, fei, reason });
+  }
+
+  /** The core sent the H2CTermReq for a finding (the reader's or ours) and is closing. */
+  #onFatal(f: ConnectionFatal): void {
     this.#fail(new TransportFatalError(`${this.#label()}: ${f.reason}`, f.fes, f.fei));
   }
 
-  /** A target broke the protocol: H2CTermReq with the finding, then close (§3.6.2.4). */
-  #protocolError(fes: number, fei: number, reason: string): void {
-    this.#sendTermReq({ fes, fei, header: Buffer.alloc(0) });
-    this.#fail(new TransportFatalError(`${this.#label()}: ${reason}`, fes, fei));
-  }
-
-  #sendTermReq(f: Pick<ReaderFatal, 'fes' | 'fei' | 'header'>): void {
-    const s = this.#socket;
-    if (s === undefined || s.destroyed || this.#state === 'closed') return;
-    // After whatever is batched, then out at once (the socket is ended right after).
-    this.#batch.add(termReqFor('host', f), NO_FRAMING);
-    this.#flush();
-  }
-
   #fail(err: Error): void {
-    if (this.#state === 'closed') return;
-    this.#state = 'closed';
+    if (!this.#setState('closed')) return;
     this.#closeErr = err;
-    const s = this.#socket;
-    if (s !== undefined && !s.destroyed) {
-      // Let a queued TermReq go out before the FIN; destroy soon after in case the peer never reads.
-      s.end();
-      setTimeout(() => s.destroy(), 100).unref();
-    }
+    // Graceful: anything batched (a TermReq) goes out before the FIN; the core destroys the socket after LINGER_MS.
+    this.#conn?.close();
     const w = this.#icWaiter;
     this.#icWaiter = undefined;
     w?.reject(err);
     this.#handlers?.onClose(err);
-  }
-
-  get closeError(): Error | undefined {
-    return this.#closeErr;
   }
 }

@@ -1,0 +1,406 @@
+// One NVMe/TCP connection for either role (TCP 1.0 §3.3): socket ↔ PduReader behind an error boundary, one write per
+// send batch, and fatal finding → TermReq → end → destroy (§3.6.2.4/5). The transports keep their role's PDU handling
+// (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
+import { Buffer } from 'node:buffer';
+import net from 'node:net';
+import { PduBatch, PduReader, termReqFor, type C2HDataPdu, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { adoptWithUserBuffer } from './user-buffer-socket.js';
+
+/** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */
+export type ConnectionRole = ReceiverRole;
+
+/**
+ * connecting: TCP connect in progress (connect() only). open: PDUs flow. terminating: TermReq sent or close begun,
+ * nothing more is received or queued, the socket is ending. closed: the socket is gone.
+ */
+export type ConnectionState = 'connecting' | 'open' | 'terminating' | 'closed';
+
+/** Allowed transitions; setState rejects every other one. */
+export const CONNECTION_TRANSITIONS: Readonly<Record<ConnectionState, readonly ConnectionState[]>> = {
+  connecting: ['open', 'terminating', 'closed'],
+  open: ['terminating', 'closed'],
+  terminating: ['closed'],
+  closed: [],
+};
+
+/** A fatal finding to report in the TermReq (TCP 1.0 §3.6.2.4/5): FES, FEI and the offending header bytes if any. */
+export interface ConnectionFatal extends FatalFinding {
+  header?: Buffer;
+}
+
+/** The role's side of a connection. Called on the event loop of the socket; none of them may keep received views. */
+export interface ConnectionHandler {
+  /** A complete, valid PDU while the connection is open; its data views are valid only during the call. */
+  onPdu(pdu: Pdu): void;
+  /** A PDU whose data digest did not match (TCP 1.0 §3.6.1.4 leaves recovery to the command). Unset: fatal (FES 3). */
+  onDataDigestError?(pdu: Pdu): void;
+  /** The connection terminates for `finding` (found by the reader, or passed to fatal()); its TermReq is already sent. Once. */
+  onFatal(finding: ConnectionFatal): void;
+  /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
+  onInternalError?(err: unknown): void;
+  /** Before the first PDU of a received chunk. */
+  onChunkStart?(): void;
+  /** After the last PDU of a received chunk, before that chunk's batch is flushed. */
+  onChunkEnd?(): void;
+  /** A batch of `bytes` was written; `unsent` is what the socket still buffers (socket.writableLength). */
+  onFlushed?(bytes: number, unsent: number): void;
+  /** The socket's write buffer drained ('drain'). */
+  onDrain?(): void;
+  /** TCP connect completed (connections made by TcpConnection.connect). */
+  onConnect?(): void;
+  /** The socket reported an error; onClose follows. */
+  onSocketError?(err: Error): void;
+  /** The socket closed; `err` is the socket error before it, if any. Once, and last. */
+  onClose(err: Error | undefined): void;
+  /** Every state change, for trace logging. */
+  onStateChange?(from: ConnectionState, to: ConnectionState): void;
+}
+
+export interface TcpConnectionOptions {
+  role: ConnectionRole;
+  handler: ConnectionHandler;
+  /** Largest data length accepted per data PDU (MAXH2CDATA as a controller); 0 or unset = unlimited. */
+  maxDataLength?: number;
+  /** Largest in-capsule data accepted per CapsuleCmd; 0 or unset = unlimited. */
+  maxInCapsuleData?: number;
+  /** PduBatch slab size (default 256 KiB) and largest payload copied into the slab (default 0: payloads as views). */
+  batchSlab?: number;
+  batchCopyMax?: number;
+  /** After a TermReq or close() the peer gets this long to read what is queued before the socket is destroyed (default 1000 ms). */
+  lingerMs?: number;
+  /**
+   * Buffer libuv reads into, reused for every read (it may be shared by all connections of one event loop: reads run
+   * one at a time). Received views are then valid only during the handler call (the reader copies what an incomplete
+   * PDU still needs). Unset: ordinary 'data' events. An accepted socket must come from a server with pauseOnConnect.
+   */
+  rxBuffer?: Buffer;
+}
+
+/** Where TcpConnection.connect goes. */
+export interface TcpConnectOptions {
+  host: string;
+  port: number;
+  /** Source address (host_traddr). */
+  localAddress?: string;
+}
+
+const EMPTY = Buffer.alloc(0);
+const DEFAULT_LINGER_MS = 1000;
+
+export class TcpConnection {
+  readonly role: ConnectionRole;
+  #state: ConnectionState;
+  readonly #handler: ConnectionHandler;
+  readonly #reader: PduReader;
+  readonly #batch: PduBatch;
+  readonly #reuse: boolean;
+  readonly #lingerMs: number;
+  #socket!: net.Socket;
+  #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+  #inChunk = false;
+  #flushScheduled = false;
+  #readPaused = false;
+  #linger: NodeJS.Timeout | undefined;
+  #socketError: Error | undefined;
+  #bytesOut = 0;
+  /** One function per connection for the per-tick flush (no closure per batch). */
+  readonly #flushTick = (): void => this.flush();
+
+  /** A connection over an accepted socket (controller side, usually). */
+  static accept(socket: net.Socket, opts: TcpConnectionOptions): TcpConnection {
+    const c = new TcpConnection(opts, 'open');
+    c.#attach(opts.rxBuffer === undefined ? socket : adoptWithUserBuffer(socket, opts.rxBuffer, (n, buf) => c.#onRead(n, buf)));
+    return c;
+  }
+
+  /** A connection to `to` (host side, usually); state 'connecting' until TCP connects (handler.onConnect). */
+  static connect(to: TcpConnectOptions, opts: TcpConnectionOptions): TcpConnection {
+    const c = new TcpConnection(opts, 'connecting');
+    const rx = opts.rxBuffer;
+    const socket = net.connect({
+      host: to.host,
+      port: to.port,
+      noDelay: true,
+      ...(rx !== undefined ? { onread: { buffer: rx, callback: (n: number, buf: Uint8Array) => c.#onRead(n, buf as Buffer) } } : {}),
+      ...(to.localAddress !== undefined ? { localAddress: to.localAddress } : {}),
+    });
+    c.#attach(socket);
+    socket.on('connect', () => c.#onConnect());
+    return c;
+  }
+
+  private constructor(opts: TcpConnectionOptions, initial: ConnectionState) {
+    this.role = opts.role;
+    this.#state = initial;
+    this.#handler = opts.handler;
+    this.#reuse = opts.rxBuffer !== undefined;
+    this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
+    this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
+    const h = opts.handler;
+    this.#reader = new PduReader({
+      role: opts.role,
+      onPdu: (pdu) => this.#onPdu(pdu),
+      onFatal: (f) => this.fatal(f),
+      ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
+      ...(opts.maxDataLength !== undefined ? { maxDataLength: opts.maxDataLength } : {}),
+      ...(opts.maxInCapsuleData !== undefined ? { maxInCapsuleData: opts.maxInCapsuleData } : {}),
+      reusesChunks: this.#reuse,
+    });
+  }
+
+  #attach(socket: net.Socket): void {
+    this.#socket = socket;
+    socket.setNoDelay(true);
+    if (!this.#reuse) socket.on('data', (chunk: Buffer) => this.#onChunk(chunk));
+    socket.on('drain', () => this.#handler.onDrain?.());
+    socket.on('error', (err) => this.#onSocketError(err));
+    socket.on('close', () => this.#onSocketClose());
+  }
+
+  get state(): ConnectionState {
+    return this.#state;
+  }
+
+  /** Framing PDUs are sent with (digests and the peer's PDU data alignment). */
+  get framing(): PduFraming {
+    return this.#framing;
+  }
+
+  /** Received views point into a reused buffer (TcpConnectionOptions.rxBuffer): copy whatever outlives the handler call. */
+  get reusesChunks(): boolean {
+    return this.#reuse;
+  }
+
+  get remoteAddress(): string | undefined {
+    return this.#socket.remoteAddress;
+  }
+  get remotePort(): number | undefined {
+    return this.#socket.remotePort;
+  }
+  get localAddress(): string | undefined {
+    return this.#socket.localAddress;
+  }
+  get localPort(): number | undefined {
+    return this.#socket.localPort;
+  }
+
+  /** Bytes received over the connection's life. */
+  get bytesIn(): number {
+    return this.#reader.bytesIn;
+  }
+  /** Bytes handed to the socket over the connection's life. */
+  get bytesOut(): number {
+    return this.#bytesOut;
+  }
+  /** Bytes the socket still buffers (a getter through the stream prototypes: read it per batch, not per command). */
+  get writableLength(): number {
+    return this.#socket.writableLength;
+  }
+  /** Bytes queued in the current batch, not yet written. */
+  get batchBytes(): number {
+    return this.#batch.bytes;
+  }
+  /** Payload bytes the current batch copied into its slab (for an adaptive copy policy). */
+  get batchCopied(): number {
+    return this.#batch.copied;
+  }
+  get readingPaused(): boolean {
+    return this.#readPaused;
+  }
+
+  /**
+   * Apply the digests negotiated by ICReq/ICResp (TCP 1.0 §3.6.2.2/3): `txPda` is the alignment the peer asked for
+   * (CPDA for a host, HPDA for a controller), `rxPda` the one this side advertised. Call from onPdu of the IC PDU.
+   */
+  setFraming(hdgst: boolean, ddgst: boolean, txPda = 0, rxPda = 0): void {
+    this.#framing = { hdgst, ddgst, pda: txPda };
+    this.#reader.setFraming(hdgst, ddgst, rxPda);
+  }
+
+  setMaxDataLength(n: number): void {
+    this.#reader.setMaxDataLength(n);
+  }
+
+  /** Queue a PDU in this tick's batch. False when the connection no longer sends (terminating or closed). */
+  send(pdu: Pdu): boolean {
+    if (this.#state !== 'open' && this.#state !== 'connecting') return false;
+    this.#batch.add(pdu, this.#framing);
+    this.#queued();
+    return true;
+  }
+
+  /** send() for C2HData (PduBatch.addC2HData): `copy` copies the payload now (snapshot for its data digest). */
+  sendC2HData(pdu: C2HDataPdu, copy: boolean): boolean {
+    if (this.#state !== 'open') return false;
+    this.#batch.addC2HData(pdu, this.#framing, copy);
+    this.#queued();
+    return true;
+  }
+
+  /** send() for a CapsuleResp with the CQE fields written in place (PduBatch.addCapsuleRespCqe; `status` 15-bit). */
+  sendCapsuleResp(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
+    if (this.#state !== 'open') return false;
+    this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    this.#queued();
+    return true;
+  }
+
+  /** Inside a received chunk the batch goes out when the chunk is done; otherwise on the next tick. */
+  #queued(): void {
+    if (!this.#inChunk && !this.#flushScheduled) {
+      this.#flushScheduled = true;
+      process.nextTick(this.#flushTick);
+    }
+  }
+
+  /** Write the batch now: one chunk directly, several under cork/uncork (one writev; docs/performance.md). */
+  flush(): void {
+    this.#flushScheduled = false;
+    const batch = this.#batch;
+    if (batch.empty) return;
+    const bytes = batch.bytes;
+    const chunks = batch.take();
+    const s = this.#socket;
+    if (s.destroyed || s.writableEnded) {
+      batch.recycle(false);
+      return;
+    }
+    this.#bytesOut += bytes;
+    if (chunks.length === 1) s.write(chunks[0] as Buffer);
+    else {
+      s.cork();
+      for (const c of chunks) s.write(c);
+      s.uncork();
+    }
+    // A write libuv completed synchronously leaves nothing buffered: the slab may be reused from the start.
+    // Otherwise pooled buffers come back once the stream has flushed this batch (its callbacks run in order).
+    const unsent = s.writableLength;
+    const release = batch.recycle(unsent > 0);
+    if (release !== undefined) s.write(EMPTY, release);
+    this.#handler.onFlushed?.(bytes, unsent);
+  }
+
+  /** Stop reading the socket (backpressure); resumeReading undoes it. */
+  pauseReading(): void {
+    if (this.#readPaused) return;
+    this.#readPaused = true;
+    this.#socket.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.#readPaused) return;
+    this.#readPaused = false;
+    this.#socket.resume();
+  }
+
+  /**
+   * Fatal transport error (TCP 1.0 §3.6.2.4/5): send the role's TermReq (C2HTermReq from a controller, H2CTermReq
+   * from a host) after what is batched, end the socket, destroy it after the linger time, and tell the handler.
+   * Input after this point is ignored. False when the connection was already terminating or closed.
+   */
+  fatal(finding: ConnectionFatal): boolean {
+    if (this.#state !== 'open' && this.#state !== 'connecting') return false;
+    this.#batch.add(termReqFor(this.role, { fes: finding.fes, fei: finding.fei, header: finding.header ?? EMPTY }), this.#framing);
+    this.#setState('terminating');
+    this.flush();
+    this.#endWithLinger();
+    this.#handler.onFatal(finding);
+    return true;
+  }
+
+  /** Graceful close: what is batched goes out, then FIN; destroyed after the linger time if the peer does not close. */
+  close(): void {
+    if (this.#state !== 'open' && this.#state !== 'connecting') return;
+    this.flush();
+    this.#setState('terminating');
+    this.#endWithLinger();
+  }
+
+  /** Close now: what is batched is written, then the socket is destroyed. Also cuts a linger short. */
+  destroy(): void {
+    if (this.#state === 'closed') return;
+    this.flush();
+    if (this.#state !== 'terminating') this.#setState('terminating');
+    this.#socket.destroy();
+  }
+
+  #setState(next: ConnectionState): boolean {
+    const from = this.#state;
+    if (!CONNECTION_TRANSITIONS[from].includes(next)) return false;
+    this.#state = next;
+    this.#handler.onStateChange?.(from, next);
+    return true;
+  }
+
+  #endWithLinger(): void {
+    const s = this.#socket;
+    if (s.destroyed) return;
+    s.end();
+    // A peer that never reads (or never closes) must not hold the socket: the linger is bounded.
+    this.#linger = setTimeout(() => s.destroy(), this.#lingerMs);
+    this.#linger.unref();
+  }
+
+  /** onread callback: true keeps reading. */
+  #onRead(n: number, buf: Buffer): boolean {
+    this.#onChunk(buf.subarray(0, n));
+    return true;
+  }
+
+  /** The error boundary: nothing thrown while handling input leaves this function; it closes only this connection. */
+  #onChunk(chunk: Buffer): void {
+    if (this.#state !== 'open') return;
+    const h = this.#handler;
+    this.#inChunk = true;
+    try {
+      h.onChunkStart?.();
+      this.#reader.push(chunk);
+    } catch (err) {
+      this.#internalError(err);
+    } finally {
+      this.#inChunk = false;
+      try {
+        h.onChunkEnd?.();
+      } catch (err) {
+        this.#internalError(err);
+      }
+      this.flush();
+    }
+  }
+
+  #onPdu(pdu: Pdu): void {
+    // After a TermReq the rest of the chunk is not acted on (TCP 1.0 §3.6.2.4/5: the connection is being torn down).
+    if (this.#state === 'open') this.#handler.onPdu(pdu);
+  }
+
+  #onDataDigestError(pdu: Pdu): void {
+    if (this.#state === 'open') this.#handler.onDataDigestError?.(pdu);
+  }
+
+  #internalError(err: unknown): void {
+    if (this.#state === 'closed') return;
+    try {
+      this.#handler.onInternalError?.(err);
+    } catch {
+      // The connection is destroyed below either way; a failing report must not escape the socket callback.
+    }
+    this.destroy();
+  }
+
+  #onConnect(): void {
+    if (!this.#setState('open')) return;
+    this.#handler.onConnect?.();
+  }
+
+  #onSocketError(err: Error): void {
+    this.#socketError ??= err;
+    this.#handler.onSocketError?.(err);
+  }
+
+  #onSocketClose(): void {
+    if (this.#linger !== undefined) clearTimeout(this.#linger);
+    this.#linger = undefined;
+    if (!this.#setState('closed')) return;
+    this.#handler.onClose(this.#socketError);
+  }
+}
