@@ -84,7 +84,7 @@ const NO_DATA: Buffer[] = [];
  * received PDU reaches its handler without another closure.
  */
 export class TcpQueue implements QueueTransportOps, ConnectionHandler {
-  state: TcpQueueState = 'ic-wait';
+  #state: TcpQueueState = 'ic-wait';
   readonly core: CoreQueue;
   readonly peer: string;
   readonly #conn: TcpConnection;
@@ -163,10 +163,16 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     return this.#conn.localPort ?? 0;
   }
 
+  get state(): TcpQueueState {
+    return this.#state;
+  }
+
+  /** The one place the connection state changes: refuses (returns false) any edge not in TCP_QUEUE_TRANSITIONS. */
   setState(next: TcpQueueState): boolean {
-    if (!TCP_QUEUE_TRANSITIONS[this.state].includes(next)) return false;
-    if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from: this.state, to: next }, 'queue state');
-    this.state = next;
+    const from = this.#state;
+    if (!TCP_QUEUE_TRANSITIONS[from].includes(next)) return false;
+    if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from, to: next }, 'queue state');
+    this.#state = next;
     return true;
   }
 
