@@ -1,6 +1,7 @@
 // A namespace: NSID, LBA format, identifiers and the backend holding its blocks (nvmet_ns).
 import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
+import { parseUuid } from '../../protocol/index.js';
 import type { NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
 
@@ -32,7 +33,7 @@ export class Namespace {
     this.blockSize = config.blockSize ?? 512;
     this.lbaShift = this.blockSize === 4096 ? 12 : 9;
     this.nsze = Math.floor(backend.size / this.blockSize);
-    // §21 trap 13: identifiers must be unique across subsystems and stable across restarts → hash of (subnqn, nsid).
+    // NGUID/UUID must be globally unique and must not change across restarts (NVMe Base 2.0 §4.7.1) → hash of (subnqn, nsid).
     const h = createHash('sha256').update(`${subnqn}\0${config.nsid}`).digest();
     this.uuid = config.uuid !== undefined ? parseUuid(config.uuid) : uuidFromHash(h.subarray(0, 16));
     this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
@@ -53,13 +54,5 @@ function uuidFromHash(b: Buffer): Buffer {
   return u;
 }
 
-export function parseUuid(s: string): Buffer {
-  const hex = s.replace(/-/g, '');
-  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new Error(`invalid UUID "${s}"`);
-  return Buffer.from(hex, 'hex');
-}
-
-export function formatUuid(b: Buffer): string {
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
+/** UUID text form (protocol's), re-exported for the core's users. */
+export { formatUuid, parseUuid } from '../../protocol/index.js';

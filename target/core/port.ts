@@ -1,8 +1,8 @@
 // Core view of a port: id, data-plane limits, ANA states per group and discovery referrals (nvmet_port).
 import type { AnaStateName, PortConfig, ReferralConfig } from '../config/types.js';
 
-/** ANA state values in the ANA log and Identify (NVMe Base 2.0 §8.1.3, Figure 196). */
-export const ANA_STATE_CODE = { optimized: 0x01, 'non-optimized': 0x02, inaccessible: 0x03, 'persistent-loss': 0x04, change: 0x0f } as const satisfies Record<AnaStateName, number>;
+/** ANA state codes of the ANA log (NVMe Base 2.0 §8.1.3): protocol's table, re-exported for the core's users. */
+export { ANA_STATE_CODE } from '../../protocol/index.js';
 
 export const PORT_DEFAULTS = {
   inlineDataSize: 16384,
@@ -13,7 +13,10 @@ export const PORT_DEFAULTS = {
   maxInFlightBytes: 8 * 1024 * 1024,
 } as const;
 
-/** Fabrics and admin commands are accepted in-capsule up to 8 KiB on every queue (reference §5.3, trap 5). */
+/**
+ * Fabrics and admin commands are accepted in-capsule up to 8 KiB on every queue, whatever the port's I/O in-capsule
+ * size (nvmet NVMET_TCP_DEF_INLINE_DATA_SIZE for admin; the Linux host sends Connect data in-capsule, NVMe-TCP 1.0 §3.3.3).
+ */
 export const FABRICS_IN_CAPSULE_MAX = 8192;
 
 export class CorePort {

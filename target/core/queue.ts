@@ -1,21 +1,35 @@
 // Core side of one queue (one TCP connection): Connect binding, SQ head, command dispatch and completion (nvmet_sq).
 import { performance } from 'node:perf_hooks';
-import { DNR, FABRICS_OPCODE, Status } from '../../protocol/index.js';
+import { DNR, FABRICS_OPCODE, Psdt, SglType, SqeFlags, SqeOffset, SglOffset, Status } from '../../protocol/index.js';
 import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
 import type { QueueAuth } from './auth.js';
-import type { Controller, LatencyHistogram, QueueCounters, QueueInfoView, QueueModel, QueueState, QueueTransportOps, Request, TargetCore } from './model.js';
+import type { Controller } from './controller.js';
+import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
+import type { QueueModel, QueueTransportOps } from './queue-model.js';
+import type { Request } from './request.js';
+import type { LatencyHistogram } from './stats.js';
+import type { QueueCounters, QueueInfoView, QueueState, Transitions } from './types.js';
 
 /** performance.timeOrigin is a getter into the binding: read once (it never changes in a process). */
 const TIME_ORIGIN = performance.timeOrigin;
-const SGL_IN_CAPSULE = 0x01;
-const SGL_TRANSPORT = 0x5a;
+/** Error locations of the SGL1 fields (NVMe Base 2.0 §4.3.2: SGL1 sits at DPTR). */
+const SGL1_ADDR = SqeOffset.dptr + SglOffset.address;
+const SGL1_LEN = SqeOffset.dptr + SglOffset.length;
+const SGL1_TYPE = SqeOffset.dptr + SglOffset.type;
+
+/** Queue transitions: a Connect binds the queue (live) or the connection goes first; a live queue ends closed. */
+export const QUEUE_TRANSITIONS: Transitions<QueueState> = {
+  connecting: ['live', 'closed'],
+  live: ['closed'],
+  closed: [],
+};
 
 export class CoreQueue implements QueueModel {
-  state: QueueState = 'connecting';
+  #state: QueueState = 'connecting';
   ctrl: Controller | undefined;
   qid = -1;
   /** 0's based SQ size from Connect. */
@@ -27,7 +41,7 @@ export class CoreQueue implements QueueModel {
   readonly counters: QueueCounters = { commands: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
   /**
    * Clock of the received chunk being handled (beginChunk/endChunk; -1 outside one). Two clock reads per chunk instead
-   * of two per command (performance.md): a command's latency starts when its chunk began to be handled, and a
+   * of two per command (docs/performance.md): a command's latency starts when its chunk began to be handled, and a
    * completion inside a chunk is timed at the chunk's end, just before its replies are written. Resolution is thus
    * one chunk's handling time (a few µs at QD32, below the first 10 µs bucket); completions from outside a chunk
    * (async backends, injected latency) read the clock themselves.
@@ -43,10 +57,23 @@ export class CoreQueue implements QueueModel {
     readonly ops: QueueTransportOps,
   ) {}
 
+  get state(): QueueState {
+    return this.#state;
+  }
+
+  /**
+   * The one place the queue state changes: refuses (returns false) any edge not in QUEUE_TRANSITIONS. Going live
+   * tells the transport (QueueTransportOps.queueLive), which owns its own connection state.
+   */
   setState(next: QueueState): boolean {
-    const ok = (this.state === 'connecting' && next !== 'connecting') || (this.state === 'live' && next === 'closed');
-    if (!ok) return false;
-    this.state = next;
+    const from = this.#state;
+    if (!QUEUE_TRANSITIONS[from].includes(next)) {
+      this.target.logger.debug({ qid: this.qid, peer: this.ops.peer, from, to: next }, 'queue state change refused');
+      return false;
+    }
+    this.#state = next;
+    if (this.target.logger.isLevelEnabled('trace')) this.target.logger.trace({ qid: this.qid, peer: this.ops.peer, from, to: next }, 'queue state');
+    if (next === 'live') this.ops.queueLive?.();
     return true;
   }
 
@@ -136,7 +163,7 @@ export class CoreQueue implements QueueModel {
         this.#pendN++;
       }
     }
-    if (this.state === 'closed') return;
+    if (this.#state === 'closed') return;
     // Completions also arrive from backend callbacks, outside the socket handler's try/catch: never let one escape.
     try {
       this.ops.queueResponse(req);
@@ -164,72 +191,72 @@ export class CoreQueue implements QueueModel {
   }
 
   #parse(req: Request): number {
-    // Common checks (nvmet_req_init): fused operations unsupported, PSDT must select SGLs (reference §5.1).
-    if ((req.flags & 0x03) !== 0) {
-      req.errorLoc = 1;
+    // Common checks (nvmet_req_init): fused operations unsupported, PSDT must select SGLs (NVMe-oF 1.1 §2.1).
+    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) {
+      req.errorLoc = SqeOffset.flags;
       return Status.INVALID_FIELD | DNR;
     }
-    if ((req.flags & 0xc0) !== 0x40) {
-      req.errorLoc = 1;
+    if ((req.flags & SqeFlags.PSDT_MASK) !== Psdt.SGL) {
+      req.errorLoc = SqeOffset.flags;
       return Status.INVALID_FIELD | DNR;
     }
     if (req.opcode === FABRICS_OPCODE) return parseFabricsCmd(this, req);
     const ctrl = this.ctrl;
-    if (this.state !== 'live' || ctrl === undefined) {
-      req.errorLoc = 0;
+    if (this.#state !== 'live' || ctrl === undefined) {
+      req.errorLoc = SqeOffset.opcode;
       return Status.CMD_SEQ_ERROR | DNR;
     }
     // nvmet_check_auth_status: before authentication only Connect and Authentication Send/Receive run (NVMe Base 2.0 §8.13.1).
     if (this.auth !== undefined && !this.auth.authenticated) {
-      req.errorLoc = 0;
+      req.errorLoc = SqeOffset.opcode;
       return Status.AUTH_REQUIRED | DNR;
     }
     if (this.qid === 0) {
       if (!ctrl.ready) {
-        req.errorLoc = 0;
+        req.errorLoc = SqeOffset.opcode;
         return Status.CMD_SEQ_ERROR | DNR;
       }
       return ctrl.discovery ? parseDiscoveryCmd(ctrl, req) : parseAdminCmd(ctrl, req);
     }
     if (!ctrl.ready) {
-      req.errorLoc = 0;
+      req.errorLoc = SqeOffset.opcode;
       return Status.CMD_SEQ_ERROR | DNR;
     }
     return parseIoCmd(ctrl, this, req);
   }
 
-  /** SGL checks of nvmet_tcp_map_data and nvmet_check_transfer_len (reference §5.2), before any data moves. */
+  /** SGL checks of nvmet_tcp_map_data and nvmet_check_transfer_len (NVMe-TCP 1.0 §3.3.3), before any data moves. */
   #mapSgl(req: Request): number {
     const t = req.sglType;
-    if (t === SGL_IN_CAPSULE) {
+    if (t === SglType.DATA_BLOCK_OFFSET) {
       if (req.dir !== 'h2c') {
-        req.errorLoc = 24;
+        req.errorLoc = SGL1_ADDR;
         return Status.INVALID_FIELD | DNR;
       }
       if (!req.sglAddrIsZero()) {
-        req.errorLoc = 24;
+        req.errorLoc = SGL1_ADDR;
         return Status.SGL_INVALID_OFFSET | DNR;
       }
       const limit = this.qid > 0 && req.opcode !== FABRICS_OPCODE ? this.port.inlineDataSize : FABRICS_IN_CAPSULE_MAX;
       if (req.sglLen > limit) {
-        req.errorLoc = 32;
+        req.errorLoc = SGL1_LEN;
         return Status.SGL_INVALID_OFFSET | DNR;
       }
       if (req.inCapsuleLen !== req.sglLen) {
-        req.errorLoc = 32;
+        req.errorLoc = SGL1_LEN;
         return Status.SGL_INVALID_DATA | DNR;
       }
-    } else if (t === SGL_TRANSPORT) {
+    } else if (t === SglType.TRANSPORT_DATA_BLOCK) {
       if (req.inCapsule !== undefined) {
-        req.errorLoc = 39;
+        req.errorLoc = SGL1_TYPE;
         return Status.SGL_INVALID_DATA | DNR;
       }
     } else {
-      req.errorLoc = 39;
+      req.errorLoc = SGL1_TYPE;
       return Status.SGL_INVALID_TYPE | DNR;
     }
     if (req.sglLen !== req.dataLen) {
-      req.errorLoc = 32;
+      req.errorLoc = SGL1_LEN;
       return Status.SGL_INVALID_DATA | DNR;
     }
     return 0;
@@ -237,22 +264,21 @@ export class CoreQueue implements QueueModel {
 
   /** Counters view for listControllers(). */
   info(): QueueInfoView {
-    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
+    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.#state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
     if (this.auth !== undefined) v.auth = this.auth.view();
     return v;
   }
 
   /** Transport reports the connection is gone. */
   onTransportClosed(): void {
-    if (this.state === 'closed') return;
-    const wasLive = this.state === 'live';
-    this.state = 'closed';
+    const wasLive = this.#state === 'live';
+    if (!this.setState('closed')) return;
     this.auth?.dispose();
     const ctrl = this.ctrl;
     if (ctrl === undefined || !wasLive) return;
     ctrl.queues.delete(this.qid);
     this.target.logger.info({ cntlid: ctrl.cntlid, subnqn: ctrl.subsys.nqn, hostnqn: ctrl.hostnqn, qid: this.qid, peer: this.ops.peer }, 'queue disconnected');
-    // Reference trap 25: the host closes the admin socket last; its loss ends the controller.
+    // The host closes the admin queue last (nvme_tcp teardown order); its loss ends the controller, as in nvmet.
     if (this.qid === 0) ctrl.teardown('admin queue closed');
   }
 

@@ -2,13 +2,18 @@
 import { Buffer } from 'node:buffer';
 import {
   ABORT_NOT_ABORTED,
+  ANA_STATE_CODE,
   AdminOpcode,
   CmdEffects,
+  Cns,
+  Csi,
   DNR,
   FeatureId,
+  IDENTIFY_DATA_SIZE,
   LogPageId,
   NidType,
   NvmOpcode,
+  SqeOffset,
   Status,
   encodeActiveNsList,
   encodeAnaLog,
@@ -24,11 +29,11 @@ import {
   selectActiveNsids,
   sliceLogPage,
 } from '../../../protocol/index.js';
-import { ANA_STATE_CODE } from '../port.js';
-import { type Controller, MAX_AERS, NVME_VS, type QueueModel, type Request } from '../model.js';
+import { type Controller, MAX_AERS, NVME_VS } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
 
-const IDENTIFY_SIZE = 4096;
 const NSID_ALL = 0xffff_ffff;
 /** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
 export const MAX_ANA_GROUPS = 128;
@@ -80,28 +85,28 @@ function replyData(req: Request, buf: Buffer): void {
 // Identify (NVMe Base 2.0 §5.17)
 
 export function parseIdentify(ctrl: Controller, req: Request): number {
-  const cns = req.sqe.readUInt32LE(40) & 0xff;
+  const cns = req.sqe.readUInt32LE(SqeOffset.cdw10) & 0xff;
   req.dir = 'c2h';
-  req.dataLen = IDENTIFY_SIZE;
+  req.dataLen = IDENTIFY_DATA_SIZE;
   switch (cns) {
-    case 0x00:
+    case Cns.NS:
       if (req.nsid === NSID_ALL) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.namespaces.get(r.nsid)));
       return 0;
-    case 0x01:
+    case Cns.CTRL:
       req.execute = (r) => replyData(r, identifyController(ctrl));
       return 0;
-    case 0x02:
+    case Cns.NS_ACTIVE_LIST:
       if (req.nsid >= 0xffff_fffe) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.nsids, r.nsid)));
       return 0;
-    case 0x03: {
+    case Cns.NS_DESC_LIST: {
       const ns = ctrl.subsys.namespaces.get(req.nsid);
       if (ns === undefined) {
         req.errorLoc = 4;
@@ -118,23 +123,23 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
         );
       return 0;
     }
-    case 0x06: {
+    case Cns.CS_CTRL: {
       // I/O command set specific controller data, CSI 0 (NVM): no extra limits to report.
-      const csi = req.sqe.readUInt32LE(44) >>> 24;
-      if (csi !== 0) {
-        req.errorLoc = 44;
+      const csi = req.sqe.readUInt32LE(SqeOffset.cdw11) >>> 24;
+      if (csi !== Csi.NVM) {
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       req.execute = (r) => replyData(r, encodeIdentifyNvmController({}));
       return 0;
     }
     default:
-      req.errorLoc = 40;
+      req.errorLoc = SqeOffset.cdw10;
       return Status.INVALID_FIELD | DNR;
   }
 }
 
-/** Identify Controller with the values nvmet reports (reference §18.9). */
+/** Identify Controller with the values nvmet reports (NVMe Base 2.0 §5.17.2.1; nvmet_execute_identify_ctrl). */
 export function identifyController(ctrl: Controller): Buffer {
   const s = ctrl.subsys;
   const port = ctrl.port;
@@ -204,9 +209,9 @@ export function identifyController(ctrl: Controller): Buffer {
   });
 }
 
-/** Identify Namespace; an inactive NSID returns zeros with success (reference §9, trap 12). */
+/** Identify Namespace; an inactive NSID returns zeros with success (NVMe Base 2.0 §5.17.2.1, CNS 00h). */
 export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer {
-  if (ns === undefined) return Buffer.alloc(IDENTIFY_SIZE);
+  if (ns === undefined) return Buffer.alloc(IDENTIFY_DATA_SIZE);
   const size = BigInt(ns.nsze);
   const st = ctrl.port.anaState(ns.anaGroup);
   const reachable = !ctrl.subsys.ana || (st !== 'inaccessible' && st !== 'persistent-loss');

@@ -1,7 +1,9 @@
 // Discovery controller commands (NVMe-oF 1.1 §5; nvmet discovery.c) and the per-host, per-port discovery log (LID 0x70).
 import { Buffer } from 'node:buffer';
-import { AdminOpcode, Adrfam, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, Status, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
-import type { Controller, QueueModel, Request } from '../model.js';
+import { AdminOpcode, Adrfam, CNTLID_DYNAMIC, Cns, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, SqeOffset, Status, TcpSectype, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
+import type { Controller } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, parseKeepAlive, parseSetFeatures } from './admin.js';
 
 /** ASQSZ in discovery entries: the admin queue depth the Linux host uses (NVME_AQ_DEPTH). */
@@ -12,9 +14,9 @@ export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   switch (req.opcode) {
     case AdminOpcode.IDENTIFY: {
-      const cns = req.sqe.readUInt32LE(40) & 0xff;
-      if (cns !== 0x01) {
-        req.errorLoc = 40;
+      const cns = req.sqe.readUInt32LE(SqeOffset.cdw10) & 0xff;
+      if (cns !== Cns.CTRL) {
+        req.errorLoc = SqeOffset.cdw10;
         return Status.INVALID_FIELD | DNR;
       }
       return parseIdentify(ctrl, req);
@@ -81,7 +83,7 @@ export function buildDiscoveryLog(ctrl: Controller, localAddress: string, localP
   const traddr = pc.advertiseAddr ?? (isWildcard(pc.addr) ? plainAddr(localAddress) : pc.addr);
   const trsvcid = String(pc.advertisePort ?? localPort);
   const treq = port.sqFlowDisable ? Treq.DISABLE_SQFLOW : 0;
-  const base = { trtype: Trtype.TCP, adrfam: adrfamOf(traddr), treq, portid: port.id, cntlid: 0xffff, asqsz: ASQSZ, eflags: 0, trsvcid, traddr, tsas: { sectype: 0 } };
+  const base = { trtype: Trtype.TCP, adrfam: adrfamOf(traddr), treq, portid: port.id, cntlid: CNTLID_DYNAMIC, asqsz: ASQSZ, eflags: 0, trsvcid, traddr, tsas: { sectype: TcpSectype.NONE } };
   const entries: DiscLogEntry[] = [{ ...base, subtype: DiscSubtype.CURRENT, subnqn: target.discoveryNqn }];
   for (const s of target.subsystems.values()) {
     if (!s.exportedOn(port.id) || !s.hostAllowed(ctrl.hostnqn)) continue;

@@ -1,24 +1,43 @@
 // Fabrics commands (NVMe-oF 1.1 §3.3-3.5): Connect, Property Get/Set; nvmet fabrics-cmd.c is the model.
 import { Buffer } from 'node:buffer';
-import { CapCss, DNR, FabricsType, Status, connectInvalidParamDw0, connectResultDw0, decodeConnectData, encodeCap, validateNqn } from '../../../protocol/index.js';
+import {
+  CNTLID_DYNAMIC,
+  CONNECT_DATA_SIZE,
+  CONNECT_RECFMT,
+  CapCss,
+  ConnectCattr,
+  ConnectCmdOffset,
+  ConnectDataOffset,
+  DNR,
+  FabricsSqeOffset,
+  FabricsType,
+  NQN_FIELD_SIZE,
+  NQN_MAX_LENGTH,
+  PropertyAttrib,
+  PropertyCmdOffset,
+  PropertyOffset,
+  SqeOffset,
+  Status,
+  connectInvalidParamDw0,
+  connectResultDw0,
+  decodeConnectData,
+  encodeCap,
+  validateNqn,
+} from '../../../protocol/index.js';
 import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
-import { Controller, Csts, NVME_VS, type QueueModel, type Request } from '../model.js';
+import { Controller, Csts, NVME_VS } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 
-const CONNECT_DATA_SIZE = 1024;
-/** NVMe Base 2.0 §4.5: NQNs are at most 223 bytes. */
-const NQN_MAX = 223;
 /** CAP.TO: 15 × 500 ms = 7.5 s, like nvmet. */
 const CAP_TO = 15;
 
-/** Property offsets (NVMe-oF 1.1 Figure 36). */
-const Prop = { CAP: 0x00, VS: 0x08, CC: 0x14, CSTS: 0x1c } as const;
-
 export function parseFabricsCmd(q: QueueModel, req: Request): number {
-  const fctype = req.sqe[4] as number;
+  const fctype = req.sqe[FabricsSqeOffset.fctype] as number;
   if (fctype === FabricsType.CONNECT) {
     if (q.state !== 'connecting') {
-      req.errorLoc = 4;
+      req.errorLoc = FabricsSqeOffset.fctype;
       return Status.CMD_SEQ_ERROR | DNR;
     }
     req.dir = 'h2c';
@@ -26,9 +45,9 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
     req.execute = executeConnect;
     return 0;
   }
-  // Reference §7: any other Fabrics command before Connect is a sequence error.
+  // NVMe-oF 1.1 §3.3: a queue accepts no other command until Connect binds it; nvmet answers a sequence error.
   if (q.state !== 'live' || q.ctrl === undefined) {
-    req.errorLoc = 4;
+    req.errorLoc = FabricsSqeOffset.fctype;
     return Status.CMD_SEQ_ERROR | DNR;
   }
   // Authentication Send/Receive run on every queue, before and after authentication (nvmet_parse_fabrics_{admin,io}_cmd).
@@ -40,7 +59,7 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
   }
   // Property Get/Set are admin-queue only (NVMe-oF 1.1 §3.4); Disconnect is unsupported like nvmet.
   if (q.qid !== 0) {
-    req.errorLoc = 4;
+    req.errorLoc = FabricsSqeOffset.fctype;
     return Status.INVALID_OPCODE | DNR;
   }
   switch (fctype) {
@@ -51,7 +70,7 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
       req.execute = executePropertySet;
       return 0;
     default:
-      req.errorLoc = 4;
+      req.errorLoc = FabricsSqeOffset.fctype;
       return Status.INVALID_OPCODE | DNR;
   }
 }
@@ -69,7 +88,7 @@ function parseAuthCmd(q: QueueModel, req: Request, fctype: number): number {
   }
   // No key for this host: the controller offers no authentication (ATR was not set), as a target without it would.
   if (q.auth === undefined) {
-    req.errorLoc = 4;
+    req.errorLoc = FabricsSqeOffset.fctype;
     return Status.INVALID_OPCODE | DNR;
   }
   req.dataLen = f.length;
@@ -100,7 +119,7 @@ function executeAuthReceive(req: Request): void {
   const auth = q.auth as QueueAuth;
   const r = auth.receive(req.dataLen);
   if (r.kind === 'status') {
-    req.errorLoc = 44;
+    req.errorLoc = SqeOffset.cdw11;
     q.complete(req, r.status);
   } else {
     req.out = [r.payload];
@@ -127,9 +146,9 @@ function invalidParam(req: Request, inData: boolean, offset: number): number {
   return Status.CONNECT_INVALID_PARAM | DNR;
 }
 
-/** Empty, over-long or malformed NQNs are refused (NVMe Base 2.0 §4.5; reference trap 22). */
+/** Empty, over-long or malformed NQNs are refused (NVMe Base 2.0 §4.5). */
 export function nqnProblem(nqn: string, field: Buffer): string | undefined {
-  if (field.indexOf(0) < 0 || Buffer.byteLength(nqn) > NQN_MAX) return 'NQN longer than 223 bytes';
+  if (field.indexOf(0) < 0 || Buffer.byteLength(nqn) > NQN_MAX_LENGTH) return 'NQN longer than 223 bytes';
   const v = validateNqn(nqn);
   return v.ok ? undefined : v.reason;
 }
@@ -139,11 +158,11 @@ function executeConnect(req: Request): void {
   const target = q.target;
   const sqe = req.sqe;
   const data = Buffer.concat(req.data ?? [], CONNECT_DATA_SIZE);
-  const recfmt = sqe.readUInt16LE(40);
-  const qid = sqe.readUInt16LE(42);
-  const sqsize = sqe.readUInt16LE(44);
-  const cattr = sqe[46] as number;
-  const kato = sqe.readUInt32LE(48);
+  const recfmt = sqe.readUInt16LE(ConnectCmdOffset.recfmt);
+  const qid = sqe.readUInt16LE(ConnectCmdOffset.qid);
+  const sqsize = sqe.readUInt16LE(ConnectCmdOffset.sqsize);
+  const cattr = sqe[ConnectCmdOffset.cattr] as number;
+  const kato = sqe.readUInt32LE(ConnectCmdOffset.kato);
   const cd = decodeConnectData(data);
   const log = target.logger.child({ hostnqn: cd.hostnqn, subnqn: cd.subnqn, qid, peer: q.ops.peer });
 
@@ -153,23 +172,23 @@ function executeConnect(req: Request): void {
     q.complete(req, status);
   };
 
-  if (recfmt !== 0) return fail(Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, `record format ${recfmt}`);
-  const subProblem = nqnProblem(cd.subnqn, data.subarray(256, 512));
-  if (subProblem !== undefined) return fail(invalidParam(req, true, 256), `subsystem NQN: ${subProblem}`);
-  const hostProblem = nqnProblem(cd.hostnqn, data.subarray(512, 768));
-  if (hostProblem !== undefined) return fail(invalidParam(req, true, 512), `host NQN: ${hostProblem}`);
+  if (recfmt !== CONNECT_RECFMT) return fail(Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, `record format ${recfmt}`);
+  const subProblem = nqnProblem(cd.subnqn, data.subarray(ConnectDataOffset.subnqn, ConnectDataOffset.subnqn + NQN_FIELD_SIZE));
+  if (subProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), `subsystem NQN: ${subProblem}`);
+  const hostProblem = nqnProblem(cd.hostnqn, data.subarray(ConnectDataOffset.hostnqn, ConnectDataOffset.hostnqn + NQN_FIELD_SIZE));
+  if (hostProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.hostnqn), `host NQN: ${hostProblem}`);
   const subsys = target.findSubsystem(cd.subnqn, q.port.id);
-  if (subsys === undefined) return fail(invalidParam(req, true, 256), 'unknown subsystem');
+  if (subsys === undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), 'unknown subsystem');
   if (!subsys.hostAllowed(cd.hostnqn)) {
-    req.dw0 = connectInvalidParamDw0({ inData: true, offset: 512 });
+    req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
     return fail(Status.CONNECT_INVALID_HOST | DNR, 'host not allowed');
   }
   const mqes = subsys.maxQueueSize - 1;
-  if (sqsize === 0 || sqsize > mqes) return fail(invalidParam(req, false, 44), `sqsize ${sqsize} (MQES ${mqes})`);
+  if (sqsize === 0 || sqsize > mqes) return fail(invalidParam(req, false, ConnectCmdOffset.sqsize), `sqsize ${sqsize} (MQES ${mqes})`);
 
   let ctrl: Controller;
   if (qid === 0) {
-    if (cd.cntlid !== 0xffff) return fail(invalidParam(req, true, 16), `admin connect with cntlid ${cd.cntlid}`);
+    if (cd.cntlid !== CNTLID_DYNAMIC) return fail(invalidParam(req, true, ConnectDataOffset.cntlid), `admin connect with cntlid ${cd.cntlid}`);
     // nvmet answers an exhausted cntlid range with Controller Busy; a configured cap is the same condition, sooner.
     if (subsys.controllers.size >= subsys.maxControllers) return fail(Status.CONNECT_CTRL_BUSY | DNR, `controller limit ${subsys.maxControllers} reached`);
     const cntlid = subsys.allocCntlid();
@@ -182,17 +201,17 @@ function executeConnect(req: Request): void {
     log.info({ cntlid, kato: ctrl.katoMs, discovery: ctrl.discovery }, 'controller created');
   } else {
     const found = subsys.controllers.get(cd.cntlid);
-    if (found === undefined || found.hostnqn !== cd.hostnqn || found.state === 'dead') return fail(invalidParam(req, true, 16), `no controller ${cd.cntlid} for this host`);
-    if (found.discovery) return fail(invalidParam(req, false, 42), 'I/O queue on a discovery controller');
-    if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return fail(invalidParam(req, false, 42), `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues`);
+    if (!(found instanceof Controller) || found.hostnqn !== cd.hostnqn || found.state === 'dead') return fail(invalidParam(req, true, ConnectDataOffset.cntlid), `no controller ${cd.cntlid} for this host`);
+    if (found.discovery) return fail(invalidParam(req, false, ConnectCmdOffset.qid), 'I/O queue on a discovery controller');
+    if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return fail(invalidParam(req, false, ConnectCmdOffset.qid), `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues`);
     if (found.queues.has(qid)) return fail(Status.CMD_SEQ_ERROR | DNR, `duplicate qid ${qid}`);
     ctrl = found;
   }
   q.ctrl = ctrl;
   q.qid = qid;
   q.sqsize = sqsize;
-  // CATTR bit2: SQ flow control disabled → SQHD 0xFFFF and C2H SUCCESS allowed (NVMe-oF 1.1 §3.3, reference §6.3).
-  q.sqflowDisabled = (cattr & 0x04) !== 0;
+  // CATTR bit2: SQ flow control disabled → SQHD 0xFFFF and C2H SUCCESS allowed (NVMe-oF 1.1 §3.3; NVMe-TCP 1.0 §3.3.4).
+  q.sqflowDisabled = (cattr & ConnectCattr.DISABLE_SQFLOW) !== 0;
   q.sqhd = 0;
   ctrl.queues.set(qid, q);
   q.setState('live');
@@ -211,31 +230,32 @@ function executeConnect(req: Request): void {
 
 function capValue(q: QueueModel): bigint {
   const ctrl = q.ctrl as Controller;
-  // CSS: NVM only (bit37), never "I/O command sets" (bit43, reference trap 10); MPSMIN/MPSMAX 0 (4 KiB).
+  // CSS: NVM only (bit37), never "I/O command sets" (bit43: the Linux host would then use the CSI Identify paths,
+  // NVMe Base 2.0 §3.1.3.1); MPSMIN/MPSMAX 0 (4 KiB).
   return encodeCap({ mqes: ctrl.subsys.maxQueueSize - 1, to: CAP_TO, css: CapCss.NVM });
 }
 
 function executePropertyGet(req: Request): void {
   const q = req.queueRef as QueueModel;
   const ctrl = q.ctrl as Controller;
-  const size8 = ((req.sqe[40] as number) & 0x7) === 1;
-  const off = req.sqe.readUInt32LE(44);
+  const size8 = ((req.sqe[PropertyCmdOffset.attrib] as number) & PropertyAttrib.SIZE_MASK) === PropertyAttrib.SIZE_8;
+  const off = req.sqe.readUInt32LE(PropertyCmdOffset.offset);
   let val: bigint;
   switch (off) {
-    case Prop.CAP:
+    case PropertyOffset.CAP:
       val = capValue(q);
       break;
-    case Prop.VS:
+    case PropertyOffset.VS:
       val = BigInt(NVME_VS);
       break;
-    case Prop.CC:
+    case PropertyOffset.CC:
       val = BigInt(ctrl.cc);
       break;
-    case Prop.CSTS:
+    case PropertyOffset.CSTS:
       val = BigInt(ctrl.csts);
       break;
     default:
-      req.errorLoc = 44;
+      req.errorLoc = PropertyCmdOffset.offset;
       return q.complete(req, Status.INVALID_FIELD | DNR);
   }
   req.dw0 = Number(val & 0xffff_ffffn);
@@ -246,13 +266,13 @@ function executePropertyGet(req: Request): void {
 function executePropertySet(req: Request): void {
   const q = req.queueRef as QueueModel;
   const ctrl = q.ctrl as Controller;
-  const off = req.sqe.readUInt32LE(44);
-  if (off !== Prop.CC) {
-    req.errorLoc = 44;
+  const off = req.sqe.readUInt32LE(PropertyCmdOffset.offset);
+  if (off !== PropertyOffset.CC) {
+    req.errorLoc = PropertyCmdOffset.offset;
     return q.complete(req, Status.INVALID_FIELD | DNR);
   }
   const before = ctrl.csts;
-  ctrl.writeCc(req.sqe.readUInt32LE(48));
+  ctrl.writeCc(req.sqe.readUInt32LE(PropertyCmdOffset.value));
   if ((ctrl.csts & Csts.CFS) !== 0 && (before & Csts.CFS) === 0) {
     q.target.logger.warn({ cntlid: ctrl.cntlid, cc: `0x${ctrl.cc.toString(16)}` }, 'CC rejected: controller fatal status');
   }

@@ -2,14 +2,13 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, NvmOpcode, Status, rd16, rd32 } from '../../../protocol/index.js';
-import type { Controller, QueueModel, Request } from '../model.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, SqeOffset, Status, rd16, rd32 } from '../../../protocol/index.js';
+import type { Controller } from '../controller.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
 
 const NSID_ALL = 0xffff_ffff;
-const CDW12_FUA = 1 << 30;
-const CDW12_DEAC = 1 << 25;
-const DSM_AD = 1 << 2;
 
 /** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
 function sqeSlba(sqe: Buffer): number {
@@ -118,7 +117,7 @@ function finish(req: Request, status: number): void {
  * read/write (nor bytes or SMART units).
  */
 function faulted(req: Request): boolean {
-  const subsys = req.queueRef?.ctrl?.subsys;
+  const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
   if (subsys === undefined || subsys.failRemaining <= 0) return false;
   subsys.failRemaining--;
   req.out = undefined;
@@ -150,7 +149,7 @@ function executeRead(req: Request): void {
   const off = sqeSlba(req.sqe) * ns.blockSize;
   const len = req.dataLen;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
-  const wantCrc = req.queueRef?.ops.dataDigest === true;
+  const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
   ns.backend.read(
     off,
     len,
@@ -162,7 +161,7 @@ function executeRead(req: Request): void {
       if (faulted(req)) return;
       ns.counters.reads++;
       ns.counters.bytesRead += len;
-      const ctrl = req.queueRef?.ctrl;
+      const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
       if (ctrl !== undefined) {
         ctrl.smart.readCmds++;
         ctrl.smart.bytesRead += len;
@@ -178,7 +177,7 @@ function executeRead(req: Request): void {
 function executeWrite(req: Request): void {
   const ns = req.ns as Namespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
-  const fua = (rd32(req.sqe, 48) & CDW12_FUA) !== 0;
+  const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) {
@@ -188,7 +187,7 @@ function executeWrite(req: Request): void {
     if (faulted(req)) return;
     ns.counters.writes++;
     ns.counters.bytesWritten += len;
-    const ctrl = req.queueRef?.ctrl;
+    const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
     if (ctrl !== undefined) {
       ctrl.smart.writeCmds++;
       ctrl.smart.bytesWritten += len;
@@ -222,7 +221,7 @@ function executeFlush(req: Request): void {
 }
 
 function executeFlushAll(req: Request): void {
-  const subsys = req.queueRef?.ctrl?.subsys;
+  const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
   const list = subsys === undefined ? [] : [...subsys.namespaces.values()];
   let left = list.length;
   let status = 0;
@@ -242,8 +241,8 @@ function executeWriteZeroes(req: Request): void {
   const slba = sqeSlba(sqe);
   const cdw12 = sqe.readUInt32LE(48);
   const nlb = (cdw12 & 0xffff) + 1;
-  const fua = (cdw12 & CDW12_FUA) !== 0;
-  ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & CDW12_DEAC) !== 0, (err) => {
+  const fua = (cdw12 & RwCdw12.FUA) !== 0;
+  ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
     if (err) return finish(req, Status.WRITE_FAULT);
     if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
     finish(req, 0);
@@ -252,7 +251,7 @@ function executeWriteZeroes(req: Request): void {
 
 function executeDsm(req: Request): void {
   const ns = req.ns as Namespace;
-  if ((req.sqe.readUInt32LE(44) & DSM_AD) === 0) return finish(req, 0);
+  if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
   const data = Buffer.concat(req.data ?? [], req.dataLen).subarray(0, nrBytes);
   const ranges: Array<{ off: number; len: number }> = [];

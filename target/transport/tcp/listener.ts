@@ -25,7 +25,8 @@ export class TcpListener {
     readonly port: CorePort,
     readonly opts: TcpQueueOptions,
   ) {
-    // Paused on accept: TcpQueue moves the handle to a Socket that reads into the shared #rx (user-buffer-socket.ts).
+    // Paused on accept: the connection core moves the handle to a Socket that reads into the shared #rx
+    // (connection/user-buffer-socket.ts).
     this.#server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.#accept(socket));
     this.#server.on('error', (err) => target.logger.error({ err, port: port.id }, 'listener error'));
     // Connection cap per port: Node closes the accepted handle before any JS socket exists (cheap under a flood)

@@ -1,29 +1,34 @@
-// One NVMe/TCP connection = one queue (TCP 1.0 §3.3): IC exchange, capsules, R2T/H2CData, C2HData, TermReq, batched writes.
+// One NVMe/TCP connection = one queue (TCP 1.0 §3.3), controller role: IC exchange, capsules, R2T/H2CData, C2HData,
+// in-flight limits. The connection core (connection/) owns the socket, the reader's error boundary, the batched
+// writes and fatal error → C2HTermReq → end → destroy.
 import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
+  DataPduOffset,
   Fes,
-  PduBatch,
-  PduReader,
   PduType,
   Status,
+  checkH2CData,
   encodePdu,
   fesName,
-  termReqFor,
+  packDigests,
+  unpackDigests,
   type C2HDataPdu,
   type H2CDataPdu,
   type Pdu,
-  type PduFraming,
-  type ReaderFatal,
 } from '../../../protocol/index.js';
-import { adoptWithUserBuffer } from './user-buffer-socket.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, Request, type CorePort, type QueueTransportOps, type TargetCore } from '../../core/index.js';
+import { TcpConnection, type ConnectionFatal, type ConnectionHandler } from '../../../connection/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type CorePort, type QueueTransportOps, type Request, type TargetCore } from '../../core/index.js';
+import { TcpCommand } from './command.js';
 
-/** Connection states: waiting for ICReq, waiting for Connect, connected, TermReq sent / closing, gone. */
+/**
+ * Connection states: waiting for ICReq, waiting for Connect, connected (the core queue reported it went live), TermReq
+ * sent / closing, gone. The transport owns these; the core queue owns its own (QUEUE_TRANSITIONS).
+ */
 export type TcpQueueState = 'ic-wait' | 'connect-wait' | 'live' | 'closing' | 'closed';
 
-const ALLOWED: Readonly<Record<TcpQueueState, readonly TcpQueueState[]>> = {
+export const TCP_QUEUE_TRANSITIONS: Readonly<Record<TcpQueueState, readonly TcpQueueState[]>> = {
   'ic-wait': ['connect-wait', 'closing', 'closed'],
   'connect-wait': ['live', 'closing', 'closed'],
   live: ['closing', 'closed'],
@@ -46,7 +51,6 @@ function ownedData(data: Buffer[]): Buffer[] {
   return [data.length === 1 ? Buffer.from(data[0] as Buffer) : Buffer.concat(data)];
 }
 
-const H2C_DATAO_OFFSET = 12;
 /**
  * Payloads up to this size are copied into the batch slab; larger ones go out as views of the backend's buffers
  * (zero-copy), except for the small payloads the adaptive policy below copies (COPY_BUDGET). Why a view of a RAM
@@ -63,36 +67,38 @@ const FIRST_COPY_MAX = 4096;
 /**
  * Payload bytes per batch copied into the slab before switching to views. Up to about QD32 of 4 KiB reads a batch
  * then leaves as one contiguous write (one buffer, no cork/writev bookkeeping); deeper batches copy only their first
- * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (performance.md, third pass:
+ * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (docs/performance.md, third pass:
  * QD32 +2–5 %, QD128 +2–4 % IOPS same-run).
  */
 const COPY_BUDGET = 128 * 1024;
-const H2C_TTAG_OFFSET = 10;
-const H2C_CCCID_OFFSET = 8;
+
+/** Send batch slab per connection. */
+const BATCH_SLAB = 256 * 1024;
+/** After a C2HTermReq the host gets this long to read it before the socket is destroyed. */
+const TERM_LINGER_MS = 1000;
 
 const NO_DATA: Buffer[] = [];
-const EMPTY = Buffer.alloc(0);
 
-export class TcpQueue implements QueueTransportOps {
-  state: TcpQueueState = 'ic-wait';
+/**
+ * The controller side of one connection. It is the connection's ConnectionHandler itself (the on* methods), so a
+ * received PDU reaches its handler without another closure.
+ */
+export class TcpQueue implements QueueTransportOps, ConnectionHandler {
+  #state: TcpQueueState = 'ic-wait';
   readonly core: CoreQueue;
   readonly peer: string;
-  readonly #socket: net.Socket;
+  readonly #conn: TcpConnection;
   /** Received chunks are views of a reused buffer (TcpQueueOptions.rxBuffer). */
   readonly #reuse: boolean;
-  readonly #reader: PduReader;
   #logger: Logger | undefined;
-  #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
   #timer: NodeJS.Timeout | undefined;
-  readonly #r2t = new Map<number, Request>();
+  readonly #r2t = new Map<number, TcpCommand>();
   #nextTtag = 1;
-  readonly #pool: Request[] = [];
+  /** Command records, each owning its core Request: reused so the data path allocates none per command. */
+  readonly #pool: TcpCommand[] = [];
   /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
   readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
   readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
-  readonly #batch = new PduBatch(256 * 1024, COPY_MAX);
-  #flushScheduled = false;
-  #inChunk = false;
   /** Per-queue in-flight data limit (port maxInFlightBytes) and what counts against it besides queued sends. */
   readonly #maxInFlight: number;
   /** Bytes of H2C data requested by R2T and not yet received. */
@@ -100,13 +106,11 @@ export class TcpQueue implements QueueTransportOps {
   /** Bytes of read data whose backend read has not completed (async backends). */
   #execBytes = 0;
   /** Commands received while over the limit, in arrival order; submitted as data drains. */
-  readonly #parked: Request[] = [];
+  readonly #parked: TcpCommand[] = [];
   #pumpScheduled = false;
-  #readPaused = false;
   /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
   #unsent = 0;
   readonly #c2hMax: number;
-  #closeTimer: NodeJS.Timeout | undefined;
   readonly #onClosed: (q: TcpQueue) => void;
 
   constructor(
@@ -118,29 +122,23 @@ export class TcpQueue implements QueueTransportOps {
   ) {
     // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
     // connection: the reader copies what an incomplete PDU still needs (reusesChunks), and everything a command keeps
-    // beyond this callback is copied here (#handleCapsule, #handleH2CData, #keepSqe).
-    const socket = opts.rxBuffer === undefined ? accepted : adoptWithUserBuffer(accepted, opts.rxBuffer, (n, buf) => this.#onRead(n, buf));
-    this.#socket = socket;
+    // beyond the handler call is copied here (#handleCapsule, #handleH2CData, #keepSqe).
     this.#reuse = opts.rxBuffer !== undefined;
     this.#onClosed = onClosed;
-    this.peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
-    this.core = new CoreQueue(target, port, this);
-    this.#reader = new PduReader({
-      role: 'controller',
-      onPdu: (pdu) => this.#handlePdu(pdu),
-      onFatal: (f) => this.#fatal(f),
-      onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
-      maxDataLength: port.maxH2CData,
-      maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
-      reusesChunks: opts.rxBuffer !== undefined,
-    });
     this.#maxInFlight = port.maxInFlightBytes;
     this.#c2hMax = port.c2hDataSize;
-    socket.setNoDelay(true);
-    if (opts.rxBuffer === undefined) socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('drain', () => this.#pump());
-    socket.on('error', (err) => this.#log.debug({ err }, 'socket error'));
-    socket.on('close', () => this.#onSocketClose());
+    this.core = new CoreQueue(target, port, this);
+    this.#conn = TcpConnection.accept(accepted, {
+      role: 'controller',
+      handler: this,
+      maxDataLength: port.maxH2CData,
+      maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
+      batchSlab: BATCH_SLAB,
+      batchCopyMax: COPY_MAX,
+      lingerMs: TERM_LINGER_MS,
+      ...(opts.rxBuffer !== undefined ? { rxBuffer: opts.rxBuffer } : {}),
+    });
+    this.peer = `${this.#conn.remoteAddress ?? '?'}:${this.#conn.remotePort ?? 0}`;
     this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
     this.#timer.unref();
     this.#icReqTimeoutMs = opts.icReqTimeoutMs;
@@ -155,47 +153,66 @@ export class TcpQueue implements QueueTransportOps {
   }
 
   get dataDigest(): boolean {
-    return this.#framing.ddgst;
+    return this.#conn.framing.ddgst;
   }
 
   get localAddress(): string {
-    return this.#socket.localAddress ?? '';
+    return this.#conn.localAddress ?? '';
   }
   get localPort(): number {
-    return this.#socket.localPort ?? 0;
+    return this.#conn.localPort ?? 0;
   }
 
+  get state(): TcpQueueState {
+    return this.#state;
+  }
+
+  /** The one place the connection state changes: refuses (returns false) any edge not in TCP_QUEUE_TRANSITIONS. */
   setState(next: TcpQueueState): boolean {
-    if (!ALLOWED[this.state].includes(next)) return false;
-    if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from: this.state, to: next }, 'queue state');
-    this.state = next;
+    const from = this.#state;
+    if (!TCP_QUEUE_TRANSITIONS[from].includes(next)) return false;
+    if (this.target.logger.isLevelEnabled('trace')) this.#log.trace({ from, to: next }, 'queue state');
+    this.#state = next;
     return true;
   }
 
-  /** onread callback: true keeps reading. */
-  #onRead(n: number, buf: Buffer): boolean {
-    this.#onData(buf.subarray(0, n));
-    return true;
-  }
-
-  #onData(chunk: Buffer): void {
-    // Reference: never let network input crash the process — catch at the socket boundary, close only this connection.
-    this.#inChunk = true;
+  /** ConnectionHandler: a received chunk begins (one clock read for the chunk's commands, CoreQueue.beginChunk). */
+  onChunkStart(): void {
     this.core.beginChunk();
-    try {
-      this.#reader.push(chunk);
-      this.core.counters.bytesIn += chunk.length;
-    } catch (err) {
-      this.#log.error({ err }, 'internal error handling received data; closing connection');
-      this.close('internal error');
-    } finally {
-      this.#inChunk = false;
-      this.core.endChunk();
-      this.#flush();
-    }
   }
 
-  #handlePdu(pdu: Pdu): void {
+  /** ConnectionHandler: the chunk is handled; its replies are written right after. */
+  onChunkEnd(): void {
+    this.core.counters.bytesIn = this.#conn.bytesIn;
+    this.core.endChunk();
+  }
+
+  /** ConnectionHandler: a handler threw on received data; the connection core destroys the connection next. */
+  onInternalError(err: unknown): void {
+    this.#log.error({ err }, 'internal error handling received data; closing connection');
+    if (this.state !== 'closing' && this.state !== 'closed') this.setState('closing');
+    this.#failPending();
+  }
+
+  /** ConnectionHandler: a batch went to the socket; `unsent` is what the socket still buffers. */
+  onFlushed(bytes: number, unsent: number): void {
+    this.core.counters.bytesOut += bytes;
+    // Read once per batch: between flushes the stream only shrinks, so this is an upper bound for #inFlightBytes.
+    this.#unsent = unsent;
+    if (this.#parked.length > 0 || this.#conn.readingPaused || unsent >= this.#maxInFlight) this.#updateReading();
+  }
+
+  /** ConnectionHandler: the socket's write buffer drained. */
+  onDrain(): void {
+    this.#pump();
+  }
+
+  onSocketError(err: Error): void {
+    this.#log.debug({ err }, 'socket error');
+  }
+
+  /** ConnectionHandler: one received PDU (controller role: the reader delivers host-to-controller types only). */
+  onPdu(pdu: Pdu): void {
     switch (pdu.type) {
       case PduType.IC_REQ:
         return this.#handleIcReq(pdu.hpda, pdu.dgst);
@@ -209,22 +226,21 @@ export class TcpQueue implements QueueTransportOps {
         return;
       default:
         // The host-role types never reach a controller reader; anything else is a sequence error.
-        this.#fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
+        this.#conn.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
     }
   }
 
   #handleIcReq(hpda: number, dgst: number): void {
     if (hpda !== 0) {
-      // nvmet rejects a non-zero HPDA (reference §3.2); report it as an unsupported parameter at offset 10.
-      this.#fatal({ fes: Fes.UNSUPPORTED_PARAMETER, fei: 10, reason: `HPDA ${hpda} not supported`, header: Buffer.alloc(0) });
+      // nvmet rejects a non-zero HPDA (NVMe-TCP 1.0 §3.6.2, ICReq); report it as an unsupported parameter at offset 10.
+      this.#conn.fatal({ fes: Fes.UNSUPPORTED_PARAMETER, fei: 10, reason: `HPDA ${hpda} not supported` });
       return;
     }
-    const hdgst = (dgst & 1) !== 0;
-    const ddgst = (dgst & 2) !== 0;
-    // Echo the host's digest request exactly and CPDA 0 (reference traps 1, 2).
-    this.#send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: dgst & 3, maxh2cdata: this.port.maxH2CData });
-    this.#framing = { hdgst, ddgst, pda: 0 };
-    this.#reader.setFraming(hdgst, ddgst, 0);
+    const { hdgst, ddgst } = unpackDigests(dgst);
+    // Echo the host's digest request exactly and CPDA 0: the Linux host fails the connection on any other answer
+    // (nvme_tcp_init_connection); NVMe-TCP 1.0 §3.6.2, ICResp.
+    this.#conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: packDigests(hdgst, ddgst), maxh2cdata: this.port.maxH2CData });
+    this.#conn.setFraming(hdgst, ddgst, 0, 0);
     this.setState('connect-wait');
     this.#restartTimer('no Connect after ICResp');
   }
@@ -243,24 +259,24 @@ export class TcpQueue implements QueueTransportOps {
     }
   }
 
-  #alloc(): Request {
-    const r = this.#pool.pop() ?? new Request();
-    r.reset();
-    return r;
+  #alloc(): TcpCommand {
+    const c = this.#pool.pop() ?? new TcpCommand();
+    c.reset();
+    return c;
   }
 
   #handleCapsule(sqe: Buffer, data: Buffer[]): void {
-    const req = this.#alloc();
+    const cmd = this.#alloc();
     if (this.#parked.length > 0 || this.#overLimit()) {
       // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
       // the parked command does not pin the received chunk.
-      req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
-      this.#parked.push(req);
+      cmd.req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+      this.#parked.push(cmd);
       return;
     }
     // In-capsule data is copied: an async backend (file) writes it after this read's buffer is reused.
-    req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
-    this.#submit(req);
+    cmd.req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+    this.#submit(cmd);
   }
 
   /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
@@ -268,20 +284,21 @@ export class TcpQueue implements QueueTransportOps {
     if (this.#reuse && (req.state === 'exec' || req.state === 'need-data') && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
   }
 
-  #submit(req: Request): void {
+  #submit(cmd: TcpCommand): void {
+    const req = cmd.req;
     this.core.submit(req);
     this.#keepSqe(req);
     // Still executing after submit: an async backend read whose data will need sending (the RAM backend has
     // already completed and released the request here).
     if (req.state === 'exec' && req.dir === 'c2h') {
-      req.received = req.dataLen;
+      cmd.pendingRead = req.dataLen;
       this.#execBytes += req.dataLen;
     }
   }
 
   /** Data in flight on this queue: awaited R2T data, running reads, and replies not yet taken by the kernel. */
   #inFlightBytes(): number {
-    return this.#r2tBytes + this.#execBytes + this.#batch.bytes + this.#unsent;
+    return this.#r2tBytes + this.#execBytes + this.#conn.batchBytes + this.#unsent;
   }
 
   #overLimit(): boolean {
@@ -291,14 +308,9 @@ export class TcpQueue implements QueueTransportOps {
   /** Submit parked commands while under the limit; stop or restart reading the socket to match. */
   #pump(): void {
     this.#pumpScheduled = false;
-    this.#unsent = this.#socket.writableLength;
+    this.#unsent = this.#conn.writableLength;
     if (this.state === 'closing' || this.state === 'closed') return;
-    let progressed = false;
-    while (this.#parked.length > 0 && !this.#overLimit()) {
-      this.#submit(this.#parked.shift() as Request);
-      progressed = true;
-    }
-    if (progressed) this.#sent();
+    while (this.#parked.length > 0 && !this.#overLimit()) this.#submit(this.#parked.shift() as TcpCommand);
     this.#updateReading();
   }
 
@@ -307,15 +319,14 @@ export class TcpQueue implements QueueTransportOps {
    * is awaited, since only reading can deliver it (the parked list bounds memory then; the host's queue depth bounds it).
    */
   #updateReading(): void {
-    this.#unsent = this.#socket.writableLength;
+    const conn = this.#conn;
+    this.#unsent = conn.writableLength;
     const stop = (this.#parked.length > 0 || this.#unsent >= this.#maxInFlight) && this.#r2tBytes === 0;
-    if (stop && !this.#readPaused) {
-      this.#readPaused = true;
-      this.#socket.pause();
+    if (stop && !conn.readingPaused) {
+      conn.pauseReading();
       this.#log.debug({ inFlight: this.#inFlightBytes(), limit: this.#maxInFlight, parked: this.#parked.length }, 'in-flight limit reached: pausing reads');
-    } else if (!stop && this.#readPaused) {
-      this.#readPaused = false;
-      this.#socket.resume();
+    } else if (!stop && conn.readingPaused) {
+      conn.resumeReading();
     }
     // Parked work that can proceed without a 'drain' (the kernel took everything, or a backend read finished).
     if (this.#parked.length > 0 && !this.#pumpScheduled && !this.#overLimit()) {
@@ -324,80 +335,90 @@ export class TcpQueue implements QueueTransportOps {
     }
   }
 
-  /** R2T for the whole remaining length, one per command (reference §6.2, trap 15). */
+  /**
+   * One R2T for the whole length (the Linux host accepts R2TL up to MAXH2CDATA and answers with H2CData PDUs of at
+   * most that size; NVMe-TCP 1.0 §3.6.2, R2T).
+   */
   requestData(req: Request): void {
+    const cmd = TcpCommand.of(req);
     let ttag = this.#nextTtag;
     while (this.#r2t.has(ttag)) ttag = ttag >= 0xfffe ? 1 : ttag + 1;
     this.#nextTtag = ttag >= 0xfffe ? 1 : ttag + 1;
-    req.ttag = ttag;
-    req.received = 0;
-    req.h2c = [];
-    this.#r2t.set(ttag, req);
+    cmd.ttag = ttag;
+    cmd.received = 0;
+    cmd.h2c = [];
+    this.#r2t.set(ttag, cmd);
     this.#r2tBytes += req.dataLen;
-    this.#send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
+    this.#conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
   #handleH2CData(pdu: H2CDataPdu, digestBad: boolean): void {
-    const req = this.#r2t.get(pdu.ttag);
-    const header = this.#h2cHeader(pdu);
-    if (req === undefined) return this.#fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: H2C_TTAG_OFFSET, reason: `H2CData with unknown ttag ${pdu.ttag}`, header });
-    if (req.cid !== pdu.cccid) return this.#fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: H2C_CCCID_OFFSET, reason: `H2CData cccid ${pdu.cccid} for ttag of cid ${req.cid}`, header });
+    // The offending header goes into the C2HTermReq; it is encoded only on these failure paths.
+    const cmd = this.#r2t.get(pdu.ttag);
+    if (cmd === undefined) {
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.ttag, reason: `H2CData with unknown ttag ${pdu.ttag}`, header: this.#h2cHeader(pdu) });
+      return;
+    }
+    const req = cmd.req;
+    if (req.cid !== pdu.cccid) {
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.cccid, reason: `H2CData cccid ${pdu.cccid} for ttag of cid ${req.cid}`, header: this.#h2cHeader(pdu) });
+      return;
+    }
     let len = 0;
     for (const b of pdu.data) len += b.length;
-    if (pdu.datao !== req.received || pdu.datao + len > req.dataLen) {
-      return this.#fatal({ fes: Fes.DATA_OUT_OF_RANGE, fei: H2C_DATAO_OFFSET, reason: `H2CData datao ${pdu.datao} len ${len}: expected offset ${req.received} of ${req.dataLen}`, header });
+    const range = checkH2CData(pdu.datao, len, cmd.received, req.dataLen);
+    if (range !== undefined) {
+      this.#conn.fatal({ ...range, header: this.#h2cHeader(pdu) });
+      return;
     }
     // Copied: the data is gathered across reads and written by the backend later (the read buffer is reused).
     if (this.#reuse) {
-      for (const b of pdu.data) req.h2c.push(b.length > 0 ? Buffer.from(b) : b);
+      for (const b of pdu.data) cmd.h2c.push(b.length > 0 ? Buffer.from(b) : b);
     } else {
-      for (const b of pdu.data) req.h2c.push(b);
+      for (const b of pdu.data) cmd.h2c.push(b);
     }
-    req.received += len;
+    cmd.received += len;
     this.#r2tBytes -= len;
-    if (digestBad) req.errorLoc = 0xfffe;
-    if (req.received < req.dataLen) return;
+    if (digestBad) cmd.dataDigestError = true;
+    if (cmd.received < req.dataLen) return;
     this.#r2t.delete(pdu.ttag);
-    if (req.errorLoc === 0xfffe) {
+    if (cmd.dataDigestError) {
       // A data digest error completes the command with a transient transport error, so the host retries (TCP 1.0 §3.6.1.4).
       this.target.stats.dataDigestErrors++;
       this.core.complete(req, Status.TRANSIENT_TRANSPORT);
       return;
     }
-    req.data = req.h2c;
+    req.data = cmd.h2c;
     this.core.execute(req);
   }
 
   #h2cHeader(pdu: H2CDataPdu): Buffer {
-    return encodePdu({ ...pdu, data: [] }, this.#framing)[0]?.subarray(0, 24) ?? Buffer.alloc(0);
+    return encodePdu({ ...pdu, data: [] }, this.#conn.framing)[0]?.subarray(0, 24) ?? Buffer.alloc(0);
   }
 
-  #handleDataDigestError(pdu: Pdu): void {
+  /** ConnectionHandler: a PDU whose data digest did not match (NVMe-TCP 1.0 §3.6.1.4: the command fails, the connection stays). */
+  onDataDigestError(pdu: Pdu): void {
     if (pdu.type === PduType.H2C_DATA) return this.#handleH2CData(pdu, true);
     if (pdu.type === PduType.CAPSULE_CMD) {
       this.target.stats.dataDigestErrors++;
-      const req = this.#alloc();
+      const req = this.#alloc().req;
       req.load(pdu.sqe, undefined);
       this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
       this.core.reject(req, Status.TRANSIENT_TRANSPORT);
       this.#keepSqe(req);
       return;
     }
-    this.#fatal({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest error', header: Buffer.alloc(0) });
+    this.#conn.fatal({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest error' });
   }
 
   /** Completion from core: C2HData (split at c2hDataSize, SUCCESS only with SQ flow control off), then CapsuleResp. */
   queueResponse(req: Request): void {
-    if (req.dir === 'c2h' && req.received > 0) {
-      this.#execBytes -= req.received;
-      req.received = 0;
+    const cmd = TcpCommand.of(req);
+    if (cmd.pendingRead > 0) {
+      this.#execBytes -= cmd.pendingRead;
+      cmd.pendingRead = 0;
     }
-    if (this.state === 'closing' || this.state === 'closed') return this.#release(req);
-    if (req.opcode === 0x7f && this.state === 'connect-wait' && this.core.state === 'live') {
-      this.setState('live');
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
+    if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
     const out = req.out;
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
@@ -406,10 +427,16 @@ export class TcpQueue implements QueueTransportOps {
       skipResp = success;
     }
     if (!skipResp) {
-      this.#batch.addCapsuleRespCqe(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status, this.#framing);
-      this.#sent();
+      this.#conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status);
     }
-    this.#release(req);
+    this.#release(cmd);
+  }
+
+  /** The core queue went live (Connect bound it): the connection is connected and the Connect timer stops. */
+  queueLive(): void {
+    if (!this.setState('live')) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   /**
@@ -422,11 +449,12 @@ export class TcpQueue implements QueueTransportOps {
     for (const b of out) total += b.length;
     const pdu = this.#c2h;
     pdu.cccid = cid;
-    const snapshot = this.#framing.ddgst && crc === undefined;
+    const conn = this.#conn;
+    const snapshot = conn.framing.ddgst && crc === undefined;
     if (total <= max) {
       // Small payloads are copied into the slab while the batch's copy budget lasts: a lone read (QD1) or a QD32 batch
       // then leaves as one contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
-      const copy = snapshot || (total <= FIRST_COPY_MAX && this.#batch.copied + total <= COPY_BUDGET);
+      const copy = snapshot || (total <= FIRST_COPY_MAX && conn.batchCopied + total <= COPY_BUDGET);
       // Two reused objects, so that each keeps one shape (with and without a known digest).
       const one = crc === undefined ? pdu : this.#c2hCrc;
       one.cccid = cid;
@@ -435,8 +463,7 @@ export class TcpQueue implements QueueTransportOps {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      this.#batch.addC2HData(one, this.#framing, copy);
-      this.#sent();
+      conn.sendC2HData(one, copy);
       one.data = NO_DATA;
       return;
     }
@@ -448,8 +475,7 @@ export class TcpQueue implements QueueTransportOps {
       pdu.last = last;
       pdu.success = last && success;
       pdu.data = piece;
-      this.#batch.addC2HData(pdu, this.#framing, snapshot);
-      this.#sent();
+      conn.sendC2HData(pdu, snapshot);
       datao += pieceLen;
       piece = [];
       pieceLen = 0;
@@ -468,77 +494,28 @@ export class TcpQueue implements QueueTransportOps {
     pdu.data = NO_DATA;
   }
 
-  #release(req: Request): void {
-    req.state = 'free';
-    req.out = undefined;
-    req.data = undefined;
-    if (req.h2c.length > 0) req.h2c = [];
-    req.inCapsule = undefined;
-    if (this.#pool.length < 256) this.#pool.push(req);
+  #release(cmd: TcpCommand): void {
+    cmd.release();
+    if (this.#pool.length < 256) this.#pool.push(cmd);
   }
 
-  /** Add a reply to the current batch; it goes out with the batch at the end of the received chunk (or tick). */
-  #send(pdu: Pdu): void {
-    if (this.state === 'closed') return;
-    this.#batch.add(pdu, this.#framing);
-    this.#sent();
-  }
-
-  /** Something was added to the batch: outside a received chunk, flush it on the next tick. */
-  #sent(): void {
-    if (!this.#inChunk && !this.#flushScheduled) {
-      this.#flushScheduled = true;
-      process.nextTick(() => this.#flush());
-    }
-  }
-
-  /** One write per batch: a single chunk directly, several under cork/uncork (one writev; performance.md §2). */
-  #flush(): void {
-    this.#flushScheduled = false;
-    const batch = this.#batch;
-    if (batch.empty) return;
-    this.core.counters.bytesOut += batch.bytes;
-    const chunks = batch.take();
-    const s = this.#socket;
-    if (this.state === 'closed' || s.destroyed) {
-      batch.recycle(false);
-      return;
-    }
-    if (chunks.length === 1) s.write(chunks[0] as Buffer);
-    else {
-      s.cork();
-      for (const c of chunks) s.write(c);
-      s.uncork();
-    }
-    // A write libuv completed synchronously leaves nothing buffered: the slab may be reused from the start.
-    // Otherwise pooled buffers come back once the stream has flushed this batch (its callbacks run in order).
-    // Read once per batch: between flushes the stream only shrinks, so this is an upper bound for #inFlightBytes.
-    this.#unsent = s.writableLength;
-    const release = batch.recycle(this.#unsent > 0);
-    if (release !== undefined) s.write(EMPTY, release);
-    if (this.#parked.length > 0 || this.#readPaused || this.#unsent >= this.#maxInFlight) this.#updateReading();
-  }
-
-  #fatal(f: ReaderFatal): void {
-    if (this.state === 'closing' || this.state === 'closed') return;
+  /**
+   * ConnectionHandler: the connection terminates for `f` (a reader finding or one of ours); the connection core has
+   * already sent the C2HTermReq, ended the socket and armed the linger (NVMe-TCP 1.0 §3.6.2, C2HTermReq). Once.
+   */
+  onFatal(f: ConnectionFatal): void {
     this.target.countPduError(f.fes);
-    this.#log.warn({ fes: f.fes, fei: f.fei, reason: f.reason, hostnqn: this.core.ctrl?.hostnqn, qid: this.core.qid }, `fatal transport error (${fesName(f.fes)}): sending C2HTermReq`);
-    this.#send(termReqFor('controller', f));
-    this.#flush();
-    this.setState('closing');
-    this.#socket.end();
-    this.#closeTimer = setTimeout(() => this.#socket.destroy(), 1000);
-    this.#closeTimer.unref();
+    this.#log.warn({ fes: f.fes, fei: f.fei, reason: f.reason, hostnqn: this.core.ctrl?.hostnqn, qid: this.core.qid }, `fatal transport error (${fesName(f.fes)}): sent C2HTermReq`);
+    if (this.state !== 'closing' && this.state !== 'closed') this.setState('closing');
     this.#failPending();
   }
 
-  /** Core/teardown-initiated close. */
+  /** Core/teardown-initiated close: what is batched goes out, then the socket is destroyed. */
   close(reason: string): void {
     if (this.state === 'closed') return;
     if (this.target.logger.isLevelEnabled('debug')) this.#log.debug({ reason }, 'closing connection');
-    this.#flush();
     if (this.state !== 'closing') this.setState('closing');
-    this.#socket.destroy();
+    this.#conn.destroy();
     this.#failPending();
   }
 
@@ -548,9 +525,9 @@ export class TcpQueue implements QueueTransportOps {
     for (const r of this.#parked.splice(0)) this.#release(r);
   }
 
-  #onSocketClose(): void {
+  /** ConnectionHandler: the socket is gone (last event of the connection). */
+  onClose(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    if (this.#closeTimer !== undefined) clearTimeout(this.#closeTimer);
     this.#timer = undefined;
     this.#failPending();
     this.setState('closed');

@@ -1,0 +1,224 @@
+// One controller (nvmet_ctrl): its state, CC/CSTS, keep-alive timer, asynchronous events, error log and queues.
+import type { Buffer } from 'node:buffer';
+import { AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts } from '../../protocol/index.js';
+import type { HostAuth } from './auth.js';
+import type { TargetCore } from './core.js';
+import type { CorePort } from './port.js';
+import type { Request } from './request.js';
+import type { ControllerEntry, Subsystem } from './subsystem.js';
+import type { AenKind, ControllerState, ErrorRecord, QueueHandle, Transitions } from './types.js';
+
+/** CSTS bits the controller sets (NVMe Base 2.0 §3.1.3.6), as masks of protocol's CSTS layout. */
+export const Csts = { RDY: encodeCsts({ rdy: true }), CFS: encodeCsts({ cfs: true }), SHST_CMPLT: encodeCsts({ shst: CstsShst.COMPLETE }) } as const;
+/**
+ * VS 1.3.0 (NVMe Base 2.0 §3.1.3.2): the Linux host asks a 2.0 controller for the I/O Command Set Independent
+ * Identify Namespace (CNS 08h), which this controller does not implement.
+ */
+export const NVME_VS = NvmeVersion.V1_3;
+/** AERL 3 → four outstanding AERs (nvmet NVMET_ASYNC_EVENTS). */
+export const MAX_AERS = 4;
+/** Discovery controllers connected with KATO 0 get 120 s (nvmet NVMET_DISC_KATO_MS). */
+export const DISC_KATO_MS = 120_000;
+export const ERROR_LOG_SLOTS = 128;
+
+/** CC.IOSQES / CC.IOCQES an NVM controller requires: log2 of the 64-byte SQE and 16-byte CQE (NVMe Base 2.0 §3.1.3.5). */
+const IOSQES = Math.log2(SQE_SIZE);
+const IOCQES = Math.log2(CQE_SIZE);
+
+/** Controller transitions: SHN set / cleared moves live ↔ shutdown; teardown ends either. */
+export const CONTROLLER_TRANSITIONS: Transitions<ControllerState> = {
+  live: ['shutdown', 'dead'],
+  shutdown: ['live', 'dead'],
+  dead: [],
+};
+
+export class Controller implements ControllerEntry {
+  #state: ControllerState = 'live';
+  cc = 0;
+  csts = 0;
+  katoMs: number;
+  readonly queues = new Map<number, QueueHandle>();
+  /** I/O queues granted by Set Features Number of Queues (defaults to the subsystem maximum). */
+  grantedIoQueues: number;
+  aenEnabled: number;
+  readonly aers: Request[] = [];
+  readonly events: number[] = [];
+  /** Log pages whose notice was sent and not yet cleared by a read without RAE (NVMe Base 2.0 §5.2). */
+  readonly masked = new Set<number>();
+  readonly changedNs = new Set<number>();
+  readonly errors: ErrorRecord[] = [];
+  errorCount = 0n;
+  readonly smart = { bytesRead: 0, bytesWritten: 0, readCmds: 0, writeCmds: 0 };
+  readonly createdAt = Date.now();
+  /** TBKAS: any command since the last timer tick counts as a keep-alive (CTRATT bit6). */
+  kaSeen = false;
+  /** Epoch ms of the last Keep Alive command that succeeded; 0 = none yet. */
+  lastKeepAliveAt = 0;
+  /** Epoch ms of the last command on any queue (each one also keeps the controller alive under TBKAS); 0 = none. */
+  lastCommandAt = 0;
+  /** DH-HMAC-CHAP keys of this controller: taken at admin Connect, refreshed by each Negotiate on the admin queue (nvmet_setup_auth). */
+  hostAuth: HostAuth | undefined = undefined;
+  #kaTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly target: TargetCore,
+    readonly subsys: Subsystem,
+    readonly cntlid: number,
+    readonly hostnqn: string,
+    readonly hostid: Buffer,
+    readonly port: CorePort,
+    katoMs: number,
+  ) {
+    this.katoMs = subsys.kind === 'discovery' && katoMs === 0 ? DISC_KATO_MS : roundKato(katoMs);
+    this.grantedIoQueues = subsys.maxIoQueues;
+    this.aenEnabled = this.supportedAens;
+  }
+
+  get state(): ControllerState {
+    return this.#state;
+  }
+
+  /** The one place the controller state changes: refuses (returns false) any edge not in CONTROLLER_TRANSITIONS. */
+  setState(next: ControllerState): boolean {
+    const from = this.#state;
+    if (!CONTROLLER_TRANSITIONS[from].includes(next)) {
+      this.target.logger.debug({ cntlid: this.cntlid, from, to: next }, 'controller state change refused');
+      return false;
+    }
+    this.#state = next;
+    this.target.logger.debug({ cntlid: this.cntlid, from, to: next }, 'controller state');
+    return true;
+  }
+
+  get discovery(): boolean {
+    return this.subsys.kind === 'discovery';
+  }
+
+  /** OAES: NS attribute + ANA notices on I/O controllers, discovery log change on discovery controllers. */
+  get supportedAens(): number {
+    if (this.discovery) return AenConfig.DISC;
+    return AenConfig.NS_ATTR | (this.subsys.ana ? AenConfig.ANA : 0);
+  }
+
+  get ready(): boolean {
+    return (this.csts & Csts.RDY) !== 0;
+  }
+
+  startKeepAlive(): void {
+    if (this.#kaTimer !== undefined) clearTimeout(this.#kaTimer);
+    this.#kaTimer = undefined;
+    if (this.katoMs === 0 || this.#state === 'dead') return;
+    this.kaSeen = false;
+    this.#kaTimer = setTimeout(() => this.#kaTick(), this.katoMs);
+    this.#kaTimer.unref();
+  }
+
+  #kaTick(): void {
+    this.#kaTimer = undefined;
+    if (this.#state === 'dead') return;
+    if (this.kaSeen) return this.startKeepAlive();
+    this.target.stats.katoExpiries++;
+    this.target.logger.warn({ cntlid: this.cntlid, subnqn: this.subsys.nqn, hostnqn: this.hostnqn, katoMs: this.katoMs }, 'keep alive timeout: tearing down controller');
+    this.teardown('keep-alive timeout');
+  }
+
+  setKato(ms: number): void {
+    this.katoMs = roundKato(ms);
+    this.startKeepAlive();
+  }
+
+  /** Handle a CC write (NVMe Base 2.0 §3.1.3.5, §3.6; nvmet_update_cc); a rejected configuration sets CSTS.CFS. */
+  writeCc(val: number): void {
+    const old = decodeCc(this.cc);
+    const cc = decodeCc(val);
+    this.cc = val >>> 0;
+    if (cc.en && !old.en) {
+      const sizesOk = this.discovery
+        ? (cc.iosqes === 0 || cc.iosqes === IOSQES) && (cc.iocqes === 0 || cc.iocqes === IOCQES)
+        : cc.iosqes === IOSQES && cc.iocqes === IOCQES;
+      if (!sizesOk || cc.mps !== 0 || cc.ams !== 0 || (cc.css !== CcCss.NVM && cc.css !== CcCss.CSI)) this.csts = Csts.CFS;
+      else this.csts = Csts.RDY;
+    }
+    if (!cc.en && old.en) this.#clear();
+    if (cc.shn !== 0 && old.shn === 0) {
+      this.#clear();
+      this.csts |= Csts.SHST_CMPLT;
+      this.setState('shutdown');
+    }
+    if (cc.shn === 0 && old.shn !== 0) {
+      this.csts &= ~Csts.SHST_CMPLT;
+      if (this.#state === 'shutdown') this.setState('live');
+    }
+  }
+
+  /** Controller reset (EN 1→0) or shutdown: outstanding AERs complete like nvmet (INTERNAL|DNR). */
+  #clear(): void {
+    this.csts &= ~Csts.RDY;
+    // After the CC write's own completion, as nvmet orders it (nvmet_clear_ctrl runs after the Property Set completes).
+    process.nextTick(() => this.failAers(Status.INTERNAL | DNR));
+  }
+
+  failAers(status: number): void {
+    for (const req of this.aers.splice(0)) {
+      req.queueRef?.complete(req, status);
+    }
+  }
+
+  /** Queue an async event (NVMe Base 2.0 §5.2): only if enabled by Set Features 0x0B and not masked. */
+  addEvent(kind: AenKind): void {
+    const { bit, lid, dw0 } =
+      kind === 'ns'
+        ? { bit: AenConfig.NS_ATTR, lid: LogPageId.CHANGED_NS, dw0: AenDw0.NS_CHANGED }
+        : kind === 'ana'
+          ? { bit: AenConfig.ANA, lid: LogPageId.ANA, dw0: AenDw0.ANA_CHANGE }
+          : { bit: AenConfig.DISC, lid: LogPageId.DISCOVERY, dw0: AenDw0.DISC_CHANGE };
+    if ((this.supportedAens & bit) === 0 || (this.aenEnabled & bit) === 0) return;
+    if (this.masked.has(lid)) return;
+    this.masked.add(lid);
+    this.events.push(dw0);
+    this.deliverEvents();
+  }
+
+  deliverEvents(): void {
+    while (this.aers.length > 0 && this.events.length > 0) {
+      const req = this.aers.shift() as Request;
+      req.dw0 = this.events.shift() as number;
+      req.queueRef?.complete(req, 0);
+    }
+  }
+
+  /** Log page read without RAE: the notice may fire again (NVMe Base 2.0 §5.16, Retain Asynchronous Event). */
+  logRead(lid: number, rae: boolean): void {
+    if (rae) return;
+    this.masked.delete(lid);
+    if (lid === LogPageId.CHANGED_NS) this.changedNs.clear();
+  }
+
+  nsChanged(nsid: number): void {
+    this.changedNs.add(nsid);
+    this.addEvent('ns');
+  }
+
+  recordError(req: Request, sqid: number): void {
+    this.errorCount++;
+    this.errors.unshift({ errorCount: this.errorCount, sqid, cmdid: req.cid, status: req.status, paramErrorLocation: req.errorLoc, nsid: req.nsid });
+    if (this.errors.length > ERROR_LOG_SLOTS) this.errors.pop();
+  }
+
+  /** Close every queue of this controller and forget it (KATO expiry, admin queue gone, service stop). */
+  teardown(reason: string): void {
+    if (!this.setState('dead')) return;
+    if (this.#kaTimer !== undefined) clearTimeout(this.#kaTimer);
+    this.#kaTimer = undefined;
+    this.aers.length = 0;
+    this.subsys.controllers.delete(this.cntlid);
+    this.target.logger.info({ cntlid: this.cntlid, subnqn: this.subsys.nqn, hostnqn: this.hostnqn, reason }, 'controller teardown');
+    for (const q of [...this.queues.values()]) q.closeTransport(reason);
+    this.queues.clear();
+  }
+}
+
+/** nvmet stores KATO in whole seconds, rounded up (Set Features 0x0F, Connect). */
+export function roundKato(ms: number): number {
+  return Math.ceil(ms / 1000) * 1000;
+}

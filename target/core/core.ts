@@ -1,0 +1,69 @@
+// The target's registry (nvmet's global lists): subsystems, ports, the discovery subsystem, host keys, counters,
+// and the fan-out of namespace / ANA / discovery changes to the controllers they concern.
+import type { Logger } from 'pino';
+import { DISCOVERY_NQN } from '../../protocol/index.js';
+import { AuthRegistry } from './auth.js';
+import type { Namespace } from './namespace.js';
+import type { CorePort } from './port.js';
+import { Subsystem } from './subsystem.js';
+import type { CoreStats } from './types.js';
+
+/** The well-known discovery NQN (NVMe Base 2.0 §4.5). */
+export const WELL_KNOWN_DISCOVERY_NQN = DISCOVERY_NQN;
+
+export class TargetCore {
+  readonly subsystems = new Map<string, Subsystem>();
+  readonly ports = new Map<number, CorePort>();
+  /** The discovery subsystem; answers the well-known NQN and the unique one when configured. */
+  readonly discovery: Subsystem;
+  uniqueDiscoveryNqn: string | undefined;
+  /** Discovery log generation counter: bumped whenever any host's log could have changed. */
+  genctr = 1n;
+  /** Per-host DH-HMAC-CHAP keys (nvmet hosts/<nqn>/dhchap_*). */
+  readonly hostAuth = new AuthRegistry();
+  readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
+  readonly startedAt = Date.now();
+
+  constructor(readonly logger: Logger) {
+    this.discovery = new Subsystem({ nqn: WELL_KNOWN_DISCOVERY_NQN, allowAnyHost: true, mdts: 0 }, 'discovery');
+  }
+
+  /** The subsystem a Connect names, or undefined (unknown NQN or not exported on this port). */
+  findSubsystem(nqn: string, portId: number): Subsystem | undefined {
+    if (nqn === WELL_KNOWN_DISCOVERY_NQN || (this.uniqueDiscoveryNqn !== undefined && nqn === this.uniqueDiscoveryNqn)) return this.discovery;
+    const s = this.subsystems.get(nqn);
+    if (s === undefined || !s.exportedOn(portId)) return undefined;
+    return s;
+  }
+
+  /** NQN the discovery controller reports as its own (SUBTYPE 3 entry, Identify SUBNQN). */
+  get discoveryNqn(): string {
+    return this.uniqueDiscoveryNqn ?? WELL_KNOWN_DISCOVERY_NQN;
+  }
+
+  /** Discovery content changed: bump GENCTR and notify discovery controllers (AEN 0x0070F002). */
+  discoveryChanged(): void {
+    this.genctr++;
+    for (const c of this.discovery.controllers.values()) c.addEvent('disc');
+  }
+
+  /** Namespace added/removed: changed-NS list + AEN to every controller of the subsystem (nvmet_ns_changed). */
+  nsChanged(subsys: Subsystem, nsid: number): void {
+    for (const c of subsys.controllers.values()) c.nsChanged(nsid);
+  }
+
+  anaChanged(portId: number): void {
+    for (const s of this.subsystems.values()) {
+      for (const c of s.controllers.values()) if (c.port.id === portId) c.addEvent('ana');
+    }
+  }
+
+  *allNamespaces(): Iterable<Namespace> {
+    for (const s of this.subsystems.values()) yield* s.namespaces.values();
+  }
+
+  countPduError(fes: number): void {
+    const k = `0x${fes.toString(16).padStart(2, '0')}`;
+    this.stats.pduErrorsByFes[k] = (this.stats.pduErrorsByFes[k] ?? 0) + 1;
+  }
+}

@@ -1,0 +1,108 @@
+// One command as the core sees it (nvmet_req). A transport embeds it in its own command record and recycles both.
+import type { Buffer } from 'node:buffer';
+import { SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
+import type { Namespace } from './namespace.js';
+import type { LatencyHistogram } from './stats.js';
+import type { ReqDir, ReqState } from './types.js';
+
+/** The queue as a command sees it: where its completion goes. QueueModel (queue-model.ts) is the full view. */
+export interface RequestQueue {
+  complete(req: Request, status?: number): void;
+}
+
+/** Error Information "parameter error location" when no field is at fault (FFFFh, NVMe Base 2.0 §5.16.1.2). */
+export const NO_ERROR_LOCATION = 0xffff;
+
+/** SGL1 (NVMe Base 2.0 §4.3.2) starts at DPTR: byte offsets of its length and type inside the SQE. */
+const SGL1_LEN = SqeOffset.dptr + SglOffset.length;
+const SGL1_TYPE = SqeOffset.dptr + SglOffset.type;
+
+export class Request {
+  /** The 64-byte SQE (a view into the received chunk; valid until completion). */
+  sqe!: Buffer;
+  opcode = 0;
+  flags = 0;
+  cid = 0;
+  nsid = 0;
+  /** SGL1 type byte (SglType: transport data block or in-capsule offset). */
+  sglType = 0;
+  sglLen = 0;
+  /** In-capsule data as received (undefined: none). */
+  inCapsule: Buffer[] | undefined = undefined;
+  inCapsuleLen = 0;
+  dir: ReqDir = 'none';
+  /** Bytes the command moves (host→controller for h2c, controller→host for c2h). */
+  dataLen = 0;
+  /** Host→controller data once available (in-capsule or gathered H2CData views). */
+  data: Buffer[] | undefined = undefined;
+  /** Controller→host payload (C2HData). */
+  out: Buffer[] | undefined = undefined;
+  /** CRC32C of all of `out` when the backend supplied it (then `out` is immutable: NamespaceBackend.read). */
+  outCrc: number | undefined = undefined;
+  dw0 = 0;
+  dw1 = 0;
+  status = 0;
+  state: ReqState = 'free';
+  ns: Namespace | undefined = undefined;
+  /** Byte offset of the SQE field that failed parsing (Error Information "parameter error location"). */
+  errorLoc = NO_ERROR_LOCATION;
+  /** Set by parse: runs once the data (if any) is present; must end in queue.complete(req). */
+  execute: ((req: Request) => void) | undefined = undefined;
+  /** The queue the command arrived on. */
+  queueRef: RequestQueue | undefined = undefined;
+  /**
+   * The transport's record that embeds this request (as nvmet_tcp_cmd embeds nvmet_req): set once by the transport
+   * that made both, so it can find its record from a completion without a lookup. The core never reads it.
+   */
+  owner: object | undefined = undefined;
+  /** SQ head reported in the CQE (set at completion). */
+  sqhd = 0;
+  /** Capsule receipt, performance.now() ms (a double: no allocation, unlike hrtime.bigint). */
+  t0 = 0;
+  /** Latency histogram of the command's opcode, set by parse; recorded once at completion. */
+  lat: LatencyHistogram | undefined = undefined;
+
+  reset(): void {
+    this.inCapsule = undefined;
+    this.inCapsuleLen = 0;
+    this.dir = 'none';
+    this.dataLen = 0;
+    this.data = undefined;
+    this.out = undefined;
+    this.outCrc = undefined;
+    this.dw0 = 0;
+    this.dw1 = 0;
+    this.status = 0;
+    this.ns = undefined;
+    this.errorLoc = NO_ERROR_LOCATION;
+    this.execute = undefined;
+    this.t0 = 0;
+    this.lat = undefined;
+  }
+
+  /** Load the SQE fields the core needs on every command (hot path: direct reads, no object decode). */
+  load(sqe: Buffer, inCapsule: Buffer[] | undefined): void {
+    this.sqe = sqe;
+    this.opcode = sqe[SqeOffset.opcode] as number;
+    this.flags = sqe[SqeOffset.flags] as number;
+    this.cid = rd16(sqe, SqeOffset.cid);
+    this.nsid = rd32(sqe, SqeOffset.nsid);
+    this.sglLen = rd32(sqe, SGL1_LEN);
+    this.sglType = sqe[SGL1_TYPE] as number;
+    if (inCapsule !== undefined && inCapsule.length > 0) {
+      let n = 0;
+      for (const b of inCapsule) n += b.length;
+      this.inCapsule = inCapsule;
+      this.inCapsuleLen = n;
+    }
+  }
+
+  /** SGL1 address (SQE bytes 24..31), as a number: only compared against 0 (in-capsule offset). */
+  sglAddrIsZero(): boolean {
+    return this.sqe.readUInt32LE(SqeOffset.dptr) === 0 && this.sqe.readUInt32LE(SqeOffset.dptr + 4) === 0;
+  }
+
+  cdw(n: 10 | 11 | 12 | 13 | 14 | 15): number {
+    return this.sqe.readUInt32LE(SqeOffset.cdw10 + (n - 10) * 4);
+  }
+}

@@ -1,0 +1,137 @@
+// Every edge of the Controller and CoreQueue state tables: the listed ones succeed, all others are refused.
+import { Buffer } from 'node:buffer';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import {
+  CONTROLLER_TRANSITIONS,
+  Controller,
+  CorePort,
+  CoreQueue,
+  QUEUE_TRANSITIONS,
+  Subsystem,
+  TargetCore,
+  type ControllerState,
+  type QueueState,
+  type QueueTransportOps,
+  type Request,
+  type Transitions,
+} from './index.js';
+
+const logger = pino({ level: 'silent' });
+
+/** Shortest path of allowed edges from `start` to `goal` (the states listed first in each table row win ties). */
+function pathTo<S extends string>(table: Transitions<S>, start: S, goal: S): S[] {
+  const prev = new Map<S, S>();
+  const seen = new Set<S>([start]);
+  const todo: S[] = [start];
+  while (todo.length > 0) {
+    const s = todo.shift() as S;
+    if (s === goal) break;
+    for (const n of table[s]) {
+      if (seen.has(n)) continue;
+      seen.add(n);
+      prev.set(n, s);
+      todo.push(n);
+    }
+  }
+  if (!seen.has(goal)) throw new Error(`${goal} unreachable from ${start}`);
+  const out: S[] = [];
+  for (let s = goal; s !== start; s = prev.get(s) as S) out.unshift(s);
+  return out;
+}
+
+function allEdges<S extends string>(table: Transitions<S>): [S, S, boolean][] {
+  const states = Object.keys(table) as S[];
+  return states.flatMap((from) => states.map((to): [S, S, boolean] => [from, to, table[from].includes(to)]));
+}
+
+function newController(): Controller {
+  const target = new TargetCore(logger);
+  const subsys = new Subsystem({ nqn: 'nqn.2024-01.io.test:sub' });
+  const port = new CorePort({ id: 1, addr: '127.0.0.1', port: 0 });
+  return new Controller(target, subsys, 1, 'nqn.2024-01.io.test:host', Buffer.alloc(16), port, 0);
+}
+
+class FakeOps implements QueueTransportOps {
+  readonly peer = '127.0.0.1:1';
+  readonly localAddress = '127.0.0.1';
+  readonly localPort = 4420;
+  readonly dataDigest = false;
+  live = 0;
+  queueResponse(_req: Request): void {}
+  requestData(_req: Request): void {}
+  queueLive(): void {
+    this.live++;
+  }
+  close(_reason: string): void {}
+}
+
+function newQueue(ops = new FakeOps()): CoreQueue {
+  return new CoreQueue(new TargetCore(logger), new CorePort({ id: 1, addr: '127.0.0.1', port: 0 }), ops);
+}
+
+describe('Controller state table', () => {
+  it('starts live', () => {
+    expect(newController().state).toBe('live');
+  });
+
+  it.each(allEdges<ControllerState>(CONTROLLER_TRANSITIONS))('%s -> %s allowed=%s', (from, to, allowed) => {
+    const c = newController();
+    for (const s of pathTo(CONTROLLER_TRANSITIONS, 'live', from)) expect(c.setState(s)).toBe(true);
+    expect(c.state).toBe(from);
+    expect(c.setState(to)).toBe(allowed);
+    expect(c.state).toBe(allowed ? to : from);
+  });
+
+  it('teardown goes dead once; a second teardown is refused by the table and does nothing', () => {
+    const c = newController();
+    c.subsys.controllers.set(c.cntlid, c);
+    c.teardown('test');
+    expect(c.state).toBe('dead');
+    expect(c.subsys.controllers.size).toBe(0);
+    c.subsys.controllers.set(c.cntlid, c);
+    c.teardown('again');
+    expect(c.subsys.controllers.size).toBe(1);
+  });
+
+  it('CC.SHN moves live -> shutdown and clearing it moves back; a dead controller stays dead', () => {
+    const c = newController();
+    c.writeCc(1 << 14);
+    expect(c.state).toBe('shutdown');
+    c.writeCc(0);
+    expect(c.state).toBe('live');
+    c.setState('dead');
+    c.writeCc(1 << 14);
+    expect(c.state).toBe('dead');
+  });
+});
+
+describe('CoreQueue state table', () => {
+  it('starts connecting', () => {
+    expect(newQueue().state).toBe('connecting');
+  });
+
+  it.each(allEdges<QueueState>(QUEUE_TRANSITIONS))('%s -> %s allowed=%s', (from, to, allowed) => {
+    const q = newQueue();
+    for (const s of pathTo(QUEUE_TRANSITIONS, 'connecting', from)) expect(q.setState(s)).toBe(true);
+    expect(q.state).toBe(from);
+    expect(q.setState(to)).toBe(allowed);
+    expect(q.state).toBe(allowed ? to : from);
+  });
+
+  it('tells the transport once when it goes live, and not on a refused edge', () => {
+    const ops = new FakeOps();
+    const q = newQueue(ops);
+    q.setState('live');
+    q.setState('live');
+    expect(ops.live).toBe(1);
+  });
+
+  it('transport close ends the queue once', () => {
+    const q = newQueue();
+    q.onTransportClosed();
+    expect(q.state).toBe('closed');
+    q.onTransportClosed();
+    expect(q.state).toBe('closed');
+  });
+});

@@ -1,0 +1,214 @@
+// An NVM or discovery subsystem (nvmet_subsys): namespaces, host ACL, faults, its controllers and per-opcode stats.
+import { createHash } from 'node:crypto';
+import type { Buffer } from 'node:buffer';
+import { NvmOpcode } from '../../protocol/index.js';
+import type { FaultConfig, SubsystemConfig } from '../config/types.js';
+import type { Namespace } from './namespace.js';
+import type { CorePort } from './port.js';
+import type { Request } from './request.js';
+import { OpcodeStat, type LatencyHistogram, type OpcodeCounters } from './stats.js';
+import type { AenKind, ControllerState, QueueHandle } from './types.js';
+
+export const SUBSYS_DEFAULTS = {
+  maxIoQueues: 128,
+  maxQueueSize: 1024,
+  mdts: 8,
+  model: 'nvme-tcp-ts',
+  firmware: '0.1.0',
+} as const;
+
+/** Highest NSID the controller reports (NN) unless a configured NSID is larger; nvmet uses 1024 (NVMET_MAX_NAMESPACES). */
+export const DEFAULT_NN = 1024;
+/** Valid dynamic controller IDs (NVMe-oF 1.1 §4.2: 0xFFF0..0xFFFF are reserved/special). */
+export const CNTLID_MIN = 1;
+export const CNTLID_MAX = 0xffef;
+
+/**
+ * A controller as its subsystem lists it (Controller implements it). The subsystem's registry is typed by this
+ * view, not by the Controller class, because Controller refers to its Subsystem: the two modules would import
+ * each other.
+ */
+export interface ControllerEntry {
+  readonly cntlid: number;
+  readonly hostnqn: string;
+  readonly hostid: Buffer;
+  readonly port: CorePort;
+  readonly state: ControllerState;
+  readonly discovery: boolean;
+  readonly createdAt: number;
+  readonly queues: ReadonlyMap<number, QueueHandle>;
+  readonly aers: readonly Request[];
+  readonly grantedIoQueues: number;
+  readonly katoMs: number;
+  readonly cc: number;
+  readonly csts: number;
+  readonly lastKeepAliveAt: number;
+  readonly lastCommandAt: number;
+  addEvent(kind: AenKind): void;
+  nsChanged(nsid: number): void;
+  teardown(reason: string): void;
+}
+
+/** Stats names of the NVM command set opcodes (others: `0x..`). */
+const IO_OPNAME: Readonly<Record<number, string>> = {
+  [NvmOpcode.FLUSH]: 'flush',
+  [NvmOpcode.WRITE]: 'write',
+  [NvmOpcode.READ]: 'read',
+  [NvmOpcode.COMPARE]: 'compare',
+  [NvmOpcode.WRITE_ZEROES]: 'write-zeroes',
+  [NvmOpcode.DSM]: 'dsm',
+};
+
+export class Subsystem {
+  readonly namespaces = new Map<number, Namespace>();
+  /** Sorted active NSIDs, rebuilt on add/remove (Identify CNS 0x02, ANA log). */
+  nsids: number[] = [];
+  readonly controllers = new Map<number, ControllerEntry>();
+  readonly hosts: Set<string>;
+  allowAnyHost: boolean;
+  faults: FaultConfig;
+  /** Remaining commands to fail under faults.failNext. */
+  failRemaining = 0;
+  failStatus = 0;
+  /** Per-opcode command count and latency by stats name (admin/discovery/I/O names never collide). */
+  readonly #stats = new Map<string, OpcodeStat>();
+  /** The same OpcodeStat objects for I/O opcodes, indexed by opcode: no string key on the data path. */
+  readonly #ioStats: (OpcodeStat | undefined)[] = new Array<OpcodeStat | undefined>(256).fill(undefined);
+  #nextCntlid = CNTLID_MIN;
+  readonly serial: string;
+  /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. Fields, not getters over the
+   * config: both are read on every I/O command and the config never changes after construction. */
+  readonly maxTransfer: number;
+  readonly ana: boolean;
+
+  constructor(
+    readonly config: SubsystemConfig,
+    readonly kind: 'nvm' | 'discovery' = 'nvm',
+  ) {
+    this.hosts = new Set(config.hosts ?? []);
+    this.allowAnyHost = config.allowAnyHost ?? this.hosts.size === 0;
+    this.faults = { ...(config.faults ?? {}) };
+    this.setFaults(this.faults);
+    // nvmet generates a random serial per boot; a hash of the NQN keeps it stable across restarts.
+    this.serial = config.serial ?? createHash('sha256').update(config.nqn).digest('hex').slice(0, 20);
+    const mdts = this.mdts;
+    this.maxTransfer = mdts === 0 ? 0 : 4096 * 2 ** mdts;
+    this.ana = kind === 'nvm' && (config.ana ?? true);
+  }
+
+  get nqn(): string {
+    return this.config.nqn;
+  }
+  get maxIoQueues(): number {
+    return this.config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues;
+  }
+  get maxControllers(): number {
+    return this.config.maxControllers ?? CNTLID_MAX - CNTLID_MIN + 1;
+  }
+  get maxQueueSize(): number {
+    return this.config.maxQueueSize ?? SUBSYS_DEFAULTS.maxQueueSize;
+  }
+  get mdts(): number {
+    return this.config.mdts ?? SUBSYS_DEFAULTS.mdts;
+  }
+  get model(): string {
+    return this.config.model ?? SUBSYS_DEFAULTS.model;
+  }
+  get firmware(): string {
+    return this.config.firmware ?? SUBSYS_DEFAULTS.firmware;
+  }
+  get nn(): number {
+    const max = this.nsids.length > 0 ? (this.nsids[this.nsids.length - 1] as number) : 0;
+    return Math.max(DEFAULT_NN, max);
+  }
+
+  exportedOn(portId: number): boolean {
+    return this.config.ports === undefined || this.config.ports.length === 0 || this.config.ports.includes(portId);
+  }
+
+  hostAllowed(hostnqn: string): boolean {
+    return this.allowAnyHost || this.hosts.has(hostnqn);
+  }
+
+  addNamespace(ns: Namespace): void {
+    this.namespaces.set(ns.nsid, ns);
+    this.nsids = [...this.namespaces.keys()].sort((a, b) => a - b);
+  }
+
+  removeNamespace(nsid: number): Namespace | undefined {
+    const ns = this.namespaces.get(nsid);
+    this.namespaces.delete(nsid);
+    this.nsids = [...this.namespaces.keys()].sort((a, b) => a - b);
+    return ns;
+  }
+
+  setFaults(f: FaultConfig): void {
+    this.faults = { ...f };
+    this.failRemaining = f.failNext?.count ?? 0;
+    this.failStatus = f.failNext?.status ?? 0;
+  }
+
+  /** Next free cntlid in CNTLID_MIN..CNTLID_MAX, wrapping; undefined when all are in use (→ Controller Busy). */
+  allocCntlid(): number | undefined {
+    for (let i = 0; i <= CNTLID_MAX - CNTLID_MIN; i++) {
+      const id = this.#nextCntlid;
+      this.#nextCntlid = id >= CNTLID_MAX ? CNTLID_MIN : id + 1;
+      if (!this.controllers.has(id)) return id;
+    }
+    return undefined;
+  }
+
+  /** Counts a parsed command and returns its opcode's latency histogram (for req.lat). */
+  countOpcode(name: string): LatencyHistogram {
+    let st = this.#stats.get(name);
+    if (st === undefined) {
+      st = new OpcodeStat();
+      this.#stats.set(name, st);
+    }
+    st.count++;
+    return st.lat;
+  }
+
+  /** countOpcode for an I/O opcode (0..255): an array slot instead of building and hashing the name per command. */
+  countIoOpcode(op: number): LatencyHistogram {
+    let st = this.#ioStats[op];
+    if (st === undefined) {
+      const name = IO_OPNAME[op] ?? `0x${op.toString(16)}`;
+      st = this.#stats.get(name);
+      if (st === undefined) {
+        st = new OpcodeStat();
+        this.#stats.set(name, st);
+      }
+      this.#ioStats[op] = st;
+    }
+    st.count++;
+    return st.lat;
+  }
+
+  /** Parsed commands per opcode name (stats()). */
+  get opcodeCounts(): OpcodeCounters {
+    const out: OpcodeCounters = {};
+    for (const [name, st] of this.#stats) out[name] = st.count;
+    return out;
+  }
+
+  /** Per-opcode latency, same keys as opcodeCounts (AERs are never recorded: they are held open by design). */
+  get latency(): Record<string, LatencyHistogram> {
+    const out: Record<string, LatencyHistogram> = {};
+    for (const [name, st] of this.#stats) out[name] = st.lat;
+    return out;
+  }
+
+  /** Config snapshot with live ACL, faults and namespaces. */
+  snapshot(): SubsystemConfig {
+    const out: SubsystemConfig = { ...this.config, allowAnyHost: this.allowAnyHost, hosts: [...this.hosts] };
+    const faults: FaultConfig = { ...this.faults };
+    if (this.failRemaining > 0) faults.failNext = { count: this.failRemaining, status: this.failStatus };
+    else delete faults.failNext;
+    if (Object.keys(faults).length > 0) out.faults = faults;
+    else delete out.faults;
+    out.namespaces = this.nsids.map((id) => ({ ...(this.namespaces.get(id) as Namespace).config }));
+    return out;
+  }
+}
+
