@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DNR, NvmOpcode, Status, encodeRwCmd, encodeSqe, sglInCapsule, sglTransport, type SglDescriptor } from '../../protocol/index.js';
 import { RamBackend } from '../backend/index.js';
 import { Namespace } from './index.js';
-import { HostQueue, SUBNQN, makeTarget } from './testing/fake-transport.js';
+import { HostQueue, SUBNQN, controllerOf, makeTarget } from './testing/fake-transport.js';
 
 const NS_BYTES = 1 << 20;
 const INLINE = 4096;
@@ -19,8 +19,7 @@ function ioQueue() {
   const cntlid = admin.connectAndEnable();
   const io = new HostQueue(t.target, t.port);
   expect(io.connect({ qid: 1, cntlid }).status).toBe(0);
-  const ctrl = t.subsys.controllers.get(cntlid);
-  if (ctrl === undefined) throw new Error('no controller');
+  const ctrl = controllerOf(t.subsys, cntlid);
   return { ...t, admin, io, ctrl };
 }
 

@@ -18,7 +18,7 @@ import {
   encodeSqe,
 } from '../../protocol/index.js';
 import { WELL_KNOWN_DISCOVERY_NQN } from './index.js';
-import { HostQueue, makeTarget, type Completion } from './testing/fake-transport.js';
+import { HostQueue, controllerOf, makeTarget, type Completion } from './testing/fake-transport.js';
 
 /** CC of an NVM host: EN plus the 64-byte SQE / 16-byte CQE sizes (NVMe Base 2.0 Figure 41). */
 const CC_EN = encodeCc({ en: true, iosqes: 6, iocqes: 4 });
@@ -108,7 +108,7 @@ describe('Property Set and CC/CSTS transitions', () => {
     ok(admin.propertySet(PropertyOffset.CC, CC_EN));
     expect(ok(admin.propertyGet(PropertyOffset.CC)).dw0).toBe(CC_EN);
     expect(csts(admin)).toMatchObject({ rdy: true, cfs: false, shst: CstsShst.NORMAL });
-    expect(subsys.controllers.get(cntlid)?.ready).toBe(true);
+    expect(controllerOf(subsys, cntlid).ready).toBe(true);
   });
 
   it('CC.EN 1 → 0 clears CSTS.RDY, and admin commands then fail with Command Sequence Error', () => {
@@ -212,8 +212,8 @@ describe('Property Set and CC/CSTS transitions', () => {
   it('failed property commands go to the error log with their CID', () => {
     const { admin, subsys, cntlid } = connected();
     const c = admin.propertyGet(0x1000);
-    const ctrl = subsys.controllers.get(cntlid);
-    expect(ctrl?.errorCount).toBe(1n);
-    expect(ctrl?.errors[0]).toMatchObject({ sqid: 0, cmdid: c.cid, status: Status.INVALID_FIELD | DNR, paramErrorLocation: 44 });
+    const ctrl = controllerOf(subsys, cntlid);
+    expect(ctrl.errorCount).toBe(1n);
+    expect(ctrl.errors[0]).toMatchObject({ sqid: 0, cmdid: c.cid, status: Status.INVALID_FIELD | DNR, paramErrorLocation: 44 });
   });
 });

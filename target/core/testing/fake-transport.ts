@@ -26,7 +26,7 @@ import {
   sglTransport,
   type Cqe,
 } from '../../../protocol/index.js';
-import { CoreQueue, CorePort, Request, Subsystem, TargetCore, type QueueTransportOps } from '../index.js';
+import { Controller, CoreQueue, CorePort, Request, Subsystem, TargetCore, type QueueTransportOps } from '../index.js';
 
 /** What the host would see for one completed command: the CQE (round-tripped through the protocol codec) and its data. */
 export interface Completion extends Cqe {
@@ -278,6 +278,13 @@ type SubsystemConfig = ConstructorParameters<typeof Subsystem>[0];
 type PortConfig = ConstructorParameters<typeof CorePort>[0];
 
 /** A target core with one port (id 1) and one NVM subsystem (SUBNQN, any host), silent logger. */
+/** The full Controller behind a cntlid (the subsystem's map holds the narrow ControllerEntry view). */
+export function controllerOf(subsys: Subsystem, cntlid: number): Controller {
+  const ctrl = subsys.controllers.get(cntlid);
+  if (!(ctrl instanceof Controller)) throw new Error(`no controller ${cntlid}`);
+  return ctrl;
+}
+
 export function makeTarget(sub: Partial<SubsystemConfig> = {}, portCfg: Partial<PortConfig> = {}): { target: TargetCore; port: CorePort; subsys: Subsystem } {
   const target = new TargetCore(pino({ level: 'silent' }));
   const port = new CorePort({ id: 1, addr: '192.0.2.1', port: 4420, ...portCfg });
