@@ -8,7 +8,7 @@
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { PduFlag, PduType, crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
-import { adoptWithUserBuffer } from '../target/transport/tcp/user-buffer-socket.js';
+import { adoptWithUserBuffer } from '../connection/index.js';
 
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
 for (let i = 0; i < RAM.length; i += 4) wr32(RAM, i, (i * 2654435761) >>> 0);

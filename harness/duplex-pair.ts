@@ -1,4 +1,4 @@
-// An in-memory connected pair of Duplex streams: Node 20 lacks stream.duplexPair (added in v22.6), STYLE.md §1.2.
+// An in-memory connected pair of Duplex streams: Node 20 lacks stream.duplexPair (added in v22.6).
 import { Duplex } from 'node:stream';
 
 /** One end of a duplex pair; what one side writes, the other side reads. */

@@ -1,4 +1,4 @@
-// Where target and initiator meet (ARCHITECTURE.md: harness/ is the only place): an in-process RAM target, a target
+// Where target and initiator meet (harness/ is the only place): an in-process RAM target, a target
 // in a child process, and the BlockTarget adapter over an initiator namespace (or multipath head).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';

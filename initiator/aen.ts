@@ -3,22 +3,7 @@
 // one AER kept outstanding on the admin queue; namespace-change notices rescan, ANA-change notices re-read ANA.
 import { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
-import {
-  AdminOpcode,
-  AenConfig,
-  AenNotice,
-  AenType,
-  CHANGED_NS_LIST_SIZE,
-  FeatureId,
-  LogPageId,
-  NvmeStatusError,
-  decodeAenResult,
-  encodeGetLogPageCmd,
-  encodeSetFeaturesCmd,
-  encodeSqe,
-  type AnaStateName,
-  type IdentifyController,
-} from '../protocol/index.js';
+import { AdminOpcode, AenConfig, AenNotice, AenType, CHANGED_NS_LIST_SIZE, FeatureId, LogPageId, NvmeStatusError, decodeAenResult, encodeGetLogPageCmd, encodeSetFeaturesCmd, encodeSqe, type AnaStateName, type IdentifyController, NSID_BROADCAST } from '../protocol/index.js';
 import type { AdminChannel } from './admin.js';
 import type { NamespaceScanner } from './scan.js';
 
@@ -43,8 +28,6 @@ export const AER_CID = 31;
 const AER_TIMEOUT_MS = 86_400_000;
 /** The events this host asks for (when the controller supports them, OAES). */
 const AEN_WANTED = AenConfig.NS_ATTR | AenConfig.FW_ACT | AenConfig.ANA | AenConfig.DISC;
-/** NSID FFFFFFFFh: the Changed Namespace List is controller-wide. */
-const NSID_BROADCAST = 0xffff_ffff;
 
 export class AenHandler {
   readonly #admin: AdminChannel;

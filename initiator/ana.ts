@@ -2,12 +2,9 @@
 // nvme_update_ana_state): the ANA log read on connect, on ANA change notices and on path errors, and each
 // namespace's state taken from its ANA group.
 import { Buffer } from 'node:buffer';
-import { LogPageId, anaLogMaxSize, anaStateName, decodeAnaLog, encodeGetLogPageCmd, type AnaStateName, type IdentifyController } from '../protocol/index.js';
+import { LogPageId, anaLogMaxSize, anaStateName, decodeAnaLog, encodeGetLogPageCmd, type AnaStateName, type IdentifyController, Cmic } from '../protocol/index.js';
 import type { AdminChannel } from './admin.js';
 import type { Namespace } from './namespace.js';
-
-/** CMIC bit 3: the controller reports ANA (NVMe Base 2.0 §5.17.2.1). */
-export const CMIC_ANA_REPORTING = 1 << 3;
 
 export class AnaTracker {
   readonly #admin: AdminChannel;
@@ -21,7 +18,7 @@ export class AnaTracker {
 
   /** Take the log size from a fresh Identify Controller (the whole log, bounded by one command's transfer). */
   configure(id: IdentifyController, maxTransferBytes: number): void {
-    this.#logSize = (id.cmic & CMIC_ANA_REPORTING) !== 0 ? Math.min(anaLogMaxSize(id.nanagrpid, id.mnan), maxTransferBytes) : 0;
+    this.#logSize = (id.cmic & Cmic.ANA_REPORTING) !== 0 ? Math.min(anaLogMaxSize(id.nanagrpid, id.mnan), maxTransferBytes) : 0;
   }
 
   get reporting(): boolean {

@@ -1,7 +1,7 @@
 // Identify Controller on connect and the gates a host applies to what it reports (Linux drivers/nvme/host/core.c
 // nvme_init_identify + nvme_check_ctrl_fabric_info), plus the transfer and in-capsule limits derived from it.
 import { Buffer } from 'node:buffer';
-import { CntrlType, Cns, IDENTIFY_DATA_SIZE, SQE_SIZE, decodeIdentifyController, encodeIdentifyCmd, type IdentifyController } from '../protocol/index.js';
+import { CntrlType, Cns, IDENTIFY_DATA_SIZE, SQE_SIZE, decodeIdentifyController, encodeIdentifyCmd, type IdentifyController, Sgls } from '../protocol/index.js';
 import type { AdminChannel } from './admin.js';
 import { ControllerInitError } from './errors.js';
 
@@ -12,9 +12,6 @@ const MAX_TRANSFER_CAP = 64 << 20;
 /** MDTS is in units of the minimum memory page size (CAP.MPSMIN 0: 4 KiB). */
 const MPS_BYTES = 4096;
 
-/** Identify Controller SGLS bits (NVMe Base 2.0 §5.17.2.1): bits 1:0 SGL support, bit 20 offset addressing. */
-const SGLS_SUPPORT_MASK = 0x3;
-const SGLS_OFFSET = 1 << 20;
 /** IOCCSZ is in 16-byte units and includes the 64-byte SQE (NVMe-oF 1.1 §4.1). */
 const CCSZ_UNIT = 16;
 
@@ -32,7 +29,7 @@ export function checkIdentify(id: IdentifyController, cntlid: number, discovery:
   if (io && id.ioccsz < 4) throw new ControllerInitError('ioccsz', `IOCCSZ ${id.ioccsz} < 4`);
   if (io && id.iorcsz < 1) throw new ControllerInitError('iorcsz', `IORCSZ ${id.iorcsz} < 1`);
   if (id.icdoff !== 0) throw new ControllerInitError('icdoff', `ICDOFF ${id.icdoff} is not 0`);
-  if ((id.sgls & SGLS_SUPPORT_MASK) === 0) throw new ControllerInitError('sgls', 'mandatory SGLs are not supported');
+  if ((id.sgls & Sgls.SUPPORT_MASK) === 0) throw new ControllerInitError('sgls', 'mandatory SGLs are not supported');
   if (io && id.maxcmd === 0) throw new ControllerInitError('maxcmd', 'MAXCMD is 0');
   if (io && id.cntrltype === CntrlType.DISCOVERY) throw new ControllerInitError('cntrltype', 'discovery controller behind an I/O subsystem NQN');
 }
@@ -44,5 +41,5 @@ export function maxTransferBytes(id: IdentifyController): number {
 
 /** In-capsule data an I/O queue may carry: IOCCSZ less the SQE, when the controller takes SGL offsets, else none. */
 export function ioInlineLimit(id: IdentifyController): number {
-  return (id.sgls & SGLS_OFFSET) !== 0 ? Math.max(0, id.ioccsz * CCSZ_UNIT - SQE_SIZE) : 0;
+  return (id.sgls & Sgls.OFFSET) !== 0 ? Math.max(0, id.ioccsz * CCSZ_UNIT - SQE_SIZE) : 0;
 }

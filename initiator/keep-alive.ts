@@ -1,11 +1,8 @@
 // Host keep-alive (NVMe Base 2.0 §3.9, Keep Alive command §5.16; Linux drivers/nvme/host/core.c nvme_keep_alive_work):
 // a Keep Alive on the admin queue every KATO/2, or KATO/4 with Traffic Based Keep Alive where any completion in the
 // period stands in for the command.
-import { AdminOpcode, encodeSqe } from '../protocol/index.js';
+import { AdminOpcode, encodeSqe, Ctratt } from '../protocol/index.js';
 import type { QueuePair } from './queue-pair.js';
-
-/** CTRATT bit 6: Traffic Based Keep Alive supported (NVMe Base 2.0 §5.17.2.1). */
-export const CTRATT_TBKAS = 1 << 6;
 
 /** What the keep-alive needs from its controller. */
 export interface KeepAliveHost {
@@ -34,7 +31,7 @@ export class KeepAlive {
     this.stop();
     if (katoSec === 0) return;
     this.#katoMs = katoSec * 1000;
-    this.#tbkas = (ctratt & CTRATT_TBKAS) !== 0;
+    this.#tbkas = (ctratt & Ctratt.TBKAS) !== 0;
     this.#periodMs = this.#katoMs / (this.#tbkas ? 4 : 2);
     this.#activity = false;
     this.#arm();

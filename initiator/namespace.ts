@@ -10,9 +10,7 @@ import {
   encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
-  sglTransport,
   type AnaStateName,
-  type SglDescriptor,
 } from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { Completion, SubmitSpec } from './queue-pair.js';
@@ -61,13 +59,6 @@ export interface DeallocateRange {
   blocks: number;
 }
 
-/**
- * The SGL the command encoders require an argument for. The queue pair is the one writer of SGL1: it alone knows
- * whether the data goes in-capsule or by R2T/C2HData, so the namespace never describes the data (one shared object,
- * nothing allocated per I/O).
- */
-const SGL_SET_BY_QUEUE: Readonly<SglDescriptor> = Object.freeze(sglTransport(0));
-
 /** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
 const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
@@ -110,7 +101,7 @@ export class Namespace {
   }
 
   #rw(opcode: number, lba: bigint, blocks: number, fua: boolean): Buffer {
-    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua, sgl: SGL_SET_BY_QUEUE });
+    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua });
   }
 
   /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
@@ -196,7 +187,7 @@ export class Namespace {
       parts.push(
         this.#exec.execIo(
           () => ({
-            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true, sgl: SGL_SET_BY_QUEUE }),
+            sqe: encodeDsmCmd({ cid: 0, nsid: this.info.nsid, count: chunk.length, ad: true }),
             h2c: data,
             timeoutMs: this.#exec.ioTimeoutMs,
           }),

@@ -2,10 +2,10 @@
 // interfaces with fakes instead of sockets.
 import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AdminOpcode, AnaState, LogPageId, decodeSqe, encodeAnaLog, encodeIdentifyController, decodeIdentifyController } from '../protocol/index.js';
+import { AdminOpcode, AnaState, LogPageId, decodeSqe, encodeAnaLog, encodeIdentifyController, decodeIdentifyController, Cmic, Ctratt } from '../protocol/index.js';
 import type { AdminChannel, AdminSpec } from './admin.js';
-import { AnaTracker, CMIC_ANA_REPORTING } from './ana.js';
-import { CTRATT_TBKAS, KeepAlive, type KeepAliveHost } from './keep-alive.js';
+import { AnaTracker } from './ana.js';
+import { KeepAlive, type KeepAliveHost } from './keep-alive.js';
 import { Namespace, type IoExecutor, type NamespaceInfo } from './namespace.js';
 import type { Completion, QueuePair, SubmitSpec } from './queue-pair.js';
 
@@ -57,7 +57,7 @@ describe('KeepAlive', () => {
     vi.useFakeTimers();
     const { host, sent } = kaHost(() => Promise.resolve(OK));
     const ka = new KeepAlive(host);
-    ka.start(8, CTRATT_TBKAS);
+    ka.start(8, Ctratt.TBKAS);
     ka.noteActivity();
     await vi.advanceTimersByTimeAsync(2000);
     expect(sent).toHaveLength(0);
@@ -111,7 +111,7 @@ describe('AnaTracker', () => {
     });
     const a = admin(log);
     const t = new AnaTracker(a);
-    t.configure(decodeIdentifyController(encodeIdentifyController({ cmic: CMIC_ANA_REPORTING, nanagrpid: 2, mnan: 4 })), 1 << 20);
+    t.configure(decodeIdentifyController(encodeIdentifyController({ cmic: Cmic.ANA_REPORTING, nanagrpid: 2, mnan: 4 })), 1 << 20);
     const nss = [new Namespace(exec, info(1, 1)), new Namespace(exec, info(2, 2)), new Namespace(exec, info(3, 9))];
     await t.refresh(nss);
     expect(nss.map((n) => n.anaState)).toEqual(['non-optimized', 'inaccessible', 'optimized']);

@@ -2,28 +2,10 @@
 // the active NSID list (CNS 2), Identify Namespace (CNS 0) and the descriptor list (CNS 3) per NSID. The scanner
 // owns the controller's namespaces; their ANA state comes from the AnaTracker.
 import { Buffer } from 'node:buffer';
-import {
-  ACTIVE_NS_LIST_MAX,
-  Cns,
-  IDENTIFY_DATA_SIZE,
-  NidType,
-  NvmeStatusError,
-  decodeActiveNsList,
-  decodeIdentifyNamespace,
-  decodeNsDescList,
-  encodeIdentifyCmd,
-  flbasIndex,
-  formatUuid,
-  type AnaStateName,
-} from '../protocol/index.js';
+import { ACTIVE_NS_LIST_MAX, Cns, IDENTIFY_DATA_SIZE, NidType, NvmeStatusError, decodeActiveNsList, decodeIdentifyNamespace, decodeNsDescList, encodeIdentifyCmd, flbasIndex, formatUuid, type AnaStateName, Nmic, Nsattr } from '../protocol/index.js';
 import type { AdminChannel } from './admin.js';
 import { AnaTracker } from './ana.js';
 import { Namespace, type IoExecutor, type NamespaceInfo } from './namespace.js';
-
-/** NMIC bit 0: the namespace may be attached to several controllers (Identify Namespace, NVM Command Set 1.0 §4.1.5). */
-const NMIC_SHARED = 1 << 0;
-/** NSATTR bit 0: write protected (Identify Namespace, NVM Command Set 1.0 §4.1.5). */
-const NSATTR_WRITE_PROTECTED = 1 << 0;
 
 function hexOrEmpty(b: Buffer): string {
   return b.every((x) => x === 0) ? '' : b.toString('hex');
@@ -123,8 +105,8 @@ export class NamespaceScanner {
       uuid: ids.uuid,
       eui64: hexOrEmpty(ns.eui64),
       anagrpid: ns.anagrpid,
-      shared: (ns.nmic & NMIC_SHARED) !== 0,
-      readOnly: (ns.nsattr & NSATTR_WRITE_PROTECTED) !== 0,
+      shared: (ns.nmic & Nmic.SHARED) !== 0,
+      readOnly: (ns.nsattr & Nsattr.WRITE_PROTECTED) !== 0,
     };
   }
 

@@ -1,4 +1,4 @@
-// Error tiers shared by target and initiator (STYLE.md §2.8): NVMe status, transport fatal, local.
+// Error tiers shared by target and initiator: NVMe status, transport fatal, local.
 
 /** Base for every error this package throws: a stable string `code` and an optional `cause`. */
 export abstract class NvmeTcpError extends Error {

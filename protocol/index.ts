@@ -1,4 +1,4 @@
-// Public face of protocol/: wire formats only; no I/O (ARCHITECTURE.md rule 1).
+// Public face of protocol/: wire formats only; no I/O.
 export * from './errors.js';
 export * from './tcp/index.js';
 export * from './nvme/index.js';

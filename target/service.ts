@@ -1,5 +1,5 @@
 // TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
-// and the TCP listeners and translates config objects into core objects (ARCHITECTURE.md rule 3, STYLE.md §1.4).
+// and the TCP listeners and translates config objects into core objects.
 import pino, { type Logger } from 'pino';
 import { InvalidArgumentError, formatUuid, validateNqn } from '../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';

@@ -1,4 +1,4 @@
-// A scripted fake NVMe/TCP target peer over real loopback sockets, for initiator unit tests (STYLE.md §2.12): enough of
+// A scripted fake NVMe/TCP target peer over real loopback sockets, for initiator unit tests: enough of
 // nvmet's behaviour to drive connect, identify, I/O on a RAM namespace, R2T/C2H data flows, ANA and AENs, plus knobs
 // to misbehave. Built only from protocol/ (initiator tests must not import target/).
 import net from 'node:net';

@@ -1,4 +1,4 @@
-// Fault-injecting TCP proxy (ARCHITECTURE.md harness/peers): listens on 127.0.0.1:0 and relays to an upstream,
+// Fault-injecting TCP proxy: listens on 127.0.0.1:0 and relays to an upstream,
 // with per-direction delay, bandwidth cap, drop-after-N-bytes, one corrupted byte, and pause/resume.
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';

@@ -23,6 +23,20 @@ import {
   zeroFilledWindow,
 } from './wire.js';
 
+/** Identify Controller CMIC bits (NVMe Base 2.0 §5.17.2.1, Figure 275 byte 76). */
+export const Cmic = { MULTI_PORT: 1 << 0, MULTI_CTRL: 1 << 1, ANA_REPORTING: 1 << 3 } as const;
+/** Identify Controller CTRATT bits (Figure 275 bytes 99:96): 128-bit Host Identifier, Traffic Based Keep Alive. */
+export const Ctratt = { HOST_ID_128: 1 << 0, TBKAS: 1 << 6 } as const;
+/**
+ * Identify Controller SGLS fields (Figure 275 bytes 539:536): bits 1:0 SGL support (01b: no alignment
+ * requirement), bit 20 SGL Offset (Address field of Data Block descriptors may hold an offset).
+ */
+export const Sgls = { SUPPORT_MASK: 0x3, SUPPORTED: 0x1, OFFSET: 1 << 20 } as const;
+/** Identify Namespace NMIC bit 0: may be attached to two or more controllers (NVM Command Set 1.0 §4.1.5.1). */
+export const Nmic = { SHARED: 1 << 0 } as const;
+/** Identify Namespace NSATTR bit 0: write protected (NVM Command Set 1.0 §4.1.5.1). */
+export const Nsattr = { WRITE_PROTECTED: 1 << 0 } as const;
+
 /** Size of every Identify data structure (NVMe Base 2.0 §5.17.2). */
 export const IDENTIFY_DATA_SIZE = 4096;
 

@@ -56,6 +56,9 @@ export type Psdt = (typeof Psdt)[keyof typeof Psdt];
 /** SGL descriptor size (NVMe Base 2.0 §4.3.2). */
 export const SGL_DESC_SIZE = 16;
 
+/** NSID FFFFFFFFh: all namespaces (broadcast), where a command allows it (NVMe Base 2.0 §3.2.1.2). */
+export const NSID_BROADCAST = 0xffff_ffff;
+
 /** Byte offsets inside an SGL descriptor (NVMe Base 2.0 Figure 115). */
 export const SglOffset = { address: 0, length: 8, type: 15 } as const;
 
@@ -151,6 +154,9 @@ export interface Sqe {
  */
 export type SqeInit = Partial<Omit<Sqe, 'opcode' | 'cid'>> & { opcode: number; cid: number };
 
+/** The "null" SGL (transport data block, length 0) for commands whose encoder input names none. */
+const NULL_SGL: Readonly<SglDescriptor> = Object.freeze({ address: 0n, length: 0, type: SglType.TRANSPORT_DATA_BLOCK });
+
 /** Transport SGL Data Block for `length` bytes moved by C2HData or R2T/H2CData (NVMe/TCP 1.0 §3.3.3). */
 export function sglTransport(length: number): SglDescriptor {
   return { address: 0n, length: u32(length), type: SglType.TRANSPORT_DATA_BLOCK };
@@ -215,7 +221,7 @@ export function encodeSqeInto(buf: Buffer, offset: number, sqe: SqeInit): void {
   buf.writeUInt32LE(u32(sqe.cdw2 ?? 0), offset + SqeOffset.cdw2);
   buf.writeUInt32LE(u32(sqe.cdw3 ?? 0), offset + SqeOffset.cdw3);
   buf.writeBigUInt64LE(u64(sqe.mptr ?? 0n), offset + SqeOffset.mptr);
-  encodeSglInto(buf, offset + SqeOffset.dptr, sqe.sgl ?? sglTransport(0));
+  encodeSglInto(buf, offset + SqeOffset.dptr, sqe.sgl ?? NULL_SGL);
   buf.writeUInt32LE(u32(sqe.cdw10 ?? 0), offset + SqeOffset.cdw10);
   buf.writeUInt32LE(u32(sqe.cdw11 ?? 0), offset + SqeOffset.cdw11);
   buf.writeUInt32LE(u32(sqe.cdw12 ?? 0), offset + SqeOffset.cdw12);
@@ -290,7 +296,8 @@ export interface RwCmdInit {
   nlb: number;
   fua?: boolean;
   lr?: boolean;
-  sgl: SglDescriptor;
+  /** SGL1; default the null SGL (a host's transport fills it in, as Linux nvme_tcp_setup_cmd_pdu does). */
+  sgl?: SglDescriptor;
 }
 
 function rwCdw10(slba: bigint): number {
@@ -310,7 +317,7 @@ export function encodeRwCmd(c: RwCmdInit): Buffer {
     opcode: c.opcode,
     cid: c.cid,
     nsid: c.nsid,
-    sgl: c.sgl,
+    sgl: c.sgl ?? NULL_SGL,
     cdw10: rwCdw10(c.slba),
     cdw11: rwCdw11(c.slba),
     cdw12: cdw12 >>> 0,
@@ -449,8 +456,9 @@ export function encodeDsmCmd(c: {
   ad?: boolean;
   idr?: boolean;
   idw?: boolean;
-  sgl: SglDescriptor;
+  /** SGL1; default the null SGL. */
+  sgl?: SglDescriptor;
 }): Buffer {
   const cdw11 = (c.idr === true ? DsmAttr.IDR : 0) | (c.idw === true ? DsmAttr.IDW : 0) | (c.ad === true ? DsmAttr.AD : 0);
-  return encodeSqe({ opcode: NvmOpcode.DSM, cid: c.cid, nsid: c.nsid, sgl: c.sgl, cdw10: (c.count - 1) & 0xff, cdw11 });
+  return encodeSqe({ opcode: NvmOpcode.DSM, cid: c.cid, nsid: c.nsid, sgl: c.sgl ?? NULL_SGL, cdw10: (c.count - 1) & 0xff, cdw11 });
 }

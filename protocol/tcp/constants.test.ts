@@ -1,4 +1,4 @@
-// Layout constants and the per-type table checked against the spec tables (TCP 1.0 §3.6.1–§3.6.2, STYLE.md §2.9).
+// Layout constants and the per-type table checked against the spec tables (TCP 1.0 §3.6.1–§3.6.2).
 import { describe, expect, it } from 'vitest';
 import {
   CAPSULE_CMD_HLEN,

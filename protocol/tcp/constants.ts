@@ -58,7 +58,7 @@ interface PduTypeInfo {
   readonly data: boolean;
 }
 
-/** Per-type facts in one table (STYLE.md §2.9): fixed hlen, direction, digest applicability. */
+/** Per-type facts in one table: fixed hlen, direction, digest applicability. */
 export const PDU_INFO = {
   [PduType.IC_REQ]: { name: 'ICReq', hlen: 128, dir: 'h2c', hdgst: false, data: false },
   [PduType.IC_RESP]: { name: 'ICResp', hlen: 128, dir: 'c2h', hdgst: false, data: false },

@@ -1,4 +1,4 @@
-// Property-based fuzzing of PduReader (STYLE.md §2.11, after mqtt-packet testRandom.js): push never throws; every
+// Property-based fuzzing of PduReader (after mqtt-packet testRandom.js): push never throws; every
 // input ends in decoded PDUs and exactly one fatal finding once a poison tail is appended; results never depend on
 // how the bytes were chunked; valid streams decode to exactly the PDUs they were built from.
 import { Buffer } from 'node:buffer';

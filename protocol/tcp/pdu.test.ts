@@ -1,4 +1,4 @@
-// Table-driven codec tests (STYLE.md §2.11): every PDU type × digests × PDA, expected bytes from the independent
+// Table-driven codec tests: every PDU type × digests × PDA, expected bytes from the independent
 // test builder; each case is decoded (whole, byte by byte, split at every offset), encoded, and round-tripped.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';

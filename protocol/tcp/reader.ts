@@ -1,5 +1,5 @@
 // Incremental PDU receiver (TCP 1.0 §3.6): CH(8) → rest of header(+HDGST+pad) → DATA → DDGST, over chunks of any size.
-// Header bytes are copied only when a header straddles chunks; payload is handed out as views (STYLE.md §2.2).
+// Header bytes are copied only when a header straddles chunks; payload is handed out as views.
 import { Buffer } from 'node:buffer';
 import { CAPSULE_CMD_HLEN, CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
 import { crc32c } from './crc32c.js';

@@ -1,5 +1,5 @@
 // NamespaceBackend: what a namespace stores its blocks in. Backends see byte offsets and buffers, never PDUs
-// (ARCHITECTURE.md rule 3; Linux nvmet io-cmd-file.c / io-cmd-bdev.c play this role).
+// (Linux nvmet io-cmd-file.c / io-cmd-bdev.c play this role).
 
 /** Completion of a write-type operation; `err` set when the medium failed. */
 export type IoCallback = (err: Error | null) => void;

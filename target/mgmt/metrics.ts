@@ -258,7 +258,7 @@ export function createMetrics(service: MetricsSource): TargetMetrics {
     },
   });
 
-  // ARCHITECTURE.md rule 5: loop lag is exported. Percentiles cover the interval since the previous scrape.
+  // Loop lag is exported (the data path must never block the loop). Percentiles cover the interval since the previous scrape.
   const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   new Gauge({

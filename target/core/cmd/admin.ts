@@ -1,40 +1,11 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import {
-  ABORT_NOT_ABORTED,
-  ANA_STATE_CODE,
-  AdminOpcode,
-  CmdEffects,
-  Cns,
-  Csi,
-  DNR,
-  FeatureId,
-  IDENTIFY_DATA_SIZE,
-  LogPageId,
-  NidType,
-  NvmOpcode,
-  SqeOffset,
-  Status,
-  encodeActiveNsList,
-  encodeAnaLog,
-  encodeChangedNsList,
-  encodeCmdEffectsLog,
-  encodeErrorLog,
-  encodeFwSlotLog,
-  encodeIdentifyController,
-  encodeIdentifyNamespace,
-  encodeIdentifyNvmController,
-  encodeNsDescList,
-  encodeSmartLog,
-  selectActiveNsids,
-  sliceLogPage,
-} from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, selectActiveNsids, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
 import { type Controller, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
 
-const NSID_ALL = 0xffff_ffff;
 /** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
 export const MAX_ANA_GROUPS = 128;
 
@@ -90,7 +61,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
   req.dataLen = IDENTIFY_DATA_SIZE;
   switch (cns) {
     case Cns.NS:
-      if (req.nsid === NSID_ALL) {
+      if (req.nsid === NSID_BROADCAST) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
@@ -152,7 +123,7 @@ export function identifyController(ctrl: Controller): Buffer {
       ver: NVME_VS,
       lpa: 0x04,
       maxcmd: s.maxQueueSize,
-      sgls: port.inlineDataSize > 0 ? 0x0010_0001 : 0x1,
+      sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
       kas: 10,
       oaes: ctrl.supportedAens,
       cntrltype: 2,
@@ -170,13 +141,12 @@ export function identifyController(ctrl: Controller): Buffer {
     mn: s.model,
     fr: s.firmware,
     rab: 6,
-    cmic: s.ana ? 0x0b : 0x03,
+    cmic: Cmic.MULTI_PORT | Cmic.MULTI_CTRL | (s.ana ? Cmic.ANA_REPORTING : 0),
     mdts: s.mdts,
     cntlid: ctrl.cntlid,
     ver: NVME_VS,
     oaes: ctrl.supportedAens,
-    // bit0: 128-bit host identifier; bit6: traffic based keep alive (TBKAS).
-    ctratt: 0x41,
+    ctratt: Ctratt.HOST_ID_128 | Ctratt.TBKAS,
     cntrltype: 1,
     acl: 3,
     aerl: MAX_AERS - 1,
@@ -196,7 +166,7 @@ export function identifyController(ctrl: Controller): Buffer {
     // Compare, Dataset Management, Write Zeroes.
     oncs: 0x01 | 0x04 | 0x08,
     vwc: 0x01,
-    sgls: port.inlineDataSize > 0 ? 0x0010_0001 : 0x1,
+    sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
     mnan: s.ana ? nn : 0,
     subnqn: s.nqn,
     ioccsz: (64 + port.inlineDataSize) / 16,
@@ -221,7 +191,7 @@ export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer 
     nuse: reachable ? size : 0n,
     nlbaf: 0,
     flbas: 0,
-    nmic: 1,
+    nmic: Nmic.SHARED,
     // DLFEAT: deallocated blocks read as zeroes (bits 2:0 = 1), Write Zeroes DEAC supported (bit 3).
     dlfeat: 0x09,
     anagrpid: ctrl.subsys.ana ? ns.anaGroup : 0,
@@ -264,7 +234,7 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       build = () => encodeErrorLog(ctrl.errors, 128);
       break;
     case LogPageId.SMART: {
-      if (req.nsid !== NSID_ALL && req.nsid !== 0 && !ctrl.subsys.namespaces.has(req.nsid)) {
+      if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && !ctrl.subsys.namespaces.has(req.nsid)) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
@@ -306,7 +276,7 @@ function u128(n: number): bigint {
 }
 
 function smartLog(ctrl: Controller, nsid: number): Buffer {
-  const list = nsid === NSID_ALL || nsid === 0 ? [...ctrl.subsys.namespaces.values()] : [ctrl.subsys.namespaces.get(nsid)].filter((n): n is Namespace => n !== undefined);
+  const list = nsid === NSID_BROADCAST || nsid === 0 ? [...ctrl.subsys.namespaces.values()] : [ctrl.subsys.namespaces.get(nsid)].filter((n): n is Namespace => n !== undefined);
   let br = 0;
   let bw = 0;
   let rc = 0;

@@ -2,13 +2,11 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, SqeOffset, Status, rd16, rd32 } from '../../../protocol/index.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
 import type { Controller } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
-
-const NSID_ALL = 0xffff_ffff;
 
 /** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
 function sqeSlba(sqe: Buffer): number {
@@ -19,7 +17,7 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
   const subsys = ctrl.subsys;
   const op = req.opcode;
   req.lat = subsys.countIoOpcode(op);
-  if (op === NvmOpcode.FLUSH && req.nsid === NSID_ALL) {
+  if (op === NvmOpcode.FLUSH && req.nsid === NSID_BROADCAST) {
     req.execute = executeFlushAll;
     return 0;
   }

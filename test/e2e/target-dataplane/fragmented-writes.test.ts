@@ -1,4 +1,4 @@
-// The target receives into one reused buffer (target/transport/tcp/user-buffer-socket.ts): every byte a command keeps
+// The target receives into one reused buffer (connection/user-buffer-socket.ts): every byte a command keeps
 // past the read that delivered it must be copied. Writes (in-capsule and R2T/H2CData, with and without data digest,
 // RAM and file namespaces) arrive split across many tiny TCP writes, pipelined and interleaved with reads; reading
 // everything back must return exactly what was written.
