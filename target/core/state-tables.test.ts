@@ -45,6 +45,27 @@ function allEdges<S extends string>(table: Transitions<S>): [S, S, boolean][] {
   return states.flatMap((from) => states.map((to): [S, S, boolean] => [from, to, table[from].includes(to)]));
 }
 
+/** Anything driven by a transition table: its current state and the one writer that consults the table. */
+interface StateMachine<S extends string> {
+  readonly state: S;
+  setState(next: S): boolean;
+}
+
+/**
+ * One test per (from, to) pair of `table`: a fresh machine from `create` is walked along allowed edges from
+ * `start` to `from`, then asked to move to `to`; it must succeed exactly when the table lists the edge, and a
+ * refused edge must leave the state where it was.
+ */
+function itChecksEveryEdge<S extends string>(table: Transitions<S>, start: S, create: () => StateMachine<S>): void {
+  it.each(allEdges(table))('%s -> %s allowed=%s', (from, to, allowed) => {
+    const m = create();
+    for (const s of pathTo(table, start, from)) expect(m.setState(s)).toBe(true);
+    expect(m.state).toBe(from);
+    expect(m.setState(to)).toBe(allowed);
+    expect(m.state).toBe(allowed ? to : from);
+  });
+}
+
 function newController(): Controller {
   const target = new TargetCore(logger);
   const subsys = new Subsystem({ nqn: 'nqn.2024-01.io.test:sub' });
@@ -75,13 +96,7 @@ describe('Controller state table', () => {
     expect(newController().state).toBe('live');
   });
 
-  it.each(allEdges<ControllerState>(CONTROLLER_TRANSITIONS))('%s -> %s allowed=%s', (from, to, allowed) => {
-    const c = newController();
-    for (const s of pathTo(CONTROLLER_TRANSITIONS, 'live', from)) expect(c.setState(s)).toBe(true);
-    expect(c.state).toBe(from);
-    expect(c.setState(to)).toBe(allowed);
-    expect(c.state).toBe(allowed ? to : from);
-  });
+  itChecksEveryEdge<ControllerState>(CONTROLLER_TRANSITIONS, 'live', newController);
 
   it('teardown goes dead once; a second teardown is refused by the table and does nothing', () => {
     const c = newController();
@@ -111,13 +126,7 @@ describe('CoreQueue state table', () => {
     expect(newQueue().state).toBe('connecting');
   });
 
-  it.each(allEdges<QueueState>(QUEUE_TRANSITIONS))('%s -> %s allowed=%s', (from, to, allowed) => {
-    const q = newQueue();
-    for (const s of pathTo(QUEUE_TRANSITIONS, 'connecting', from)) expect(q.setState(s)).toBe(true);
-    expect(q.state).toBe(from);
-    expect(q.setState(to)).toBe(allowed);
-    expect(q.state).toBe(allowed ? to : from);
-  });
+  itChecksEveryEdge<QueueState>(QUEUE_TRANSITIONS, 'connecting', () => newQueue());
 
   it('tells the transport once when it goes live, and not on a refused edge', () => {
     const ops = new FakeOps();
