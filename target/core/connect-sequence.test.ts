@@ -18,7 +18,7 @@ import {
 } from '../../protocol/index.js';
 import { RamBackend } from '../backend/index.js';
 import { Namespace, WELL_KNOWN_DISCOVERY_NQN } from './index.js';
-import { HOSTID, HOSTNQN, HostQueue, SUBNQN, makeTarget } from './testing/fake-transport.js';
+import { HOSTID, HOSTNQN, HostQueue, SUBNQN, makeTarget, type ConnectOptions } from './testing/fake-transport.js';
 
 const OTHER_HOST = 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-4908-8706-050403020100';
 
@@ -26,6 +26,16 @@ function setup(sub: Parameters<typeof makeTarget>[0] = {}) {
   const t = makeTarget(sub);
   const queue = (): HostQueue => new HostQueue(t.target, t.port);
   return { ...t, queue };
+}
+
+/** setup(), then an enabled admin queue and one I/O queue (qid 1) joined to its controller. */
+function setupWithIoQueue(sub: Parameters<typeof setup>[0] = {}) {
+  const t = setup(sub);
+  const admin = t.queue();
+  const cntlid = admin.connectAndEnable();
+  const io = t.queue();
+  expect(io.connect({ qid: 1, cntlid }).status).toBe(0);
+  return { ...t, admin, cntlid, io };
 }
 
 describe('admin Connect', () => {
@@ -137,11 +147,7 @@ describe('I/O queue Connect', () => {
   });
 
   it('closing the admin queue tears the controller down and closes its I/O queues', () => {
-    const { subsys, queue } = setup();
-    const admin = queue();
-    const cntlid = admin.connectAndEnable();
-    const io = queue();
-    io.connect({ qid: 1, cntlid });
+    const { subsys, queue, admin, cntlid, io } = setupWithIoQueue();
     admin.transport.hostClose();
     expect(subsys.controllers.has(cntlid)).toBe(false);
     expect(io.transport.closes).toEqual(['admin queue closed']);
@@ -153,11 +159,7 @@ describe('I/O queue Connect', () => {
   });
 
   it('closing an I/O queue frees its qid and leaves the controller', () => {
-    const { subsys, queue } = setup();
-    const admin = queue();
-    const cntlid = admin.connectAndEnable();
-    const io = queue();
-    io.connect({ qid: 1, cntlid });
+    const { subsys, queue, admin, cntlid, io } = setupWithIoQueue();
     io.transport.hostClose();
     expect(subsys.controllers.get(cntlid)?.queues.has(1)).toBe(false);
     expect(admin.transport.closes).toEqual([]);
@@ -182,37 +184,26 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
     expect(target.stats.connectsFailed).toBe(1);
   });
 
-  it.each([
-    ['malformed', 'not-an-nqn'],
-    ['empty', ''],
-    ['unknown', 'nqn.2024-01.io.example:no-such-subsystem'],
-  ])('%s subsystem NQN: Invalid Parameters, data offset 256', (_what, subnqn) => {
-    const { queue } = setup();
-    const q = queue();
-    expect(refused(q, q.connect({ qid: 0, subnqn }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 256 } });
-  });
-
-  it('subsystem NQN not NUL-terminated within its 256 bytes: offset 256', () => {
-    const { queue } = setup();
-    const q = queue();
+  /** Connect data whose SUBNQN field runs to the end of its 256 bytes with no NUL. */
+  function subnqnWithoutNul(): Buffer {
     const data = encodeConnectData({ hostid: HOSTID, cntlid: 0xffff, subnqn: SUBNQN, hostnqn: HOSTNQN });
     data.fill(0x61, 256 + SUBNQN.length, 512);
-    expect(refused(q, q.connect({ qid: 0, data }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 256 } });
-  });
+    return data;
+  }
 
-  it('subsystem not exported on this port: offset 256', () => {
-    const { queue } = setup({ ports: [2] });
+  // Each refused NQN names its field in the Connect data: SUBNQN at byte 256, HOSTNQN at byte 512.
+  it.each<{ name: string; subsystem?: Parameters<typeof setup>[0]; connect: Omit<ConnectOptions, 'qid'>; offset: number }>([
+    { name: 'malformed subsystem NQN', connect: { subnqn: 'not-an-nqn' }, offset: 256 },
+    { name: 'empty subsystem NQN', connect: { subnqn: '' }, offset: 256 },
+    { name: 'unknown subsystem NQN', connect: { subnqn: 'nqn.2024-01.io.example:no-such-subsystem' }, offset: 256 },
+    { name: 'subsystem NQN not NUL-terminated within its 256 bytes', connect: { data: subnqnWithoutNul() }, offset: 256 },
+    { name: 'subsystem not exported on this port', subsystem: { ports: [2] }, connect: {}, offset: 256 },
+    { name: 'malformed host NQN', connect: { hostnqn: 'host-without-nqn-prefix' }, offset: 512 },
+    { name: 'empty host NQN', connect: { hostnqn: '' }, offset: 512 },
+  ])('$name: Invalid Parameters, data offset $offset', ({ subsystem, connect, offset }) => {
+    const { queue } = setup(subsystem);
     const q = queue();
-    expect(refused(q, q.connect({ qid: 0 }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 256 } });
-  });
-
-  it.each([
-    ['malformed', 'host-without-nqn-prefix'],
-    ['empty', ''],
-  ])('%s host NQN: Invalid Parameters, data offset 512', (_what, hostnqn) => {
-    const { queue } = setup();
-    const q = queue();
-    expect(refused(q, q.connect({ qid: 0, hostnqn }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 512 } });
+    expect(refused(q, q.connect({ ...connect, qid: 0 }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset } });
   });
 
   it('host not on the subsystem ACL: Invalid Host, pointing at the host NQN', () => {
