@@ -48,46 +48,57 @@ describe('common checks', () => {
 });
 
 describe('SGL mapping', () => {
-  it('in-capsule SGL on a read (controller → host): Invalid Field at byte 24', () => {
+  // errorLoc: the error log entry's parameter error location, where the case checks it.
+  const refusals: { name: string; sqe: Buffer; data?: Buffer; status: number; errorLoc?: number }[] = [
+    {
+      name: 'in-capsule SGL on a read (controller → host): Invalid Field at byte 24',
+      sqe: rw(NvmOpcode.READ, 50, 1, sglInCapsule(512)),
+      status: Status.INVALID_FIELD,
+      errorLoc: 24,
+    },
+    {
+      name: 'in-capsule SGL with a non-zero offset: SGL Offset Invalid',
+      sqe: rw(NvmOpcode.WRITE, 51, 1, { address: 16n, length: 512, type: 0x01 }),
+      data: Buffer.alloc(512),
+      status: Status.SGL_INVALID_OFFSET,
+    },
+    {
+      name: 'in-capsule data beyond the port inline size on an I/O queue: SGL Offset Invalid at byte 32',
+      sqe: rw(NvmOpcode.WRITE, 52, INLINE / 512 + 1, sglInCapsule(INLINE + 512)),
+      data: Buffer.alloc(INLINE + 512),
+      status: Status.SGL_INVALID_OFFSET,
+      errorLoc: 32,
+    },
+    {
+      name: 'in-capsule data shorter than the SGL says: SGL Data Block Invalid',
+      sqe: rw(NvmOpcode.WRITE, 53, 2, sglInCapsule(1024)),
+      data: Buffer.alloc(512),
+      status: Status.SGL_INVALID_DATA,
+    },
+    {
+      name: 'transport SGL with in-capsule data: SGL Data Block Invalid at byte 39',
+      sqe: rw(NvmOpcode.WRITE, 54, 1, sglTransport(512)),
+      data: Buffer.alloc(512),
+      status: Status.SGL_INVALID_DATA,
+      errorLoc: 39,
+    },
+    {
+      name: 'an SGL type other than 0x01 / 0x5A: SGL Descriptor Type Invalid',
+      sqe: rw(NvmOpcode.READ, 55, 1, { address: 0n, length: 512, type: 0x00 }),
+      status: Status.SGL_INVALID_TYPE,
+    },
+    {
+      name: 'SGL length different from the command transfer: SGL Data Block Invalid at byte 32',
+      sqe: rw(NvmOpcode.READ, 56, 2, sglTransport(512)),
+      status: Status.SGL_INVALID_DATA,
+      errorLoc: 32,
+    },
+  ];
+
+  it.each(refusals.map((r) => [r.name, r] as const))('%s', (_name, { sqe, data, status, errorLoc }) => {
     const { io, ctrl } = ioQueue();
-    expect(io.exec(rw(NvmOpcode.READ, 50, 1, sglInCapsule(512))).status).toBe(Status.INVALID_FIELD | DNR);
-    expect(ctrl.errors[0]?.paramErrorLocation).toBe(24);
-  });
-
-  it('in-capsule SGL with a non-zero offset: SGL Offset Invalid', () => {
-    const { io } = ioQueue();
-    const c = io.exec(rw(NvmOpcode.WRITE, 51, 1, { address: 16n, length: 512, type: 0x01 }), Buffer.alloc(512));
-    expect(c.status).toBe(Status.SGL_INVALID_OFFSET | DNR);
-  });
-
-  it('in-capsule data beyond the port inline size on an I/O queue: SGL Offset Invalid at byte 32', () => {
-    const { io, ctrl } = ioQueue();
-    const n = INLINE / 512 + 1;
-    const c = io.exec(rw(NvmOpcode.WRITE, 52, n, sglInCapsule(n * 512)), Buffer.alloc(n * 512));
-    expect(c.status).toBe(Status.SGL_INVALID_OFFSET | DNR);
-    expect(ctrl.errors[0]?.paramErrorLocation).toBe(32);
-  });
-
-  it('in-capsule data shorter than the SGL says: SGL Data Block Invalid', () => {
-    const { io } = ioQueue();
-    expect(io.exec(rw(NvmOpcode.WRITE, 53, 2, sglInCapsule(1024)), Buffer.alloc(512)).status).toBe(Status.SGL_INVALID_DATA | DNR);
-  });
-
-  it('transport SGL with in-capsule data: SGL Data Block Invalid at byte 39', () => {
-    const { io, ctrl } = ioQueue();
-    expect(io.exec(rw(NvmOpcode.WRITE, 54, 1, sglTransport(512)), Buffer.alloc(512)).status).toBe(Status.SGL_INVALID_DATA | DNR);
-    expect(ctrl.errors[0]?.paramErrorLocation).toBe(39);
-  });
-
-  it('an SGL type other than 0x01 / 0x5A: SGL Descriptor Type Invalid', () => {
-    const { io } = ioQueue();
-    expect(io.exec(rw(NvmOpcode.READ, 55, 1, { address: 0n, length: 512, type: 0x00 })).status).toBe(Status.SGL_INVALID_TYPE | DNR);
-  });
-
-  it('SGL length different from the command transfer: SGL Data Block Invalid at byte 32', () => {
-    const { io, ctrl } = ioQueue();
-    expect(io.exec(rw(NvmOpcode.READ, 56, 2, sglTransport(512))).status).toBe(Status.SGL_INVALID_DATA | DNR);
-    expect(ctrl.errors[0]?.paramErrorLocation).toBe(32);
+    expect(io.exec(sqe, data).status).toBe(status | DNR);
+    if (errorLoc !== undefined) expect(ctrl.errors[0]?.paramErrorLocation).toBe(errorLoc);
   });
 
   it('refusals asked for no data from the transport', () => {

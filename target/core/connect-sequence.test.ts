@@ -192,7 +192,7 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
   }
 
   // Each refused NQN names its field in the Connect data: SUBNQN at byte 256, HOSTNQN at byte 512.
-  it.each<{ name: string; subsystem?: Parameters<typeof setup>[0]; connect: Omit<ConnectOptions, 'qid'>; offset: number }>([
+  const nqnRefusals: { name: string; subsystem?: Parameters<typeof setup>[0]; connect: Omit<ConnectOptions, 'qid'>; offset: number }[] = [
     { name: 'malformed subsystem NQN', connect: { subnqn: 'not-an-nqn' }, offset: 256 },
     { name: 'empty subsystem NQN', connect: { subnqn: '' }, offset: 256 },
     { name: 'unknown subsystem NQN', connect: { subnqn: 'nqn.2024-01.io.example:no-such-subsystem' }, offset: 256 },
@@ -200,7 +200,9 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
     { name: 'subsystem not exported on this port', subsystem: { ports: [2] }, connect: {}, offset: 256 },
     { name: 'malformed host NQN', connect: { hostnqn: 'host-without-nqn-prefix' }, offset: 512 },
     { name: 'empty host NQN', connect: { hostnqn: '' }, offset: 512 },
-  ])('$name: Invalid Parameters, data offset $offset', ({ subsystem, connect, offset }) => {
+  ];
+
+  it.each(nqnRefusals.map((r) => [r.name, r.offset, r] as const))('%s: Invalid Parameters, data offset %d', (_name, offset, { subsystem, connect }) => {
     const { queue } = setup(subsystem);
     const q = queue();
     expect(refused(q, q.connect({ ...connect, qid: 0 }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset } });
