@@ -5,6 +5,7 @@ import { AdminOpcode, FABRICS_OPCODE, NvmOpcode } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { ControllerInitError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
+import { pattern } from '../test/fixtures/data-pattern.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -23,12 +24,6 @@ async function open(f: FakeController, extra: Record<string, unknown> = {}): Pro
   const c = await connect({ traddr: '127.0.0.1', trsvcid: f.port, nqn: f.subnqn, nr_io_queues: 2, duplicate_connect: true, ...extra });
   cleanups.push(() => c.disconnect());
   return c;
-}
-
-function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i += 4) b.writeUInt32LE((Math.imul(i + 1, 2654435761) ^ seed) >>> 0, i);
-  return b;
 }
 
 describe('connect sequence', () => {

@@ -1,10 +1,10 @@
 // Our initiator against our target in one process over 127.0.0.1: connect sequence, data integrity on both write paths,
 // digests, queue groups, duplicate connect, connect parallelism, multipath failover and reconnect after restart.
-import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, createMultipath, discover, type Controller } from '../../initiator/index.js';
 import { InvalidArgumentError } from '../../initiator/index.js';
 import { TargetService, type SubsystemConfig } from '../../target/index.js';
+import { pattern } from '../fixtures/data-pattern.js';
 
 const NQN = 'nqn.2024-01.io.test:e2e-init';
 const cleanups: Array<() => Promise<void>> = [];
@@ -25,12 +25,6 @@ async function open(port: number, extra: Record<string, unknown> = {}): Promise<
   const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2, duplicate_connect: true, ...extra });
   cleanups.push(() => c.disconnect());
   return c;
-}
-
-function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i += 4) b.writeUInt32LE((Math.imul(i + 1, 2654435761) ^ seed) >>> 0, i);
-  return b;
 }
 
 describe('initiator ↔ TypeScript target', () => {

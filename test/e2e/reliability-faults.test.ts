@@ -3,13 +3,13 @@
 // payload and header bytes with digests on (always detected) and off (undetectable — a documentation test).
 // After every fault the initiator resumes and the target holds exactly the live controller: no leaked
 // controllers, queues, connections or requests (TargetService.debugCounts()).
-import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FaultProxy, type ProxyFaults } from '../../harness/peers/proxy.js';
 import { connect, NvmeStatusError, NvmeTcpError, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
 import type { PortConfig } from '../../target/config/types.js';
 import { TargetService, type DebugCounts } from '../../target/service.js';
+import { pattern } from '../fixtures/data-pattern.js';
 
 const NQN = 'nqn.2024-01.io.nvme-ts:faults';
 const cleanups: Array<() => Promise<void>> = [];
@@ -43,12 +43,6 @@ function ioConn(r: Rig): { id: number; toServer: number; toClient: number } {
   const c = r.proxy.connections().find((x) => x.clientPort === port && !x.closed);
   if (c === undefined) throw new Error(`no live proxy connection from port ${port}`);
   return { id: c.id, toServer: c.bytes.toServer, toClient: c.bytes.toClient };
-}
-
-function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i += 4) b.writeUInt32LE((Math.imul(i + 1, 2654435761) ^ seed) >>> 0, i);
-  return b;
 }
 
 const once = (c: Controller, ev: 'reconnected' | 'reconnecting'): Promise<void> => new Promise((r) => c.once(ev, () => r()));

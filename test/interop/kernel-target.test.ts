@@ -8,17 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, labDir } from '../../harness/lab.js';
 import { connect, discover, type Controller } from '../../initiator/index.js';
+import { pattern } from '../fixtures/data-pattern.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
-
-
-
-function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i += 4) b.writeUInt32LE((Math.imul(i + 1, 2654435761) ^ seed) >>> 0, i);
-  return b;
-}
 
 let lab: ChildProcess | undefined;
 let out = '';
