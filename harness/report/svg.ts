@@ -30,6 +30,47 @@ function shortNum(v: number): string {
   return String(+v.toFixed(2));
 }
 
+/** Geometry and opening markup every chart shares: the SVG element, its title, and the plot area inside the margins. */
+interface Frame {
+  W: number;
+  H: number;
+  m: { l: number; r: number; t: number; b: number };
+  /** Plot area width and height. */
+  pw: number;
+  ph: number;
+  /** The opening <svg> tag and the chart title. */
+  head: string;
+  title: string;
+}
+
+function chartFrame(o: { id: string; title: string; width?: number; height?: number }, bottomMargin: number): Frame {
+  const W = o.width ?? 640;
+  const H = o.height ?? 300;
+  const m = { l: 64, r: 16, t: 28, b: bottomMargin };
+  return {
+    W,
+    H,
+    m,
+    pw: W - m.l - m.r,
+    ph: H - m.t - m.b,
+    head: `<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="${escXml(o.id)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escXml(o.title)}">`,
+    title: `<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${escXml(o.title)}</text>`,
+  };
+}
+
+/** The whole chart when there is nothing to draw. */
+function noDataChart(f: Frame): string {
+  return `${f.head}${f.title}<text x="${f.W / 2}" y="${f.H / 2}" text-anchor="middle" class="empty">no data</text></svg>`;
+}
+
+/** A horizontal grid line and a left-hand label for each Y tick; `sy` maps a value to its pixel row. */
+function yGrid(f: Frame, ticks: number[], sy: (y: number) => number): string[] {
+  return ticks.map((t) => {
+    const y = sy(t).toFixed(1);
+    return `<line x1="${f.m.l}" x2="${f.m.l + f.pw}" y1="${y}" y2="${y}" class="grid"/><text x="${f.m.l - 6}" y="${y}" dy="4" text-anchor="end" class="tick">${shortNum(t)}</text>`;
+  });
+}
+
 export interface LineChartOptions {
   id: string;
   title: string;
@@ -45,15 +86,10 @@ export interface LineChartOptions {
 
 /** A line chart; every series path carries data-n (its point count) so tests can see data was drawn. */
 export function lineChart(o: LineChartOptions): string {
-  const W = o.width ?? 640;
-  const H = o.height ?? 300;
-  const m = { l: 64, r: 16, t: 28, b: 44 };
-  const pw = W - m.l - m.r;
-  const ph = H - m.t - m.b;
+  const f = chartFrame(o, 44);
+  const { H, m, pw, ph } = f;
   const all = o.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y) && (!o.logX || x > 0));
-  const head = `<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="${escXml(o.id)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escXml(o.title)}">`;
-  const title = `<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${escXml(o.title)}</text>`;
-  if (all.length === 0) return `${head}${title}<text x="${W / 2}" y="${H / 2}" text-anchor="middle" class="empty">no data</text></svg>`;
+  if (all.length === 0) return noDataChart(f);
   const tx = (x: number): number => (o.logX ? Math.log10(x) : x);
   let x0 = Math.min(...all.map(([x]) => tx(x)));
   let x1 = Math.max(...all.map(([x]) => tx(x)));
@@ -68,12 +104,7 @@ export function lineChart(o: LineChartOptions): string {
   if (o.yFromZero === false) y0 = Math.max(0, y0 - (y1 - y0) * 0.05);
   const sx = (x: number): number => m.l + ((tx(x) - x0) / (x1 - x0)) * pw;
   const sy = (y: number): number => m.t + ph - ((y - y0) / (y1 - y0)) * ph;
-  const parts: string[] = [head, title];
-  parts.push(`<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" class="plot"/>`);
-  for (const t of niceTicks(y0, y1)) {
-    const y = sy(t).toFixed(1);
-    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" class="grid"/><text x="${m.l - 6}" y="${y}" dy="4" text-anchor="end" class="tick">${shortNum(t)}</text>`);
-  }
+  const parts = [f.head, f.title, `<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" class="plot"/>`, ...yGrid(f, niceTicks(y0, y1), sy)];
   const xt = o.logX ? niceTicks(Math.floor(x0), Math.ceil(x1), Math.max(1, Math.ceil(x1) - Math.floor(x0))).filter((e) => e >= x0 - 1e-9 && e <= x1 + 1e-9).map((e) => 10 ** e) : niceTicks(x0, x1);
   for (const t of xt) {
     const x = sx(t).toFixed(1);
@@ -118,23 +149,14 @@ export interface BarChartOptions {
 
 /** Vertical bars; each bar carries data-value. */
 export function barChart(o: BarChartOptions): string {
-  const W = o.width ?? 640;
-  const H = o.height ?? 300;
-  const m = { l: 64, r: 16, t: 28, b: 64 };
-  const pw = W - m.l - m.r;
-  const ph = H - m.t - m.b;
-  const head = `<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="${escXml(o.id)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escXml(o.title)}">`;
-  const title = `<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${escXml(o.title)}</text>`;
-  if (o.bars.length === 0) return `${head}${title}<text x="${W / 2}" y="${H / 2}" text-anchor="middle" class="empty">no data</text></svg>`;
+  const f = chartFrame(o, 64);
+  const { m, pw, ph } = f;
+  if (o.bars.length === 0) return noDataChart(f);
   const y1 = Math.max(1, ...o.bars.map((b) => b.value)) * 1.05;
   const sy = (y: number): number => m.t + ph - (y / y1) * ph;
   const slot = pw / o.bars.length;
   const bw = Math.max(2, slot * 0.7);
-  const parts = [head, title, `<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" class="plot"/>`];
-  for (const t of niceTicks(0, y1)) {
-    const y = sy(t).toFixed(1);
-    parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y}" y2="${y}" class="grid"/><text x="${m.l - 6}" y="${y}" dy="4" text-anchor="end" class="tick">${shortNum(t)}</text>`);
-  }
+  const parts = [f.head, f.title, `<rect x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" class="plot"/>`, ...yGrid(f, niceTicks(0, y1), sy)];
   o.bars.forEach((b, i) => {
     const x = m.l + i * slot + (slot - bw) / 2;
     const y = sy(b.value);
