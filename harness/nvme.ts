@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Controller, MultipathNamespace, Namespace } from '../initiator/index.js';
+import { Namespace, type Controller, type MultipathNamespace } from '../initiator/index.js';
 import { TargetService, type FaultConfig, type PortConfig } from '../target/index.js';
 import type { CpuSample } from './load/engine.js';
 import type { BlockTarget, QueueCounter, SubmitContext } from './load/types.js';
@@ -75,6 +75,9 @@ export function namespaceBlockTarget(ns: Namespace | MultipathNamespace, capacit
     read: (lba, blocks, ctx, into) => ns.read(BigInt(lba), blocks, into, { hctx: hctxOf(ctx) }),
     write: (lba, data, ctx) => ns.write(BigInt(lba), toBuf(data), { hctx: hctxOf(ctx) }),
   };
+  // A single controller's namespace has the callback API: the engine then allocates nothing per I/O (the BlockIo is an
+  // initiator IoRequest as is). A multipath head keeps the promise path.
+  if (ns instanceof Namespace) t.submit = (io) => ns.submit(io, hctxOf(io.ctx));
   if (ctrls.length > 0) {
     t.queueCounters = (): QueueCounter[] =>
       ctrls.flatMap((c, i) => c.queueInfo().map((q) => ({ queue: ctrls.length > 1 ? `c${i}q${q.qid}` : `q${q.qid}`, commands: q.completed, bytes: q.bytes })));

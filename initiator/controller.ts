@@ -23,7 +23,7 @@ import { IoQueueSet, type IoQueueHost, type QueueInfo } from './io-queues.js';
 import { KeepAlive, type KeepAliveHost } from './keep-alive.js';
 import type { IoExecutor, IoOptions, Namespace } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
-import { type Completion, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
+import { type Completion, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
@@ -383,6 +383,67 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       await this.#waitStateChange();
     }
   }
+
+  /**
+   * Callback-API I/O (Namespace.submit): the same requeue and retry policy as execIo, with no promise or closure per
+   * command on the success path; `io.ioDone` is called once. Closures appear only on the rare paths (retry delay,
+   * waiting for a reconnect).
+   */
+  submitIo(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
+    const st = this.#state;
+    if (st === 'live') {
+      let h: Hctx;
+      try {
+        h = this.#pickIoHctx(hctx, io.write, io.poll === true);
+      } catch (e) {
+        io.ioDone(e as Error);
+        return;
+      }
+      h.submitIo(io, builder, this.#ioSink, retries, this.opts.ioTimeoutMs);
+      return;
+    }
+    if (st === 'deleting' || st === 'deleted' || st === 'new') io.ioDone(new ControllerStateError(st, 'controller is not usable'));
+    else if (st === 'dead') io.ioDone(this.#lossError ?? new ConnectionClosedError('controller lost'));
+    else if (io.failfast === true) io.ioDone(new ConnectionClosedError(`controller is ${st}`));
+    else if (this.#ioFailFast) io.ioDone(new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting'));
+    else this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+  }
+
+  #pickIoHctx(i: number, write: boolean, poll: boolean): Hctx {
+    if (poll && this.#io.hctxs('poll').length > 0) return this.hctx(i, 'poll');
+    if (write && this.#io.hctxs('write').length > 0) return this.hctx(i, 'write');
+    return this.hctx(i, 'default');
+  }
+
+  /** Where the queues report callback-API completions; one object per controller. */
+  readonly #ioSink: IoSink = {
+    ioCompleted: (io, builder, hctx, retries, err) => {
+      if (err === undefined) {
+        io.ioDone(undefined);
+        return;
+      }
+      if (err instanceof NvmeStatusError) {
+        // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
+        const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
+        if (wait === undefined) {
+          io.ioDone(err);
+          return;
+        }
+        this.ioRetries++;
+        this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
+        if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
+        else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
+        return;
+      }
+      const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
+      if (!requeue) {
+        io.ioDone(err);
+        return;
+      }
+      if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+      else this.submitIo(io, builder, hctx, retries);
+    },
+  };
 
   #retryPolicy(): RetryPolicy {
     const id = this.#identify;

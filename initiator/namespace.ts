@@ -4,7 +4,9 @@ import { Buffer } from 'node:buffer';
 import {
   DSM_MAX_RANGES,
   NvmOpcode,
+  PSDT_SGL,
   RwCdw12,
+  SqeOffset,
   encodeDsmCmd,
   encodeDsmRanges,
   encodeRwCmd,
@@ -13,7 +15,9 @@ import {
   type AnaStateName,
 } from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
-import type { Completion, SubmitSpec } from './queue-pair.js';
+import type { Completion, IoRequest, IoSqeBuilder, SubmitSpec } from './queue-pair.js';
+
+export type { IoRequest } from './queue-pair.js';
 
 /** Where an I/O goes: which hctx (submission context) and whether transport errors fail at once (multipath). */
 export interface IoOptions {
@@ -30,6 +34,8 @@ export interface IoOptions {
 /** The controller side a Namespace needs: executing a command with retry/requeue policy and the transfer limit. */
 export interface IoExecutor {
   execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion>;
+  /** Callback-API Read/Write of at most maxTransferBytes (Controller.submitIo); absent: Namespace.submit uses execIo. */
+  submitIo?(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void;
   /** Largest data transfer of one command in bytes (MDTS). */
   readonly maxTransferBytes: number;
   readonly ioTimeoutMs: number;
@@ -62,7 +68,7 @@ export interface DeallocateRange {
 /** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
 const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
-export class Namespace {
+export class Namespace implements IoSqeBuilder {
   readonly #exec: IoExecutor;
   info: NamespaceInfo;
   /** ANA state of this namespace's group on this controller ('optimized' when ANA is not reported). */
@@ -129,6 +135,47 @@ export class Namespace {
       this.#exec.execIo(() => ({ sqe: this.#rw(NvmOpcode.READ, l, n, opts.fua === true), c2h: out.subarray(off, off + n * this.info.blockSize), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: false }),
     );
     return out;
+  }
+
+  /**
+   * Read or write through the callback API: `io` is caller-owned and reusable, `io.ioDone` is called once (with
+   * undefined on success). A request of at most maxBlocksPerCommand blocks is one command with nothing allocated per
+   * I/O; a larger one is split through the promise path. Argument errors throw here, before anything is submitted.
+   */
+  submit(io: IoRequest, hctx = 0): void {
+    const lba = io.lba;
+    const blocks = io.blocks;
+    if (!Number.isSafeInteger(lba) || lba < 0) throw new InvalidArgumentError('lba', `must be a non-negative safe integer, got ${lba}`);
+    if (!Number.isInteger(blocks) || blocks < 1) throw new InvalidArgumentError('blocks', `must be a positive integer, got ${blocks}`);
+    if (lba + blocks > Number(this.info.blocks)) throw new InvalidArgumentError('lba', `${lba}+${blocks} beyond namespace size ${this.info.blocks}`);
+    const len = blocks * this.info.blockSize;
+    if (io.buf.length < len) throw new InvalidArgumentError('buf', `${io.buf.length} bytes, need ${len}`);
+    const exec = this.#exec;
+    if (exec.submitIo !== undefined && blocks <= this.maxBlocksPerCommand) {
+      exec.submitIo(io, this, hctx, 0);
+      return;
+    }
+    const opts: IoOptions = { hctx, fua: io.fua === true, failfast: io.failfast === true, poll: io.poll === true };
+    const buf = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
+    const done = io.write ? this.write(BigInt(lba), buf, opts) : this.read(BigInt(lba), blocks, buf, opts);
+    done.then(
+      () => io.ioDone(undefined),
+      (e: unknown) => io.ioDone(e instanceof Error ? e : new Error(String(e))),
+    );
+  }
+
+  /** IoSqeBuilder: Read/Write SQE (NVM Command Set 1.0 §3.2.4/§3.2.6) written in place, no allocation. */
+  buildIoSqe(sqe: Buffer, io: IoRequest): number {
+    sqe.fill(0);
+    sqe[SqeOffset.opcode] = io.write ? NvmOpcode.WRITE : NvmOpcode.READ;
+    sqe[SqeOffset.flags] = PSDT_SGL;
+    sqe.writeUInt32LE(this.info.nsid, SqeOffset.nsid);
+    // SLBA is CDW11:CDW10; `>>> 0` is ToUint32, exact for any safe integer.
+    sqe.writeUInt32LE(io.lba >>> 0, SqeOffset.cdw10);
+    sqe.writeUInt32LE(Math.floor(io.lba / 0x1_0000_0000), SqeOffset.cdw11);
+    const cdw12 = ((io.blocks - 1) & RwCdw12.NLB_MASK) | (io.fua === true ? RwCdw12.FUA : 0);
+    sqe.writeUInt32LE(cdw12 >>> 0, SqeOffset.cdw12);
+    return io.blocks * this.info.blockSize;
   }
 
   /** Write `data` (a whole number of blocks) at `lba`. */

@@ -74,6 +74,11 @@ export class TagSet {
     }
   }
 
+  /** Call `fn` once a tag is put back (FIFO with get()); `fn` must try again, since another submitter may win it. */
+  onFree(fn: () => void): void {
+    this.#waiters.push(fn);
+  }
+
   put(cid: number): void {
     this.#free.push(cid & 0xfff);
     this.#waiters.shift()?.();
@@ -86,12 +91,89 @@ export class TagSet {
   }
 }
 
-interface Pending extends HostCommand {
-  resolve: (c: Completion) => void;
-  reject: (e: Error) => void;
-  deadline: number;
-  reserved: boolean;
-  bytes: number;
+/**
+ * A caller-owned, reusable Read or Write for the callback API (Namespace.submit): the library owns it from submit
+ * until ioDone, like a blk-mq struct request, and allocates nothing per command for it.
+ */
+export interface IoRequest {
+  /** true: Write from buf; false: Read into buf. */
+  write: boolean;
+  /** First logical block (a safe integer). */
+  lba: number;
+  blocks: number;
+  /** Data: exactly blocks × block size bytes (a longer buffer costs a view per command). */
+  buf: Buffer;
+  /** Force Unit Access (CDW12 bit 30). */
+  fua?: boolean;
+  /** Fail on a transport error instead of waiting for reconnect (REQ_FAILFAST_TRANSPORT). */
+  failfast?: boolean;
+  /** Use the poll hctxs (nr_poll_queues). */
+  poll?: boolean;
+  /** Called once, synchronously from the receive path: undefined on success, else the error. Must not throw. */
+  ioDone(err: Error | undefined): void;
+}
+
+/** Writes a request's Read/Write SQE into a scratch buffer (the namespace knows nsid and block size). */
+export interface IoSqeBuilder {
+  /** Fill all 64 bytes of `sqe` but CID and SGL; returns the transfer length in bytes. */
+  buildIoSqe(sqe: Buffer, io: IoRequest): number;
+}
+
+/** Where a callback-API command's completion goes (the controller: retry, requeue, or ioDone). */
+export interface IoSink {
+  /** err: undefined on success, NvmeStatusError for an NVMe status, else a transport or timeout error. */
+  ioCompleted(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error | undefined): void;
+}
+
+/**
+ * One preallocated command slot per tag (Linux nvme_tcp_request, allocated once per tag by blk-mq init_request):
+ * a command reuses its tag's slot, so submit and complete allocate nothing for bookkeeping.
+ */
+class CommandSlot implements HostCommand {
+  cid = 0;
+  h2c: Buffer | undefined = undefined;
+  c2h: Buffer | undefined = undefined;
+  h2cSent = 0;
+  c2hReceived = 0;
+  transportStatus = 0;
+  active = false;
+  reserved = false;
+  deadline = 0;
+  bytes = 0;
+  /** Promise API: the command's settle functions. */
+  resolve: ((c: Completion) => void) | undefined = undefined;
+  reject: ((e: Error) => void) | undefined = undefined;
+  /** Callback API: the request, its SQE builder and sink, and what requeue needs to submit it again. */
+  io: IoRequest | undefined = undefined;
+  builder: IoSqeBuilder | undefined = undefined;
+  sink: IoSink | undefined = undefined;
+  hctx = 0;
+  retries = 0;
+
+  arm(cid: number, h2c: Buffer | undefined, c2h: Buffer | undefined, deadline: number, reserved: boolean, bytes: number): void {
+    this.cid = cid;
+    this.h2c = h2c;
+    this.c2h = c2h;
+    this.h2cSent = 0;
+    this.c2hReceived = 0;
+    this.transportStatus = 0;
+    this.active = true;
+    this.reserved = reserved;
+    this.deadline = deadline;
+    this.bytes = bytes;
+  }
+
+  /** Drop every reference so a finished command pins no buffer or closure. */
+  clear(): void {
+    this.active = false;
+    this.h2c = undefined;
+    this.c2h = undefined;
+    this.resolve = undefined;
+    this.reject = undefined;
+    this.io = undefined;
+    this.builder = undefined;
+    this.sink = undefined;
+  }
 }
 
 /** Queue states: connecting (IC + Connect in progress), live, closed (socket gone; all commands failed). */
@@ -135,9 +217,16 @@ export class QueuePair {
   readonly tags: TagSet;
   inlineLimit: number;
   #state: QueuePairState = 'connecting';
-  readonly #pending = new Map<number, Pending>();
+  /** Slot per tag (index = CID bits 11:0); a slot is in flight on this queue while `active` and its cid matches. */
+  readonly #slots: CommandSlot[];
+  /** Commands on reserved CIDs outside the tag set (the AER): rare, so a map. */
+  readonly #reserved = new Map<number, CommandSlot>();
+  #inFlight = 0;
+  /** Scratch SQE for callback-API commands: TcpQueue.sendCapsule copies it into the send batch before returning. */
+  readonly #sqe = Buffer.alloc(64);
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;
+  #timerPeriod = 0;
   #errorReported = false;
   readonly counters: QueueCounters = { submitted: 0, completed: 0, errors: 0, bytes: 0 };
 
@@ -147,9 +236,10 @@ export class QueuePair {
     this.tags = opts.tags;
     this.inlineLimit = opts.inlineLimit;
     this.#opts = opts;
+    this.#slots = Array.from({ length: opts.tags.size }, () => new CommandSlot());
     opts.tcp.setHandlers({
-      command: (cid) => this.#pending.get(cid),
-      onResponse: (cqe, cmd, cid) => this.#complete(cqe, cmd as Pending | undefined, cid),
+      command: (cid) => this.#lookup(cid),
+      onResponse: (cqe, cmd, cid) => this.#complete(cqe, cmd as CommandSlot | undefined, cid),
       onClose: (err) => this.#closed(err),
     });
     if (opts.tcp.closed) this.#state = 'closed';
@@ -160,11 +250,32 @@ export class QueuePair {
   }
 
   get inFlight(): number {
-    return this.#pending.size;
+    return this.#inFlight;
   }
 
   setLive(): void {
     if (this.#state === 'connecting') this.#state = 'live';
+  }
+
+  #lookup(cid: number): CommandSlot | undefined {
+    if (this.#reserved.size > 0) {
+      const r = this.#reserved.get(cid);
+      if (r !== undefined) return r;
+    }
+    const s = this.#slots[cid & 0xfff];
+    return s !== undefined && s.active && s.cid === cid ? s : undefined;
+  }
+
+  #slotFor(cid: number, reserved: boolean): CommandSlot {
+    if (!reserved) return this.#slots[cid & 0xfff] as CommandSlot;
+    const s = new CommandSlot();
+    this.#reserved.set(cid, s);
+    return s;
+  }
+
+  #release(p: CommandSlot): void {
+    if (p.reserved) this.#reserved.delete(p.cid);
+    else this.tags.put(p.cid);
   }
 
   /** Submit one command; resolves with its completion, rejects with NvmeStatusError or a transport error. */
@@ -192,78 +303,136 @@ export class QueuePair {
     const dataLen = h2c?.length ?? spec.c2h?.length ?? 0;
     setSgl(sqe, dataLen, inCapsule);
     return new Promise<Completion>((resolve, reject) => {
-      const p: Pending = {
-        cid,
-        h2c: inCapsule ? undefined : h2c,
-        c2h: spec.c2h,
-        h2cSent: 0,
-        c2hReceived: 0,
-        transportStatus: 0,
-        resolve,
-        reject,
-        deadline: Date.now() + spec.timeoutMs,
-        reserved,
-        bytes: dataLen,
-      };
-      this.#pending.set(cid, p);
-      this.counters.submitted++;
-      this.#armTimer(spec.timeoutMs);
+      const p = this.#slotFor(cid, reserved);
+      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, Date.now() + spec.timeoutMs, reserved, dataLen);
+      p.resolve = resolve;
+      p.reject = reject;
+      this.#started(spec.timeoutMs);
       this.tcp.sendCapsule(sqe, inCapsule ? h2c : undefined);
     });
   }
 
-  #complete(cqe: Buffer | undefined, p: Pending | undefined, cid: number): void {
+  /**
+   * Submit a Read or Write through the callback API: no promise, closure or object per command (a tag's slot and one
+   * scratch SQE are reused). The outcome goes to `sink.ioCompleted`, synchronously from the receive path.
+   */
+  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
+    const cid = this.tags.tryGet();
+    if (cid === undefined) {
+      // More requests than tags: wait for one (a closure, only on this overflow path).
+      this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
+      return;
+    }
+    if (this.#state === 'closed') {
+      this.tags.put(cid);
+      sink.ioCompleted(io, builder, hctx, retries, this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
+      return;
+    }
+    const sqe = this.#sqe;
+    const len = builder.buildIoSqe(sqe, io);
+    sqe.writeUInt16LE(cid, SqeOffset.cid);
+    const data = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
+    const inCapsule = io.write && len <= this.inlineLimit;
+    setSgl(sqe, len, inCapsule);
+    const p = this.#slots[cid & 0xfff] as CommandSlot;
+    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, Date.now() + timeoutMs, false, len);
+    p.io = io;
+    p.builder = builder;
+    p.sink = sink;
+    p.hctx = hctx;
+    p.retries = retries;
+    this.#started(timeoutMs);
+    this.tcp.sendCapsule(sqe, inCapsule ? data : undefined);
+  }
+
+  #started(timeoutMs: number): void {
+    this.#inFlight++;
+    this.counters.submitted++;
+    this.#armTimer(timeoutMs);
+  }
+
+  #complete(cqe: Buffer | undefined, p: CommandSlot | undefined, cid: number): void {
     if (p === undefined || (!p.reserved && !this.tags.matches(cid))) {
       // Linux nvme_tcp_process_nvme_cqe: a CQE for no known command ("got bad cqe.command_id") → error recovery.
       this.#reportError(new ConnectionClosedError(`queue ${this.qid}: completion for unknown cid 0x${cid.toString(16)}`));
       this.tcp.close(new ConnectionClosedError(`queue ${this.qid}: completion for unknown cid 0x${cid.toString(16)}`));
       return;
     }
-    this.#pending.delete(cid);
-    if (!p.reserved) this.tags.put(cid);
     this.#opts.onActivity?.();
     // The CQE fields read in place (cqe is a view valid only during this call); status is the Linux-style 15-bit value.
     const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw0);
     const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(CqeOffset.status) >>> 1;
     const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
-    if (status !== 0) {
-      this.counters.errors++;
-      p.reject(new NvmeStatusError(status, cid, statusName(status), dw0));
+    if (status !== 0) this.counters.errors++;
+    else this.counters.bytes += p.bytes;
+    const { io, builder, sink, resolve, reject } = p;
+    const hctx = p.hctx;
+    const retries = p.retries;
+    // Everything is read out of the slot before the tag goes back: put() may hand it to a waiting submitter at once.
+    p.clear();
+    this.#inFlight--;
+    this.#release(p);
+    if (io !== undefined) {
+      (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, status === 0 ? undefined : new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }
-    this.counters.bytes += p.bytes;
-    p.resolve({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1), status: cqeStatus });
+    if (status !== 0) {
+      reject?.(new NvmeStatusError(status, cid, statusName(status), dw0));
+      return;
+    }
+    resolve?.({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1), status: cqeStatus });
   }
 
-  /** One timer per queue, armed only while commands are in flight (blk-mq's timeout scan, not a timer per I/O). */
+  /** Fail one command with a transport-side error (timeout, teardown): already removed from the in-flight set. */
+  #fail(p: CommandSlot, err: Error): void {
+    const { io, builder, sink, reject } = p;
+    const hctx = p.hctx;
+    const retries = p.retries;
+    p.clear();
+    this.#inFlight--;
+    this.#release(p);
+    this.counters.errors++;
+    if (io !== undefined) (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, err);
+    else reject?.(err);
+  }
+
+  /**
+   * One periodic check per queue, armed only while commands are in flight (blk-mq's timeout scan, not a timer per
+   * I/O); its period follows the shortest timeout seen so far.
+   */
   #armTimer(timeoutMs: number): void {
-    if (this.#timer !== undefined) return;
     const period = Math.max(10, Math.min(1000, Math.floor(timeoutMs / 4)));
+    if (this.#timer !== undefined) {
+      if (period >= this.#timerPeriod) return;
+      clearInterval(this.#timer);
+    }
+    this.#timerPeriod = period;
     this.#timer = setInterval(() => this.#scan(), period);
     this.#timer.unref();
   }
 
   #scan(): void {
-    if (this.#pending.size === 0) {
+    if (this.#inFlight === 0) {
       clearInterval(this.#timer);
       this.#timer = undefined;
       return;
     }
     const now = Date.now();
-    for (const p of this.#pending.values()) {
-      if (p.deadline <= now) {
-        // Linux nvme_tcp_timeout: fail the command and start controller error recovery (teardown + reconnect).
-        const err = new TimeoutError(`queue ${this.qid}: command cid 0x${p.cid.toString(16)} timed out`);
-        this.#pending.delete(p.cid);
-        if (!p.reserved) this.tags.put(p.cid);
-        this.counters.errors++;
-        p.reject(err);
-        this.#reportError(err);
-        this.tcp.close(new ConnectionClosedError(`queue ${this.qid}: torn down after a command timeout`, { cause: err }));
-        return;
+    let expired: CommandSlot | undefined;
+    for (const p of this.#slots) {
+      if (p.active && p.deadline <= now) {
+        expired = p;
+        break;
       }
     }
+    if (expired === undefined) for (const p of this.#reserved.values()) if (p.deadline <= now) expired = p;
+    if (expired === undefined) return;
+    // Linux nvme_tcp_timeout: fail the command and start controller error recovery (teardown + reconnect).
+    const err = new TimeoutError(`queue ${this.qid}: command cid 0x${expired.cid.toString(16)} timed out`);
+    this.#fail(expired, err);
+    this.#reportError(err);
+    this.tcp.close(new ConnectionClosedError(`queue ${this.qid}: torn down after a command timeout`, { cause: err }));
   }
 
   #reportError(err: Error): void {
@@ -278,13 +447,8 @@ export class QueuePair {
     this.#timer = undefined;
     // On teardown every in-flight command is rejected with the one error that closed the queue (Linux
     // nvme_tcp_error_recovery cancels all requests with the same status).
-    const pend = [...this.#pending.values()];
-    this.#pending.clear();
-    for (const p of pend) {
-      if (!p.reserved) this.tags.put(p.cid);
-      this.counters.errors++;
-      p.reject(err);
-    }
+    const pend = [...this.#slots.filter((p) => p.active), ...this.#reserved.values()];
+    for (const p of pend) this.#fail(p, err);
     this.#reportError(err);
   }
 

@@ -24,6 +24,8 @@
 struct conn {
   int fd;
   int ddgst;
+  int qid;     /* from Fabrics Connect: admin (0) or I/O */
+  uint32_t cc; /* controller configuration, for CSTS */
   uint8_t *rbuf;
   size_t rlen;
   struct iovec iov[MAXIOV];
@@ -101,6 +103,77 @@ static void resp(struct conn *c, uint16_t cid, uint32_t dw0) {
   push(c, h, 24);
 }
 
+static void resp64(struct conn *c, uint16_t cid, uint64_t v) {
+  resp(c, cid, (uint32_t)v);
+  wr32(c->slab + c->slab_used - 24 + 8 + 4, (uint32_t)(v >> 32));
+}
+
+static const char *SUBNQN = "nqn.2024-01.io.nvme-ts:bench";
+static uint8_t zeros[65536];
+
+/* Controller-to-host data for an admin command (Identify, Get Log Page), then its CapsuleResp. */
+static void admin_data(struct conn *c, uint16_t cid, const uint8_t *data, uint32_t len) {
+  uint8_t *h = slab_take(c, 24);
+  h[0] = PDU_C2H_DATA; h[1] = F_LAST | (c->ddgst ? F_DDGST : 0); h[2] = 24; h[3] = 24;
+  wr32(h + 4, 24 + len + (c->ddgst ? 4 : 0));
+  wr16(h + 8, cid);
+  wr32(h + 16, len);
+  push(c, h, 24);
+  push(c, (void *)data, len);
+  if (c->ddgst) {
+    uint8_t *d = slab_take(c, 4);
+    wr32(d, crc32c(data, len));
+    push(c, d, 4);
+  }
+  resp(c, cid, 0);
+}
+
+/* Just enough of an admin queue for a host that brings a controller up like Linux does (the TS initiator): properties
+ * CAP/VS/CC/CSTS, Identify (controller, namespace 1, active list), Number of Queues, zeroed log pages, an AER that is
+ * never answered. Everything else succeeds. */
+static void admin(struct conn *c, const uint8_t *sqe, uint16_t cid) {
+  uint8_t op = sqe[0];
+  uint32_t len = rd32(sqe + 24 + 8);
+  if (len > sizeof zeros) len = sizeof zeros;
+  if (op == 0x7f && sqe[4] == 0x04) { /* Property Get */
+    uint32_t ofst = rd32(sqe + 44);
+    uint64_t v = 0;
+    if (ofst == 0x00) v = 1023u | (1u << 16) | (1u << 24) | (1ull << 37); /* CAP: MQES 1023, CQR, TO 500 ms, CSS NVM */
+    else if (ofst == 0x08) v = 0x00010400;
+    else if (ofst == 0x14) v = c->cc;
+    else if (ofst == 0x1c) v = (c->cc & 1) | ((c->cc >> 14) & 3 ? 2u << 2 : 0); /* RDY = EN; SHST complete after SHN */
+    resp64(c, cid, v);
+    return;
+  }
+  if (op == 0x7f && sqe[4] == 0x00) { /* Property Set */
+    if (rd32(sqe + 44) == 0x14) c->cc = rd32(sqe + 48);
+    resp(c, cid, 0);
+    return;
+  }
+  if (op == 0x7f) { resp(c, cid, sqe[4] == 0x01 ? 1 : 0); return; }
+  if (op == 0x0c) return; /* Asynchronous Event Request: nothing to report, ever */
+  if (op == 0x09) { resp(c, cid, (sqe[40] == 0x07) ? rd32(sqe + 44) : 0); return; } /* Set Features (Number of Queues: as asked) */
+  if (op == 0x06) { /* Identify */
+    uint8_t *d = slab_take(c, 4096);
+    uint8_t cns = sqe[40];
+    if (cns == 1) {
+      d[77] = 5; wr16(d + 78, 1); wr32(d + 80, 0x00010400); d[111] = 1; /* MDTS 128 KiB, CNTLID 1, VER 1.4, I/O controller */
+      wr16(d + 320, 10); d[512] = 0x66; d[513] = 0x44; wr16(d + 514, 1024); wr32(d + 516, 1); wr32(d + 536, 1);
+      memcpy(d + 768, SUBNQN, strlen(SUBNQN));
+      wr32(d + 1792, 4); wr32(d + 1796, 1);
+    } else if (cns == 0 && rd32(sqe + 4) == 1) {
+      uint64_t nsze = ram_size / 512;
+      memcpy(d, &nsze, 8); memcpy(d + 8, &nsze, 8); memcpy(d + 16, &nsze, 8); d[130] = 9;
+    } else if (cns == 2) {
+      wr32(d, 1);
+    }
+    admin_data(c, cid, d, len < 4096 ? len : 4096);
+    return;
+  }
+  if (op == 0x02 && len > 0) { admin_data(c, cid, zeros, len); return; } /* Get Log Page */
+  resp(c, cid, 0);
+}
+
 static void handle(struct conn *c, const uint8_t *p, uint32_t plen) {
   uint8_t type = p[0];
   if (type == PDU_IC_REQ) {
@@ -115,7 +188,8 @@ static void handle(struct conn *c, const uint8_t *p, uint32_t plen) {
   if (type != PDU_CMD) return;
   const uint8_t *sqe = p + 8;
   uint16_t cid = rd16(sqe + 2);
-  if (sqe[0] == 0x7f) { resp(c, cid, sqe[4] == 0x01 ? 1 : 0); return; }
+  if (sqe[0] == 0x7f && sqe[4] == 0x01) { c->qid = rd16(sqe + 42); resp(c, cid, 1); return; }
+  if (c->qid == 0) { admin(c, sqe, cid); return; }
   if (sqe[0] != 0x02) { resp(c, cid, 0); return; }
   uint64_t slba = rd32(sqe + 40) | ((uint64_t)rd32(sqe + 44) << 32);
   uint32_t len = (rd16(sqe + 48) + 1u) * 512u;

@@ -1,5 +1,5 @@
 // In-memory BlockTarget: what the engine's unit tests (and `bench/harness-engine.ts`) drive, no sockets involved.
-import type { BlockTarget, QueueCounter, SubmitContext } from './types.js';
+import type { BlockIo, BlockTarget, QueueCounter, SubmitContext } from './types.js';
 
 export interface MemoryTargetOptions {
   blockSize?: number;
@@ -45,6 +45,15 @@ export class MemoryBlockTarget implements BlockTarget {
     if (this.logEnabled) this.log.push({ op: 'write', lba, blocks, hctx: ctx.hctx });
     this.data.set(data, lba * this.blockSize);
     return this.#complete(undefined);
+  }
+
+  /** The callback API, completing the same way as read/write (next macrotask, or after latencyUs). */
+  submit(io: BlockIo): void {
+    const done = io.write ? this.write(io.lba, io.buf, io.ctx) : this.read(io.lba, io.blocks, io.ctx, io.buf);
+    done.then(
+      () => io.ioDone(undefined),
+      (e: unknown) => io.ioDone(e as Error),
+    );
   }
 
   queueCounters(): QueueCounter[] {

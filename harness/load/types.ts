@@ -20,6 +20,21 @@ export interface QueueCounter {
   bytes: number;
 }
 
+/**
+ * One reusable I/O of the callback API (BlockTarget.submit): the engine keeps one per in-flight slot (fio's io_u) and
+ * the target owns it from submit until ioDone. Structurally an initiator IoRequest, so an adapter can pass it on as is.
+ */
+export interface BlockIo {
+  write: boolean;
+  lba: number;
+  blocks: number;
+  /** Exactly blocks × blockSize bytes: read into, or written from. */
+  buf: Buffer;
+  ctx: SubmitContext;
+  /** Called once: undefined on success, else the error. Must not throw. */
+  ioDone(err: Error | undefined): void;
+}
+
 /** What the engine drives: a namespace seen as LBAs. Block counts, not bytes, like the NVMe command set. */
 export interface BlockTarget {
   /** Logical block size in bytes (512 or 4096). */
@@ -34,6 +49,11 @@ export interface BlockTarget {
   read(lba: number, blocks: number, ctx: SubmitContext, into?: Buffer): Promise<Uint8Array>;
   /** Writes `data` (a whole number of blocks) at `lba`. */
   write(lba: number, data: Uint8Array, ctx: SubmitContext): Promise<void>;
+  /**
+   * Optional callback API: start `io` and call `io.ioDone` when it finishes, with no promise per I/O. The engine uses
+   * it for jobs without rate limit or verify; a target without it is driven through read/write.
+   */
+  submit?(io: BlockIo): void;
   /** Optional cumulative per-queue counters; the engine reports the difference over the whole run (ramp and verify passes included). */
   queueCounters?(): QueueCounter[];
 }

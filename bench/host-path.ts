@@ -1,0 +1,238 @@
+// Host-path benchmark (docs/performance.md, "Host path, first pass"): against the C target (bench/perf-c-baseline/
+// target.c, pinned to CPU 1), with the host pinned to CPU 0, 4 KiB random reads at QD32 on one I/O queue, arms
+// interleaved: (a) the C client, (b) `nvme-tcp bench`'s engine (harness/load) over our initiator, (c) a bare loop over
+// the initiator's callback API (Namespace.submit), (d) a bare loop over the promise API (Namespace.read). Prints IOPS,
+// ratio to C, host CPU %, GC % of wall time and which side was CPU-bound. Not part of npm test.
+//   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
+// --before DIR adds the engine and promise-loop arms from another checkout (same run, interleaved); --prof DIR writes a
+// V8 CPU profile of each Node host arm there.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..');
+const NQN = 'nqn.2024-01.io.nvme-ts:bench';
+const QD = 32;
+const BS = 4096;
+const NS_MIB = 256;
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+interface ArmResult {
+  iops: number;
+  cpuPct: number;
+  gcPct: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side: one Node host arm, prints one JSON line.
+
+async function child(arm: string, root: string, port: number, seconds: number): Promise<void> {
+  const { connect } = (await import(path.join(root, 'initiator/index.js'))) as typeof import('../initiator/index.js');
+  const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 1, queue_size: 128, keep_alive_tmo: 30 });
+  const ns = ctrl.namespace(1);
+  const blocks = Number(ns.blocks);
+  const per = BS / ns.blockSize;
+  const slots = Math.floor(blocks / per) - 1;
+  let out: ArmResult;
+  if (arm === 'engine') {
+    const load = (await import(path.join(root, 'harness/load/index.js'))) as typeof import('../harness/load/index.js');
+    const nvme = (await import(path.join(root, 'harness/nvme.js'))) as typeof import('../harness/nvme.js');
+    const bt = nvme.controllerBlockTarget(ctrl, 1);
+    const job = `[r]\nrw=randread\nbs=4k\niodepth=${QD}\nramp_time=500ms\nruntime=${seconds}s\n`;
+    const r = await load.runJobs(bt, load.resolveJobs(load.parseFioJobFile(job), bt));
+    out = { iops: r.totals.iops, cpuPct: r.cpu.percentOfCore, gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100 };
+  } else {
+    let x = 0x9e3779b9;
+    const nextLba = (): number => {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      return ((x >>> 0) % slots) * per;
+    };
+    let measuring = false;
+    let ios = 0;
+    let stop = false;
+    const measure = async (): Promise<ArmResult> => {
+      await new Promise((r) => setTimeout(r, 500));
+      let gcMs = 0;
+      const obs = new PerformanceObserver((l) => {
+        for (const e of l.getEntries()) gcMs += e.duration;
+      });
+      obs.observe({ entryTypes: ['gc'] });
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      measuring = true;
+      await new Promise((r) => setTimeout(r, seconds * 1000));
+      measuring = false;
+      const wall = performance.now() - t0;
+      const cpu = process.cpuUsage(cpu0);
+      for (const e of obs.takeRecords()) gcMs += e.duration;
+      obs.disconnect();
+      stop = true;
+      return { iops: Math.round((ios / wall) * 1000), cpuPct: ((cpu.user + cpu.system) / 1000 / wall) * 100, gcPct: (gcMs / wall) * 100 };
+    };
+    if (arm === 'loop-cb') {
+      if (typeof (ns as { submit?: unknown }).submit !== 'function') throw new Error('this checkout has no Namespace.submit');
+      let live = QD;
+      let finished: () => void = () => undefined;
+      const allDone = new Promise<void>((r) => (finished = r));
+      const reqs = Array.from({ length: QD }, () => {
+        const req = {
+          write: false,
+          lba: 0,
+          blocks: per,
+          buf: Buffer.allocUnsafeSlow(BS),
+          ioDone(err: Error | undefined): void {
+            if (err !== undefined) throw err;
+            if (measuring) ios++;
+            if (stop) {
+              if (--live === 0) finished();
+              return;
+            }
+            req.lba = nextLba();
+            ns.submit(req);
+          },
+        };
+        return req;
+      });
+      for (const r of reqs) {
+        r.lba = nextLba();
+        ns.submit(r);
+      }
+      out = await measure();
+      await allDone;
+    } else {
+      const worker = async (): Promise<void> => {
+        const buf = Buffer.allocUnsafeSlow(BS);
+        while (!stop) {
+          await ns.read(BigInt(nextLba()), per, buf);
+          if (measuring) ios++;
+        }
+      };
+      const ws = Promise.all(Array.from({ length: QD }, worker));
+      out = await measure();
+      await ws;
+    }
+  }
+  await ctrl.disconnect();
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent side
+
+function procCpuMs(pid: number): number {
+  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}`))));
+  });
+}
+
+async function main(): Promise<void> {
+  const seconds = Number(arg('seconds') ?? 3);
+  const reps = Number(arg('reps') ?? 3);
+  const before = arg('before');
+  const prof = arg('prof');
+  const armNames = (arg('arms') ?? 'c,engine,loop-cb,loop-promise').split(',');
+  const bin = path.join(tmpdir(), 'nvme-tcp-ts-host-path');
+  mkdirSync(bin, { recursive: true });
+  for (const src of ['target', 'client']) {
+    const r = spawnSync('cc', ['-O2', '-msse4.2', '-o', path.join(bin, src), path.join(HERE, 'perf-c-baseline', `${src}.c`)], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error(`cc ${src}.c failed`);
+  }
+  const target = spawn('taskset', ['-c', '1', path.join(bin, 'target'), '0', String(NS_MIB)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve) => {
+    let b = '';
+    target.stdout.on('data', (d: Buffer) => {
+      b += d.toString();
+      const m = /PORT (\d+)/.exec(b);
+      if (m !== null) resolve(Number(m[1]));
+    });
+  });
+  const tpid = target.pid as number;
+  interface Arm {
+    name: string;
+    go(): Promise<ArmResult>;
+  }
+  const nodeArm = (name: string, arm: string, root: string): Arm => ({
+    name,
+    go: async () => {
+      const profArgs = prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', path.resolve(prof), '--cpu-prof-name', `${name.replace(/\W+/g, '_')}-${Date.now()}.cpuprofile`];
+      const out = await run('taskset', ['-c', '0', process.execPath, ...profArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', arm, '--root', root, '--port', String(port), '--seconds', String(seconds)]);
+      return JSON.parse(out.trim().split('\n').pop() as string) as ArmResult;
+    },
+  });
+  const arms: Arm[] = [];
+  for (const a of armNames) {
+    if (a === 'c') {
+      arms.push({
+        name: 'C client',
+        go: async () => {
+          // `times` prints the shell's children's CPU (user, sys) after the client exits.
+          const out = await run('bash', ['-c', `taskset -c 0 ${path.join(bin, 'client')} ${port} ${QD} ${BS} ${seconds} 0 0 ${NS_MIB << 20}; times`]);
+          const lines = out.trim().split('\n');
+          const j = JSON.parse(lines.find((l) => l.startsWith('{')) as string) as { iops: number };
+          const t = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s/.exec(lines[lines.length - 1] as string);
+          const cpuS = t === null ? NaN : Number(t[1]) * 60 + Number(t[2]) + Number(t[3]) * 60 + Number(t[4]);
+          return { iops: j.iops, cpuPct: (cpuS / seconds) * 100, gcPct: 0 };
+        },
+      });
+    } else {
+      arms.push(nodeArm(a, a, ROOT));
+      if (before !== undefined && a !== 'loop-cb') arms.push(nodeArm(`${a} (before)`, a, path.resolve(before)));
+    }
+  }
+  const rows = new Map<string, { r: ArmResult; tcpu: number }[]>();
+  try {
+    for (let rep = 0; rep < reps; rep++) {
+      for (const a of arms) {
+        const c0 = procCpuMs(tpid);
+        const t0 = performance.now();
+        const r = await a.go();
+        const tcpu = ((procCpuMs(tpid) - c0) / (performance.now() - t0)) * 100;
+        rows.set(a.name, [...(rows.get(a.name) ?? []), { r, tcpu }]);
+        process.stderr.write(`rep ${rep + 1} ${a.name}: ${r.iops} IOPS, host ${r.cpuPct.toFixed(0)} %, GC ${r.gcPct.toFixed(1)} %, target ${tcpu.toFixed(0)} %\n`);
+      }
+    }
+  } finally {
+    target.kill();
+  }
+  const med = (xs: number[]): number => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)] as number;
+  const cIops = med((rows.get('C client') ?? []).map((x) => x.r.iops));
+  const lines = [
+    `# host path: C target on CPU 1, host on CPU 0, 4 KiB randread QD${QD}, 1 I/O queue, ${seconds} s × ${reps} reps interleaved (median, [min–max])`,
+    '',
+    '| arm | IOPS | ÷ C client | host CPU % | GC % of wall | target CPU % | bound |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const [name, xs] of rows) {
+    const iops = xs.map((x) => x.r.iops);
+    const m = med(iops);
+    const cpu = med(xs.map((x) => x.r.cpuPct));
+    const tcpu = med(xs.map((x) => x.tcpu));
+    const bound = cpu > 90 ? 'host' : tcpu > 90 ? 'target' : 'neither';
+    lines.push(
+      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
+    );
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+if (process.argv.includes('--child')) await child(arg('child') as string, arg('root') as string, Number(arg('port')), Number(arg('seconds')));
+else await main();
