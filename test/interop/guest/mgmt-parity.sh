@@ -4,8 +4,6 @@
 # $API_IP:$API_PORT (a second guestfwd); the guest drives each change itself with a raw HTTP PUT over busybox nc
 # (busybox wget only does GET/POST), so every change happens at a known point of the host's view.
 # Subsystems: "testnqn" (nsid 1 and 2, RAM) and "blktests-subsystem-1" (nsid 1, cntlidMin 5, cntlidMax 6).
-# (nvme-cli 2.3 calls a second controller to the same subsystem and address "already connected" whatever the host
-# NQN, hence --duplicate-connect for the three hosts of the cntlid step.)
 # Markers: @@STEP <name> BEGIN / PASS / FAIL rc=<n>, as guest/kernel-host.sh prints them.
 A=${LAB_GUESTFWD_IP:-10.0.2.100}
 P=${LAB_GUESTFWD_PORT:-4420}
@@ -124,8 +122,10 @@ do_qid_max() {
 do_cntlid_range() {
     for h in 1 2 3; do
         id=6c61622d-6e76-6d65-7463-70000000010$h
-        nvme connect -t tcp -a "$A" -s "$P" -n "$NQN2" --duplicate-connect --hostnqn "nqn.2014-08.org.nvmexpress:uuid:$id" --hostid "$id" > /tmp/c$h.out 2>&1
-        echo "host $h: nvme connect rc=$? $(cat /tmp/c$h.out)"
+        # straight to the kernel: nvme-cli 2.3 refuses a second controller to one subsystem and address ("already
+        # connected") whatever the host NQN, even with --duplicate-connect
+        echo "transport=tcp,traddr=$A,trsvcid=$P,nqn=$NQN2,hostnqn=nqn.2014-08.org.nvmexpress:uuid:$id,hostid=$id" > /dev/nvme-fabrics 2> /tmp/c$h.out
+        echo "host $h: connect rc=$? $(cat /tmp/c$h.out)"
         [ $h = 3 ] && sleep 1
     done
     ids=""
