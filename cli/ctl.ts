@@ -16,11 +16,19 @@ commands:
   subsystem list
   subsystem show <nqn>
   subsystem add <nqn> [--host NQN]... [--port ID]... [--allow-any-host] [--serial S] [--model M]
-                      [--max-io-queues N] [--max-queue-size N] [--no-ana] | --body JSON|@FILE
+                      [--max-io-queues N] [--max-queue-size N] [--cntlid-min N] [--cntlid-max N] [--no-ana]
+                      | --body JSON|@FILE
+  subsystem set <nqn> [--max-io-queues N] [--cntlid-min N] [--cntlid-max N]
+                      (a new --max-io-queues disconnects the subsystem's controllers so hosts reconnect with it)
   subsystem remove <nqn>
   namespace list <subnqn>
   namespace add <subnqn> <nsid> (--ram SIZE | --null SIZE | --file PATH [--size SIZE])
-                      [--block-size 512|4096] [--ana-group N] [--read-only] [--uuid U] [--nguid G] | --body JSON|@FILE
+                      [--block-size 512|4096] [--ana-group N] [--read-only] [--uuid U] [--nguid G] [--disabled]
+                      | --body JSON|@FILE
+  namespace enable <subnqn> <nsid>
+  namespace disable <subnqn> <nsid>
+  namespace remap <subnqn> <nsid> [--ram SIZE | --null SIZE | --file PATH [--size SIZE]] [--uuid U] [--nguid G]
+                      | --body JSON|@FILE      (new backend and/or identifiers under the same nsid)
   namespace remove <subnqn> <nsid>
   host list <subnqn>
   host add <subnqn> <hostnqn>
@@ -75,6 +83,9 @@ const OPTIONS = {
   'max-io-queues': { type: 'string' },
   'max-queue-size': { type: 'string' },
   'no-ana': { type: 'boolean' },
+  'cntlid-min': { type: 'string' },
+  'cntlid-max': { type: 'string' },
+  disabled: { type: 'boolean' },
   ram: { type: 'string' },
   null: { type: 'string' },
   file: { type: 'string' },
@@ -136,7 +147,30 @@ function subsystemFromFlags(nqn: string, v: Values): SubsystemConfig {
   if (v['max-io-queues'] !== undefined) s.maxIoQueues = int(v['max-io-queues'], '--max-io-queues');
   if (v['max-queue-size'] !== undefined) s.maxQueueSize = int(v['max-queue-size'], '--max-queue-size');
   if (v['no-ana'] === true) s.ana = false;
+  if (v['cntlid-min'] !== undefined) s.cntlidMin = int(v['cntlid-min'], '--cntlid-min');
+  if (v['cntlid-max'] !== undefined) s.cntlidMax = int(v['cntlid-max'], '--cntlid-max');
   return s;
+}
+
+function subsystemUpdateFromFlags(v: Values): Pick<SubsystemConfig, 'maxIoQueues' | 'cntlidMin' | 'cntlidMax'> {
+  const p: Pick<SubsystemConfig, 'maxIoQueues' | 'cntlidMin' | 'cntlidMax'> = {};
+  if (v['max-io-queues'] !== undefined) p.maxIoQueues = int(v['max-io-queues'], '--max-io-queues');
+  if (v['cntlid-min'] !== undefined) p.cntlidMin = int(v['cntlid-min'], '--cntlid-min');
+  if (v['cntlid-max'] !== undefined) p.cntlidMax = int(v['cntlid-max'], '--cntlid-max');
+  if (Object.keys(p).length === 0) throw new UsageError('subsystem set needs at least one of --max-io-queues N, --cntlid-min N, --cntlid-max N');
+  return p;
+}
+
+/** `namespace remap` flags: a new backend and/or identifiers; at least one. */
+function remapFromFlags(v: Values): Partial<NamespaceConfig> {
+  const p: Partial<NamespaceConfig> = {};
+  const kinds = [v.ram, v.null, v.file].filter((x) => x !== undefined);
+  if (kinds.length > 1) throw new UsageError('namespace remap takes at most one of --ram SIZE, --null SIZE, --file PATH');
+  if (kinds.length === 1) p.backend = namespaceFromFlags(1, v).backend;
+  if (v.uuid !== undefined) p.uuid = v.uuid;
+  if (v.nguid !== undefined) p.nguid = v.nguid;
+  if (Object.keys(p).length === 0) throw new UsageError('namespace remap needs a new backend (--ram/--null/--file) or --uuid/--nguid');
+  return p;
 }
 
 function namespaceFromFlags(nsid: number, v: Values): NamespaceConfig {
@@ -159,6 +193,7 @@ function namespaceFromFlags(nsid: number, v: Values): NamespaceConfig {
   if (v['read-only'] === true) ns.readOnly = true;
   if (v.uuid !== undefined) ns.uuid = v.uuid;
   if (v.nguid !== undefined) ns.nguid = v.nguid;
+  if (v.disabled === true) ns.enabled = false;
   return ns;
 }
 
@@ -231,6 +266,8 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.getSubsystem(str(args[0], 'nqn'));
     case 'subsystem add':
       return c.addSubsystem(v.body !== undefined ? ((await bodyArg(v.body)) as SubsystemConfig) : subsystemFromFlags(str(args[0], 'nqn'), v));
+    case 'subsystem set':
+      return c.updateSubsystem(str(args[0], 'nqn'), v.body !== undefined ? ((await bodyArg(v.body)) as SubsystemConfig) : subsystemUpdateFromFlags(v));
     case 'subsystem remove':
       return c.removeSubsystem(str(args[0], 'nqn'));
     case 'namespace list':
@@ -239,6 +276,15 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.addNamespace(
         str(args[0], 'subnqn'),
         v.body !== undefined ? ((await bodyArg(v.body)) as NamespaceConfig) : namespaceFromFlags(int(args[1], 'nsid'), v),
+      );
+    case 'namespace enable':
+    case 'namespace disable':
+      return c.updateNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'), { enabled: key === 'namespace enable' });
+    case 'namespace remap':
+      return c.updateNamespace(
+        str(args[0], 'subnqn'),
+        int(args[1], 'nsid'),
+        v.body !== undefined ? ((await bodyArg(v.body)) as Partial<NamespaceConfig>) : remapFromFlags(v),
       );
     case 'namespace remove':
       return c.removeNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'));

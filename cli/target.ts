@@ -15,7 +15,7 @@ import {
   ipFamily,
   loadConfig,
   loadNvmetcliConfig,
-  nqnProblem,
+  nameProblem,
   parseHostPort,
   parseTargetConfig,
   SIZE_FIX,
@@ -147,12 +147,12 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     args.listen.push(hp);
   }
   if (v.nqn !== undefined) {
-    const p = nqnProblem(v.nqn);
+    const p = nameProblem(v.nqn);
     if (p) throw new ConfigError(`--nqn: ${JSON.stringify(v.nqn)} ${p}`);
     args.nqn = v.nqn;
   }
   for (const h of v['allow-host'] ?? []) {
-    const p = nqnProblem(h);
+    const p = nameProblem(h);
     if (p) throw new ConfigError(`--allow-host: ${JSON.stringify(h)} ${p}`);
     if (!args.allowHosts.includes(h)) args.allowHosts.push(h);
   }
@@ -214,7 +214,7 @@ function parseDhchapFlag(flag: 'dhchap-key' | 'dhchap-ctrl-key', spec: string): 
   if (i <= 0 || spec.startsWith('DHHC-')) throw new ConfigError(`--${flag}: expected HOSTNQN=SECRET (e.g. --${flag} nqn.2014-08.org.nvmexpress:uuid:...=DHHC-1:01:...:)`);
   const hostnqn = spec.slice(0, i);
   const secret = spec.slice(i + 1);
-  const p = nqnProblem(hostnqn);
+  const p = nameProblem(hostnqn);
   if (p) throw new ConfigError(`--${flag}: ${JSON.stringify(hostnqn)} ${p}`);
   try {
     parseDhchapSecret(secret);

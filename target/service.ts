@@ -1,13 +1,14 @@
 // TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
 // and the TCP listeners and translates config objects into core objects.
 import pino, { type Logger } from 'pino';
-import { InvalidArgumentError, formatUuid, validateNqn } from '../protocol/index.js';
+import { InvalidArgumentError, formatUuid, validateNqn, validateNvmetName } from '../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
+import { nqnWarning } from './config/schema.js';
 import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
+import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
 import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener } from './transport/tcp/index.js';
 
@@ -102,6 +103,7 @@ export class TargetService {
   /** Host entries as configured (with their secrets), for getConfig({ includeSecrets: true }) / write-back. */
   readonly #hostConfigs = new Map<string, HostConfig>();
   #stopped = false;
+  #nsChain: Promise<void> = Promise.resolve();
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
@@ -122,8 +124,7 @@ export class TargetService {
    * parsed here and never logged or echoed in errors.
    */
   setHostAuth(h: HostConfig): void {
-    const v = validateNqn(h.nqn);
-    if (!v.ok) throw new InvalidArgumentError('hosts.nqn', `${h.nqn}: ${v.reason}`);
+    this.#checkName('hosts.nqn', 'host', h.nqn);
     if (h.dhchapKey === undefined) throw new InvalidArgumentError('hosts.dhchapKey', 'is required to enable authentication (use clearHostAuth to disable it)');
     const auth: HostAuth = { hostKey: parseSecret('hosts.dhchapKey', h.dhchapKey) };
     if (h.dhchapCtrlKey !== undefined) auth.ctrlKey = parseSecret('hosts.dhchapCtrlKey', h.dhchapCtrlKey);
@@ -185,14 +186,18 @@ export class TargetService {
   }
 
   async addSubsystem(s: SubsystemConfig): Promise<void> {
-    const v = validateNqn(s.nqn);
-    if (!v.ok) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn}: ${v.reason}`);
+    // nvmet_subsys_make refuses only the discovery NQNs (and nvmet_subsys_alloc names over 223 bytes).
     if (s.nqn === WELL_KNOWN_DISCOVERY_NQN || s.nqn === this.#core.uniqueDiscoveryNqn) throw new InvalidArgumentError('subsystems.nqn', 'is a discovery NQN');
     if (this.#core.subsystems.has(s.nqn)) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn} already exists`);
+    const v = validateNvmetName(s.nqn);
+    if (!v.ok) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn}: ${v.reason}`);
     for (const h of s.hosts ?? []) {
-      const hv = validateNqn(h);
+      const hv = validateNvmetName(h);
       if (!hv.ok) throw new InvalidArgumentError('subsystems.hosts', `${h}: ${hv.reason}`);
     }
+    checkCntlidRange(s.cntlidMin ?? CNTLID_MIN, s.cntlidMax ?? CNTLID_MAX);
+    this.#warnName('subsystem', s.nqn);
+    for (const h of s.hosts ?? []) this.#warnName('host', h);
     const sub = new Subsystem({ ...s, namespaces: [] });
     this.#core.subsystems.set(s.nqn, sub);
     try {
@@ -216,22 +221,76 @@ export class TargetService {
   }
 
   async addNamespace(subnqn: string, ns: NamespaceConfig): Promise<void> {
-    await this.#addNs(this.#subsys(subnqn), ns, true);
+    await this.#nsOp(() => this.#addNs(this.#subsys(subnqn), ns, true));
   }
 
   async removeNamespace(subnqn: string, nsid: number): Promise<void> {
-    const sub = this.#subsys(subnqn);
-    const ns = sub.removeNamespace(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    await ns.backend.close();
-    this.#core.nsChanged(sub, nsid);
-    this.#log.info({ subnqn, nsid }, 'namespace removed');
+    await this.#nsOp(async () => {
+      const sub = this.#subsys(subnqn);
+      const ns = sub.removeNamespace(nsid);
+      if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+      this.#core.nsChanged(sub, nsid);
+      await this.#retire(ns);
+      this.#log.info({ subnqn, nsid }, 'namespace removed');
+    });
+  }
+
+  /**
+   * Change a namespace in place (nvmet namespaces/<nsid>/{enable,device_path,device_uuid,...}); `next` is its whole
+   * new config, nsid unchanged. Only `enabled` different: the namespace is attached or detached, keeping its backend
+   * and identifiers. Anything else different: it is re-mapped, a new namespace under the same NSID (the backend
+   * reopened when its config changed). Either way every controller gets a Namespace Attribute Changed notice for the
+   * NSID (nvmet_ns_changed), so hosts rescan. Commands already executing on a replaced backend finish on it; it is
+   * closed once they have (nvmet_ns_disable waits for the namespace's references the same way).
+   */
+  async updateNamespace(subnqn: string, next: NamespaceConfig): Promise<void> {
+    await this.#nsOp(async () => {
+      const sub = this.#subsys(subnqn);
+      const cur = sub.namespaces.get(next.nsid);
+      if (cur === undefined) throw new InvalidArgumentError('nsid', `no namespace ${next.nsid} in ${subnqn}`);
+      const enabled = next.enabled ?? true;
+      const { enabled: _a, ...want } = next;
+      const { enabled: _b, ...have } = cur.config;
+      if (sameJson(want, have)) {
+        if (!sub.setNamespaceEnabled(cur, enabled)) return;
+        this.#core.nsChanged(sub, next.nsid);
+        this.#log.info({ subnqn, nsid: next.nsid }, enabled ? 'namespace enabled' : 'namespace disabled');
+        return;
+      }
+      const reuse = sameJson(want.backend, have.backend) ? cur.backend : undefined;
+      const ns = await this.#buildNs(sub, next, reuse, cur);
+      Object.assign(ns.counters, cur.counters);
+      sub.replaceNamespace(ns);
+      this.#core.nsChanged(sub, next.nsid);
+      this.#log.info({ subnqn, nsid: next.nsid, backend: ns.backend.kind, bytes: ns.backend.size, uuid: formatUuid(ns.uuid), enabled: ns.enabled }, 'namespace re-mapped');
+      if (reuse === undefined) await this.#retire(cur);
+    });
+  }
+
+  /**
+   * Change subsystem attributes at runtime. maxIoQueues (nvmet attr_qid_max): every controller of the subsystem is
+   * disconnected so hosts reconnect and negotiate the new count, as nvmet_subsys_attr_qid_max_store forces. The
+   * controller-ID range (attr_cntlid_min/max) applies to controllers created afterwards.
+   */
+  updateSubsystem(nqn: string, patch: Pick<SubsystemConfig, 'maxIoQueues' | 'cntlidMin' | 'cntlidMax'>): void {
+    const sub = this.#subsys(nqn);
+    const min = patch.cntlidMin ?? sub.cntlidMin;
+    const max = patch.cntlidMax ?? sub.cntlidMax;
+    checkCntlidRange(min, max);
+    const q = patch.maxIoQueues;
+    if (q !== undefined && (!Number.isInteger(q) || q < 1 || q > 65535)) throw new InvalidArgumentError('maxIoQueues', `${q} is not a queue count; use 1..65535`);
+    sub.cntlidMin = min;
+    sub.cntlidMax = max;
+    if (q !== undefined && q !== sub.maxIoQueues) {
+      sub.maxIoQueues = q;
+      this.#log.info({ subnqn: nqn, maxIoQueues: q, controllers: sub.controllers.size }, 'maxIoQueues changed: disconnecting controllers so hosts reconnect with it');
+      for (const c of [...sub.controllers.values()]) c.teardown('maxIoQueues changed');
+    }
   }
 
   addAllowedHost(subnqn: string, hostnqn: string): void {
-    const v = validateNqn(hostnqn);
-    if (!v.ok) throw new InvalidArgumentError('hostnqn', v.reason);
     const sub = this.#subsys(subnqn);
+    this.#checkName('hostnqn', 'host', hostnqn);
     sub.hosts.add(hostnqn);
     if (sub.config.allowAnyHost !== true) sub.allowAnyHost = false;
     this.#core.discoveryChanged();
@@ -274,6 +333,36 @@ export class TargetService {
 
   setFaults(subnqn: string, f: FaultConfig): void {
     this.#subsys(subnqn).setFaults(f);
+  }
+
+  /** nvmet's name rules (1..223 bytes, no NUL); a name that is not a well-formed NQN passes with one warning line. */
+  #checkName(field: string, kind: 'subsystem' | 'host', name: string): void {
+    const v = validateNvmetName(name);
+    if (!v.ok) throw new InvalidArgumentError(field, `${name}: ${v.reason}`);
+    this.#warnName(kind, name);
+  }
+
+  #warnName(kind: 'subsystem' | 'host', name: string): void {
+    const w = nqnWarning(kind, name);
+    if (w !== undefined) this.#log.warn(w);
+  }
+
+  /** Runs namespace changes one at a time, in call order: a rapid disable/re-map/enable sequence applies as sent. */
+  #nsOp<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.#nsChain.then(op);
+    this.#nsChain = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  /** Closes a detached namespace's backend once the commands executing on it are done (bounded: 10 s). */
+  async #retire(ns: Namespace): Promise<void> {
+    const end = Date.now() + 10_000;
+    while (ns.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+    if (ns.executing > 0) this.#log.warn({ subnqn: ns.subnqn, nsid: ns.nsid, executing: ns.executing }, 'closing a namespace backend with commands still executing');
+    await ns.backend.close();
   }
 
   setDiscoveryNqn(nqn: string): void {
@@ -408,26 +497,35 @@ export class TargetService {
   }
 
   async #addNs(sub: Subsystem, cfg: NamespaceConfig, notify: boolean): Promise<void> {
-    if (!Number.isInteger(cfg.nsid) || cfg.nsid < 1 || cfg.nsid >= 0xffff_fffe) throw new InvalidArgumentError('namespaces.nsid', `invalid NSID ${cfg.nsid}`);
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
+    const ns = await this.#buildNs(sub, cfg, undefined, undefined);
+    sub.addNamespace(ns);
+    this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: ns.backend.kind, bytes: ns.backend.size, blockSize: ns.blockSize, enabled: ns.enabled }, 'namespace added');
+    if (notify && ns.enabled) this.#core.nsChanged(sub, cfg.nsid);
+  }
+
+  /**
+   * Checks a namespace config and builds the Namespace, opening its backend unless `reuse` is given. `replacing` is
+   * the namespace it will take the place of (its identifiers may be kept); a backend opened here is closed on failure.
+   */
+  async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: Namespace | undefined): Promise<Namespace> {
+    if (!Number.isInteger(cfg.nsid) || cfg.nsid < 1 || cfg.nsid >= 0xffff_fffe) throw new InvalidArgumentError('namespaces.nsid', `invalid NSID ${cfg.nsid}`);
     const bs = cfg.blockSize ?? 512;
     if (bs !== 512 && bs !== 4096) throw new InvalidArgumentError('namespaces.blockSize', 'must be 512 or 4096');
     if ((cfg.anaGroup ?? 1) < 1 || (cfg.anaGroup ?? 1) > 128) throw new InvalidArgumentError('namespaces.anaGroup', 'must be 1..128');
-    const backend = await openBackend(cfg);
-    let ns: Namespace;
+    const backend = reuse ?? (await openBackend(cfg));
     try {
-      ns = new Namespace(sub.nqn, cfg, backend);
+      const ns = new Namespace(sub.nqn, cfg, backend);
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
       for (const other of this.#core.allNamespaces()) {
+        if (other === replacing) continue;
         if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
       }
+      return ns;
     } catch (err) {
-      await backend.close();
+      if (reuse === undefined) await backend.close();
       throw err;
     }
-    sub.addNamespace(ns);
-    this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: backend.kind, bytes: backend.size, blockSize: bs }, 'namespace added');
-    if (notify) this.#core.nsChanged(sub, cfg.nsid);
   }
 }
 
@@ -450,6 +548,26 @@ function namesToIds<T extends HashId | DhGroupId>(field: string, names: readonly
     if (id === undefined) throw new InvalidArgumentError(field, `unknown value ${JSON.stringify(n)}; use one of ${Object.keys(table).join(', ')}`);
     return id;
   });
+}
+
+/** The controller-ID range rules of nvmet attr_cntlid_min/max: 1 <= min <= max <= FFEFh. */
+function checkCntlidRange(min: number, max: number): void {
+  if (!Number.isInteger(min) || min < CNTLID_MIN || min > CNTLID_MAX) throw new InvalidArgumentError('cntlidMin', `${min} is not a controller ID; use ${CNTLID_MIN}..${CNTLID_MAX}`);
+  if (!Number.isInteger(max) || max < CNTLID_MIN || max > CNTLID_MAX) throw new InvalidArgumentError('cntlidMax', `${max} is not a controller ID; use ${CNTLID_MIN}..${CNTLID_MAX}`);
+  if (min > max) throw new InvalidArgumentError('cntlidMin', `${min} is above cntlidMax ${max}; make cntlidMin <= cntlidMax`);
+}
+
+/** Deep equality of two config values, key order ignored (a body may list keys in any order). */
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v).sort()) out[k] = canonical((v as Record<string, unknown>)[k]);
+  return out;
 }
 
 async function openBackend(cfg: NamespaceConfig): Promise<NamespaceBackend> {

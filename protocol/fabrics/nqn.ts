@@ -56,6 +56,19 @@ export function validateNqn(nqn: string): NqnValidation {
   return { ok: true };
 }
 
+/**
+ * The names nvmet lets a subsystem or host carry (nvmet_subsys_alloc, nvmet_hosts_make_group): any string of 1..223
+ * bytes of UTF-8 without NUL. The discovery NQNs are refused where a subsystem is created (nvmet_subsys_make), not
+ * here. validateNqn says whether such a name is also a well-formed NQN; a name that is not is still usable.
+ */
+export function validateNvmetName(name: string): NqnValidation {
+  if (name.length === 0) return fail('empty');
+  const bytes = Buffer.byteLength(name, 'utf8');
+  if (bytes > NQN_MAX_LENGTH) return fail(`too long: ${bytes} bytes, at most ${NQN_MAX_LENGTH}`);
+  if (name.includes('\0')) return fail('contains a NUL character');
+  return { ok: true };
+}
+
 /** The UUID-based NQN of a host, `nqn.2014-08.org.nvmexpress:uuid:<uuid>` (lower case). */
 export function makeHostNqn(uuid: string | Buffer): string {
   const s = typeof uuid === 'string' ? uuid.toLowerCase() : bytesToUuid(uuid);

@@ -1,6 +1,6 @@
 // Public face of target/config: the one schema for the JSON config and the HTTP API, and its loaders.
 export { DEFAULT_SUBSYSTEM_NQN, defaultConfig, errnoText, loadConfig } from './load.js';
 export { loadNvmetcliConfig } from './nvmetcli.js';
-export { ConfigError, formatConfigError, ipFamily, nqnProblem, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './schema.js';
+export { ConfigError, formatConfigError, ipFamily, nameProblem, nqnProblem, nqnWarning, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './schema.js';
 export { parseSize } from './size.js';
 export type * from './types.js';

@@ -105,7 +105,11 @@ describe('importNvmetcli', () => {
           serial: '9a3f1b2c4d5e6f70',
           model: 'Linux',
           maxIoQueues: 16,
-          namespaces: [{ nsid: 1, backend: { type: 'file', path: img }, nguid: '0123456789abcdef0123456789abcdef', uuid: 'd592cdf3-5d1c-44e0-8412-3fcf7d99df27', anaGroup: 2 }],
+          namespaces: [
+            { nsid: 1, backend: { type: 'file', path: img }, nguid: '0123456789abcdef0123456789abcdef', uuid: 'd592cdf3-5d1c-44e0-8412-3fcf7d99df27', anaGroup: 2 },
+            // enable = 0 in configfs: kept, detached (nvmet keeps the namespace too)
+            { nsid: 2, backend: { type: 'file', path: img }, enabled: false },
+          ],
         },
         { nqn: SUB2, allowAnyHost: true, ports: [] },
       ],
@@ -114,7 +118,6 @@ describe('importNvmetcli', () => {
     expect(warnings).toEqual([
       'ports[0] (portid 1): referral "rdma-peer" trtype "rdma" skipped; only tcp is served',
       'ports[2] (portid 3): trtype "rdma" skipped; only tcp is served',
-      `subsystems[0] (${SUB}): namespace 2 is disabled; skipped`,
       `subsystems[1] (${SUB2}): not linked to any tcp port; it will not be reachable`,
     ]);
   });
@@ -156,13 +159,15 @@ describe('importNvmetcli', () => {
     );
   });
 
-  it('validates the result with the config schema (nvmet accepts names that are not NQNs)', async () => {
+  it('keeps a subsystem name nvmet accepts that is not an NQN (blktests-subsystem-1), and refuses one nvmet refuses', async () => {
     const s = sample(img);
     const sub = s.subsystems[0];
     if (!sub) throw new Error('sample');
-    sub.nqn = 'nvmet-always';
-    s.ports[0]!.subsystems = ['nvmet-always'];
-    await expect(importNvmetcli(s)).rejects.toThrow('nvmetcli (converted): subsystems[0].nqn: "nvmet-always" is not a valid NQN');
+    sub.nqn = 'blktests-subsystem-1';
+    s.ports[0]!.subsystems = ['blktests-subsystem-1'];
+    expect((await importNvmetcli(s)).config.subsystems[0]?.nqn).toBe('blktests-subsystem-1');
+    sub.nqn = 'x'.repeat(224);
+    await expect(importNvmetcli(s)).rejects.toThrow(`nvmetcli (converted): subsystems[0].nqn: "${'x'.repeat(224)}" cannot name a subsystem or host (too long: 224 bytes`);
   });
 
   it('reports structural problems with the nvmetcli field path', async () => {

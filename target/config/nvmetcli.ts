@@ -72,7 +72,7 @@ const nvmetcliSchema = z.looseObject({
 
 export interface NvmetcliImport {
   config: TargetConfig;
-  /** Things the import left out or changed (non-tcp ports, disabled namespaces, unsupported attributes). */
+  /** Things the import left out or changed (non-tcp ports, unsupported attributes). */
   warnings: string[];
 }
 
@@ -125,8 +125,8 @@ export async function loadNvmetcliConfig(path: string, opts: NvmetcliImportOptio
  * Converts the JSON `nvmetcli save` writes into a TargetConfig.
  * - tcp ports only (rdma/fc/loop are skipped with a warning); ANA group states and tcp referrals carry over;
  * - a namespace whose device path is a regular file becomes a file namespace; a block device is an error
- *   (this target serves files, not block devices); disabled namespaces are skipped with a warning;
- * - subsystem attributes serial/model/firmware/qid_max/allow_any_host and allowed_hosts carry over.
+ *   (this target serves files, not block devices); a disabled namespace stays, with enabled: false;
+ * - subsystem attributes serial/model/firmware/qid_max/cntlid_min/cntlid_max/allow_any_host and allowed_hosts carry over.
  * The result is validated with the config schema; errors are one-line ConfigErrors prefixed "nvmetcli:".
  */
 export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions = {}): Promise<NvmetcliImport> {
@@ -226,6 +226,10 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
     if (firmware) sub.firmware = firmware;
     const qidMax = Number(text(attr['qid_max']) ?? 'NaN');
     if (Number.isInteger(qidMax) && qidMax >= 1) sub.maxIoQueues = qidMax;
+    const cntlidMin = Number(text(attr['cntlid_min']) ?? 'NaN');
+    if (Number.isInteger(cntlidMin) && cntlidMin !== 1) sub.cntlidMin = cntlidMin;
+    const cntlidMax = Number(text(attr['cntlid_max']) ?? 'NaN');
+    if (Number.isInteger(cntlidMax) && cntlidMax !== 0xffef) sub.cntlidMax = cntlidMax;
     if (text(attr['pi_enable']) === '1') warnings.push(`${where}: attr pi_enable=1 ignored; protection information is not supported`);
     const version = text(attr['version']);
     if (version && version !== '1.3') warnings.push(`${where}: attr version ${version} ignored; this target reports NVMe 1.3 (what Linux expects from nvmet)`);
@@ -234,10 +238,6 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
     for (const [j, n] of (s.namespaces ?? []).entries()) {
       const nsid = Number(n.nsid);
       const nsWhere = `subsystems[${i}].namespaces[${j}]`;
-      if (n.enable !== undefined && text(n.enable) === '0') {
-        warnings.push(`${where}: namespace ${nsid} is disabled; skipped`);
-        continue;
-      }
       const dev = n.device ?? {};
       const path = text(dev['path']) ?? '';
       if (!path) throw new ConfigError(`nvmetcli: ${nsWhere}.device.path: is empty; give the path of a regular file`, `${nsWhere}.device.path`);
@@ -258,6 +258,8 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
       if (uuid && !isZeroId(uuid)) ns.uuid = uuid.toLowerCase();
       const grp = Number(n.ana_grpid ?? 1);
       if (Number.isInteger(grp) && grp > 1) ns.anaGroup = grp;
+      // namespaces/<nsid>/enable = 0: configured but detached, as in nvmet.
+      if (n.enable !== undefined && text(n.enable) === '0') ns.enabled = false;
       namespaces.push(ns);
     }
     if (namespaces.length > 0) sub.namespaces = namespaces;

@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
-import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn } from '../../protocol/index.js';
+import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
 import { parseSize } from './size.js';
 import type {
   AnaStateName,
@@ -40,6 +40,26 @@ export function nqnProblem(nqn: string): string | undefined {
   const r = validateNqn(nqn);
   if (r.ok) return undefined;
   return `is not a valid NQN (${r.reason}); use nqn.YYYY-MM.reverse.domain:name (e.g. nqn.2024-01.io.example:disk1)`;
+}
+
+/**
+ * Why `name` cannot name a subsystem or host, by nvmet's rules (protocol's validateNvmetName: empty, over 223 bytes,
+ * NUL), or undefined when it can. A name that is not a well-formed NQN is usable, as in nvmet: see nqnWarning.
+ */
+export function nameProblem(name: string): string | undefined {
+  const r = validateNvmetName(name);
+  if (r.ok) return undefined;
+  return `cannot name a subsystem or host (${r.reason}); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1`;
+}
+
+/**
+ * The one warning line for a subsystem/host name nvmet accepts but that is not a well-formed NQN (NVMe Base 2.0
+ * §4.5), naming the rule it breaks; undefined for a proper NQN.
+ */
+export function nqnWarning(kind: 'subsystem' | 'host', name: string): string | undefined {
+  const r = validateNqn(name);
+  if (r.ok) return undefined;
+  return `${kind} name ${JSON.stringify(name)} is not a well-formed NQN (${r.reason}; NVMe Base 2.0 §4.5); accepted as nvmet accepts it, but prefer nqn.YYYY-MM.reverse.domain:name`;
 }
 
 /** Bytes for a size spec (number or "64M", "1G", "1.5T", "512KiB"), or undefined when it is not one. */
@@ -132,6 +152,14 @@ const opt = <T extends z.ZodType>(t: T) => t.exactOptional();
 export const nqnSchema = str('an NQN string').check(
   z.superRefine((v, ctx) => {
     const p = nqnProblem(v);
+    if (p) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} ${p}`, input: v });
+  }),
+);
+
+/** A subsystem or host name: what nvmet accepts (nameProblem), well-formed NQN or not. */
+export const nvmetNameSchema = str('a subsystem or host name (an NQN)').check(
+  z.superRefine((v, ctx) => {
+    const p = nameProblem(v);
     if (p) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} ${p}`, input: v });
   }),
 );
@@ -240,6 +268,7 @@ export const namespaceSchema = obj({
   nguid: opt(str('an NGUID').regex(NGUID_RE, { error: (iss) => `${show(iss.input)} is not an NGUID; use 32 hex digits` })),
   anaGroup: opt(anaGroupId),
   readOnly: opt(bool),
+  enabled: opt(bool),
 }).check(
   z.superRefine((ns, ctx) => {
     if (!('size' in ns.backend) || ns.backend.size === undefined) return;
@@ -269,15 +298,18 @@ function asciiField(name: string, max: number) {
 }
 
 export const subsystemSchema = obj({
-  nqn: nqnSchema,
+  nqn: nvmetNameSchema,
   allowAnyHost: opt(bool),
-  hosts: opt(list(nqnSchema)),
+  hosts: opt(list(nvmetNameSchema)),
   ports: opt(list(portId)),
   serial: opt(asciiField('serial number', 20)),
   model: opt(asciiField('model', 40)),
   firmware: opt(asciiField('firmware revision', 8)),
   maxIoQueues: opt(int(1, 65535, 'a queue count')),
   maxControllers: opt(int(1, 0xffef, 'a controller count')),
+  // nvmet attr_cntlid_min/max: dynamic controller IDs come from this range (NVMe-oF 1.1 §4.2: FFF0h..FFFFh are not IDs).
+  cntlidMin: opt(int(1, 0xffef, 'a controller ID')),
+  cntlidMax: opt(int(1, 0xffef, 'a controller ID')),
   // MQES is 16 bits and 0's based (CAP.MQES, NVMe base 2.0 §3.1.4.1), and a queue needs 2 entries.
   maxQueueSize: opt(int(2, 65536, 'a queue size')),
   mdts: opt(int(0, 16, 'a log2 of 4 KiB units')),
@@ -289,11 +321,21 @@ export const subsystemSchema = obj({
     if (s.nqn === WELL_KNOWN_DISCOVERY_NQN) {
       ctx.addIssue({ code: 'custom', path: ['nqn'], message: `${JSON.stringify(s.nqn)} is the discovery NQN; the discovery subsystem is built in, pick another NQN` });
     }
+    if ((s.cntlidMin ?? 1) > (s.cntlidMax ?? 0xffef)) {
+      ctx.addIssue({ code: 'custom', path: ['cntlidMin'], message: `${s.cntlidMin ?? 1} is above cntlidMax ${s.cntlidMax ?? 0xffef}; make cntlidMin <= cntlidMax` });
+    }
     dupes(s.namespaces ?? [], (n) => n.nsid, (i, nsid) => ctx.addIssue({ code: 'custom', path: ['namespaces', i, 'nsid'], message: `nsid ${nsid} is used twice; give each namespace its own nsid` }));
     dupes(s.hosts ?? [], (h) => h, (i, h) => ctx.addIssue({ code: 'custom', path: ['hosts', i], message: `${JSON.stringify(h)} is listed twice; remove one` }));
     dupes(s.ports ?? [], (p) => p, (i, p) => ctx.addIssue({ code: 'custom', path: ['ports', i], message: `port id ${p} is listed twice; remove one` }));
   }),
 );
+
+/** Body of PUT /subsystems/<nqn>: the attributes that change at runtime (nvmet attr_qid_max, attr_cntlid_min/max). */
+export const subsystemUpdateSchema = obj({
+  maxIoQueues: opt(int(1, 65535, 'a queue count')),
+  cntlidMin: opt(int(1, 0xffef, 'a controller ID')),
+  cntlidMax: opt(int(1, 0xffef, 'a controller ID')),
+});
 
 /** nvmet's dhchap_hash spellings (NVMe Base 2.0 Figure 171 hash ids as crypto API names). */
 export const DHCHAP_HASH_NAMES: readonly string[] = Object.values(HASH_INFO).map((h) => `hmac(${h.name})`);
@@ -340,7 +382,7 @@ function nameList(what: string, names: readonly string[]) {
 }
 
 export const hostSchema = obj({
-  nqn: nqnSchema,
+  nqn: nvmetNameSchema,
   dhchapKey: opt(dhchapSecret('DH-HMAC-CHAP host key')),
   dhchapCtrlKey: opt(dhchapSecret('DH-HMAC-CHAP controller key')),
   dhchapHash: opt(nameList('a DH-HMAC-CHAP hash', DHCHAP_HASH_NAMES)),

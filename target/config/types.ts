@@ -66,6 +66,11 @@ export interface NamespaceConfig {
   /** ANA group id (default 1). */
   anaGroup?: number;
   readOnly?: boolean;
+  /**
+   * false: the namespace exists but is not attached (nvmet namespaces/<nsid>/enable = 0): it is missing from every
+   * controller's active list and I/O to it fails with Invalid Namespace. Default true.
+   */
+  enabled?: boolean;
 }
 
 export interface FaultConfig {
@@ -88,12 +93,19 @@ export interface SubsystemConfig {
   serial?: string;
   model?: string;
   firmware?: string;
-  /** Cap on I/O queues granted per controller by Set Features Number of Queues (default 128). */
+  /**
+   * Cap on I/O queues granted per controller by Set Features Number of Queues (default 128; nvmet attr_qid_max).
+   * Changing it at runtime disconnects the subsystem's controllers so hosts reconnect with the new limit, as nvmet does.
+   */
   maxIoQueues?: number;
   /** Max queue entries per I/O queue (MQES + 1); default 1024. */
   maxQueueSize?: number;
   /** Most live controllers (discovery ones excluded) at once; further admin Connects get CONNECT_CTRL_BUSY with DNR. Default 0xFFEF (the cntlid range). */
   maxControllers?: number;
+  /** Lowest controller ID handed out by dynamic allocation (nvmet attr_cntlid_min); default 1. */
+  cntlidMin?: number;
+  /** Highest controller ID handed out (nvmet attr_cntlid_max); default 0xFFEF. An exhausted range refuses Connect with Controller Busy. */
+  cntlidMax?: number;
   /** MDTS as log2 of 4 KiB units (default 8 = 1 MiB). */
   mdts?: number;
   /** Report ANA (CMIC bit 3, ANA log). Default true. */

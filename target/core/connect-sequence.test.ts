@@ -193,12 +193,13 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
 
   // Each refused NQN names its field in the Connect data: SUBNQN at byte 256, HOSTNQN at byte 512.
   const nqnRefusals: { name: string; subsystem?: Parameters<typeof setup>[0]; connect: Omit<ConnectOptions, 'qid'>; offset: number }[] = [
-    { name: 'malformed subsystem NQN', connect: { subnqn: 'not-an-nqn' }, offset: 256 },
+    // Not an NQN and not configured: unknown, like any other name (nvmet looks names up, it does not parse them).
+    { name: 'unknown subsystem name that is not an NQN', connect: { subnqn: 'not-an-nqn' }, offset: 256 },
     { name: 'empty subsystem NQN', connect: { subnqn: '' }, offset: 256 },
     { name: 'unknown subsystem NQN', connect: { subnqn: 'nqn.2024-01.io.example:no-such-subsystem' }, offset: 256 },
     { name: 'subsystem NQN not NUL-terminated within its 256 bytes', connect: { data: subnqnWithoutNul() }, offset: 256 },
     { name: 'subsystem not exported on this port', subsystem: { ports: [2] }, connect: {}, offset: 256 },
-    { name: 'malformed host NQN', connect: { hostnqn: 'host-without-nqn-prefix' }, offset: 512 },
+    { name: 'host NQN longer than 223 bytes', connect: { hostnqn: 'h'.repeat(224) }, offset: 512 },
     { name: 'empty host NQN', connect: { hostnqn: '' }, offset: 512 },
   ];
 
@@ -325,7 +326,7 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
   it('refused Connect data fetched by requestData reports the same field', () => {
     const { queue } = setup();
     const q = queue();
-    const c = q.connect({ qid: 0, inCapsule: false, hostnqn: 'bogus' });
+    const c = q.connect({ qid: 0, inCapsule: false, hostnqn: '' });
     expect(q.transport.dataRequests).toHaveLength(1);
     expect(refused(q, c)).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 512 } });
   });

@@ -24,6 +24,13 @@ export class Namespace {
   readonly anaGroup: number;
   readonly readOnly: boolean;
   readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0 };
+  /**
+   * Attached to the subsystem's controllers (nvmet_ns.enabled). A field, not a getter over the config: parseIoCmd
+   * reads it on every I/O command. Only Subsystem.setNamespaceEnabled / replaceNamespace change it.
+   */
+  enabled: boolean;
+  /** Commands of this namespace between execute and completion (QueueModel counts them); a remap waits for 0 before closing the old backend. */
+  executing = 0;
 
   constructor(
     readonly subnqn: string,
@@ -39,10 +46,17 @@ export class Namespace {
     this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
     this.anaGroup = config.anaGroup ?? 1;
     this.readOnly = config.readOnly ?? false;
+    this.enabled = config.enabled ?? true;
   }
 
   get nsid(): number {
     return this.config.nsid;
+  }
+
+  /** The config with the live enabled state (`enabled` only when false, so a saved config keeps its shape). */
+  snapshot(): NamespaceConfig {
+    const { enabled: _e, ...rest } = this.config;
+    return this.enabled ? rest : { ...rest, enabled: false };
   }
 }
 

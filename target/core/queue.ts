@@ -10,6 +10,7 @@ import type { Controller } from './controller.js';
 import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
 import type { QueueModel, QueueTransportOps } from './queue-model.js';
+import type { Namespace } from './namespace.js';
 import type { Request } from './request.js';
 import type { LatencyHistogram } from './stats.js';
 import type { QueueCounters, QueueInfoView, QueueState, Transitions } from './types.js';
@@ -124,6 +125,11 @@ export class CoreQueue implements QueueModel {
   /** Data (if any) is in req.data: run the command. */
   execute(req: Request): void {
     req.state = 'exec';
+    const ns = req.ns;
+    if (ns !== undefined && !req.nsHeld) {
+      ns.executing++;
+      req.nsHeld = true;
+    }
     const exec = req.execute;
     if (exec === undefined) {
       this.complete(req, Status.INTERNAL | DNR);
@@ -143,6 +149,10 @@ export class CoreQueue implements QueueModel {
     req.state = 'done';
     req.status = status;
     this.inFlight--;
+    if (req.nsHeld) {
+      req.nsHeld = false;
+      (req.ns as Namespace).executing--;
+    }
     if (this.sqflowDisabled) req.sqhd = 0xffff;
     else {
       // nvmet advances the head at completion (__nvmet_req_complete): (sqhd + 1) % (sqsize + 1).

@@ -44,6 +44,8 @@ export class Request {
   status = 0;
   state: ReqState = 'free';
   ns: Namespace | undefined = undefined;
+  /** The command is counted in ns.executing (from execute to completion). */
+  nsHeld = false;
   /** Byte offset of the SQE field that failed parsing (Error Information "parameter error location"). */
   errorLoc = NO_ERROR_LOCATION;
   /** Set by parse: runs once the data (if any) is present; must end in queue.complete(req). */
@@ -74,6 +76,7 @@ export class Request {
     this.dw1 = 0;
     this.status = 0;
     this.ns = undefined;
+    this.nsHeld = false;
     this.errorLoc = NO_ERROR_LOCATION;
     this.execute = undefined;
     this.t0 = 0;

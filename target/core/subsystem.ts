@@ -60,8 +60,9 @@ const IO_OPNAME: Readonly<Record<number, string>> = {
 };
 
 export class Subsystem {
+  /** Every configured namespace, enabled or not (nvmet's subsys->namespaces); the active ones are `nsids`. */
   readonly namespaces = new Map<number, Namespace>();
-  /** Sorted active NSIDs, rebuilt on add/remove (Identify CNS 0x02, ANA log). */
+  /** Sorted NSIDs of the enabled namespaces, rebuilt on every change (Identify CNS 02h, ANA log, Flush all). */
   nsids: number[] = [];
   readonly controllers = new Map<number, ControllerEntry>();
   readonly hosts: Set<string>;
@@ -74,7 +75,12 @@ export class Subsystem {
   readonly #stats = new Map<string, OpcodeStat>();
   /** The same OpcodeStat objects for I/O opcodes, indexed by opcode: no string key on the data path. */
   readonly #ioStats: (OpcodeStat | undefined)[] = new Array<OpcodeStat | undefined>(256).fill(undefined);
-  #nextCntlid = CNTLID_MIN;
+  #nextCntlid: number;
+  /** I/O queue cap for Set Features Number of Queues (nvmet subsys->max_qid); TargetService.updateSubsystem changes it. */
+  maxIoQueues: number;
+  /** Dynamic controller ID range (nvmet subsys->cntlid_min/max). */
+  cntlidMin: number;
+  cntlidMax: number;
   readonly serial: string;
   /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. Fields, not getters over the
    * config: both are read on every I/O command and the config never changes after construction. */
@@ -94,16 +100,17 @@ export class Subsystem {
     const mdts = this.mdts;
     this.maxTransfer = mdts === 0 ? 0 : 4096 * 2 ** mdts;
     this.ana = kind === 'nvm' && (config.ana ?? true);
+    this.maxIoQueues = config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues;
+    this.cntlidMin = config.cntlidMin ?? CNTLID_MIN;
+    this.cntlidMax = config.cntlidMax ?? CNTLID_MAX;
+    this.#nextCntlid = this.cntlidMin;
   }
 
   get nqn(): string {
     return this.config.nqn;
   }
-  get maxIoQueues(): number {
-    return this.config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues;
-  }
   get maxControllers(): number {
-    return this.config.maxControllers ?? CNTLID_MAX - CNTLID_MIN + 1;
+    return this.config.maxControllers ?? this.cntlidMax - this.cntlidMin + 1;
   }
   get maxQueueSize(): number {
     return this.config.maxQueueSize ?? SUBSYS_DEFAULTS.maxQueueSize;
@@ -132,14 +139,44 @@ export class Subsystem {
 
   addNamespace(ns: Namespace): void {
     this.namespaces.set(ns.nsid, ns);
-    this.nsids = [...this.namespaces.keys()].sort((a, b) => a - b);
+    this.#rebuildNsids();
   }
 
   removeNamespace(nsid: number): Namespace | undefined {
     const ns = this.namespaces.get(nsid);
     this.namespaces.delete(nsid);
-    this.nsids = [...this.namespaces.keys()].sort((a, b) => a - b);
+    if (ns !== undefined) ns.enabled = false;
+    this.#rebuildNsids();
     return ns;
+  }
+
+  /** The namespace `nsid` when it exists and is enabled: what Identify, Get Log Page and I/O may see. */
+  activeNs(nsid: number): Namespace | undefined {
+    const ns = this.namespaces.get(nsid);
+    return ns !== undefined && ns.enabled ? ns : undefined;
+  }
+
+  /** Attach or detach a namespace (nvmet_ns_enable / nvmet_ns_disable); false when it already was in that state. */
+  setNamespaceEnabled(ns: Namespace, enabled: boolean): boolean {
+    if (ns.enabled === enabled) return false;
+    ns.enabled = enabled;
+    this.#rebuildNsids();
+    return true;
+  }
+
+  /** Put `next` where the namespace of the same NSID was (re-mapping); the old one is detached and returned. */
+  replaceNamespace(next: Namespace): Namespace | undefined {
+    const old = this.namespaces.get(next.nsid);
+    if (old !== undefined) old.enabled = false;
+    this.namespaces.set(next.nsid, next);
+    this.#rebuildNsids();
+    return old;
+  }
+
+  #rebuildNsids(): void {
+    const ids: number[] = [];
+    for (const [id, ns] of this.namespaces) if (ns.enabled) ids.push(id);
+    this.nsids = ids.sort((a, b) => a - b);
   }
 
   setFaults(f: FaultConfig): void {
@@ -148,11 +185,17 @@ export class Subsystem {
     this.failStatus = f.failNext?.status ?? 0;
   }
 
-  /** Next free cntlid in CNTLID_MIN..CNTLID_MAX, wrapping; undefined when all are in use (→ Controller Busy). */
+  /**
+   * Next free cntlid in cntlidMin..cntlidMax, wrapping; undefined when all are in use, which nvmet_alloc_ctrl answers
+   * with Controller Busy (its ida_alloc_range over the same range fails).
+   */
   allocCntlid(): number | undefined {
-    for (let i = 0; i <= CNTLID_MAX - CNTLID_MIN; i++) {
+    const min = this.cntlidMin;
+    const max = this.cntlidMax;
+    if (this.#nextCntlid < min || this.#nextCntlid > max) this.#nextCntlid = min;
+    for (let i = 0; i <= max - min; i++) {
       const id = this.#nextCntlid;
-      this.#nextCntlid = id >= CNTLID_MAX ? CNTLID_MIN : id + 1;
+      this.#nextCntlid = id >= max ? min : id + 1;
       if (!this.controllers.has(id)) return id;
     }
     return undefined;
@@ -202,12 +245,15 @@ export class Subsystem {
   /** Config snapshot with live ACL, faults and namespaces. */
   snapshot(): SubsystemConfig {
     const out: SubsystemConfig = { ...this.config, allowAnyHost: this.allowAnyHost, hosts: [...this.hosts] };
+    if (this.maxIoQueues !== (this.config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues) || this.config.maxIoQueues !== undefined) out.maxIoQueues = this.maxIoQueues;
+    if (this.cntlidMin !== CNTLID_MIN || this.config.cntlidMin !== undefined) out.cntlidMin = this.cntlidMin;
+    if (this.cntlidMax !== CNTLID_MAX || this.config.cntlidMax !== undefined) out.cntlidMax = this.cntlidMax;
     const faults: FaultConfig = { ...this.faults };
     if (this.failRemaining > 0) faults.failNext = { count: this.failRemaining, status: this.failStatus };
     else delete faults.failNext;
     if (Object.keys(faults).length > 0) out.faults = faults;
     else delete out.faults;
-    out.namespaces = this.nsids.map((id) => ({ ...(this.namespaces.get(id) as Namespace).config }));
+    out.namespaces = [...this.namespaces.values()].sort((a, b) => a.nsid - b.nsid).map((ns) => ns.snapshot());
     return out;
   }
 }

@@ -23,6 +23,8 @@ function fakeService(over: Partial<MgmtService> = {}): MgmtService {
     removeSubsystem: unused,
     addNamespace: unused,
     removeNamespace: unused,
+    updateNamespace: unused,
+    updateSubsystem: unused,
     addAllowedHost: unused,
     removeAllowedHost: unused,
     setAnaState: unused,

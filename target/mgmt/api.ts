@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { ConfigError, anaStateSchema, faultSchema, hostSchema, namespaceSchema, nqnSchema, parseHostPort, parseWith, portSchema, referralSchema, subsystemSchema } from '../config/schema.js';
+import { ConfigError, anaStateSchema, faultSchema, hostSchema, namespaceSchema, nvmetNameSchema, parseHostPort, parseWith, portSchema, referralSchema, subsystemSchema, subsystemUpdateSchema } from '../config/schema.js';
 import type { SubsystemConfig, TargetConfig } from '../config/types.js';
 import type { TargetService } from '../service.js';
 import { jsonErrorWithoutInput } from './client.js';
@@ -23,6 +23,8 @@ export type MgmtService = Pick<
   | 'removeSubsystem'
   | 'addNamespace'
   | 'removeNamespace'
+  | 'updateNamespace'
+  | 'updateSubsystem'
   | 'addAllowedHost'
   | 'removeAllowedHost'
   | 'setAnaState'
@@ -84,7 +86,7 @@ export function isLoopback(addr: string): boolean {
   return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(a) || a === '::1' || a === '0:0:0:0:0:0:0:1';
 }
 
-const hostBodySchema = z.strictObject({ nqn: nqnSchema });
+const hostBodySchema = z.strictObject({ nqn: nvmetNameSchema });
 const anaBodySchema = z.strictObject({ state: anaStateSchema });
 const referralKeySchema = z.strictObject({ addr: z.string(), port: z.number().int() });
 
@@ -181,6 +183,15 @@ function buildRoutes(service: MgmtService, metrics: TargetMetrics): Route[] {
     ],
     ['GET', '/subsystems/:nqn', ({ params }) => ok(sub(params.nqn))],
     [
+      'PUT',
+      '/subsystems/:nqn',
+      async ({ params, body }) => {
+        const nqn = sub(params.nqn).nqn;
+        service.updateSubsystem(nqn, parseWith(subsystemUpdateSchema, await body(), 'body'));
+        return ok(sub(nqn), true);
+      },
+    ],
+    [
       'DELETE',
       '/subsystems/:nqn',
       async ({ params }) => {
@@ -207,6 +218,24 @@ function buildRoutes(service: MgmtService, metrics: TargetMetrics): Route[] {
         const ns = (sub(params.nqn).namespaces ?? []).find((n) => n.nsid === nsid);
         if (ns === undefined) throw new HttpError(404, `no namespace ${nsid} in ${params.nqn ?? ''}`);
         return ok(ns);
+      },
+    ],
+    [
+      // Enable/disable ({"enabled": false}) or re-map ({"backend": ..., "uuid": ...}): the body's fields replace the
+      // namespace's, the others stay; the result must be a valid namespace config.
+      'PUT',
+      '/subsystems/:nqn/namespaces/:nsid',
+      async ({ params, body }) => {
+        const s = sub(params.nqn);
+        const nsid = intParam(params.nsid, 'nsid');
+        const cur = (s.namespaces ?? []).find((n) => n.nsid === nsid);
+        if (cur === undefined) throw new HttpError(404, `no namespace ${nsid} in ${s.nqn}`);
+        const raw = await body();
+        if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new HttpError(400, 'body: expected a JSON object of namespace fields, e.g. {"enabled": false}', '');
+        if ('nsid' in raw && (raw as { nsid?: unknown }).nsid !== nsid) throw new HttpError(400, `body: nsid: differs from the namespace in the path (${nsid}); drop it or make them equal`, 'nsid');
+        const next = parseWith(namespaceSchema, { ...cur, ...raw, nsid }, 'body');
+        await service.updateNamespace(s.nqn, next);
+        return ok((sub(s.nqn).namespaces ?? []).find((n) => n.nsid === nsid) ?? next, true);
       },
     ],
     [

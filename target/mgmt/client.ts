@@ -107,6 +107,14 @@ export class MgmtClient {
   addNamespace(nqn: string, ns: NamespaceConfig): Promise<unknown> {
     return this.call('POST', `/subsystems/${seg(nqn)}/namespaces`, ns);
   }
+  /** Enable/disable or re-map: `patch`'s fields replace the namespace's (PUT /subsystems/<nqn>/namespaces/<nsid>). */
+  updateNamespace(nqn: string, nsid: number, patch: Partial<NamespaceConfig>): Promise<unknown> {
+    return this.call('PUT', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}`, patch);
+  }
+  /** Runtime subsystem attributes: maxIoQueues (disconnects its controllers), cntlidMin/cntlidMax. */
+  updateSubsystem(nqn: string, patch: Pick<SubsystemConfig, 'maxIoQueues' | 'cntlidMin' | 'cntlidMax'>): Promise<unknown> {
+    return this.call('PUT', `/subsystems/${seg(nqn)}`, patch);
+  }
   removeNamespace(nqn: string, nsid: number): Promise<unknown> {
     return this.call('DELETE', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}`);
   }

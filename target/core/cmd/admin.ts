@@ -65,7 +65,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
-      req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.namespaces.get(r.nsid)));
+      req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.activeNs(r.nsid)));
       return 0;
     case Cns.CTRL:
       req.execute = (r) => replyData(r, identifyController(ctrl));
@@ -78,7 +78,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
       req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.nsids, r.nsid)));
       return 0;
     case Cns.NS_DESC_LIST: {
-      const ns = ctrl.subsys.namespaces.get(req.nsid);
+      const ns = ctrl.subsys.activeNs(req.nsid);
       if (ns === undefined) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
@@ -234,7 +234,7 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       build = () => encodeErrorLog(ctrl.errors, 128);
       break;
     case LogPageId.SMART: {
-      if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && !ctrl.subsys.namespaces.has(req.nsid)) {
+      if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && ctrl.subsys.activeNs(req.nsid) === undefined) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }

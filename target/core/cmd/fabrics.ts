@@ -22,7 +22,7 @@ import {
   connectResultDw0,
   decodeConnectData,
   encodeCap,
-  validateNqn,
+  validateNvmetName,
 } from '../../../protocol/index.js';
 import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
@@ -146,10 +146,14 @@ function invalidParam(req: Request, inData: boolean, offset: number): number {
   return Status.CONNECT_INVALID_PARAM | DNR;
 }
 
-/** Empty, over-long or malformed NQNs are refused (NVMe Base 2.0 §4.5). */
+/**
+ * Empty or over-long names are refused (NVMe Base 2.0 §4.5: 223 bytes, NUL-terminated in the 256-byte field). A name
+ * that is not a well-formed NQN is looked up like any other, as nvmet_execute_admin_connect does (it only forces the
+ * NUL terminator): a subsystem named "testnqn" is reachable, an unknown name gets "unknown subsystem".
+ */
 export function nqnProblem(nqn: string, field: Buffer): string | undefined {
   if (field.indexOf(0) < 0 || Buffer.byteLength(nqn) > NQN_MAX_LENGTH) return 'NQN longer than 223 bytes';
-  const v = validateNqn(nqn);
+  const v = validateNvmetName(nqn);
   return v.ok ? undefined : v.reason;
 }
 

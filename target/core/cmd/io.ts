@@ -34,7 +34,9 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
       return Status.INVALID_OPCODE | DNR;
   }
   const ns = subsys.namespaces.get(req.nsid);
-  if (ns === undefined) {
+  // A disabled namespace is inactive (NVMe Base 2.0 §3.2.1.4): Invalid Namespace, as nvmet_req_find_ns answers in
+  // Linux 6.1 (a disabled nvmet_ns is not in subsys->namespaces there).
+  if (ns === undefined || !ns.enabled) {
     req.errorLoc = 4;
     return Status.INVALID_NS | DNR;
   }
@@ -220,7 +222,7 @@ function executeFlush(req: Request): void {
 
 function executeFlushAll(req: Request): void {
   const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
-  const list = subsys === undefined ? [] : [...subsys.namespaces.values()];
+  const list = subsys === undefined ? [] : subsys.nsids.map((id) => subsys.namespaces.get(id) as Namespace);
   let left = list.length;
   let status = 0;
   if (left === 0) return finish(req, 0);

@@ -1,0 +1,180 @@
+// Issue 17 against the Linux 6.1 kernel host (nvme-cli, fio under qemu, ../shared/lab): subsystems named "testnqn"
+// and "blktests-subsystem-1" as nvmet allows, namespace disable/enable and re-map while the host is connected (fio
+// verify on the other namespace keeps running), maxIoQueues changed at runtime (the host reconnects with the new
+// count) and a cntlid range across three hosts. The target runs as the CLI (`nvme-tcp target --config ... --api`);
+// the guest reaches it and its management API through two guestfwd forwards and drives each change itself over HTTP
+// (guest/mgmt-parity.sh), so every change lands at a known point of the host's view.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { labDir } from '../../harness/lab.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
+const GUEST_ADDR = '10.0.2.100';
+const LAB_TIMEOUT_S = 420;
+const STEPS = ['connect-testnqn', 'disable-enable', 'remap-disabled', 'remap-live', 'qid-max', 'cntlid-range'] as const;
+
+function checkLabReady(lab: string): void {
+  const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
+  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
+    if (!existsSync(path.join(out, f))) throw new Error(`kernel lab not built: ${path.join(out, f)} is missing; run "bash ${path.join(lab, 'build.sh')}" first (it installs qemu and builds the guest)`);
+  }
+  const pathDirs = (process.env.PATH ?? '').split(path.delimiter);
+  if (!pathDirs.some((d) => existsSync(path.join(d, 'qemu-system-x86_64')))) {
+    throw new Error(`qemu-system-x86_64 is not installed; run "bash ${path.join(lab, 'build.sh')}" (it apt-installs qemu-system-x86)`);
+  }
+}
+
+interface StepResult {
+  status: 'PASS' | 'FAIL' | 'SKIP';
+  output: string;
+}
+
+/** Splits the guest output at the @@STEP markers. */
+function parseSteps(out: string): Map<string, StepResult> {
+  const steps = new Map<string, StepResult>();
+  let current: { name: string; lines: string[] } | undefined;
+  for (const line of out.split('\n')) {
+    const m = /^@@STEP (\S+) (BEGIN|PASS|FAIL|SKIP)\b/.exec(line);
+    if (!m) {
+      current?.lines.push(line);
+      continue;
+    }
+    const [, name = '', what] = m;
+    if (what === 'BEGIN') current = { name, lines: [] };
+    else {
+      steps.set(name, { status: what as StepResult['status'], output: [...(current?.name === name ? current.lines : []), line].join('\n') });
+      current = undefined;
+    }
+  }
+  return steps;
+}
+
+interface Target {
+  child: ChildProcess;
+  port: number;
+  apiPort: number;
+  log: string[];
+  exited: Promise<number | null>;
+}
+
+async function startTarget(dir: string): Promise<Target> {
+  const cfgPath = path.join(dir, 'target.json');
+  await writeFile(
+    cfgPath,
+    JSON.stringify({
+      ports: [{ id: 1, addr: '127.0.0.1', port: 0, advertiseAddr: GUEST_ADDR, advertisePort: 4420 }],
+      subsystems: [
+        { nqn: 'testnqn', namespaces: [{ nsid: 1, backend: { type: 'ram', size: '64M' } }, { nsid: 2, backend: { type: 'ram', size: '64M' } }] },
+        { nqn: 'blktests-subsystem-1', cntlidMin: 5, cntlidMax: 6, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '16M' } }] },
+      ],
+    }),
+  );
+  const args = ['--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), 'target', '--config', cfgPath, '--api', '127.0.0.1:0', '--log-level', 'info'];
+  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const ports = await new Promise<{ port: number; apiPort: number }>((resolve, reject) => {
+    let buf = '';
+    let port: number | undefined;
+    const timer = setTimeout(() => reject(new Error(`target did not start within 30 s:\n${log.join('\n')}`)), 30_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        log.push(line);
+        port ??= Number(/^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line)?.[1] ?? NaN) || undefined;
+        const api = /^nvme-tcp target: management API on http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
+        if (api && port !== undefined) {
+          clearTimeout(timer);
+          resolve({ port, apiPort: Number(api[1]) });
+        }
+      }
+    });
+    child.stderr?.on('data', (d: Buffer) => log.push(...d.toString().trimEnd().split('\n')));
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`target exited with ${String(code)} before listening:\n${log.join('\n')}`));
+    });
+  });
+  return { child, ...ports, log, exited };
+}
+
+describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
+  let dir: string | undefined;
+  let target: Target | undefined;
+  let labChild: ChildProcess | undefined;
+  let lab: { code: number | null; out: string } | undefined;
+  let steps = new Map<string, StepResult>();
+  let setupError: unknown;
+
+  beforeAll(async () => {
+    try {
+      const labPath = labDir();
+      checkLabReady(labPath);
+      dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-parity-'));
+      target = await startTarget(dir);
+      const args = [path.join(labPath, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none'];
+      args.push('--guestfwd', `${GUEST_ADDR}:4420:${target.port}`, '--guestfwd', `${GUEST_ADDR}:8080:${target.apiPort}`, GUEST_SCRIPT);
+      const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      labChild = child;
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+      const done = await new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
+      lab = done;
+      steps = parseSteps(done.out);
+    } catch (err) {
+      setupError = err;
+    }
+  });
+
+  afterAll(async () => {
+    if (labChild?.pid !== undefined && labChild.exitCode === null) {
+      try {
+        process.kill(-labChild.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    if (target && target.child.exitCode === null) {
+      target.child.kill('SIGTERM');
+      const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
+      await target.exited;
+      clearTimeout(t);
+    }
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the lab boots and the guest script runs to its end', () => {
+    if (setupError !== undefined) throw setupError;
+    expect(lab?.out, `no END marker; last output:\n${lab?.out.split('\n').slice(-40).join('\n') ?? ''}`).toMatch(/===LAB-SCRIPT-END rc=\d+/);
+  });
+
+  it('the target warned once per name that is not an NQN', () => {
+    if (setupError !== undefined) throw setupError;
+    for (const n of ['testnqn', 'blktests-subsystem-1']) expect(target?.log.filter((l) => l.includes(`subsystem name \\"${n}\\" is not a well-formed NQN`))).toHaveLength(1);
+  });
+
+  it.each(STEPS)('%s', (name) => {
+    if (setupError !== undefined) throw setupError;
+    const r = steps.get(name);
+    if (r === undefined) throw new Error(`step ${name} did not run; output tail:\n${lab?.out.split('\n').slice(-30).join('\n') ?? ''}`);
+    expect(r.status, `${name} failed in the guest:\n${r.output}\n--- target log tail\n${target?.log.slice(-15).join('\n') ?? ''}`).toBe('PASS');
+  });
+
+  it('the target is still running and exits 0 on SIGTERM', async () => {
+    if (setupError !== undefined) throw setupError;
+    if (!target) throw new Error('target not started');
+    expect(target.child.exitCode).toBeNull();
+    target.child.kill('SIGTERM');
+    expect(await Promise.race([target.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 20_000))])).toBe(0);
+  });
+});
