@@ -18,6 +18,11 @@ const SPACE = 4;
 const FULL = 5;
 const HEADER_WORDS = 8;
 
+/** Atomics.waitAsync (ES2024, in Node 20) typed here because the project's lib predates it. */
+const waitAsync = (Atomics as unknown as {
+  waitAsync(a: Int32Array, index: number, value: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}).waitAsync;
+
 export interface RingLayout {
   /** Entries, a power of two. */
   capacity: number;
@@ -133,7 +138,7 @@ export class RingProducer extends RingEnd {
         Atomics.store(w, FULL, 0);
         return;
       }
-      const r = Atomics.waitAsync(w, SPACE, seen);
+      const r = waitAsync(w, SPACE, seen);
       if (r.async) await r.value;
     }
   }
@@ -180,7 +185,7 @@ export class RingConsumer extends RingEnd {
         Atomics.store(w, SLEEPING, 0);
         return;
       }
-      const r = Atomics.waitAsync(w, DOORBELL, seen);
+      const r = waitAsync(w, DOORBELL, seen);
       if (r.async) {
         await r.value;
         this.counters.wakeups++;
