@@ -166,7 +166,7 @@ class WorkerQueue implements IoSink {
       if (this.#closed) return;
       const t0 = performance.now();
       let found = false;
-      while (this.#sq.drain(this.#onEntry, 32) > 0) {
+      while (this.#sq.drain(this.#onEntry, 8) > 0) {
         found = true;
         if (this.#closed || performance.now() - t0 >= budgetMs) break;
       }
