@@ -1,6 +1,7 @@
 // `nvme-tcp discover|connect|io|queues|check-host`: the initiator's CLI with nvme-cli flag names. Called by cli/main.ts.
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Buffer } from 'node:buffer';
@@ -48,7 +49,17 @@ const CONN: Opts = {
   'admin-timeout': { type: 'string' },
   'dhchap-secret': { type: 'string', short: 'S' },
   'dhchap-ctrl-secret': { type: 'string', short: 'C' },
+  'io-workers': { type: 'string' },
+  'io-worker-cpus': { type: 'string' },
+  'io-budget-us': { type: 'string' },
 };
+
+/** "0,1,4" → [0, 1, 4] (--io-worker-cpus). */
+export function parseCpuList(flag: string, v: string): number[] {
+  const out = v.split(',').map((x) => x.trim());
+  if (out.some((x) => !/^\d+$/.test(x))) throw new UsageError(`--${flag}: not a list of CPU numbers: ${v}`);
+  return out.map(Number);
+}
 
 class UsageError extends Error {}
 
@@ -97,6 +108,9 @@ function connectOptions(v: Record<string, string | boolean | undefined>): Connec
   s('admin-timeout', 'admin_timeout', true);
   s('dhchap-secret', 'dhchap_secret', false);
   s('dhchap-ctrl-secret', 'dhchap_ctrl_secret', false);
+  s('io-workers', 'io_workers', true);
+  s('io-budget-us', 'io_budget_us', true);
+  if (typeof v['io-worker-cpus'] === 'string') o['io_worker_cpus'] = parseCpuList('io-worker-cpus', v['io-worker-cpus']);
   b('hdr-digest', 'hdr_digest');
   b('data-digest', 'data_digest');
   b('duplicate-connect', 'duplicate_connect');
@@ -107,8 +121,8 @@ function connectOptions(v: Record<string, string | boolean | undefined>): Connec
 }
 
 function queueTable(qs: readonly QueueInfo[]): string {
-  const head = ['qid', 'hctx', 'type', 'owner', 'source', 'destination', 'state', 'inflight', 'submitted', 'completed', 'bytes', 'errors'];
-  const rows = qs.map((q) => [q.qid, q.hctx, q.type, q.owner, q.source, q.destination, q.state, q.inFlight, q.submitted, q.completed, q.bytes, q.errors].map(String));
+  const head = ['qid', 'hctx', 'type', 'owner', 'cpu', 'source', 'destination', 'state', 'inflight', 'submitted', 'completed', 'bytes', 'errors'];
+  const rows = qs.map((q) => [q.qid, q.hctx, q.type, q.owner, q.cpu ?? '-', q.source, q.destination, q.state, q.inFlight, q.submitted, q.completed, q.bytes, q.errors].map(String));
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (r: string[]): string => r.map((c, i) => c.padEnd(w[i] ?? 0)).join('  ').trimEnd();
   return [line(head), ...rows.map(line)].join('\n') + '\n';
@@ -129,14 +143,17 @@ function describeController(c: Controller): string {
 
 interface StateFile {
   pid: number;
+  /** Unix socket of the holding process: `queues --set-worker` sends its request there. */
+  control?: string;
   controller: { cntlid: number; subnqn: string; traddr: string; trsvcid: number };
   queues: QueueInfo[];
   updated: string;
 }
 
-async function writeState(c: Controller, file: string): Promise<void> {
+async function writeState(c: Controller, file: string, control?: string): Promise<void> {
   const st: StateFile = {
     pid: process.pid,
+    ...(control !== undefined ? { control } : {}),
     controller: { cntlid: c.cntlid, subnqn: c.opts.nqn, traddr: c.opts.traddr, trsvcid: c.opts.trsvcid },
     queues: c.queueInfo(),
     updated: new Date().toISOString(),
@@ -274,13 +291,86 @@ function splitHostPort(s: string): [string, string] {
   return [s.slice(0, i), s.slice(i + 1)];
 }
 
+/** A held connection's control socket: one JSON request per connection ({ op: 'set-worker', qid, worker }). */
+async function serveControl(c: Controller, sockPath: string, refresh: () => Promise<void>): Promise<net.Server> {
+  await unlink(sockPath).catch(() => undefined);
+  const server = net.createServer((sock) => {
+    let buf = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl < 0) return;
+      const line = buf.slice(0, nl);
+      void (async () => {
+        let reply: unknown;
+        try {
+          const req = JSON.parse(line) as { op?: unknown; qid?: unknown; worker?: unknown };
+          if (req.op !== 'set-worker' || typeof req.qid !== 'number' || typeof req.worker !== 'number') throw new UsageError('bad control request');
+          await c.setQueueWorker(req.qid, req.worker);
+          await refresh().catch(() => undefined);
+          reply = { ok: true, queues: c.queueInfo() };
+        } catch (e) {
+          const err = e as Error & { code?: string };
+          reply = { ok: false, message: err.message, code: err.code ?? (e instanceof UsageError ? 'USAGE' : undefined) };
+        }
+        sock.end(JSON.stringify(reply) + '\n');
+      })();
+    });
+    sock.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(sockPath, () => resolve());
+  });
+  server.unref();
+  return server;
+}
+
+/** `queues --set-worker QID=W [--pid PID]`: ask a held connection to place queue QID on io worker W (−1: default). */
+async function setWorkerCmd(v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
+  const m = /^(\d+)=(-1|\d+)$/.exec(String(v['set-worker']).trim());
+  if (m === null) throw new UsageError(`--set-worker: expected QID=W (W a worker index or -1), got ${String(v['set-worker'])}`);
+  const qid = Number(m[1]);
+  const worker = Number(m[2]);
+  const states = (await readStates()).filter((s) => s.control !== undefined);
+  const pid = typeof v['pid'] === 'string' ? toNum('pid', v['pid']) : undefined;
+  const chosen = pid === undefined ? states : states.filter((s) => s.pid === pid);
+  if (chosen.length === 0) throw new UsageError(pid === undefined ? 'no held connections (nvme-tcp connect ... --hold)' : `no held connection with pid ${pid}`);
+  if (chosen.length > 1) throw new UsageError(`${chosen.length} held connections (pids ${chosen.map((s) => s.pid).join(', ')}): choose one with --pid`);
+  const st = chosen[0] as StateFile & { file: string };
+  const reply = await new Promise<{ ok: boolean; message?: string; code?: string; queues?: QueueInfo[] }>((resolve, reject) => {
+    const sock = net.connect(st.control as string);
+    let buf = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => (buf += d));
+    sock.on('end', () => {
+      try {
+        resolve(JSON.parse(buf) as { ok: boolean; message?: string; code?: string; queues?: QueueInfo[] });
+      } catch (e) {
+        reject(e instanceof Error ? e : new Error(String(e)));
+      }
+    });
+    sock.on('error', reject);
+    sock.write(JSON.stringify({ op: 'set-worker', qid, worker }) + '\n');
+  });
+  if (!reply.ok) {
+    io.stderr(`nvme-tcp queues: ${reply.message ?? 'failed'}${reply.code !== undefined ? ` [${reply.code}]` : ''}\n`);
+    return reply.code === 'NVMEOF_ERR_INVALID_ARG' || reply.code === 'USAGE' ? 2 : 1;
+  }
+  io.stdout(`pid ${st.pid}: queue ${qid} placed on ${worker === -1 ? 'its default worker' : `worker ${worker}`}\n`);
+  io.stdout(queueTable(reply.queues ?? []));
+  return 0;
+}
+
 const USAGE = `usage:
   nvme-tcp discover -a ADDR [-s PORT] [-q HOSTNQN] [-I HOSTID] [-g] [-G]
   nvme-tcp connect -a ADDR -s PORT -n NQN [-i N] [-W N] [-P N] [-Q QSIZE] [-k KATO] [-g] [-G] [-D] [-q HOSTNQN] [-I HOSTID]
                    [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]]
                    [--queues-per-hctx N] [--match-hw-queues] [--connect-concurrency N] [--hold]
   nvme-tcp io verify -a ADDR -s PORT -n NQN [--size 64M] [--bs 4k] [connect flags]
-  nvme-tcp queues
+  nvme-tcp queues [--set-worker QID=W [--pid PID]]
+  connect/io flags: [--io-workers N] [--io-worker-cpus 0,1] [--io-budget-us US]
   nvme-tcp check-host [-a ADDR] [-f IFACE] [--queues-from FILE]
 `;
 
@@ -292,7 +382,7 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
     discover: CONN,
     connect: { ...CONN, hold: { type: 'boolean' } },
     io: { ...CONN, size: { type: 'string' }, bs: { type: 'string' } },
-    queues: {},
+    queues: { 'set-worker': { type: 'string' }, pid: { type: 'string' } },
     'check-host': { traddr: { type: 'string', short: 'a' }, 'host-iface': { type: 'string', short: 'f' }, 'queues-from': { type: 'string' } },
   };
   const options = spec[cmd];
@@ -330,9 +420,11 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
         }
         await mkdir(stateDir(), { recursive: true });
         const file = path.join(stateDir(), `held-${process.pid}.json`);
-        await writeState(c, file);
+        const control = path.join(stateDir(), `held-${process.pid}.sock`);
+        const server = await serveControl(c, control, () => writeState(c, file, control));
+        await writeState(c, file, control);
         io.stdout(`holding the connection (state in ${file}); Ctrl-C disconnects\n`);
-        const timer = setInterval(() => void writeState(c, file).catch(() => undefined), 1000);
+        const timer = setInterval(() => void writeState(c, file, control).catch(() => undefined), 1000);
         await new Promise<void>((resolve) => {
           const stop = (): void => resolve();
           process.once('SIGINT', stop);
@@ -340,8 +432,10 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
           c.once('lost', stop);
         });
         clearInterval(timer);
+        server.close();
         await c.disconnect();
         await unlink(file).catch(() => undefined);
+        await unlink(control).catch(() => undefined);
         return 0;
       }
       case 'io': {
@@ -352,6 +446,7 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
         return await ioVerify(values, io);
       }
       case 'queues': {
+        if (typeof values['set-worker'] === 'string') return await setWorkerCmd(values, io);
         const states = await readStates();
         if (states.length === 0) {
           io.stdout(`no held connections (start one with "nvme-tcp connect ... --hold"; state files live in ${stateDir()})\n`);

@@ -5,7 +5,7 @@
 // drivers/nvme/host/{core.c nvme_change_ctrl_state / nvme_init_ctrl_finish, tcp.c nvme_tcp_setup_ctrl /
 // nvme_tcp_error_recovery_work / nvme_tcp_reconnect_or_remove}.
 import { EventEmitter } from 'node:events';
-import type { Buffer } from 'node:buffer';
+import { Buffer } from 'node:buffer';
 import { pino, type Logger } from 'pino';
 import type { ControllerState } from './controller-state.js';
 import { CNTLID_DYNAMIC, type AnaStateName, type IdentifyController } from '../protocol/index.js';
@@ -15,7 +15,7 @@ import { isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
-import { ConnectionClosedError, ControllerStateError, NvmeStatusError, TransportFatalError } from './errors.js';
+import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TransportFatalError } from './errors.js';
 import { propertyGetCmd, propertySetCmd, type DiscoveryEntry } from './fabrics-cmds.js';
 import { FabricsConnector, type AuthInfo } from './fabrics.js';
 import { DEFAULT_MAX_TRANSFER, checkIdentify, identifyController, maxTransferBytes } from './identify.js';
@@ -23,7 +23,10 @@ import { IoQueueSet, type IoQueueHost, type QueueInfo } from './io-queues.js';
 import { KeepAlive, type KeepAliveHost } from './keep-alive.js';
 import type { IoExecutor, IoOptions, Namespace } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
-import { type Completion, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
+import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
+import { Placement, effectiveWorkers } from './io-worker/placement.js';
+import { type IoWorkerInfo, IoWorkerPool } from './io-worker/pool.js';
+import { RemoteQueue } from './io-worker/remote-queue.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
@@ -33,6 +36,7 @@ export type { AsyncEvent } from './aen.js';
 export type { ControllerState } from './controller-state.js';
 export type { DiscoveryEntry } from './fabrics-cmds.js';
 export type { QueueInfo } from './io-queues.js';
+export type { IoWorkerInfo } from './io-worker/pool.js';
 
 /** Allowed controller state transitions (the edges described in controller-state.ts). */
 const TRANSITIONS: Record<ControllerState, readonly ControllerState[]> = {
@@ -79,6 +83,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   #lossError: Error | undefined;
   #recovery: AbortController | undefined;
   #queueLimit: number | undefined;
+  /** io workers (io_workers > 0): started on the first I/O queue setup, with the placement that outlives reconnects. */
+  #workers: IoWorkerPool | undefined;
+  #placement: Placement | undefined;
   /** The one object the owned pieces reach the controller through. */
   readonly #host: AdminChannel & IoQueueHost & KeepAliveHost;
   readonly #fabrics: FabricsConnector;
@@ -122,10 +129,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       get live() {
         return self.#state === 'live';
       },
-      openQueue: (qid, tags, inline) => this.#openQueue(qid, tags, inline),
+      openQueue: (qid, tags, inline) => (this.opts.ioWorkers > 0 ? this.#openRemoteQueue(qid, tags, inline) : this.#openQueue(qid, tags, inline)),
       connectQueue: async (qp, sqsize) => {
-        await this.#fabrics.connect(qp, sqsize, 0, this.#cntlid);
+        if (qp instanceof RemoteQueue) await this.#connectRemoteQueue(qp, sqsize);
+        else await this.#fabrics.connect(qp as QueuePair, sqsize, 0, this.#cntlid);
       },
+      workerCpu: (w) => this.#workers?.handle(w)?.cpu,
       keepAliveFailed: (err) => {
         this.log.warn({ err }, 'keep-alive failed');
         this.#errorRecovery(err);
@@ -255,6 +264,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       this.#setState('deleting');
       this.#setState('deleted');
       this.#release();
+      await this.#workers?.close();
       throw e;
     }
   }
@@ -279,6 +289,103 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     const qp = new QueuePair({ qid, tcp, tags, inlineLimit, onError: (q, err) => this.#queueError(q, err), onActivity: this.#keepAlive.noteActivity });
     await tcp.connect();
     return qp;
+  }
+
+  /** The io workers and their placement, made once (match_hw_queues caps the workers like the queues). */
+  #ioWorkers(): { pool: IoWorkerPool; placement: Placement } {
+    if (this.#workers === undefined || this.#placement === undefined) {
+      const o = this.opts;
+      const n = effectiveWorkers(o.ioWorkers, o.matchHwQueues, this.#queueLimit);
+      this.#workers = new IoWorkerPool(n, o.ioWorkerCpus, o.ioBudgetUs, this.log);
+      this.#placement = new Placement(n);
+    }
+    return { pool: this.#workers, placement: this.#placement };
+  }
+
+  /** An I/O queue on its io worker (nvme_tcp_set_queue_io_cpu picks the CPU; the placement picks the worker here). */
+  async #openRemoteQueue(qid: number, tags: TagSet, inlineLimit: number): Promise<IoQueue> {
+    const { pool, placement } = this.#ioWorkers();
+    const worker = await pool.worker(placement.workerOf(qid));
+    return new RemoteQueue({
+      key: pool.nextKey(),
+      qid,
+      tags,
+      inlineLimit,
+      slotBytes: this.maxTransferBytes,
+      worker,
+      onError: (q, err) => this.#queueError(q, err),
+      onActivity: this.#keepAlive.noteActivity,
+    });
+  }
+
+  /** ICReq and Fabrics Connect of a worker's queue, run on that worker with this controller's identity. */
+  async #connectRemoteQueue(q: RemoteQueue, sqsize: number): Promise<void> {
+    const o = this.opts;
+    await q.connect({
+      host: o.traddr,
+      port: o.trsvcid,
+      localAddress: o.localAddress,
+      hdgst: o.hdrDigest,
+      ddgst: o.dataDigest,
+      label: `${o.nqn} q${q.qid}`,
+      sqsize,
+      cntlid: this.#cntlid,
+      hostnqn: o.hostnqn,
+      hostid: o.hostid,
+      subnqn: o.nqn,
+      disableSqflow: o.disableSqflow,
+      connectTimeoutMs: o.adminTimeoutMs,
+    });
+  }
+
+  /**
+   * Place I/O queue `qid` on io worker `worker` (−1: back to the default (qid − 1) mod N), kept across reconnects like
+   * the proposed writable io_cpu attribute. A live queue is reconnected on its new worker. A non-existent queue or
+   * worker is refused (InvalidArgumentError) and nothing changes.
+   */
+  async setQueueWorker(qid: number, worker: number): Promise<void> {
+    if (this.opts.ioWorkers === 0) throw new InvalidArgumentError('worker', 'this controller has no io workers (io_workers=0)');
+    const { placement } = this.#ioWorkers();
+    const now = this.#io.queueInfo(this.opts.traddr, this.opts.trsvcid).find((q) => q.qid === qid);
+    const count = this.#io.count;
+    // Validate before changing anything: a queue that exists now, a worker that exists.
+    const target = placement.set(qid, worker, count);
+    if (now === undefined || now.worker === target || this.#state !== 'live') return;
+    try {
+      await this.#io.moveQueue(qid, this.opts.ioTimeoutMs);
+    } catch (e) {
+      this.log.warn({ qid, worker: target, err: toError(e).message }, 'moving queue failed; starting error recovery');
+      this.#errorRecovery(toError(e));
+      throw e;
+    }
+  }
+
+  /** Worker each I/O queue is placed on by default or override (what the next connect uses). */
+  queueWorker(qid: number): number {
+    return this.#placement?.workerOf(qid) ?? -1;
+  }
+
+  /** Per io worker: thread, CPU, counters (empty with io_workers=0). */
+  ioWorkerInfo(): IoWorkerInfo[] {
+    return this.#workers?.info() ?? [];
+  }
+
+  /** Fault injection: end io worker `i` as a crash would (worker.terminate()); its queues go through error recovery. */
+  async terminateIoWorker(i: number): Promise<void> {
+    await this.#workers?.kill(i);
+  }
+
+  /**
+   * An I/O buffer the io workers use in place (shared memory); with io_workers=0, or once the shared pool is used up,
+   * a plain Buffer (copied once per command on a worker queue). Give it back with freeIoBuffer.
+   */
+  allocIoBuffer(bytes: number): Buffer {
+    if (this.opts.ioWorkers === 0) return Buffer.allocUnsafeSlow(bytes);
+    return this.#ioWorkers().pool.allocBuffer(bytes);
+  }
+
+  freeIoBuffer(buf: Buffer): void {
+    this.#workers?.freeBuffer(buf);
   }
 
   async #adminCmd(spec: AdminSpec): Promise<Completion> {
@@ -459,7 +566,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   // ---------------------------------------------------------------------------------------------
   // Error recovery (Linux nvme_tcp_error_recovery_work + nvme_tcp_reconnect_or_remove)
 
-  #queueError(qp: QueuePair, err: Error): void {
+  #queueError(qp: IoQueue, err: Error): void {
     if (this.#state === 'live') {
       this.log.warn({ qid: qp.qid, err: err.message }, 'queue error, starting error recovery');
       this.#errorRecovery(err);
@@ -535,6 +642,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('dead');
     this.emit('lost', this.#lossError);
     this.#release();
+    void this.#workers?.close();
   }
 
   /** fast_io_fail_tmo: after it, I/O waiting for the reconnect fails instead of waiting on (< 0: never). */
@@ -584,6 +692,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('deleted');
     this.#release();
     this.#wakeWaiters();
+    await this.#workers?.close();
   }
 
   // ---------------------------------------------------------------------------------------------

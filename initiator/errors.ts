@@ -35,6 +35,11 @@ export class ControllerInitError extends NvmeTcpError {
   }
 }
 
+/** An io worker could not be started, pinned or reached (worker_threads; per-thread affinity). */
+export class IoWorkerError extends NvmeTcpError {
+  readonly code = 'NVMEOF_ERR_IO_WORKER';
+}
+
 /** Every path of a multipath namespace is unusable. */
 export class NoPathError extends NvmeTcpError {
   readonly code = 'NVMEOF_ERR_NO_PATH';

@@ -8,7 +8,7 @@ import type { AdminChannel } from './admin.js';
 import { Hctx, type HctxType, mapQueues } from './dispatch/hctx.js';
 import { ioInlineLimit } from './identify.js';
 import type { ResolvedOptions } from './options.js';
-import { type QueueCounters, type QueuePair, TagSet } from './queue-pair.js';
+import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, type QueueCounters, type SubmitSpec, TagSet } from './queue-pair.js';
 
 /** Per I/O queue information (io_queue_info). */
 export interface QueueInfo extends QueueCounters {
@@ -16,8 +16,12 @@ export interface QueueInfo extends QueueCounters {
   /** Hctx index within its type. */
   hctx: number;
   type: HctxType;
-  /** Which event loop owns the queue (the io_cpu analogue); always the main loop in this implementation. */
-  owner: 'main';
+  /** Which event loop owns the queue (the io_cpu analogue): 'main' (the calling thread) or 'worker N'. */
+  owner: string;
+  /** Owning io worker, −1: the calling thread. */
+  worker: number;
+  /** CPU the owning io worker is pinned to (undefined: not pinned, or the calling thread). */
+  cpu: number | undefined;
   source: string;
   destination: string;
   state: string;
@@ -26,10 +30,12 @@ export interface QueueInfo extends QueueCounters {
 
 /** What the queue set needs from its controller to bring one queue up. */
 export interface IoQueueHost extends AdminChannel {
-  /** Open the socket and run ICReq/ICResp for `qid`. */
-  openQueue(qid: number, tags: TagSet, inlineLimit: number): Promise<QueuePair>;
+  /** Open the socket and run ICReq/ICResp for `qid` (on its io worker: make the queue there). */
+  openQueue(qid: number, tags: TagSet, inlineLimit: number): Promise<IoQueue>;
   /** Fabrics Connect (and authentication) of an opened I/O queue with SQSIZE `sqsize` (0's based). */
-  connectQueue(qp: QueuePair, sqsize: number): Promise<void>;
+  connectQueue(qp: IoQueue, sqsize: number): Promise<void>;
+  /** CPU an io worker is pinned to. */
+  workerCpu(worker: number): number | undefined;
 }
 
 /** Largest tag space of one hctx: CIDs carry the tag in bits 11:0. */
@@ -54,9 +60,11 @@ function noHctxs(): Record<HctxType, Hctx[]> {
 export class IoQueueSet {
   readonly #host: IoQueueHost;
   readonly #log: Logger;
-  #queues: QueuePair[] = [];
+  #queues: IoQueue[] = [];
   #hctxs = noHctxs();
   #granted = 0;
+  #qsize = 0;
+  #inline = 0;
 
   constructor(host: IoQueueHost, log: Logger) {
     this.#host = host;
@@ -93,6 +101,8 @@ export class IoQueueSet {
     const mqes = decodeCap(cap).mqes + 1;
     const qsize = Math.max(2, Math.min(o.queueSize, id.maxcmd > 0 ? id.maxcmd : o.queueSize, mqes));
     const inline = ioInlineLimit(id);
+    this.#qsize = qsize;
+    this.#inline = inline;
     const groups: Group[] = [];
     for (const type of HCTX_TYPES) {
       // One tag space per hctx shared by its queues: queue_size tags, so CIDs are unique across the group.
@@ -105,7 +115,7 @@ export class IoQueueSet {
       o.connectConcurrency,
     );
     const hctxs = noHctxs();
-    for (const g of groups) hctxs[g.type].push(new Hctx(hctxs[g.type].length, g.type, g.qids.map((q) => queues.get(q) as QueuePair), g.tags));
+    for (const g of groups) hctxs[g.type].push(new Hctx(hctxs[g.type].length, g.type, g.qids.map((q) => queues.get(q) as IoQueue), g.tags));
     this.#hctxs = hctxs;
     this.#log.info({ queues: this.#queues.length, hctxs: hctxs.default.length, perHctx: map.queuesPerHctx, qsize, inline }, 'I/O queues live');
   }
@@ -120,9 +130,9 @@ export class IoQueueSet {
     return granted;
   }
 
-  async #connectAll(slots: readonly Slot[], qsize: number, inline: number, concurrency: number): Promise<Map<number, QueuePair>> {
+  async #connectAll(slots: readonly Slot[], qsize: number, inline: number, concurrency: number): Promise<Map<number, IoQueue>> {
     const limit = pLimit(concurrency);
-    const queues = new Map<number, QueuePair>();
+    const queues = new Map<number, IoQueue>();
     const results = await Promise.allSettled(
       slots.map((s) =>
         limit(async () => {
@@ -145,6 +155,39 @@ export class IoQueueSet {
     this.#hctxs = noHctxs();
   }
 
+  /**
+   * Reconnect I/O queue `qid` through `host.openQueue` (which places it anew): submissions wait while the old queue
+   * drains, the old one is closed, the new one connects and takes its place in the hctx, then the waiting
+   * submissions go to it. A failed reconnect leaves the closed queue in place and is thrown (the caller starts error
+   * recovery, as for a dropped socket).
+   */
+  async moveQueue(qid: number, drainTimeoutMs: number): Promise<void> {
+    const old = this.#queues.find((q) => q.qid === qid);
+    const h = HCTX_TYPES.flatMap((t) => this.#hctxs[t]).find((x) => x.queues.includes(old as IoQueue));
+    if (old === undefined || h === undefined) throw new RangeError(`no I/O queue ${qid}`);
+    const parked = new ParkedQueue(old);
+    h.replace(old, parked);
+    this.#replaceQueue(old, parked);
+    let next: IoQueue = old;
+    try {
+      const until = Date.now() + drainTimeoutMs;
+      while (old.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
+      old.close();
+      next = await this.#host.openQueue(qid, old.tags, this.#inline);
+      this.#replaceQueue(parked, next);
+      await this.#host.connectQueue(next, this.#qsize - 1);
+    } finally {
+      h.replace(parked, next);
+      this.#replaceQueue(parked, next);
+      parked.replay(next);
+    }
+  }
+
+  #replaceQueue(prev: IoQueue, next: IoQueue): void {
+    const i = this.#queues.indexOf(prev);
+    if (i >= 0) this.#queues[i] = next;
+  }
+
   queueInfo(traddr: string, trsvcid: number): QueueInfo[] {
     const out: QueueInfo[] = [];
     for (const type of HCTX_TYPES) {
@@ -154,9 +197,11 @@ export class IoQueueSet {
             qid: q.qid,
             hctx: h.index,
             type,
-            owner: 'main',
-            source: `${q.tcp.localAddress ?? '?'}:${q.tcp.localPort ?? 0}`,
-            destination: `${q.tcp.remoteAddress ?? traddr}:${q.tcp.remotePort ?? trsvcid}`,
+            owner: q.worker < 0 ? 'main' : `worker ${q.worker}`,
+            worker: q.worker,
+            cpu: q.worker < 0 ? undefined : this.#host.workerCpu(q.worker),
+            source: q.source,
+            destination: q.destination.startsWith('?') ? `${traddr}:${trsvcid}` : q.destination,
             state: q.state,
             inFlight: q.inFlight,
             ...q.counters,
@@ -165,5 +210,66 @@ export class IoQueueSet {
       }
     }
     return out.sort((a, b) => a.qid - b.qid);
+  }
+}
+
+/**
+ * Stands in for a queue being moved to another io worker: submissions wait here (closures: a rare path) and go to the
+ * queue's successor once it is connected; counters and in-flight are the old queue's.
+ */
+class ParkedQueue implements IoQueue {
+  readonly #old: IoQueue;
+  readonly #waiting: Array<(q: IoQueue) => void> = [];
+
+  constructor(old: IoQueue) {
+    this.#old = old;
+  }
+
+  get qid(): number {
+    return this.#old.qid;
+  }
+
+  get tags(): TagSet {
+    return this.#old.tags;
+  }
+
+  get state(): string {
+    return 'moving';
+  }
+
+  get inFlight(): number {
+    return this.#old.inFlight + this.#waiting.length;
+  }
+
+  get counters(): QueueCounters {
+    return this.#old.counters;
+  }
+
+  get worker(): number {
+    return this.#old.worker;
+  }
+
+  get source(): string {
+    return this.#old.source;
+  }
+
+  get destination(): string {
+    return this.#old.destination;
+  }
+
+  submit(spec: SubmitSpec): Promise<Completion> {
+    return new Promise((resolve, reject) => this.#waiting.push((q) => q.submit(spec).then(resolve, reject)));
+  }
+
+  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
+    this.#waiting.push((q) => q.submitIo(io, builder, sink, hctx, retries, timeoutMs));
+  }
+
+  close(err?: Error): void {
+    this.#old.close(err);
+  }
+
+  replay(next: IoQueue): void {
+    for (const f of this.#waiting.splice(0)) f(next);
   }
 }

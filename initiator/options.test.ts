@@ -185,3 +185,47 @@ describe('connect-time identity rules (before any socket opens)', () => {
     expect(net.isIP(c.adminInfo()?.source.split(':')[0] ?? '')).toBe(4);
   });
 });
+
+describe('io worker options', () => {
+  it('defaults to no io workers, a 1 ms budget and no pinning', () => {
+    const o = resolveOptions(base);
+    expect(o.ioWorkers).toBe(0);
+    expect(o.ioBudgetUs).toBe(1000);
+    expect(o.ioWorkerCpus).toEqual([]);
+  });
+
+  it('refuses negative, above CPUs x 4 and impossible pinning, naming the option', async () => {
+    const os = await import('node:os');
+    const n = os.availableParallelism();
+    expect(field(() => resolveOptions({ ...base, io_workers: -1 }))).toBe('io_workers');
+    expect(field(() => resolveOptions({ ...base, io_workers: n * 4 + 1 }))).toBe('io_workers');
+    expect(resolveOptions({ ...base, io_workers: n * 4 }).ioWorkers).toBe(n * 4);
+    expect(field(() => resolveOptions({ ...base, io_workers: 1, io_worker_cpus: [4096] }))).toBe('io_worker_cpus');
+    expect(field(() => resolveOptions({ ...base, io_workers: 1, io_worker_cpus: [] }))).toBe('io_worker_cpus');
+    expect(field(() => resolveOptions({ ...base, io_worker_cpus: [0] }))).toBe('io_worker_cpus');
+    expect(field(() => resolveOptions({ ...base, io_budget_us: 0 }))).toBe('io_budget_us');
+    expect(field(() => resolveOptions({ ...base, io_workers: 1, dhchap_secret: 'DHHC-1:00:MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTJ3wuFh:' }))).toMatch(/io_workers|dhchap_secret/);
+  });
+
+  it('accepts pinning to an allowed CPU', async () => {
+    const { allowedCpus } = await import('./options.js');
+    const allowed = allowedCpus();
+    if (allowed === undefined) return;
+    const cpu = [...allowed][0] as number;
+    expect(resolveOptions({ ...base, io_workers: 2, io_worker_cpus: [cpu] }).ioWorkerCpus).toEqual([cpu]);
+  });
+
+  it('a refused io_workers option opens no socket', async () => {
+    let accepted = 0;
+    const srv = net.createServer((s) => {
+      accepted++;
+      s.destroy();
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    await expect(connect({ ...base, trsvcid: port, io_workers: -3 })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(connect({ ...base, trsvcid: port, io_workers: 1, io_worker_cpus: [100000] })).rejects.toThrow(/io_worker_cpus/);
+    await new Promise<void>((r) => srv.close(() => r()));
+    expect(accepted).toBe(0);
+  });
+});

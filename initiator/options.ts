@@ -1,5 +1,6 @@
 // Connect options with nvme-cli / Linux fabrics names and defaults (drivers/nvme/host/fabrics.c nvmf_parse_options),
 // validated before any socket opens; plus the process-wide host identity and duplicate-connect registries.
+import fs from 'node:fs';
 import os from 'node:os';
 import net from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -67,6 +68,12 @@ export interface ConnectOptions {
   dhchap_secret?: string;
   /** DH-HMAC-CHAP controller secret (-C, --dhchap-ctrl-secret): also authenticate the controller (bidirectional). */
   dhchap_ctrl_secret?: string;
+  /** I/O queues run in this many worker_threads (io workers, the io_cpu analogue); 0 (default): on the calling thread. */
+  io_workers?: number;
+  /** Pin io worker i to CPU io_worker_cpus[i % length] (per-thread affinity); each CPU must be in the process's allowed set. */
+  io_worker_cpus?: number[];
+  /** Microseconds an io worker processes submissions before yielding to its event loop; default 1000 (io_work's 1 ms). */
+  io_budget_us?: number;
   /** pino logger; default silent. */
   logger?: Logger;
 }
@@ -106,6 +113,11 @@ export interface ResolvedOptions {
   hostKey: DhchapKey | undefined;
   /** Parsed dhchap_ctrl_secret (prints redacted). */
   ctrlKey: DhchapKey | undefined;
+  /** io workers (0: queues on the calling thread). */
+  ioWorkers: number;
+  /** CPU per worker (cycled), empty: not pinned. */
+  ioWorkerCpus: number[];
+  ioBudgetUs: number;
   logger: Logger | undefined;
 }
 
@@ -114,7 +126,53 @@ const KNOWN = new Set<string>([
   'nr_poll_queues', 'queue_size', 'keep_alive_tmo', 'reconnect_delay', 'ctrl_loss_tmo', 'fast_io_fail_tmo', 'hdr_digest',
   'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
   'io_timeout', 'admin_timeout', 'max_retries', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
+  'io_workers', 'io_worker_cpus', 'io_budget_us',
 ]);
+
+/** The CPUs this process may run on (Linux /proc/self/status Cpus_allowed_list); undefined where that is unknown. */
+export function allowedCpus(): Set<number> | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync('/proc/self/status', 'utf8');
+  } catch {
+    return undefined;
+  }
+  const m = /^Cpus_allowed_list:\s*(\S+)/m.exec(text);
+  if (m === null) return undefined;
+  const out = new Set<number>();
+  for (const part of (m[1] as string).split(',')) {
+    const [a, b] = part.split('-').map(Number);
+    if (a === undefined || !Number.isInteger(a)) continue;
+    for (let c = a; c <= (b ?? a); c++) out.add(c);
+  }
+  return out;
+}
+
+/** io_workers, io_worker_cpus, io_budget_us: counts and pinning checked here, before any socket or thread exists. */
+function resolveIoWorkers(o: Raw): Pick<ResolvedOptions, 'ioWorkers' | 'ioWorkerCpus' | 'ioBudgetUs'> {
+  const cpus = os.availableParallelism();
+  const ioWorkers = int(o, 'io_workers', 0, 0, cpus * 4);
+  const raw = o['io_worker_cpus'];
+  let ioWorkerCpus: number[] = [];
+  if (raw !== undefined) {
+    if (!Array.isArray(raw) || raw.length === 0 || !raw.every((c) => typeof c === 'number' && Number.isInteger(c) && c >= 0)) {
+      throw new InvalidArgumentError('io_worker_cpus', `must be a non-empty list of CPU numbers, got ${JSON.stringify(raw)}`);
+    }
+    if (ioWorkers === 0) throw new InvalidArgumentError('io_worker_cpus', 'needs io_workers > 0');
+    const allowed = allowedCpus();
+    if (allowed === undefined) throw new InvalidArgumentError('io_worker_cpus', `cannot pin threads here: no /proc/self/status (Linux only)`);
+    const bad = (raw as number[]).filter((c) => !allowed.has(c));
+    if (bad.length > 0) {
+      throw new InvalidArgumentError('io_worker_cpus', `CPU ${bad.join(',')} not in this process's allowed set (${[...allowed].join(',')})`);
+    }
+    ioWorkerCpus = [...(raw as number[])];
+  }
+  const ioBudgetUs = int(o, 'io_budget_us', 1000, 1, 1_000_000);
+  if (ioWorkers > 0 && o['dhchap_secret'] !== undefined) {
+    throw new InvalidArgumentError('io_workers', 'not supported together with dhchap_secret (I/O queue authentication runs on the calling thread only)');
+  }
+  return { ioWorkers, ioWorkerCpus, ioBudgetUs };
+}
 
 
 let processHostId: string | undefined;
@@ -288,6 +346,7 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   const layout = resolveLayout(o, counts);
   const limits = resolveCommandLimits(o);
   const auth = resolveAuth(o);
+  const ioWorkers = resolveIoWorkers(o);
   const logger = resolveLogger(o);
   return {
     ...target,
@@ -305,6 +364,7 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     ...limits,
     discovery,
     ...auth,
+    ...ioWorkers,
     logger,
   };
 }

@@ -186,6 +186,26 @@ export interface QueueCounters {
   bytes: number;
 }
 
+/**
+ * An I/O queue as the hctxs and the controller drive it, wherever it runs: a QueuePair on the calling thread or a
+ * RemoteQueue whose QueuePair an io worker runs (the io_cpu of Linux nvme_tcp_queue).
+ */
+export interface IoQueue {
+  readonly qid: number;
+  readonly tags: TagSet;
+  readonly state: string;
+  readonly inFlight: number;
+  readonly counters: QueueCounters;
+  /** Owning io worker, −1: the calling thread. */
+  readonly worker: number;
+  /** Local and remote endpoint "addr:port". */
+  readonly source: string;
+  readonly destination: string;
+  submit(spec: SubmitSpec): Promise<Completion>;
+  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void;
+  close(err?: Error): void;
+}
+
 export interface QueuePairOptions {
   qid: number;
   tcp: TcpQueue;
@@ -211,8 +231,9 @@ function setSgl(sqe: Buffer, length: number, inCapsule: boolean): void {
   sqe[at + SglOffset.type] = inCapsule ? SglType.DATA_BLOCK_OFFSET : SglType.TRANSPORT_DATA_BLOCK;
 }
 
-export class QueuePair {
+export class QueuePair implements IoQueue {
   readonly qid: number;
+  readonly worker = -1;
   readonly tcp: TcpQueue;
   readonly tags: TagSet;
   inlineLimit: number;
@@ -247,6 +268,14 @@ export class QueuePair {
 
   get state(): QueuePairState {
     return this.#state;
+  }
+
+  get source(): string {
+    return `${this.tcp.localAddress ?? '?'}:${this.tcp.localPort ?? 0}`;
+  }
+
+  get destination(): string {
+    return `${this.tcp.remoteAddress ?? '?'}:${this.tcp.remotePort ?? 0}`;
   }
 
   get inFlight(): number {

@@ -1,7 +1,7 @@
 // Submission contexts like blk-mq hctxs: each owns one queue or a queue group (queues_per_hctx) with one shared tag
 // space and a round-robin rotor. Batching per tick happens in the transport (cork on first write, uncork next tick),
 // so a burst submitted in one tick leaves as one writev on every queue that received work.
-import type { Completion, IoRequest, IoSink, IoSqeBuilder, QueuePair, SubmitSpec, TagSet } from '../queue-pair.js';
+import type { Completion, IoQueue, IoRequest, IoSink, IoSqeBuilder, SubmitSpec, TagSet } from '../queue-pair.js';
 
 /** Hctx types as blk-mq has them: default (reads, and writes without write queues), write (nr_write_queues), poll. */
 export type HctxType = 'default' | 'write' | 'poll';
@@ -9,22 +9,34 @@ export type HctxType = 'default' | 'write' | 'poll';
 export class Hctx {
   readonly index: number;
   readonly type: HctxType;
-  readonly queues: readonly QueuePair[];
+  readonly #queues: IoQueue[];
   readonly tags: TagSet;
   #rotor = 0;
 
-  constructor(index: number, type: HctxType, queues: readonly QueuePair[], tags: TagSet) {
+  constructor(index: number, type: HctxType, queues: readonly IoQueue[], tags: TagSet) {
     if (queues.length === 0) throw new RangeError('an hctx needs at least one queue');
     this.index = index;
     this.type = type;
-    this.queues = queues;
+    this.#queues = [...queues];
     this.tags = tags;
   }
 
+  get queues(): readonly IoQueue[] {
+    return this.#queues;
+  }
+
+  /** Put `next` where `prev` was (a queue moved to another io worker); false when `prev` is not in this hctx. */
+  replace(prev: IoQueue, next: IoQueue): boolean {
+    const i = this.#queues.indexOf(prev);
+    if (i < 0) return false;
+    this.#queues[i] = next;
+    return true;
+  }
+
   /** Next queue of the group by rotor (one queue: always that one). */
-  pick(): QueuePair {
-    const q = this.queues[this.#rotor % this.queues.length] as QueuePair;
-    this.#rotor = (this.#rotor + 1) % this.queues.length;
+  pick(): IoQueue {
+    const q = this.#queues[this.#rotor % this.#queues.length] as IoQueue;
+    this.#rotor = (this.#rotor + 1) % this.#queues.length;
     return q;
   }
 
