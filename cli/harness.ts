@@ -24,7 +24,8 @@ import {
   type InProcessTarget,
   type Report,
 } from '../harness/index.js';
-import { connect, type ConnectOptions, type Controller } from '../initiator/index.js';
+import { parseCpus } from '../harness/load/index.js';
+import { connect, type ConnectOptions, type Controller, type IoWorkerInfo } from '../initiator/index.js';
 
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
        nvme-tcp bench --scenario NAME [--quick] [--out DIR]
@@ -42,6 +43,10 @@ RAM namespace is started (both ends then share this process and its CPU figures)
       --nr-io-queues N     I/O queues (hctxs); default: one per submitter (sum of numjobs), at most 64
       --queues-per-hctx N  transport queues per hctx (queue groups); default 1
       --queue-size N       I/O queue depth; default 128
+      --io-workers N       run the I/O queues in N io worker threads (default 0: on this thread; job-file
+                           [global] io_workers=N works too, the flag wins)
+      --io-worker-cpus L   pin io worker i to CPU L[i mod len] (e.g. 0,1; [global] io_worker_cpus)
+      --io-budget-us US    io worker submission budget before it yields (default 1000; [global] io_budget_us)
       --hdr-digest, --data-digest
       --ram SIZE           in-process target namespace size (default 256M)
       --scenario NAME      run a scenario (see --list); --quick runs it in seconds
@@ -69,6 +74,9 @@ const OPTIONS = {
   'nr-io-queues': { type: 'string' },
   'queues-per-hctx': { type: 'string' },
   'queue-size': { type: 'string' },
+  'io-workers': { type: 'string' },
+  'io-worker-cpus': { type: 'string' },
+  'io-budget-us': { type: 'string' },
   'hdr-digest': { type: 'boolean' },
   'data-digest': { type: 'boolean' },
   ram: { type: 'string' },
@@ -152,12 +160,20 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     }
     const submitters = parsedJobs.jobs.reduce((s, j) => s + Number(j.options['numjobs'] ?? parsedJobs.global['numjobs'] ?? '1'), 0);
     const nrIo = nrIoFlag ?? Math.min(64, Math.max(1, submitters));
+    // io workers: flags, else the job file's [global] keys (validated again, naming the option, by connect()).
+    const g = parsedJobs.global;
+    const ioWorkers = intFlag(v['io-workers'] ?? g['io_workers'], 'io-workers', 0, 4096);
+    const ioBudget = intFlag(v['io-budget-us'] ?? g['io_budget_us'], 'io-budget-us', 1, 1_000_000);
+    const cpuList = v['io-worker-cpus'] ?? g['io_worker_cpus'];
     const opts: Omit<ConnectOptions, 'traddr' | 'trsvcid' | 'nqn'> = {
       nr_io_queues: nrIo,
       queues_per_hctx: qph,
       queue_size: queueSize,
       hdr_digest: v['hdr-digest'] === true,
       data_digest: v['data-digest'] === true,
+      ...(ioWorkers !== undefined ? { io_workers: ioWorkers } : {}),
+      ...(ioBudget !== undefined ? { io_budget_us: ioBudget } : {}),
+      ...(cpuList !== undefined ? { io_worker_cpus: cpuListFlag(cpuList) } : {}),
     };
     let inproc: InProcessTarget | undefined;
     let ctrl: Controller | undefined;
@@ -178,6 +194,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       const progress = progressLine(path.basename(file), io.progress ?? { write: () => true });
       const run = await runJobs(target, jobs, { cpuLabel: inproc === undefined ? 'initiator' : 'initiator+target (same process)', onProgress: progress.update });
       progress.done();
+      const workers = ctrl.ioWorkerInfo();
       const name = path.basename(file).replace(/\.[^.]*$/, '');
       const report = makeReport({
         kind: 'workload',
@@ -186,11 +203,12 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         hypothesis: '',
         quick: false,
         createdAt: started,
-        arms: [armFromRun('workload', { target: inproc === undefined ? `${traddr}:${port}` : 'in-process RAM', nqn, nsid, nr_io_queues: nrIo, queues_per_hctx: opts.queues_per_hctx ?? 1 }, run, { ioQueues: ctrl.ioQueueCount })],
+        arms: [armFromRun('workload', { target: inproc === undefined ? `${traddr}:${port}` : 'in-process RAM', nqn, nsid, nr_io_queues: nrIo, queues_per_hctx: opts.queues_per_hctx ?? 1, io_workers: workers.length }, run, { ioQueues: ctrl.ioQueueCount })],
         comparisons: [],
         verdict: '',
         notes: [
           ...(parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : []),
+          ...workerNotes(workers, run.durationMs),
           // Unpinned runs on a few vCPUs are bimodal (docs/performance.md, Benchmarks): say where this one was allowed to run.
           `This process (pid ${process.pid}${inproc === undefined ? '' : ', initiator and target'}) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c for repeatable figures.`,
         ],
@@ -209,6 +227,23 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
     return 1;
   }
+}
+
+/** --io-worker-cpus / io_worker_cpus: "0,1" or "0-3". */
+function cpuListFlag(v: string): number[] {
+  try {
+    return parseCpus(v);
+  } catch (e) {
+    throw new UsageError(`--io-worker-cpus: ${(e as Error).message}`);
+  }
+}
+
+/** Per io worker: thread CPU (share of the measured window), I/Os, batches, busy time, relinquish events. */
+function workerNotes(ws: readonly IoWorkerInfo[], durationMs: number): string[] {
+  return ws.map((w) => {
+    const cpu = w.cpuMs === undefined ? 'cpu ?' : `cpu ${w.cpuMs.toFixed(0)} ms${durationMs > 0 ? ` (${((100 * w.cpuMs) / durationMs).toFixed(0)} % of the run, whole connection)` : ''}`;
+    return `io worker ${w.worker} (tid ${w.tid}${w.cpu !== undefined ? `, pinned to CPU ${w.cpu}` : ''}, ${w.queues} queues): ${cpu}, ${w.ios} I/Os in ${w.batches} batches (${w.batches > 0 ? (w.ios / w.batches).toFixed(1) : '0'}/batch), ${w.cqBatches} completion publishes, busy ${w.busyMs.toFixed(0)} ms, ${w.relinquish} relinquish${w.starts > 1 ? `, restarted ${w.starts - 1}×` : ''}`;
+  });
 }
 
 async function emit(io: BenchIo, report: Report, out: string | undefined, json: boolean): Promise<number> {

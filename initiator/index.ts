@@ -3,7 +3,7 @@
 export { connect, connectAll, discover } from './connect.js';
 
 export { Controller } from './controller.js';
-export type { AsyncEvent, ControllerState, DiscoveryEntry, QueueInfo } from './controller.js';
+export type { AsyncEvent, ControllerState, DiscoveryEntry, IoWorkerInfo, QueueInfo } from './controller.js';
 export type { AnaStateName } from '../protocol/index.js';
 export { Namespace } from './namespace.js';
 export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';

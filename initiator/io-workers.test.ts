@@ -55,6 +55,18 @@ describe('io workers', () => {
     }
   }
 
+  it('counts relinquish events when io_budget_us runs out with submissions pending; engine slots in shared memory', async () => {
+    const { ctrl } = await setup({ io_workers: 1, nr_io_queues: 1, io_budget_us: 1 });
+    // The engine's slot buffers from the controller's shared pool: the worker uses them in place.
+    const bt = { ...controllerBlockTarget(ctrl, 1), allocBuffer: (n: number) => ctrl.allocIoBuffer(n) };
+    const r = await runJobs(bt, resolveJobs(parseFioJobFile('[w]\nrw=write\nbs=4k\niodepth=32\nsize=2m\n[r]\nstonewall\nrw=randread\nbs=4k\niodepth=32\nsize=2m\nverify=crc32c\n'), bt));
+    expect(r.totals.errors).toBe(0);
+    const w = ctrl.ioWorkerInfo()[0];
+    // 32 submissions published at once and a 1 µs budget checked every 8: the worker yields with work left.
+    expect(w?.relinquish).toBeGreaterThan(0);
+    expect(w?.ios).toBe(ctrl.queueInfo()[0]?.submitted);
+  });
+
   it('promise API, shared-pool buffers and plain buffers round-trip on a worker queue', async () => {
     const { ctrl } = await setup({ io_workers: 1, nr_io_queues: 1 });
     const ns = ctrl.namespace(1);

@@ -291,7 +291,7 @@ class WorkloadRun {
     const extents = [...map.extents(maxBlocks)].filter(([l, n]) => l < hi && l + n > lo);
     let next = 0;
     const worker = async (): Promise<void> => {
-      const slotBuf = Buffer.allocUnsafeSlow(maxBlocks * bsz);
+      const slotBuf = this.target.allocBuffer?.(maxBlocks * bsz) ?? Buffer.allocUnsafeSlow(maxBlocks * bsz);
       while (next < extents.length && this.opts.signal?.aborted !== true) {
         const [l0, n0] = extents[next++] as [number, number];
         const l = Math.max(l0, lo);
@@ -383,8 +383,9 @@ class IoSlot implements BlockIo {
     readonly ctx: SubmitContext,
     bssplit: readonly { bs: number }[],
     maxBs: number,
+    alloc: ((bytes: number) => Buffer) | undefined,
   ) {
-    const slotBuf = Buffer.allocUnsafeSlow(maxBs);
+    const slotBuf = alloc?.(maxBs) ?? Buffer.allocUnsafeSlow(maxBs);
     this.views = bssplit.map((e) => slotBuf.subarray(0, e.bs));
     this.buf = this.views[0] as Buffer;
   }
@@ -401,6 +402,8 @@ class CloneRun {
   private readonly regionEnd: number;
   private readonly weightSum: number;
   private readonly maxBs: number;
+  /** The target's slot-buffer allocator (shared memory for io workers), if it has one. */
+  private readonly alloc: ((bytes: number) => Buffer) | undefined;
   private readonly random: boolean;
   private readonly writesToo: boolean;
   private readonly measureEnd: number;
@@ -428,6 +431,8 @@ class CloneRun {
     this.regionEnd = j.offset + j.size;
     this.weightSum = j.bssplit.reduce((s, e) => s + e.weight, 0);
     this.maxBs = Math.max(...j.bssplit.map((e) => e.bs));
+    const t = workload.target;
+    this.alloc = t.allocBuffer === undefined ? undefined : (n) => (t.allocBuffer as (b: number) => Buffer)(n);
     this.random = j.rw === 'randread' || j.rw === 'randwrite' || j.rw === 'randrw';
     this.writesToo = j.rwmixread < 100;
     this.cursor = j.offset;
@@ -454,7 +459,7 @@ class CloneRun {
       const scratch = Buffer.alloc(this.maxBs, 0xa5);
       this.writeViews = j.bssplit.map((e) => scratch.subarray(0, e.bs));
     }
-    const slots = Array.from({ length: j.iodepth }, () => new IoSlot(this, this.ctx, j.bssplit, this.maxBs));
+    const slots = Array.from({ length: j.iodepth }, () => new IoSlot(this, this.ctx, j.bssplit, this.maxBs, this.alloc));
     return new Promise<void>((resolve) => {
       this.finished = resolve;
       this.active = slots.length;
@@ -569,7 +574,7 @@ class CloneRun {
     const scratch = this.writesToo && !j.verify ? Buffer.alloc(this.maxBs, 0xa5) : undefined;
     // One data buffer per in-flight slot (fio's io_u): reads land in it and verify writes are stamped in it, so the
     // steady state allocates no off-heap memory per I/O. Safe because this slot awaits each I/O before reusing it.
-    const slotBuf = Buffer.allocUnsafeSlow(this.maxBs);
+    const slotBuf = this.alloc?.(this.maxBs) ?? Buffer.allocUnsafeSlow(this.maxBs);
     for (;;) {
       if (this.done()) return;
       const bs = this.pickBs();

@@ -53,7 +53,7 @@ const ALIASES: Readonly<Record<string, string>> = {
   wait_for_previous: 'stonewall',
 };
 
-type Kind = 'rw' | 'percent' | 'bytes' | 'bytesOrPercent' | 'bssplit' | 'int' | 'time' | 'flag' | 'verify' | 'name';
+type Kind = 'rw' | 'percent' | 'bytes' | 'bytesOrPercent' | 'bssplit' | 'int' | 'time' | 'flag' | 'verify' | 'name' | 'cpus';
 const OPTIONS: Readonly<Record<string, Kind>> = {
   rw: 'rw',
   rwmixread: 'percent',
@@ -74,7 +74,27 @@ const OPTIONS: Readonly<Record<string, Kind>> = {
   hctx: 'name',
   stonewall: 'flag',
   name: 'name',
+  // Connect options of the initiator (read from [global] by `nvme-tcp bench`; flags override them).
+  io_workers: 'int',
+  io_worker_cpus: 'cpus',
+  io_budget_us: 'int',
 };
+
+/** Connect options a job file may carry in [global], with their ConnectOptions names. */
+export const CONNECT_KEYS = ['io_workers', 'io_worker_cpus', 'io_budget_us'] as const;
+
+/** "0,1" or "0-3,6" → CPU numbers (io_worker_cpus). */
+export function parseCpus(v: string, line?: number): number[] {
+  const out: number[] = [];
+  for (const part of v.split(',')) {
+    const m = /^\s*(\d+)(?:-(\d+))?\s*$/.exec(part);
+    if (m === null) throw new JobFileError(`io_worker_cpus must be a CPU list like 0,1 or 0-3, got "${v}"`, line);
+    const a = Number(m[1]);
+    const b = m[2] === undefined ? a : Number(m[2]);
+    for (let c = a; c <= b; c++) out.push(c);
+  }
+  return out;
+}
 
 const BYTE_UNITS: Readonly<Record<string, number>> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 
@@ -135,6 +155,9 @@ function checkValue(key: string, value: string, line?: number): void {
       return;
     case 'bssplit':
       parseBsSplit(value, line);
+      return;
+    case 'cpus':
+      parseCpus(value, line);
       return;
     case 'int': {
       const n = Number(value);

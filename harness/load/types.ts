@@ -54,6 +54,11 @@ export interface BlockTarget {
    * it for jobs without rate limit or verify; a target without it is driven through read/write.
    */
   submit?(io: BlockIo): void;
+  /**
+   * Optional: a data buffer of `bytes` for one in-flight slot, allocated once per slot. An initiator with io workers
+   * hands out shared memory its worker threads use in place (Controller.allocIoBuffer), so no copy crosses threads.
+   */
+  allocBuffer?(bytes: number): Buffer;
   /** Optional cumulative per-queue counters; the engine reports the difference over the whole run (ramp and verify passes included). */
   queueCounters?(): QueueCounter[];
 }

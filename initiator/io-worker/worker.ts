@@ -72,7 +72,9 @@ class WorkerQueue implements IoSink {
   readonly #slotBytes: number;
   /** Views of the shared pool by offset (the engine reuses its buffers, so views are made once). */
   readonly #poolViews = new Map<number, Buffer>();
-  readonly #bounceViews: Buffer[];
+  /** Views of the bounce area by tag and length (a 4 KiB read in a 128 KiB slot reuses one view). */
+  readonly #bounceViews = new Map<number, Buffer>();
+  readonly #empty = Buffer.alloc(0);
   #publishScheduled = false;
   #closed = false;
   readonly #publish = (): void => {
@@ -92,13 +94,18 @@ class WorkerQueue implements IoSink {
     this.#ios = Array.from({ length: m.depth }, (_, t) => new WorkerIo(t, this));
     this.#bounce = Buffer.from(m.bounce);
     this.#slotBytes = m.slotBytes;
-    this.#bounceViews = Array.from({ length: m.depth }, (_, t) => this.#bounce.subarray(t * m.slotBytes, (t + 1) * m.slotBytes));
   }
 
   #view(flags: number, tag: number, offset: number, length: number): Buffer {
     if ((flags & SqFlag.pool) === 0) {
-      const v = this.#bounceViews[tag] as Buffer;
-      return v.length === length ? v : this.#bounce.subarray(tag * this.#slotBytes, tag * this.#slotBytes + length);
+      const k = tag * (this.#slotBytes + 1) + length;
+      let b = this.#bounceViews.get(k);
+      if (b === undefined) {
+        if (this.#bounceViews.size > 65536) this.#bounceViews.clear();
+        b = this.#bounce.subarray(tag * this.#slotBytes, tag * this.#slotBytes + length);
+        this.#bounceViews.set(k, b);
+      }
+      return b;
     }
     let v = this.#poolViews.get(offset);
     if (v === undefined || v.length !== length) {
@@ -116,7 +123,7 @@ class WorkerQueue implements IoSink {
     const length = w[b + Sqe.length] as number;
     io.write = (flags & SqFlag.write) !== 0;
     io.length = length;
-    io.buf = length === 0 ? this.#bounce.subarray(0, 0) : this.#view(flags, tag, w[b + Sqe.offset] as number, length);
+    io.buf = length === 0 ? this.#empty : this.#view(flags, tag, w[b + Sqe.offset] as number, length);
     for (let i = 0; i < 16; i++) io.sqe.writeInt32LE(w[b + Sqe.sqe + i] as number, i * 4);
     bump(WorkerStat.ios);
     this.qp.submitIo(io, copySqe, this, 0, 0, w[b + Sqe.timeoutMs] as number);
