@@ -78,6 +78,9 @@ export function namespaceBlockTarget(ns: Namespace | MultipathNamespace, capacit
   // A single controller's namespace has the callback API: the engine then allocates nothing per I/O (the BlockIo is an
   // initiator IoRequest as is). A multipath head keeps the promise path.
   if (ns instanceof Namespace) t.submit = (io) => ns.submit(io, hctxOf(io.ctx));
+  // With io workers, engine buffers from the controller's shared pool are used by the workers in place (no copy).
+  const only = ctrls.length === 1 ? ctrls[0] : undefined;
+  if (only !== undefined) t.allocBuffer = (bytes) => only.allocIoBuffer(bytes);
   if (ctrls.length > 0) {
     t.queueCounters = (): QueueCounter[] =>
       ctrls.flatMap((c, i) => c.queueInfo().map((q) => ({ queue: ctrls.length > 1 ? `c${i}q${q.qid}` : `q${q.qid}`, commands: q.completed, bytes: q.bytes })));
