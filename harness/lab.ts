@@ -23,3 +23,40 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** Throws with the fix when the 6.1 guest (LAB_OUT) or qemu is missing. */
+export function checkLabReady(lab: string): void {
+  const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
+  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
+    if (!existsSync(path.join(out, f))) throw new Error(`kernel lab not built: ${path.join(out, f)} is missing; run "bash ${path.join(lab, 'build.sh')}" first (it installs qemu and builds the guest)`);
+  }
+  const pathDirs = (process.env.PATH ?? '').split(path.delimiter);
+  if (!pathDirs.some((d) => existsSync(path.join(d, 'qemu-system-x86_64')))) {
+    throw new Error(`qemu-system-x86_64 is not installed; run "bash ${path.join(lab, 'build.sh')}" (it apt-installs qemu-system-x86)`);
+  }
+}
+
+export interface StepResult {
+  status: 'PASS' | 'FAIL' | 'SKIP';
+  output: string;
+}
+
+/** Splits the guest output at the @@STEP markers. */
+export function parseSteps(out: string): Map<string, StepResult> {
+  const steps = new Map<string, StepResult>();
+  let current: { name: string; lines: string[] } | undefined;
+  for (const line of out.split('\n')) {
+    const m = /^@@STEP (\S+) (BEGIN|PASS|FAIL|SKIP)\b/.exec(line);
+    if (!m) {
+      current?.lines.push(line);
+      continue;
+    }
+    const [, name = '', what] = m;
+    if (what === 'BEGIN') current = { name, lines: [] };
+    else {
+      steps.set(name, { status: what as StepResult['status'], output: [...(current?.name === name ? current.lines : []), line].join('\n') });
+      current = undefined;
+    }
+  }
+  return steps;
+}

@@ -7,13 +7,12 @@
 // INTEROP_KERNEL_TARGET=1 runs the same guest script against the guest's own nvmet instead (the
 // reference): a step failing against us but passing there is our bug.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { labDir } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -49,43 +48,6 @@ const STEPS = [
   'disconnect-digests',
   'no-controllers-left',
 ] as const;
-
-
-function checkLabReady(lab: string): void {
-  const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
-  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
-    if (!existsSync(path.join(out, f))) throw new Error(`kernel lab not built: ${path.join(out, f)} is missing; run "bash ${path.join(lab, 'build.sh')}" first (it installs qemu and builds the guest)`);
-  }
-  const pathDirs = (process.env.PATH ?? '').split(path.delimiter);
-  if (!pathDirs.some((d) => existsSync(path.join(d, 'qemu-system-x86_64')))) {
-    throw new Error(`qemu-system-x86_64 is not installed; run "bash ${path.join(lab, 'build.sh')}" (it apt-installs qemu-system-x86)`);
-  }
-}
-
-interface StepResult {
-  status: 'PASS' | 'FAIL' | 'SKIP';
-  output: string;
-}
-
-/** Splits the guest output at the @@STEP markers. */
-function parseSteps(out: string): Map<string, StepResult> {
-  const steps = new Map<string, StepResult>();
-  let current: { name: string; lines: string[] } | undefined;
-  for (const line of out.split('\n')) {
-    const m = /^@@STEP (\S+) (BEGIN|PASS|FAIL|SKIP)\b/.exec(line);
-    if (!m) {
-      current?.lines.push(line);
-      continue;
-    }
-    const [, name = '', what] = m;
-    if (what === 'BEGIN') current = { name, lines: [] };
-    else {
-      steps.set(name, { status: what as StepResult['status'], output: [...(current?.name === name ? current.lines : []), line].join('\n') });
-      current = undefined;
-    }
-  }
-  return steps;
-}
 
 interface Target {
   child: ChildProcess;

@@ -5,55 +5,18 @@
 // the guest reaches it and its management API through two guestfwd forwards and drives each change itself over HTTP
 // (guest/mgmt-parity.sh), so every change lands at a known point of the host's view.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { labDir } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
 const GUEST_ADDR = '10.0.2.100';
 const LAB_TIMEOUT_S = 420;
 const STEPS = ['connect-testnqn', 'disable-enable', 'remap-disabled', 'remap-live', 'qid-max', 'cntlid-range'] as const;
-
-function checkLabReady(lab: string): void {
-  const out = process.env.LAB_OUT ?? '/var/tmp/nvme-lab';
-  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
-    if (!existsSync(path.join(out, f))) throw new Error(`kernel lab not built: ${path.join(out, f)} is missing; run "bash ${path.join(lab, 'build.sh')}" first (it installs qemu and builds the guest)`);
-  }
-  const pathDirs = (process.env.PATH ?? '').split(path.delimiter);
-  if (!pathDirs.some((d) => existsSync(path.join(d, 'qemu-system-x86_64')))) {
-    throw new Error(`qemu-system-x86_64 is not installed; run "bash ${path.join(lab, 'build.sh')}" (it apt-installs qemu-system-x86)`);
-  }
-}
-
-interface StepResult {
-  status: 'PASS' | 'FAIL' | 'SKIP';
-  output: string;
-}
-
-/** Splits the guest output at the @@STEP markers. */
-function parseSteps(out: string): Map<string, StepResult> {
-  const steps = new Map<string, StepResult>();
-  let current: { name: string; lines: string[] } | undefined;
-  for (const line of out.split('\n')) {
-    const m = /^@@STEP (\S+) (BEGIN|PASS|FAIL|SKIP)\b/.exec(line);
-    if (!m) {
-      current?.lines.push(line);
-      continue;
-    }
-    const [, name = '', what] = m;
-    if (what === 'BEGIN') current = { name, lines: [] };
-    else {
-      steps.set(name, { status: what as StepResult['status'], output: [...(current?.name === name ? current.lines : []), line].join('\n') });
-      current = undefined;
-    }
-  }
-  return steps;
-}
 
 interface Target {
   child: ChildProcess;
