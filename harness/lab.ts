@@ -1,5 +1,7 @@
 // Host-side helpers for the qemu lab (../shared/lab) shared by the kernel-interop scenario and the interop suites.
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { REPO_ROOT } from './nvme.js';
@@ -59,4 +61,26 @@ export function parseSteps(out: string): Map<string, StepResult> {
     }
   }
   return steps;
+}
+
+/** Ends a suite's lab run: the qemu process group, then the target child (SIGKILL after 10 s), then its temp dir. */
+export async function stopLab(
+  labChild: ChildProcess | undefined,
+  target: { child: ChildProcess; exited: Promise<unknown> } | undefined,
+  dir: string | undefined,
+): Promise<void> {
+    if (labChild?.pid !== undefined && labChild.exitCode === null) {
+      try {
+        process.kill(-labChild.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    if (target && target.child.exitCode === null) {
+      target.child.kill('SIGTERM');
+      const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
+      await target.exited;
+      clearTimeout(t);
+    }
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 }

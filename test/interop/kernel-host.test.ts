@@ -7,12 +7,12 @@
 // INTEROP_KERNEL_TARGET=1 runs the same guest script against the guest's own nvmet instead (the
 // reference): a step failing against us but passing there is our bug.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -164,20 +164,7 @@ describe(`Linux kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nv
   });
 
   afterAll(async () => {
-    if (labChild?.pid !== undefined && labChild.exitCode === null) {
-      try {
-        process.kill(-labChild.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    }
-    if (target && target.child.exitCode === null) {
-      target.child.kill('SIGTERM');
-      const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
-      await target.exited;
-      clearTimeout(t);
-    }
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+    await stopLab(labChild, target, dir);
   });
 
   it('the lab boots and the guest script runs to its end', () => {

@@ -5,12 +5,12 @@
 // the guest reaches it and its management API through two guestfwd forwards and drives each change itself over HTTP
 // (guest/mgmt-parity.sh), so every change lands at a known point of the host's view.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
@@ -100,20 +100,7 @@ describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
   });
 
   afterAll(async () => {
-    if (labChild?.pid !== undefined && labChild.exitCode === null) {
-      try {
-        process.kill(-labChild.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    }
-    if (target && target.child.exitCode === null) {
-      target.child.kill('SIGTERM');
-      const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
-      await target.exited;
-      clearTimeout(t);
-    }
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+    await stopLab(labChild, target, dir);
   });
 
   it('the lab boots and the guest script runs to its end', () => {
