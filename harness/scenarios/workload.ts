@@ -59,7 +59,7 @@ export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Pro
       const setup: SplitSetup = {
         target,
         placement,
-        engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat` },
+        engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat`, targetPid: target.pid },
         where,
         describe: async () => {
           const w = await where();
