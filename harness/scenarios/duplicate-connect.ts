@@ -9,7 +9,7 @@ import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import type { TargetProcess } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
-import { contentionText, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
+import { contentionText, ioWorkerMetrics, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
 
 const IO_QUEUES = 2;
 
@@ -26,9 +26,9 @@ async function targetQueueCommands(t: TargetProcess): Promise<Map<string, number
 async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, controllers: number, policy: IoPolicy | undefined, job: string, where: Arm['params']): Promise<Arm> {
   const t = s.target;
   const hostid = randomUUID();
-  const base = { traddr: t.addr, trsvcid: t.port, nqn: t.nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128 };
+  const base = { traddr: t.addr, trsvcid: t.port, nqn: t.nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect };
   const ctrls: Controller[] = [];
-  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES, ...where };
+  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES, io_workers: ctx.ioWorkers ?? 0, ...where };
   try {
     ctx.log(`${name}: connecting ${controllers} controller(s)`);
     for (let i = 0; i < controllers; i++) ctrls.push(await connect({ ...base, duplicate_connect: controllers > 1 }));
@@ -44,6 +44,8 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
     });
     const lag = await t.loopLag();
     const after = await targetQueueCommands(t);
+    // Every controller's workers: the busiest worker thread of any of them, summed batches and relinquish events.
+    const workerMetrics = ctrls.map((c) => ioWorkerMetrics(c, run.wallMs)).filter((m) => m['ioWorkers'] !== undefined);
     // Only controllers that carried this arm's I/O: one a previous arm disconnected may still be listed for a moment.
     const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
     const deltas = used.map(([, d]) => d);
@@ -55,6 +57,13 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
       targetQueuesUsed: deltas.length,
       targetMaxQueueShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
       ...(lag === undefined ? {} : { targetLoopLagP99Ms: lag.p99Ms }),
+      ...(workerMetrics.length === 0
+        ? {}
+        : {
+            ioWorkers: workerMetrics.reduce((n, m) => n + (m['ioWorkers'] ?? 0), 0),
+            ioWorkerRelinquish: workerMetrics.reduce((n, m) => n + (m['ioWorkerRelinquish'] ?? 0), 0),
+            ioWorkerMaxCpuPct: Math.max(...workerMetrics.map((m) => m['ioWorkerMaxCpuPct'] ?? 0)),
+          }),
     });
   } catch (e) {
     return { name, params, metrics: {}, error: (e as Error).message };
@@ -66,6 +75,7 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
 export const duplicateConnect: Scenario = {
   name: 'duplicate-connect',
   title: 'Duplicate connect: 1 controller vs K duplicate controllers under multipath',
+  ioWorkers: true,
   hypothesis:
     'K duplicate controllers (nvme connect --duplicate-connect) give K× the queues; under multipath round-robin or queue-depth the ' +
     'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound. Our target serves every ' +
@@ -81,7 +91,7 @@ export const duplicateConnect: Scenario = {
     const arms = await withSplitTarget('128M', async (s) => {
       const t0 = s.target;
       ctx.log('warm-up (unmeasured)');
-      await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128 }, warmupJob(ctx.quick), s.engine);
+      await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect }, warmupJob(ctx.quick), s.engine);
       const where = await s.where();
       const out = await runInterleaved(
         [
@@ -93,7 +103,7 @@ export const duplicateConnect: Scenario = {
       );
       notes.push(await s.describe());
       return out;
-    });
+    }, ctx);
     const comparisons = [
       compare(arms, `${K} controllers round-robin vs 1 controller IOPS`, 'iops', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers queue-depth vs 1 controller IOPS`, 'iops', `${K}-ctrl-queue-depth`, '1-ctrl', 'higher'),
