@@ -8,6 +8,8 @@ import { InvalidArgumentError } from './errors.js';
 import { runJobs } from '../harness/load/engine.js';
 import { parseFioJobFile, resolveJobs } from '../harness/load/job-file.js';
 import { controllerBlockTarget, startInProcessTarget, type InProcessTarget } from '../harness/nvme.js';
+import { FakeController } from '../harness/peers/fake-controller.js';
+import { NvmOpcode, encodeSqe } from '../protocol/index.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -81,6 +83,20 @@ describe('io workers', () => {
     await ns.read(1000n, 16, into);
     expect(into.equals(shared)).toBe(true);
     await ns.flush();
+  });
+
+  it('command-specific CQE results (Dword 0/1) come back through a worker queue as on the calling thread', async () => {
+    const f = new FakeController({ ioResult: { dw0: 0x12345678, dw1: 0x9abcdef0 } });
+    f.addNamespace(1, 4096);
+    await f.listen();
+    cleanups.push(() => f.close());
+    for (const io_workers of [0, 1]) {
+      const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: f.port, nqn: f.subnqn, nr_io_queues: 1, io_workers });
+      cleanups.push(() => ctrl.disconnect());
+      const c = await ctrl.execIo(() => ({ sqe: encodeSqe({ opcode: NvmOpcode.FLUSH, cid: 0, nsid: 1 }), timeoutMs: 5000 }), { write: true });
+      expect({ io_workers, dw0: c.dw0 >>> 0, dw1: c.dw1 >>> 0 }).toEqual({ io_workers, dw0: 0x12345678, dw1: 0x9abcdef0 });
+      await ctrl.disconnect();
+    }
   });
 
   it('setQueueWorker moves a live queue, is kept across a forced reconnect, -1 reverts; bad input changes nothing', async () => {

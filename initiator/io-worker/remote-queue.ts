@@ -192,7 +192,7 @@ export class RemoteQueue implements IoQueue {
     this.#send(p, cid, io.write, io.buf, len, timeoutMs);
   }
 
-  /** Promise-API submit (Flush, DSM, Write Zeroes, and reads/writes through execIo). CQE dw0/dw1 read as 0. */
+  /** Promise-API submit (Flush, DSM, Write Zeroes, and reads/writes through execIo); dw0/dw1 come back from the worker. */
   submit(spec: SubmitSpec): Promise<Completion> {
     const cid = this.tags.tryGet();
     if (cid === undefined) return this.tags.get().then((c) => this.#submitWithCid(c, spec));

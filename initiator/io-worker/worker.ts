@@ -142,7 +142,9 @@ class WorkerQueue implements IoSink {
     w[b + Cqe.tag] = (io as WorkerIo).tag;
     let kind: number = CqKind.ok;
     let status = 0;
-    let dw0 = 0;
+    // Read before anything else runs: the queue pair holds them only during this call.
+    let dw0 = err === undefined ? this.qp.completionDw0 : 0;
+    const dw1 = err === undefined ? this.qp.completionDw1 : 0;
     if (err !== undefined) {
       if (err instanceof NvmeStatusError) {
         kind = CqKind.status;
@@ -157,7 +159,7 @@ class WorkerQueue implements IoSink {
     w[b + Cqe.kind] = kind;
     w[b + Cqe.status] = status;
     w[b + Cqe.dw0] = dw0;
-    w[b + Cqe.dw1] = 0;
+    w[b + Cqe.dw1] = dw1;
     this.#cq.commit();
     bump(WorkerStat.completions);
     if (!this.#publishScheduled) {
