@@ -321,7 +321,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** ICReq and Fabrics Connect of a worker's queue, run on that worker with this controller's identity. */
   async #connectRemoteQueue(q: RemoteQueue, sqsize: number): Promise<void> {
     const o = this.opts;
-    await q.connect({
+    const auth = this.#fabrics.remoteAuth();
+    const agreed = await q.connect({
+      ...(auth === undefined ? {} : { auth }),
       host: o.traddr,
       port: o.trsvcid,
       localAddress: o.localAddress,
@@ -336,6 +338,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       disableSqflow: o.disableSqflow,
       connectTimeoutMs: o.adminTimeoutMs,
     });
+    if (agreed !== undefined) this.#fabrics.remoteAuthenticated(q.qid, agreed);
   }
 
   /**

@@ -10,7 +10,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { ConnectionClosedError, IoWorkerError } from '../errors.js';
 import type { RemoteQueue, RemoteQueueWorker } from './remote-queue.js';
-import { type FromWorker, type OpenQueueMsg, type ToWorker, WorkerStat, fromWireError } from './wire.js';
+import { type FromWorker, type OpenQueueMsg, type OpenedQueue, type ToWorker, WorkerStat, fromWireError } from './wire.js';
 
 /** Per io worker, as queueInfo's companion ioWorkerInfo() and the harness report show it. */
 export interface IoWorkerInfo {
@@ -81,7 +81,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
   tid = 0;
   readonly cpu: number | undefined;
   alive = true;
-  readonly #opens = new Map<number, { resolve: (e: { local: string; remote: string }) => void; reject: (e: Error) => void }>();
+  readonly #opens = new Map<number, { resolve: (e: OpenedQueue) => void; reject: (e: Error) => void }>();
   readonly queues = new Map<number, RemoteQueue>();
   readonly #log: Logger;
   readonly ready: Promise<void>;
@@ -132,7 +132,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
       case 'opened': {
         const o = this.#opens.get(m.key);
         this.#opens.delete(m.key);
-        o?.resolve({ local: m.local, remote: m.remote });
+        o?.resolve({ local: m.local, remote: m.remote, ...(m.auth === undefined ? {} : { auth: m.auth }) });
         return;
       }
       case 'openFailed': {
@@ -151,7 +151,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
     }
   }
 
-  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<{ local: string; remote: string }> {
+  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue> {
     if (!this.alive) return Promise.reject(new ConnectionClosedError(`io worker ${this.index} is not running`));
     this.queues.set(msg.key, q);
     return new Promise((resolve, reject) => {

@@ -8,7 +8,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
 import { ConnectionClosedError, NvmeStatusError, TimeoutError, TransportFatalError, decodeConnectResult } from '../../protocol/index.js';
-import { authRequested } from '../auth.js';
+import { authRequested, authenticateQueue, describeAuth, parseSecretOption } from '../auth.js';
 import { connectCmd, connectData } from '../fabrics-cmds.js';
 import { type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, TagSet } from '../queue-pair.js';
 import { TcpQueue } from '../transport/index.js';
@@ -217,6 +217,7 @@ async function open(m: OpenQueueMsg): Promise<void> {
     onError: (_q, err) => queueMicrotask(() => wq?.finish(err)),
   });
   opening.add(m.key);
+  let auth: ReturnType<typeof describeAuth> | undefined;
   try {
     await tcp.connect();
     const c = await qp.submit({
@@ -225,8 +226,19 @@ async function open(m: OpenQueueMsg): Promise<void> {
       forceInCapsule: true,
       timeoutMs: m.connectTimeoutMs,
     });
-    // In-band authentication of I/O queues is not run on io workers (refused with dhchap_secret at option time).
-    if (authRequested(m.qid, c.dw0, false)) throw new ConnectionClosedError(`queue ${m.qid}: authentication requested`);
+    // ATR: the queue authenticates on this thread, as Linux runs nvmf_connect_io_queue's auth on the queue's context.
+    if (authRequested(m.qid, c.dw0, m.auth !== undefined)) {
+      const a = m.auth as NonNullable<OpenQueueMsg['auth']>;
+      const r = await authenticateQueue(qp, {
+        hostnqn: m.hostnqn,
+        subsysnqn: m.subnqn,
+        hostKey: parseSecretOption('dhchap_secret', a.hostSecret),
+        ctrlKey: parseSecretOption('dhchap_ctrl_secret', a.ctrlSecret),
+        transactionId: a.transactionId,
+        timeoutMs: m.connectTimeoutMs,
+      });
+      auth = describeAuth(r);
+    }
     decodeConnectResult(c.dw0);
     if (closedWhileOpening.has(m.key)) throw new ConnectionClosedError(`queue ${m.qid}: closed by host while connecting`);
     qp.setLive();
@@ -244,7 +256,7 @@ async function open(m: OpenQueueMsg): Promise<void> {
     wq.finish(tcp.closeError ?? new ConnectionClosedError(`queue ${m.qid} closed`));
     return;
   }
-  post({ t: 'opened', key: m.key, local: `${tcp.localAddress ?? '?'}:${tcp.localPort ?? 0}`, remote: `${tcp.remoteAddress ?? m.host}:${tcp.remotePort ?? m.port}` });
+  post({ t: 'opened', key: m.key, local: `${tcp.localAddress ?? '?'}:${tcp.localPort ?? 0}`, remote: `${tcp.remoteAddress ?? m.host}:${tcp.remotePort ?? m.port}`, ...(auth === undefined ? {} : { auth }) });
   void wq.run();
 }
 
