@@ -229,6 +229,7 @@ class WorkloadRun {
     const threadsAfter = await sampleThreads();
     const targetThreadsAfter = this.opts.targetPid === undefined ? undefined : await sampleThreads(this.opts.targetPid);
     const durationMs = Math.max(this.measuredMs, 0.001);
+    this.foldHistograms();
     return {
       durationMs: Math.round(durationMs * 10) / 10,
       wallMs: Math.round(wallMs * 10) / 10,
@@ -329,6 +330,19 @@ class WorkloadRun {
     for (const m of found) if (this.mismatches.length < MAX_MISMATCHES) this.mismatches.push(m);
   }
 
+  /** Each job's "all" = its read + write histograms; the run's read, write and all = the sums over jobs. */
+  foldHistograms(): void {
+    for (const h of [this.total.all, this.total.read, this.total.write]) h.reset();
+    for (const st of this.states) {
+      st.hists.all.reset();
+      st.hists.all.add(st.hists.read);
+      st.hists.all.add(st.hists.write);
+      this.total.read.add(st.hists.read);
+      this.total.write.add(st.hists.write);
+      this.total.all.add(st.hists.all);
+    }
+  }
+
   recordError(st: JobState, message: string): void {
     st.counters.errors++;
     this.totalCounters.errors++;
@@ -340,11 +354,9 @@ class WorkloadRun {
     this.tickIos++;
     this.tickBytes += bs;
     if (t1 < st.measureFrom) return;
-    const ns = (t1 - t0) * 1e6;
-    recordNs(st.hists.all, ns);
-    recordNs(this.total.all, ns);
-    recordNs(isRead ? st.hists.read : st.hists.write, ns);
-    recordNs(isRead ? this.total.read : this.total.write, ns);
+    // One histogram record per I/O: the job's read or write histogram. The job's "all" and the run's totals are sums
+    // of those, folded once after the run (foldHistograms); four records per I/O were ~10 % of the host's CPU.
+    recordNs(isRead ? st.hists.read : st.hists.write, (t1 - t0) * 1e6);
     count(st.counters, isRead, bs);
     count(this.totalCounters, isRead, bs);
     cloneStats.ios++;
