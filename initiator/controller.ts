@@ -25,7 +25,7 @@ import type { IoExecutor, IoOptions, Namespace } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
 import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
 import { Placement, effectiveWorkers } from './io-worker/placement.js';
-import { type IoWorkerInfo, IoWorkerPool } from './io-worker/pool.js';
+import { type IoWorkerInfo, type IoWorkerPool, acquireIoWorkerPool } from './io-worker/pool.js';
 import { RemoteQueue } from './io-worker/remote-queue.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
@@ -85,6 +85,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   #queueLimit: number | undefined;
   /** io workers (io_workers > 0): started on the first I/O queue setup, with the placement that outlives reconnects. */
   #workers: IoWorkerPool | undefined;
+  /** Gives this controller's reference to the (shared) pool back; the last one stops the threads. */
+  #releaseWorkers: (() => Promise<void>) | undefined;
   #placement: Placement | undefined;
   /** The one object the owned pieces reach the controller through. */
   readonly #host: AdminChannel & IoQueueHost & KeepAliveHost;
@@ -264,7 +266,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       this.#setState('deleting');
       this.#setState('deleted');
       this.#release();
-      await this.#workers?.close();
+      await this.#releaseWorkers?.();
       throw e;
     }
   }
@@ -296,7 +298,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     if (this.#workers === undefined || this.#placement === undefined) {
       const o = this.opts;
       const n = effectiveWorkers(o.ioWorkers, o.matchHwQueues, this.#queueLimit);
-      this.#workers = new IoWorkerPool(n, o.ioWorkerCpus, o.ioBudgetUs, this.log);
+      const lease = acquireIoWorkerPool(n, o.ioWorkerCpus, o.ioBudgetUs, this.log);
+      this.#workers = lease.pool;
+      this.#releaseWorkers = lease.release;
       this.#placement = new Placement(n);
     }
     return { pool: this.#workers, placement: this.#placement };
@@ -645,7 +649,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('dead');
     this.emit('lost', this.#lossError);
     this.#release();
-    void this.#workers?.close();
+    void this.#releaseWorkers?.();
   }
 
   /** fast_io_fail_tmo: after it, I/O waiting for the reconnect fails instead of waiting on (< 0: never). */
@@ -695,7 +699,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('deleted');
     this.#release();
     this.#wakeWaiters();
-    await this.#workers?.close();
+    await this.#releaseWorkers?.();
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -44,8 +44,9 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
     });
     const lag = await t.loopLag();
     const after = await targetQueueCommands(t);
-    // Every controller's workers: the busiest worker thread of any of them, summed batches and relinquish events.
+    // Controllers with the same io-worker settings share one pool (initiator/io-worker/pool.ts): count distinct threads.
     const workerMetrics = ctrls.map((c) => ioWorkerMetrics(c, run.wallMs)).filter((m) => m['ioWorkers'] !== undefined);
+    const workerThreads = new Set(ctrls.flatMap((c) => c.ioWorkerInfo().map((w) => w.tid)).filter((t) => t !== 0)).size;
     // Only controllers that carried this arm's I/O: one a previous arm disconnected may still be listed for a moment.
     const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
     const deltas = used.map(([, d]) => d);
@@ -60,8 +61,8 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
       ...(workerMetrics.length === 0
         ? {}
         : {
-            ioWorkers: workerMetrics.reduce((n, m) => n + (m['ioWorkers'] ?? 0), 0),
-            ioWorkerRelinquish: workerMetrics.reduce((n, m) => n + (m['ioWorkerRelinquish'] ?? 0), 0),
+            ioWorkers: workerThreads,
+            ioWorkerRelinquish: (workerMetrics[0] as Record<string, number>)['ioWorkerRelinquish'] ?? 0,
             ioWorkerMaxCpuPct: Math.max(...workerMetrics.map((m) => m['ioWorkerMaxCpuPct'] ?? 0)),
           }),
     });

@@ -177,6 +177,37 @@ class IoWorkerHandle implements RemoteQueueWorker {
 const POOL_BYTES = 64 << 20;
 const POOL_ALIGN = 4096;
 
+/**
+ * The process's io worker pools, one per (workers, CPUs, budget): controllers with the same io_workers,
+ * io_worker_cpus and io_budget_us share threads, as every Linux nvme-tcp controller queues its io_work on the one
+ * nvme_tcp_wq and queue q of any controller runs on the same io_cpu. Duplicate controllers then add queues to the
+ * same workers instead of a thread set each (4 controllers × 2 workers were 8 threads on one CPU, docs/harness.md).
+ */
+const sharedPools = new Map<string, { pool: IoWorkerPool; refs: number }>();
+
+/** A pool for one controller: the shared one for these settings, started on first use; release() once when done. */
+export function acquireIoWorkerPool(size: number, cpus: readonly number[], budgetUs: number, log: Logger): { pool: IoWorkerPool; release(): Promise<void> } {
+  const key = `${size}|${cpus.join(',')}|${budgetUs}`;
+  let entry = sharedPools.get(key);
+  if (entry === undefined) {
+    entry = { pool: new IoWorkerPool(size, cpus, budgetUs, log), refs: 0 };
+    sharedPools.set(key, entry);
+  }
+  entry.refs++;
+  const e = entry;
+  let released = false;
+  return {
+    pool: e.pool,
+    release: async () => {
+      if (released) return;
+      released = true;
+      if (--e.refs > 0) return;
+      if (sharedPools.get(key) === e) sharedPools.delete(key);
+      await e.pool.close();
+    },
+  };
+}
+
 export class IoWorkerPool {
   readonly size: number;
   readonly #cpus: readonly number[];
