@@ -747,7 +747,8 @@ function watchGc(): { stop(): GcResult } {
       // Entries are delivered asynchronously; take what is buffered before disconnecting.
       obs.takeRecords().forEach(add);
       obs.disconnect();
-      return { count: r.count, majorCount: r.majorCount, totalMs: Math.round(r.totalMs * 10) / 10, maxMs: Math.round(r.maxMs * 100) / 100 };
+      // Both to 0.01 ms: rounding the total coarser than the longest pause could report a pause longer than the sum.
+      return { count: r.count, majorCount: r.majorCount, totalMs: Math.round(r.totalMs * 100) / 100, maxMs: Math.round(r.maxMs * 100) / 100 };
     },
   };
 }
