@@ -177,8 +177,9 @@ export class IoQueueSet {
       // refuses it with Command Sequence Error (NVMe-oF 1.1 §3.3: the queue is still in use): retry, backing off,
       // for up to a second.
       for (let wait = 5; ; wait *= 2) {
+        const prev = next === old ? parked : next;
         next = await this.#host.openQueue(qid, old.tags, this.#inline);
-        this.#replaceQueue(parked, next);
+        this.#replaceQueue(prev, next);
         try {
           await this.#host.connectQueue(next, this.#qsize - 1);
           break;
