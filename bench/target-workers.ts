@@ -4,7 +4,7 @@
 // Arms are interleaved per repetition so neighbour load hits all alike; each target's processes are pinned (worker i
 // to CPU i mod CPUs, the primary and the one-process target to CPU 0); CPU per I/O sums every target process
 // (/proc/<pid>/stat) and the clients' own CPU shows which side was bound.
-//   npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32]
+//   [NVME_BENCH_BACKEND=null] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -15,6 +15,8 @@ import { Child, buildBaseline } from './perf-target.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
 const NS_BYTES = Number(process.env.NVME_BENCH_NS_MIB ?? 64) * 1024 * 1024;
+/** NVME_BENCH_BACKEND=null: no data (separates the data plane from the RAM namespace's cost). */
+const BACKEND = process.env.NVME_BENCH_BACKEND === 'null' ? ('null' as const) : ('ram' as const);
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -35,8 +37,9 @@ function cpuUs(pid: number): number {
 async function server(workers: number, placement: string): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService({ workers, placement: placement as 'queue' });
-  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
+  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: BACKEND, size: NS_BYTES } }] }] });
   const port = svc.boundPorts()[0]?.port ?? 0;
+  if (BACKEND === 'null') return ready(svc, port);
   // Real data everywhere (as perf-target.ts does), written through our initiator.
   const { connect } = await import('../initiator/index.js');
   const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
@@ -48,6 +51,10 @@ async function server(workers: number, placement: string): Promise<void> {
     await ns.write(BigInt(off / ns.blockSize), buf);
   }
   await host.disconnect();
+  ready(svc, port);
+}
+
+function ready(svc: import('../target/service.js').TargetService, port: number): void {
   const cpus = availableParallelism();
   for (const w of svc.workers()) if (w.pid !== undefined) spawnSync('taskset', ['-p', '-c', String(w.index % cpus), String(w.pid)], { stdio: 'ignore' });
   process.stdout.write(`PORT ${port}\n`);

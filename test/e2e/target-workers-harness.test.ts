@@ -6,7 +6,7 @@ import { targetWorkerArms } from '../../harness/scenarios/duplicate-connect.js';
 
 describe('duplicate-connect target arms (target workers)', () => {
   it('runs single / controller / queue placement arms against a target with 2 workers', async () => {
-    const job = '[rand4k]\nrw=randread\nbs=4k\niodepth=8\nnumjobs=1\nsize=8m\nruntime=400ms\n';
+    const job = '[rand4k]\nrw=randread\nbs=4k\niodepth=8\nnumjobs=2\nsize=8m\nruntime=400ms\n';
     const arms = await targetWorkerArms({ quick: true, log: () => undefined } as never, 2, job, 1);
     expect(arms.map((a) => a.name)).toEqual(['2-ctrl-target-single', '2-ctrl-target-controller', '2-ctrl-target-queue']);
     for (const a of arms) {
