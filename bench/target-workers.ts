@@ -139,6 +139,21 @@ async function main(): Promise<void> {
       );
     }
     for (const t of targets) process.stdout.write(`${t.name}: ${(await t.child.ask('workers')).slice(8)}\n`);
+    // Connect latency with the hand-off: our initiator connects admin + 8 I/O queues (parallel), median of 5.
+    const { connect } = await import('../initiator/index.js');
+    process.stdout.write('\nconnect (admin + 8 I/O queues, parallel), median of 5, ms:');
+    for (const t of targets) {
+      const ms: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: 8 });
+        ms.push(performance.now() - t0);
+        await h.disconnect();
+      }
+      ms.sort((a, b) => a - b);
+      process.stdout.write(`  ${t.name} ${(ms[2] as number).toFixed(2)}`);
+    }
+    process.stdout.write('\n');
   } finally {
     for (const t of targets) {
       t.child.proc.stdin?.write('quit\n');
