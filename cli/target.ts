@@ -2,7 +2,7 @@
 // nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { networkInterfaces } from 'node:os';
+import { availableParallelism, networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
@@ -54,6 +54,10 @@ one 1 GiB RAM namespace, any host.
   --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
   --write-back             save every change made through the API back to the --config file
+  --workers N|auto         worker processes serving I/O queues (default 1: everything in one process; auto: one
+                           per CPU). The primary keeps accept, Connect, admin queues and controller state
+  --placement POLICY       which worker gets a new I/O queue: single (all on worker 0), controller (round-robin
+                           per controller), queue (round-robin per queue; default), host (by host NQN)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -80,6 +84,8 @@ const OPTIONS = {
   api: { type: 'string' },
   'write-back': { type: 'boolean' },
   'log-level': { type: 'string' },
+  workers: { type: 'string' },
+  placement: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -109,6 +115,10 @@ export interface TargetArgs {
   api?: string;
   writeBack: boolean;
   logLevel: LevelWithSilent;
+  /** --workers N|auto */
+  workers?: number | 'auto';
+  /** --placement */
+  placement?: 'single' | 'controller' | 'queue' | 'host';
 }
 
 function usageError(msg: string): ConfigError {
@@ -196,6 +206,17 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     args.api = v.api;
   }
   if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
+  if (v.workers !== undefined) {
+    const w = v.workers;
+    if (w === 'auto') args.workers = 'auto';
+    else if (/^[0-9]+$/.test(w) && Number(w) >= 1) args.workers = Number(w);
+    else throw new ConfigError(`--workers ${w}: not a worker count; use an integer >= 1 or auto`);
+  }
+  if (v.placement !== undefined) {
+    const p = v.placement;
+    if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--placement ${p}: unknown policy; use single, controller, queue or host`);
+    args.placement = p;
+  }
   if (v['log-level'] !== undefined) {
     const lvl = v['log-level'];
     if (!(LOG_LEVELS as readonly string[]).includes(lvl)) throw new ConfigError(`--log-level ${lvl}: unknown level; use ${LOG_LEVELS.join(', ')}`);
@@ -319,6 +340,8 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     }
   }
   if (args.dhchapKeys.length > 0) config.hosts = mergeDhchapFlags(config.hosts ?? [], args.dhchapKeys);
+  if (args.workers !== undefined) config.workers = args.workers;
+  if (args.placement !== undefined) config.placement = args.placement;
   return { config: parseTargetConfig(config), warnings };
 }
 
@@ -498,7 +521,13 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
-  const service = new TargetService(built.config.icReqTimeoutS !== undefined ? { logger: log, icReqTimeoutS: built.config.icReqTimeoutS } : { logger: log });
+  const workers = built.config.workers === 'auto' ? availableParallelism() : built.config.workers;
+  const service = new TargetService({
+    logger: log,
+    ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}),
+    ...(workers !== undefined ? { workers } : {}),
+    ...(built.config.placement !== undefined ? { placement: built.config.placement } : {}),
+  });
 
   let api: ApiHandle | undefined;
   let stopping: Promise<number> | undefined;

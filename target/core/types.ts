@@ -46,6 +46,8 @@ export interface QueueInfoView {
   sqsize: number;
   /** Present when the queue must authenticate (DH-HMAC-CHAP); no key material. */
   auth?: QueueAuthView;
+  /** Worker process serving the queue (target/workers); absent: the primary process. */
+  worker?: number;
 }
 
 /** A queue as its controller holds it (Controller.queues): enough to list it and to close it. */
