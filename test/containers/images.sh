@@ -14,10 +14,9 @@ cd "$root"
 base_id="$(podman image inspect --format '{{.Id}}' docker.io/library/node:20-slim)"
 hash="$( {
   echo "$base_id"
-  git ls-files -co --exclude-standard -- docker/Dockerfile docker/Dockerfile.dockerignore docker/target.json docker/lab.fio \
-    package.json package-lock.json protocol connection target initiator harness cli bin | LC_ALL=C sort | while read -r f; do
-    [ -f "$f" ] && sha256sum "$f"
-  done
+  git ls-files -co --exclude-standard -z -- docker/Dockerfile docker/Dockerfile.dockerignore docker/target.json docker/lab.fio \
+    package.json package-lock.json protocol connection target initiator harness cli bin | LC_ALL=C sort -z |
+    xargs -0 sha256sum
 } | sha256sum | cut -c1-16)"
 have="$(podman image inspect --format '{{index .Labels "nvme-tcp-ts.src-hash"}}' "$TAG" 2>/dev/null || true)"
 [ "$have" = "$hash" ] && exit 0

@@ -6,8 +6,9 @@
 set -euo pipefail
 pkgs=(podman runc podman-compose mmdebstrap uidmap slirp4netns netavark aardvark-dns fuse-overlayfs iptables)
 missing=()
+installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${pkgs[@]}" 2>/dev/null || true)"
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  grep -qx "$p install ok installed" <<<"$installed" || missing+=("$p")
 done
 [ "${#missing[@]}" -eq 0 ] && exit 0
 SUDO=""

@@ -40,8 +40,9 @@ describe('Linux kernel host against the target container (podman-compose, publis
       let out = '';
       child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-      lab = await new Promise((resolve) => child.once('exit', (code) => resolve({ code, out })));
-      steps = parseSteps(lab.out);
+      const done = await new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
+      lab = done;
+      steps = parseSteps(done.out);
     } catch (err) {
       setupError = err;
     }
