@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/lab.js';
 import { connect, createMultipath, type Controller, type MultipathNamespace } from '../../initiator/index.js';
-import { DOCKER, compose, counter, ctr, metrics, podman, teardown, waitHealthy } from './podman.js';
+import { DOCKER, compose, counter, ctr, metrics, podman, residue, teardown, waitHealthy } from './podman.js';
 
 const FILE = path.join(DOCKER, 'compose.ha.yaml');
 const NQN = 'nqn.2024-01.io.nvme-tcp-ts:ha';
@@ -95,6 +95,7 @@ describe('docker/compose.ha.yaml: HA gateway pair with ANA failover', () => {
   afterAll(async () => {
     for (const c of ctrls) await c.disconnect().catch(() => undefined);
     await teardown(project, FILE, env);
+    expect(await residue(project)).toEqual([]);
   });
 
   it(`fails over to gateway 2 and back, ${CYCLES} kill/restart cycles, zero mismatches, zero lost writes`, async () => {

@@ -83,7 +83,10 @@ describe('bad input: the container stops with its one-line error and is not rest
   let dir = '';
   let file = '';
   afterAll(async () => {
-    if (file !== '') await teardown(project, file);
+    if (file !== '') {
+      await teardown(project, file);
+      expect(await residue(project)).toEqual([]);
+    }
     if (dir !== '') await rm(dir, { recursive: true, force: true });
   });
 
