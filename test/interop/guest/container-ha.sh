@@ -10,7 +10,7 @@ NQN=${NQN:-nqn.2024-01.io.nvme-tcp-ts:ha}
 FAILED=""
 # Requests to the host test go to the script's own stdout (fd 3), past step()'s redirection of each step.
 exec 3>&1
-FIO="--name=ha --bs=4k --size=48M --rw=randwrite --verify=crc32c --direct=1 --ioengine=libaio --iodepth=8 --eta=never"
+FIO="--name=ha --bs=4k --size=24M --rw=randwrite --verify=crc32c --direct=1 --ioengine=libaio --iodepth=8 --eta=never"
 
 echo 10 > /sys/module/nvme_core/parameters/admin_timeout
 echo 10 > /sys/module/nvme_core/parameters/io_timeout
@@ -78,7 +78,7 @@ do_connect() {
 # fio writes (rate-limited so gw1 dies mid-run), then verifies what it wrote, across the kill
 do_fio_kill() {
     ( sleep 2; echo "@@HOST KILL-GW1" >&3 ) &
-    fio $FIO --filename=/dev/$H --rate_iops=1500 --do_verify=1 --output=/tmp/fio.out; rc=$?
+    fio $FIO --filename=/dev/$H --rate_iops=1000 --do_verify=1 --output=/tmp/fio.out; rc=$?
     grep -E 'err=|IOPS|verify|crc' /tmp/fio.out | head -n 12
     echo "gw1 controller $C1 state: $(cat /sys/class/nvme/$C1/state 2>/dev/null)"
     [ $rc = 0 ] || { tail -n 30 /tmp/fio.out; fail "fio exited $rc"; return 1; }
