@@ -1,4 +1,4 @@
-// What can be checked of docker/ without a Docker engine (none runs here, and the docker client has no compose
+// What can be checked of docker/ without a Docker engine (npm test starts none, test/containers runs them under podman; the docker client has no compose
 // plugin): compose.yaml parses (a strict YAML subset), the files, ports, NQN and job file it references exist
 // and match the sample config and the Dockerfile; and the image's entrypoint command, run directly against the
 // sample config with port-0 overrides, serves /healthz (the HEALTHCHECK command passes) and the API.
