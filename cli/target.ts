@@ -639,7 +639,11 @@ function apiStartError(err: unknown, listen: string): string {
 }
 
 function startError(err: unknown): string {
-  const e = err as { code?: string; address?: string; port?: number; message?: string };
+  const e = err as { code?: string; address?: string; port?: number; message?: string; path?: string; syscall?: string };
+  // A namespace file the target cannot open (an unwritable volume in a container) is not a --listen problem.
+  if (e.syscall === 'open' && typeof e.path === 'string') {
+    return `namespace backend ${e.path}: ${e.code ?? 'open failed'}; make its directory writable by the target's user (uid ${process.getuid?.() ?? '?'}) or set the namespace "readOnly": true`;
+  }
   if (e.code === 'EADDRINUSE') return `--listen: ${e.address ?? ''}:${e.port ?? ''} is already in use; stop the other listener or pick another port`;
   if (e.code === 'EADDRNOTAVAIL') return `--listen: ${e.address ?? ''} is not an address of this machine; use one of its addresses or 0.0.0.0`;
   if (e.code === 'EACCES') return `--listen: ${e.address ?? ''}:${e.port ?? ''} needs privileges; use a port above 1023`;
