@@ -1,5 +1,6 @@
 // `nvme-tcp target`: flags and config files → one validated TargetConfig → TargetService; prints the
 // nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
+import path from 'node:path';
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { networkInterfaces } from 'node:os';
@@ -54,6 +55,9 @@ one 1 GiB RAM namespace, any host.
   --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
   --write-back             save every change made through the API back to the --config file
+  --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
+                           --config as FILE.reservations.json, or the config's stateDir; without either nothing
+                           persists across a restart)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -66,6 +70,7 @@ const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn'
 
 const OPTIONS = {
   config: { type: 'string' },
+  'state-dir': { type: 'string' },
   'import-nvmetcli': { type: 'string' },
   listen: { type: 'string', multiple: true },
   nqn: { type: 'string' },
@@ -109,6 +114,8 @@ export interface TargetArgs {
   api?: string;
   writeBack: boolean;
   logLevel: LevelWithSilent;
+  /** --state-dir DIR */
+  stateDir?: string;
 }
 
 function usageError(msg: string): ConfigError {
@@ -137,6 +144,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   const v = parsed.values;
   const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], dhchapKeys: [], writeBack: v['write-back'] === true, logLevel: 'info' };
   if (v.config !== undefined) args.config = v.config;
+  if (v['state-dir'] !== undefined) {
+    if (v['state-dir'] === '') throw new ConfigError('--state-dir: empty; give a directory');
+    args.stateDir = v['state-dir'];
+  }
   if (v['import-nvmetcli'] !== undefined) args.importNvmetcli = v['import-nvmetcli'];
   if (args.config !== undefined && args.importNvmetcli !== undefined) {
     throw usageError('--config and --import-nvmetcli: give only one of them (convert once, then save as a config)');
@@ -498,7 +509,14 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
-  const service = new TargetService(built.config.icReqTimeoutS !== undefined ? { logger: log, icReqTimeoutS: built.config.icReqTimeoutS } : { logger: log });
+  const resvStatePath = resvStateFile(args, built.config);
+  let service: TargetService;
+  try {
+    service = new TargetService({ logger: log, ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}), ...(resvStatePath !== undefined ? { resvStatePath } : {}) });
+  } catch (err) {
+    io.stderr(`${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
 
   let api: ApiHandle | undefined;
   let stopping: Promise<number> | undefined;
@@ -600,6 +618,14 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
     io.signal?.removeEventListener('abort', onAbort);
     for (const remove of removers) remove();
   }
+}
+
+/** Where PTPL reservation state lives: --state-dir, the config's stateDir, or beside the --config file. */
+function resvStateFile(args: TargetArgs, config: TargetConfig): string | undefined {
+  const dir = args.stateDir ?? config.stateDir;
+  if (dir !== undefined) return path.join(dir, 'reservations.json');
+  if (args.config !== undefined) return `${args.config.replace(/\.json$/, '')}.reservations.json`;
+  return undefined;
 }
 
 function apiStartError(err: unknown, listen: string): string {

@@ -146,16 +146,14 @@ function faulted(req: Request): boolean {
 }
 
 /**
- * Completes now, or after faults.commandLatencyUs. A command whose host was preempted with abort after it passed its
- * access check completes as aborted (NVMe Base 2.0 §8.19.8: Command Aborted due to Preempt and Abort).
+ * Status of a command aborted by a preempt-and-abort. DNR: the host lost its registration, so a silent retry would
+ * hide the preemption from the application (and meet the new reservation anyway).
  */
+const PREEMPT_ABORTED = Status.ABORTED_PREEMPT_ABORT | DNR;
+
+/** Completes now, or after faults.commandLatencyUs. */
 function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
-  const ns = req.ns;
-  if (ns !== undefined && ns.resv.abortGen > req.resvGen && q.ctrl !== undefined && ns.resv.aborted(q.ctrl.hostKey, req.resvGen)) {
-    req.out = undefined;
-    status = Status.ABORTED_PREEMPT_ABORT;
-  }
   const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
   if (lat > 0) {
     // Node timers count whole ms from the loop's cached clock and can fire up to ~1 ms early: wait out the remainder.
@@ -163,9 +161,23 @@ function deliver(req: Request, status: number): void {
     const fire = (): void => {
       const left = due - performance.now();
       if (left > 0) setTimeout(fire, left);
-      else q.complete(req, status);
+      else completeIo(q, req, status);
     };
     setTimeout(fire, lat / 1000);
+    return;
+  }
+  completeIo(q, req, status);
+}
+
+/**
+ * The completion itself. A command whose host was preempted with abort after it passed its access check completes
+ * as aborted (NVMe Base 2.0 §8.19.8: Command Aborted due to Preempt and Abort); one compare when nothing was.
+ */
+function completeIo(q: QueueModel, req: Request, status: number): void {
+  const ns = req.ns;
+  if (ns !== undefined && ns.resv.abortGen > req.resvGen && q.ctrl !== undefined && ns.resv.aborted(q.ctrl.hostKey, req.resvGen)) {
+    req.out = undefined;
+    q.complete(req, PREEMPT_ABORTED);
     return;
   }
   q.complete(req, status);
@@ -206,7 +218,7 @@ function abortedBeforeRun(req: Request): boolean {
   const ns = req.ns as Namespace;
   const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
   if (ns.resv.abortGen <= req.resvGen || ctrl === undefined || !ns.resv.aborted(ctrl.hostKey, req.resvGen)) return false;
-  deliver(req, Status.ABORTED_PREEMPT_ABORT);
+  deliver(req, PREEMPT_ABORTED);
   return true;
 }
 
