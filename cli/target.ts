@@ -56,8 +56,7 @@ one 1 GiB RAM namespace, any host.
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
   --write-back             save every change made through the API back to the --config file
   --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
-                           --config as FILE.reservations.json, or the config's stateDir; without either nothing
-                           persists across a restart)
+                           --config as FILE.reservations.json; without either nothing persists across a restart)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -509,7 +508,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
-  const resvStatePath = resvStateFile(args, built.config);
+  const resvStatePath = resvStateFile(args);
   let service: TargetService;
   try {
     service = new TargetService({ logger: log, ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}), ...(resvStatePath !== undefined ? { resvStatePath } : {}) });
@@ -620,9 +619,9 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   }
 }
 
-/** Where PTPL reservation state lives: --state-dir, the config's stateDir, or beside the --config file. */
-function resvStateFile(args: TargetArgs, config: TargetConfig): string | undefined {
-  const dir = args.stateDir ?? config.stateDir;
+/** Where PTPL reservation state lives: --state-dir, or beside the --config file. */
+function resvStateFile(args: TargetArgs): string | undefined {
+  const dir = args.stateDir;
   if (dir !== undefined) return path.join(dir, 'reservations.json');
   if (args.config !== undefined) return `${args.config.replace(/\.json$/, '')}.reservations.json`;
   return undefined;

@@ -422,7 +422,6 @@ export const targetConfigSchema = obj({
   discoveryNqn: opt(nqnSchema),
   icReqTimeoutS: opt(z.number({ error: wrongType('seconds') }).positive({ error: 'must be > 0 seconds' }).max(3600, { error: 'is more than an hour; use 1..3600 seconds' })),
   api: opt(apiSchema),
-  stateDir: opt(str('a directory')),
 }).check(
   z.superRefine((c, ctx) => {
     dupes(c.ports, (p) => p.id, (i, id) => ctx.addIssue({ code: 'custom', path: ['ports', i, 'id'], message: `port id ${id} is used twice; give each port its own id` }));

@@ -139,8 +139,6 @@ export interface TargetConfig {
   discoveryNqn?: string;
   /** Seconds a new socket may stay silent before ICReq (default 10). */
   icReqTimeoutS?: number;
-  /** Directory of the persisted reservation state (reservations.json); default: beside the --config file. */
-  stateDir?: string;
   /** HTTP management API listen address "ADDR:PORT" (issue 5). */
   api?: { listen: string; token?: string };
 }
