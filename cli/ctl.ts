@@ -30,6 +30,11 @@ commands:
   namespace remap <subnqn> <nsid> [--ram SIZE | --null SIZE | --file PATH [--size SIZE]] [--uuid U] [--nguid G]
                       | --body JSON|@FILE      (new backend and/or identifiers under the same nsid)
   namespace remove <subnqn> <nsid>
+  namespace attach <subnqn> <nsid> <hostnqn>     masking: make the namespace visible to this host (the first
+                                                 attach hides it from every other host)
+  namespace detach <subnqn> <nsid> <hostnqn>     hide it from this host
+  namespace hosts <subnqn> <nsid>                the hosts it is attached to (null: every allowed host)
+  namespace reservation <subnqn> <nsid>          its reservation: type, holder, registrants, PTPL
   host list <subnqn>
   host add <subnqn> <hostnqn>
   host remove <subnqn> <hostnqn>
@@ -290,6 +295,14 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       );
     case 'namespace remove':
       return c.removeNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'));
+    case 'namespace attach':
+      return c.attachNamespaceHost(str(args[0], 'subnqn'), int(args[1], 'nsid'), str(args[2], 'hostnqn'));
+    case 'namespace detach':
+      return c.detachNamespaceHost(str(args[0], 'subnqn'), int(args[1], 'nsid'), str(args[2], 'hostnqn'));
+    case 'namespace hosts':
+      return c.namespaceHosts(str(args[0], 'subnqn'), int(args[1], 'nsid'));
+    case 'namespace reservation':
+      return c.namespaceReservation(str(args[0], 'subnqn'), int(args[1], 'nsid'));
     case 'host list':
       return c.listHosts(str(args[0], 'subnqn'));
     case 'host add':

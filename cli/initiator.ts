@@ -372,7 +372,70 @@ const USAGE = `usage:
   nvme-tcp queues [--set-worker QID=W [--pid PID]]
   connect/io flags: [--io-workers N] [--io-worker-cpus 0,1] [--io-budget-us US]
   nvme-tcp check-host [-a ADDR] [-f IFACE] [--queues-from FILE]
+  nvme-tcp resv-register -a ADDR -s PORT -n NQN [--namespace-id N] [--crkey K] [--nrkey K] [--rrega 0|1|2] [--iekey]
+                   [--cptpl 0|2|3] [connect flags]
+  nvme-tcp resv-acquire  ... [--namespace-id N] [--crkey K] [--prkey K] --rtype 1..6 [--racqa 0|1|2]
+  nvme-tcp resv-release  ... [--namespace-id N] [--crkey K] [--rtype T] [--rrela 0|1]
+  nvme-tcp resv-report   ... [--namespace-id N] [--numd N] [--eds] [--output-format json]
 `;
+
+/** A 64-bit key or small number as nvme-cli takes it: decimal or 0x-hex. */
+function bigArg(flag: string, v: string | boolean | undefined, def: bigint): bigint {
+  if (v === undefined || typeof v === 'boolean') return def;
+  if (!/^(0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(v.trim())) throw new UsageError(`--${flag}: not a 64-bit number: ${v}; use decimal or 0x-hex`);
+  const n = BigInt(v.trim());
+  if (n > 0xffff_ffff_ffff_ffffn) throw new UsageError(`--${flag}: ${v} does not fit in 64 bits`);
+  return n;
+}
+
+function smallArg(flag: string, v: string | boolean | undefined, def: number, max: number): number {
+  if (v === undefined || typeof v === 'boolean') return def;
+  const n = Number(bigArg(flag, v, 0n));
+  if (n > max) throw new UsageError(`--${flag}: ${v} is above ${max}`);
+  return n;
+}
+
+const RESV: Opts = { 'namespace-id': { type: 'string' }, iekey: { type: 'boolean' }, crkey: { type: 'string' } };
+
+/** nvme resv-register|resv-acquire|resv-release|resv-report with nvme-cli's long flag names, over one connection. */
+async function resvCmd(cmd: string, v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
+  const nsid = smallArg('namespace-id', v['namespace-id'], 1, 0xfffffffe);
+  if (nsid === 0) throw new UsageError('--namespace-id: 0 is not a namespace; use 1 or more');
+  const iekey = v['iekey'] === true;
+  const crkey = bigArg('crkey', v['crkey'], 0n);
+  const c = await connect(connectOptions(v));
+  try {
+    const r = c.namespace(nsid).reservation;
+    switch (cmd) {
+      case 'resv-register':
+        await r.register({ crkey, nrkey: bigArg('nrkey', v['nrkey'], 0n), rrega: smallArg('rrega', v['rrega'], 0, 7), iekey, cptpl: smallArg('cptpl', v['cptpl'], 0, 3) });
+        io.stdout(`NVME Reservation  success\n`);
+        return 0;
+      case 'resv-acquire':
+        await r.acquire({ crkey, prkey: bigArg('prkey', v['prkey'], 0n), rtype: smallArg('rtype', v['rtype'], 0, 255), racqa: smallArg('racqa', v['racqa'], 0, 7), iekey });
+        io.stdout(`NVME Reservation Acquire success\n`);
+        return 0;
+      case 'resv-release':
+        await r.release({ crkey, rtype: smallArg('rtype', v['rtype'], 0, 255), rrela: smallArg('rrela', v['rrela'], 0, 7), iekey });
+        io.stdout(`NVME Reservation Release success\n`);
+        return 0;
+      default: {
+        const numd = smallArg('numd', v['numd'], 1023, 65535);
+        const rep = await r.report({ eds: v['eds'] === true, length: (numd + 1) * 4 });
+        if (v['output-format'] === 'json') {
+          io.stdout(`${JSON.stringify({ gen: rep.gen, rtype: rep.rtype, regctl: rep.regctlCount, ptpls: rep.ptpls ? 1 : 0, regctlext: rep.regctls.map((x) => ({ cntlid: x.cntlid, rcsts: x.holder ? 1 : 0, rkey: `0x${x.rkey.toString(16)}`, hostid: x.hostid.toString('hex') })) }, null, 2)}\n`);
+          return 0;
+        }
+        const lines = ['NVME Reservation status:', '', `gen       : ${rep.gen}`, `rtype     : ${rep.rtype}`, `regctl    : ${rep.regctlCount}`, `ptpls     : ${rep.ptpls ? 1 : 0}`, ''];
+        rep.regctls.forEach((x, i) => lines.push(`regctlext[${i}] :`, `  cntlid  : ${x.cntlid.toString(16)}`, `  rcsts   : ${x.holder ? 1 : 0}`, `  rkey    : ${x.rkey.toString(16)}`, `  hostid  : ${x.hostid.toString('hex')}`, ''));
+        io.stdout(`${lines.join('\n')}\n`);
+        return 0;
+      }
+    }
+  } finally {
+    await c.disconnect();
+  }
+}
 
 /** Entry point used by cli/main.ts. Returns the exit status (2 for a bad flag). */
 export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = defaultIo): Promise<number> {
@@ -384,6 +447,10 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
     io: { ...CONN, size: { type: 'string' }, bs: { type: 'string' } },
     queues: { 'set-worker': { type: 'string' }, pid: { type: 'string' } },
     'check-host': { traddr: { type: 'string', short: 'a' }, 'host-iface': { type: 'string', short: 'f' }, 'queues-from': { type: 'string' } },
+    'resv-register': { ...CONN, ...RESV, nrkey: { type: 'string' }, rrega: { type: 'string' }, cptpl: { type: 'string' } },
+    'resv-acquire': { ...CONN, ...RESV, prkey: { type: 'string' }, rtype: { type: 'string' }, racqa: { type: 'string' } },
+    'resv-release': { ...CONN, ...RESV, rtype: { type: 'string' }, rrela: { type: 'string' } },
+    'resv-report': { ...CONN, 'namespace-id': { type: 'string' }, numd: { type: 'string' }, eds: { type: 'boolean' }, 'output-format': { type: 'string' } },
   };
   const options = spec[cmd];
   if (options === undefined) {
@@ -460,6 +527,11 @@ export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = d
       }
       case 'check-host':
         return await checkHostCmd(values, io);
+      case 'resv-register':
+      case 'resv-acquire':
+      case 'resv-release':
+      case 'resv-report':
+        return await resvCmd(cmd, values, io);
       default:
         return 2;
     }

@@ -12,12 +12,15 @@ commands:
   io            run reads/writes against a namespace
   queues        show the I/O queue layout a connect would use
   check-host    check this machine's NIC/CPU layout for queue settings
+  resv-register | resv-acquire | resv-release | resv-report
+                reservation commands on a namespace (nvme-cli's --crkey --nrkey --prkey --rtype --racqa
+                --rrega --rrela --iekey --cptpl --eds), over a connection made with the connect flags
   bench         run a harness scenario or workload and write a report
 
 "nvme-tcp <command> --help" describes each command's options.
 `;
 
-const INITIATOR_COMMANDS = new Set(['discover', 'connect', 'disconnect', 'io', 'queues', 'check-host']);
+const INITIATOR_COMMANDS = new Set(['discover', 'connect', 'disconnect', 'io', 'queues', 'check-host', 'resv-register', 'resv-acquire', 'resv-release', 'resv-report']);
 
 interface Io {
   stdout: (s: string) => void;

@@ -1,5 +1,6 @@
 // `nvme-tcp target`: flags and config files → one validated TargetConfig → TargetService; prints the
 // nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
+import path from 'node:path';
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { availableParallelism, networkInterfaces } from 'node:os';
@@ -58,6 +59,8 @@ one 1 GiB RAM namespace, any host.
                            per CPU). The primary keeps accept, Connect, admin queues and controller state
   --placement POLICY       which worker gets a new I/O queue: single (all on worker 0), controller (round-robin
                            per controller), queue (round-robin per queue; default), host (by host NQN)
+  --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
+                           --config as FILE.reservations.json; without either nothing persists across a restart)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -70,6 +73,7 @@ const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn'
 
 const OPTIONS = {
   config: { type: 'string' },
+  'state-dir': { type: 'string' },
   'import-nvmetcli': { type: 'string' },
   listen: { type: 'string', multiple: true },
   nqn: { type: 'string' },
@@ -119,6 +123,8 @@ export interface TargetArgs {
   workers?: number | 'auto';
   /** --placement */
   placement?: 'single' | 'controller' | 'queue' | 'host';
+  /** --state-dir DIR */
+  stateDir?: string;
 }
 
 function usageError(msg: string): ConfigError {
@@ -147,6 +153,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   const v = parsed.values;
   const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], dhchapKeys: [], writeBack: v['write-back'] === true, logLevel: 'info' };
   if (v.config !== undefined) args.config = v.config;
+  if (v['state-dir'] !== undefined) {
+    if (v['state-dir'] === '') throw new ConfigError('--state-dir: empty; give a directory');
+    args.stateDir = v['state-dir'];
+  }
   if (v['import-nvmetcli'] !== undefined) args.importNvmetcli = v['import-nvmetcli'];
   if (args.config !== undefined && args.importNvmetcli !== undefined) {
     throw usageError('--config and --import-nvmetcli: give only one of them (convert once, then save as a config)');
@@ -522,12 +532,20 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
   const workers = built.config.workers === 'auto' ? availableParallelism() : built.config.workers;
-  const service = new TargetService({
-    logger: log,
-    ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}),
-    ...(workers !== undefined ? { workers } : {}),
-    ...(built.config.placement !== undefined ? { placement: built.config.placement } : {}),
-  });
+  const resvStatePath = resvStateFile(args);
+  let service: TargetService;
+  try {
+    service = new TargetService({
+      logger: log,
+      ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}),
+      ...(workers !== undefined ? { workers } : {}),
+      ...(built.config.placement !== undefined ? { placement: built.config.placement } : {}),
+      ...(resvStatePath !== undefined ? { resvStatePath } : {}),
+    });
+  } catch (err) {
+    io.stderr(`${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
 
   let api: ApiHandle | undefined;
   let stopping: Promise<number> | undefined;
@@ -629,6 +647,14 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
     io.signal?.removeEventListener('abort', onAbort);
     for (const remove of removers) remove();
   }
+}
+
+/** Where PTPL reservation state lives: --state-dir, or beside the --config file. */
+function resvStateFile(args: TargetArgs): string | undefined {
+  const dir = args.stateDir;
+  if (dir !== undefined) return path.join(dir, 'reservations.json');
+  if (args.config !== undefined) return `${args.config.replace(/\.json$/, '')}.reservations.json`;
+  return undefined;
 }
 
 function apiStartError(err: unknown, listen: string): string {

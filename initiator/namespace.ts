@@ -12,7 +12,16 @@ import {
   encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
+  RESV_REPORT_EDS,
+  decodeResvStatus,
+  encodeResvAcquireCdw10,
+  encodeResvCmd,
+  encodeResvKeys,
+  encodeResvRegisterCdw10,
+  encodeResvReleaseCdw10,
+  encodeResvReleaseData,
   type AnaStateName,
+  type ResvStatus,
 } from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { Completion, IoRequest, IoSqeBuilder, SubmitSpec } from './queue-pair.js';
@@ -65,6 +74,87 @@ export interface DeallocateRange {
   blocks: number;
 }
 
+/** Reservation Register (NVMe Base 2.0 §7.3): action 0 register, 1 unregister, 2 replace (nvme-cli --rrega). */
+export interface ResvRegisterOptions {
+  /** Current reservation key (--crkey); default 0. */
+  crkey?: bigint;
+  /** New reservation key (--nrkey); default 0. */
+  nrkey?: bigint;
+  /** 0 register (default), 1 unregister, 2 replace. */
+  rrega?: number;
+  /** Ignore existing key (--iekey). */
+  iekey?: boolean;
+  /** Change PTPL (--cptpl): 0 no change, 2 clear, 3 set. */
+  cptpl?: number;
+}
+/** Reservation Acquire (§7.2): 0 acquire, 1 preempt, 2 preempt and abort (--racqa). */
+export interface ResvAcquireOptions {
+  crkey?: bigint;
+  /** Preempt reservation key (--prkey). */
+  prkey?: bigint;
+  /** Reservation type 1..6 (--rtype). */
+  rtype: number;
+  racqa?: number;
+  iekey?: boolean;
+}
+/** Reservation Release (§7.5): 0 release, 1 clear (--rrela). */
+export interface ResvReleaseOptions {
+  crkey?: bigint;
+  rtype?: number;
+  rrela?: number;
+  iekey?: boolean;
+}
+/** Reservation Report (§7.4). */
+export interface ResvReportOptions {
+  /** Extended data structure (--eds), default true: NVMe over Fabrics host identifiers are 128-bit. */
+  eds?: boolean;
+  /** Bytes to ask for (NUMD), default 4096. */
+  length?: number;
+}
+export interface ResvReport extends ResvStatus {
+  /** Registrants the controller counted (may exceed regctls when the buffer was short). */
+  regctlCount: number;
+}
+
+/** The four reservation commands of one namespace (ns.reservation). Failures reject with NvmeStatusError. */
+export class NamespaceReservation {
+  readonly #ns: Namespace;
+  readonly #exec: IoExecutor;
+
+  constructor(ns: Namespace, exec: IoExecutor) {
+    this.#ns = ns;
+    this.#exec = exec;
+  }
+
+  #run(sqe: Buffer, data: { h2c?: Buffer; c2h?: Buffer }): Promise<Completion> {
+    return this.#exec.execIo(() => ({ sqe, ...data, timeoutMs: this.#exec.ioTimeoutMs }), { write: data.h2c !== undefined });
+  }
+
+  async register(o: ResvRegisterOptions = {}): Promise<void> {
+    const cdw10 = encodeResvRegisterCdw10({ rrega: o.rrega ?? 0, iekey: o.iekey === true, cptpl: o.cptpl ?? 0 });
+    await this.#run(encodeResvCmd({ opcode: NvmOpcode.RESV_REGISTER, cid: 0, nsid: this.#ns.nsid, cdw10 }), { h2c: encodeResvKeys(o.crkey ?? 0n, o.nrkey ?? 0n) });
+  }
+
+  async acquire(o: ResvAcquireOptions): Promise<void> {
+    const cdw10 = encodeResvAcquireCdw10({ racqa: o.racqa ?? 0, iekey: o.iekey === true, rtype: o.rtype });
+    await this.#run(encodeResvCmd({ opcode: NvmOpcode.RESV_ACQUIRE, cid: 0, nsid: this.#ns.nsid, cdw10 }), { h2c: encodeResvKeys(o.crkey ?? 0n, o.prkey ?? 0n) });
+  }
+
+  async release(o: ResvReleaseOptions = {}): Promise<void> {
+    const cdw10 = encodeResvReleaseCdw10({ rrela: o.rrela ?? 0, iekey: o.iekey === true, rtype: o.rtype ?? 0 });
+    await this.#run(encodeResvCmd({ opcode: NvmOpcode.RESV_RELEASE, cid: 0, nsid: this.#ns.nsid, cdw10 }), { h2c: encodeResvReleaseData(o.crkey ?? 0n) });
+  }
+
+  async report(o: ResvReportOptions = {}): Promise<ResvReport> {
+    const len = o.length ?? 4096;
+    if (!Number.isInteger(len) || len < 24 || len % 4 !== 0) throw new InvalidArgumentError('length', `${len}: use a multiple of 4, at least 24`);
+    const eds = o.eds !== false;
+    const buf = Buffer.alloc(len);
+    await this.#run(encodeResvCmd({ opcode: NvmOpcode.RESV_REPORT, cid: 0, nsid: this.#ns.nsid, cdw10: len / 4 - 1, cdw11: eds ? RESV_REPORT_EDS : 0 }), { c2h: buf });
+    return decodeResvStatus(buf, eds);
+  }
+}
+
 /** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
 const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
@@ -73,10 +163,13 @@ export class Namespace implements IoSqeBuilder {
   info: NamespaceInfo;
   /** ANA state of this namespace's group on this controller ('optimized' when ANA is not reported). */
   anaState: AnaStateName = 'optimized';
+  /** Reservation Register / Acquire / Release / Report on this namespace (NVMe Base 2.0 §8.19). */
+  readonly reservation: NamespaceReservation;
 
   constructor(exec: IoExecutor, info: NamespaceInfo) {
     this.#exec = exec;
     this.info = info;
+    this.reservation = new NamespaceReservation(this, exec);
   }
 
   get nsid(): number {

@@ -12,6 +12,8 @@ import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsyst
 import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener } from './transport/tcp/index.js';
 import { ShmBackend, WorkerPool, isPlacement, PLACEMENTS, type NsOpen, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from './workers/index.js';
+import type { PersistedResv } from './core/reservation.js';
+import { loadResvState, resvStateKey, saveResvState } from './resv-state.js';
 
 export interface TargetServiceOptions {
   logger?: Logger;
@@ -27,6 +29,11 @@ export interface TargetServiceOptions {
   placement?: Placement;
   /** Worker entry module (tests); default target/workers/worker-main.ts. */
   workerEntry?: string;
+  /**
+   * File holding the reservations of namespaces with Persist Through Power Loss on (NVMe Base 2.0 §8.19.3): read at
+   * construction, replaced atomically on every change. Omitted: PTPL can be set but nothing survives a restart.
+   */
+  resvStatePath?: string;
 }
 
 export interface BoundPort {
@@ -122,6 +129,9 @@ export class TargetService {
   readonly #workerEntry: string | undefined;
   #pool: WorkerPool | undefined;
   #poolStart: Promise<void> | undefined;
+  readonly #resvPath: string | undefined;
+  /** Persisted reservations by resvStateKey: what is on disk (PTPL on), plus entries for namespaces not yet added. */
+  readonly #resvState: Map<string, PersistedResv>;
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
@@ -137,6 +147,8 @@ export class TargetService {
     if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
     this.#placement = p;
     this.#workerEntry = opts.workerEntry;
+    this.#resvPath = opts.resvStatePath;
+    this.#resvState = this.#resvPath === undefined ? new Map() : loadResvState(this.#resvPath);
   }
 
   /**
@@ -198,6 +210,39 @@ export class TargetService {
   /** Bring the workers' copy of a subsystem in line (before its AENs go out, so a host's next I/O finds it there). */
   async #syncSubsystem(sub: Subsystem): Promise<void> {
     if (this.#pool !== undefined && this.#core.subsystems.get(sub.nqn) === sub) await this.#pool.syncSubsystem(this.#subsysSpec(sub));
+  }
+
+  /** A namespace's reservation state changed: keep the file in step when PTPL is (or was) on. */
+  #resvChanged(sub: Subsystem, nsid: number): void {
+    const key = resvStateKey(sub.nqn, nsid);
+    const rs = sub.reservations.get(nsid);
+    if (rs !== undefined && rs.ptpl) this.#resvState.set(key, rs.snapshot());
+    else if (!this.#resvState.delete(key)) return;
+    if (this.#resvPath === undefined) return;
+    try {
+      saveResvState(this.#resvPath, this.#resvState);
+    } catch (err) {
+      this.#log.error({ err, file: this.#resvPath, subnqn: sub.nqn, nsid }, 'saving reservation state failed; it will not survive a restart');
+    }
+  }
+
+  /** Bring back a namespace's persisted reservations (target start, or the namespace added again). */
+  #restoreResv(sub: Subsystem, nsid: number): void {
+    const p = this.#resvState.get(resvStateKey(sub.nqn, nsid));
+    if (p === undefined || !p.ptpl) return;
+    try {
+      sub.reservation(nsid).restore(p);
+      this.#log.info({ subnqn: sub.nqn, nsid, rtype: p.rtype, registrants: p.registrants.length }, 'reservations restored (PTPL)');
+    } catch (err) {
+      this.#log.error({ err, subnqn: sub.nqn, nsid }, 'persisted reservation state is malformed; starting without it');
+    }
+  }
+
+  /** Reservation state of one namespace as the API and ctl show it. */
+  reservationStatus(subnqn: string, nsid: number): PersistedResv {
+    const sub = this.#subsys(subnqn);
+    if (!sub.namespaces.has(nsid)) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    return sub.reservation(nsid).snapshot();
   }
 
   async apply(config: TargetConfig): Promise<void> {
@@ -295,6 +340,9 @@ export class TargetService {
     for (const h of s.hosts ?? []) this.#warnName('host', h);
     await this.startWorkers();
     const sub = new Subsystem({ ...s, namespaces: [] });
+    // With workers, reservations are not offered (Subsystem.reservationsSupported says why).
+    if (this.#workerCount > 1) sub.reservationsSupported = false;
+    sub.onResvChanged = (x, nsid) => this.#resvChanged(x, nsid);
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);
@@ -442,6 +490,64 @@ export class TargetService {
   }
 
   /** nvmet's name rules (1..223 bytes, no NUL); a name that is not a well-formed NQN passes with one warning line. */
+  /** A namespace may be attached only to a host the subsystem lets in (namespaces[].hosts, attach). */
+  #checkMaskHost(sub: Subsystem, hostnqn: string): void {
+    this.#checkName('namespaces.hosts', 'host', hostnqn);
+    if (!sub.allowAnyHost && !sub.hosts.has(hostnqn)) {
+      throw new InvalidArgumentError('namespaces.hosts', `${JSON.stringify(hostnqn)} is not a host of ${sub.nqn}; allow it on the subsystem first or leave it out`);
+    }
+  }
+
+  /**
+   * Namespace masking at runtime: attach `nsid` to one more host, or detach it from one (the first attach turns an
+   * all-hosts namespace into a masked one; detaching the last host leaves it visible to nobody). Only the controllers
+   * of the host whose view changed get the Namespace Attribute Changed notice.
+   */
+  attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
+    const sub = this.#subsys(subnqn);
+    const ns = sub.namespaces.get(nsid);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    this.#checkMaskHost(sub, hostnqn);
+    const next = new Set(ns.hostMask ?? []);
+    next.add(hostnqn);
+    this.#setMask(sub, nsid, next);
+  }
+
+  detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
+    const sub = this.#subsys(subnqn);
+    const ns = sub.namespaces.get(nsid);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    if (ns.hostMask !== undefined && !ns.hostMask.has(hostnqn)) throw new InvalidArgumentError('hostnqn', `namespace ${nsid} is not attached to ${hostnqn}`);
+    // Detaching from an all-hosts namespace: every allowed host but this one keeps it.
+    const next = new Set(ns.hostMask ?? [...sub.hosts]);
+    next.delete(hostnqn);
+    this.#setMask(sub, nsid, next);
+  }
+
+  /** Hosts a namespace is attached to; undefined = every allowed host. */
+  namespaceHosts(subnqn: string, nsid: number): string[] | undefined {
+    const ns = this.#subsys(subnqn).namespaces.get(nsid);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    return ns.hostMask === undefined ? undefined : [...ns.hostMask];
+  }
+
+  #setMask(sub: Subsystem, nsid: number, hosts: Set<string>): void {
+    const ns = sub.namespaces.get(nsid) as Namespace;
+    const affected = sub.setNamespaceHosts(ns, hosts);
+    ns.config.hosts = [...hosts];
+    const notify = (): void => {
+      if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
+    };
+    // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
+    if (this.#pool === undefined) notify();
+    else
+      this.#syncSubsystem(sub).then(notify, (err: unknown) => {
+        this.#log.error({ err, subnqn: sub.nqn, nsid }, 'workers did not take the new host mask');
+        notify();
+      });
+    this.#log.info({ subnqn: sub.nqn, nsid, hosts: [...hosts], notified: [...affected] }, 'namespace host mask changed');
+  }
+
   #checkName(field: string, kind: 'subsystem' | 'host', name: string): void {
     const v = validateNvmetName(name);
     if (!v.ok) throw new InvalidArgumentError(field, `${name}: ${v.reason}`);
@@ -626,6 +732,7 @@ export class TargetService {
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
     const ns = await this.#buildNs(sub, cfg, undefined, undefined);
     sub.addNamespace(ns);
+    this.#restoreResv(sub, cfg.nsid);
     if (notify) {
       try {
         await this.#syncSubsystem(sub);
@@ -650,6 +757,7 @@ export class TargetService {
     const bs = cfg.blockSize ?? 512;
     if (bs !== 512 && bs !== 4096) throw new InvalidArgumentError('namespaces.blockSize', 'must be 512 or 4096');
     if ((cfg.anaGroup ?? 1) < 1 || (cfg.anaGroup ?? 1) > 128) throw new InvalidArgumentError('namespaces.anaGroup', 'must be 1..128');
+    for (const h of cfg.hosts ?? []) this.#checkMaskHost(sub, h);
     const backend = reuse ?? (await openBackend(cfg, this.#workerCount > 1));
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);

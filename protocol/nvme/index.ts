@@ -7,3 +7,4 @@ export * from './identify.js';
 export * from './log-pages.js';
 export * from './features.js';
 export * from './uuid.js';
+export * from './reservation.js';

@@ -269,6 +269,7 @@ export const namespaceSchema = obj({
   anaGroup: opt(anaGroupId),
   readOnly: opt(bool),
   enabled: opt(bool),
+  hosts: opt(list(nvmetNameSchema)),
 }).check(
   z.superRefine((ns, ctx) => {
     if (!('size' in ns.backend) || ns.backend.size === undefined) return;
@@ -327,6 +328,15 @@ export const subsystemSchema = obj({
     dupes(s.namespaces ?? [], (n) => n.nsid, (i, nsid) => ctx.addIssue({ code: 'custom', path: ['namespaces', i, 'nsid'], message: `nsid ${nsid} is used twice; give each namespace its own nsid` }));
     dupes(s.hosts ?? [], (h) => h, (i, h) => ctx.addIssue({ code: 'custom', path: ['hosts', i], message: `${JSON.stringify(h)} is listed twice; remove one` }));
     dupes(s.ports ?? [], (p) => p, (i, p) => ctx.addIssue({ code: 'custom', path: ['ports', i], message: `port id ${p} is listed twice; remove one` }));
+    // Namespace masking: a namespace may only be attached to hosts the subsystem lets in.
+    const allowList = s.allowAnyHost !== true && (s.hosts ?? []).length > 0 ? new Set(s.hosts) : undefined;
+    (s.namespaces ?? []).forEach((n, ni) =>
+      (n.hosts ?? []).forEach((h, hi) => {
+        if (allowList !== undefined && !allowList.has(h)) {
+          ctx.addIssue({ code: 'custom', path: ['namespaces', ni, 'hosts', hi], message: `${JSON.stringify(h)} is not a host of this subsystem; add it to the subsystem's hosts or remove it here` });
+        }
+      }),
+    );
   }),
 );
 

@@ -71,6 +71,11 @@ export interface NamespaceConfig {
    * controller's active list and I/O to it fails with Invalid Namespace. Default true.
    */
   enabled?: boolean;
+  /**
+   * Namespace masking: host NQNs this namespace is attached to. Other hosts see it as absent (not in the active
+   * list, Identify Namespace zeros, Invalid Namespace for I/O). Omitted: visible to every allowed host.
+   */
+  hosts?: string[];
 }
 
 export interface FaultConfig {

@@ -1,6 +1,7 @@
 // One controller (nvmet_ctrl): its state, CC/CSTS, keep-alive timer, asynchronous events, error log and queues.
 import type { Buffer } from 'node:buffer';
-import { AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts } from '../../protocol/index.js';
+import { AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, type ResvNotifType } from '../../protocol/index.js';
+import { ResvLogQueue } from './reservation.js';
 import type { HostAuth } from './auth.js';
 import type { TargetCore } from './core.js';
 import type { CorePort } from './port.js';
@@ -58,6 +59,12 @@ export class Controller implements ControllerEntry {
   lastCommandAt = 0;
   /** DH-HMAC-CHAP keys of this controller: taken at admin Connect, refreshed by each Negotiate on the admin queue (nvmet_setup_auth). */
   hostAuth: HostAuth | undefined = undefined;
+  /** Hex of the host identifier: the reservation registrant key (NVMe Base 2.0 §8.19.2). */
+  readonly hostKey: string;
+  /** Reservation Notification log queue of this controller (log page 80h). */
+  readonly resvLog = new ResvLogQueue();
+  /** Reservation Notification Mask (Set Features 82h) per NSID; absent = nothing masked. */
+  readonly resvMask = new Map<number, number>();
   #kaTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -72,6 +79,7 @@ export class Controller implements ControllerEntry {
     this.katoMs = subsys.kind === 'discovery' && katoMs === 0 ? DISC_KATO_MS : roundKato(katoMs);
     this.grantedIoQueues = subsys.maxIoQueues;
     this.aenEnabled = this.supportedAens;
+    this.hostKey = hostid.toString('hex');
   }
 
   get state(): ControllerState {
@@ -166,6 +174,14 @@ export class Controller implements ControllerEntry {
 
   /** Queue an async event (NVMe Base 2.0 §5.2): only if enabled by Set Features 0x0B and not masked. */
   addEvent(kind: AenKind): void {
+    if (kind === 'resv') {
+      // Reservation notices are not in Asynchronous Event Configuration: the Reservation Notification Mask gates them.
+      if (this.masked.has(LogPageId.RESV_NOTIF)) return;
+      this.masked.add(LogPageId.RESV_NOTIF);
+      this.events.push(AEN_RESV_LOG_AVAILABLE);
+      this.deliverEvents();
+      return;
+    }
     const { bit, lid, dw0 } =
       kind === 'ns'
         ? { bit: AenConfig.NS_ATTR, lid: LogPageId.CHANGED_NS, dw0: AenDw0.NS_CHANGED }
@@ -197,6 +213,14 @@ export class Controller implements ControllerEntry {
   nsChanged(nsid: number): void {
     this.changedNs.add(nsid);
     this.addEvent('ns');
+  }
+
+  /** A reservation notification for `nsid`: unless masked, a log page 80h entry and its AEN (NVMe Base 2.0 §8.19.4). */
+  resvNotice(nsid: number, type: ResvNotifType): void {
+    const mask = this.resvMask.get(nsid) ?? 0;
+    if ((mask & (1 << type)) !== 0) return;
+    this.resvLog.push(type, nsid);
+    this.addEvent('resv');
   }
 
   recordError(req: Request, sqid: number): void {

@@ -47,9 +47,15 @@ export class TargetCore {
     for (const c of this.discovery.controllers.values()) c.addEvent('disc');
   }
 
-  /** Namespace added/removed: changed-NS list + AEN to every controller of the subsystem (nvmet_ns_changed). */
-  nsChanged(subsys: Subsystem, nsid: number): void {
-    for (const c of subsys.controllers.values()) c.nsChanged(nsid);
+  /**
+   * Namespace added/removed/changed: changed-NS list + AEN to the subsystem's controllers (nvmet_ns_changed). Only
+   * to controllers of `hosts` when given, else only to hosts that may see the namespace (masking).
+   */
+  nsChanged(subsys: Subsystem, nsid: number, hosts?: ReadonlySet<string>): void {
+    const ns = subsys.namespaces.get(nsid);
+    for (const c of subsys.controllers.values()) {
+      if (hosts !== undefined ? hosts.has(c.hostnqn) : ns === undefined || ns.visibleTo(c.hostnqn)) c.nsChanged(nsid);
+    }
   }
 
   anaChanged(portId: number): void {

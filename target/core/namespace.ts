@@ -4,6 +4,10 @@ import { createHash } from 'node:crypto';
 import { parseUuid } from '../../protocol/index.js';
 import type { NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
+import { ReservationState, type ResvEvents } from './reservation.js';
+
+/** Events of a namespace not (yet) in a subsystem: nobody to notify, nothing to persist. */
+const DETACHED_EVENTS: ResvEvents = { notify: () => undefined, changed: () => undefined };
 
 export interface NamespaceCounters {
   reads: number;
@@ -31,6 +35,16 @@ export class Namespace {
   enabled: boolean;
   /** Commands of this namespace between execute and completion (QueueModel counts them); a remap waits for 0 before closing the old backend. */
   executing = 0;
+  /**
+   * Reservation state (NVMe Base 2.0 §8.19). Owned by the subsystem, which hands the same object to each namespace
+   * re-mapped under this NSID (Subsystem.addNamespace / replaceNamespace): a remap keeps registrations.
+   */
+  resv: ReservationState;
+  /**
+   * Host NQNs this namespace is attached to (namespace masking); undefined = visible to every allowed host. A field:
+   * the data path reads it per command. Only Subsystem.setNamespaceHosts changes it after construction.
+   */
+  hostMask: Set<string> | undefined;
 
   constructor(
     readonly subnqn: string,
@@ -47,6 +61,13 @@ export class Namespace {
     this.anaGroup = config.anaGroup ?? 1;
     this.readOnly = config.readOnly ?? false;
     this.enabled = config.enabled ?? true;
+    this.resv = new ReservationState(config.nsid, DETACHED_EVENTS);
+    this.hostMask = config.hosts === undefined ? undefined : new Set(config.hosts);
+  }
+
+  /** Whether host `hostnqn` may see this namespace at all (masking), enabled or not. */
+  visibleTo(hostnqn: string): boolean {
+    return this.hostMask === undefined || this.hostMask.has(hostnqn);
   }
 
   get nsid(): number {
@@ -55,8 +76,10 @@ export class Namespace {
 
   /** The config with the live enabled state (`enabled` only when false, so a saved config keeps its shape). */
   snapshot(): NamespaceConfig {
-    const { enabled: _e, ...rest } = this.config;
-    return this.enabled ? rest : { ...rest, enabled: false };
+    const { enabled: _e, hosts: _h, ...rest } = this.config;
+    const out: NamespaceConfig = this.enabled ? rest : { ...rest, enabled: false };
+    if (this.hostMask !== undefined) out.hosts = [...this.hostMask];
+    return out;
   }
 }
 

@@ -63,6 +63,8 @@ export class Request {
   t0 = 0;
   /** Latency histogram of the command's opcode, set by parse; recorded once at completion. */
   lat: LatencyHistogram | undefined = undefined;
+  /** The namespace's reservation abortGen when the command passed its access check (preempt-and-abort). */
+  resvGen = 0;
 
   reset(): void {
     this.inCapsule = undefined;
@@ -81,6 +83,7 @@ export class Request {
     this.execute = undefined;
     this.t0 = 0;
     this.lat = undefined;
+    this.resvGen = 0;
   }
 
   /** Load the SQE fields the core needs on every command (hot path: direct reads, no object decode). */

@@ -6,6 +6,8 @@ import type { FaultConfig, SubsystemConfig } from '../config/types.js';
 import type { Namespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import type { Request } from './request.js';
+import { ReservationState } from './reservation.js';
+import type { ResvNotifType } from '../../protocol/index.js';
 import { OpcodeStat, type LatencyHistogram, type OpcodeCounters } from './stats.js';
 import type { AenKind, ControllerState, QueueHandle } from './types.js';
 
@@ -32,6 +34,8 @@ export interface ControllerEntry {
   readonly cntlid: number;
   readonly hostnqn: string;
   readonly hostid: Buffer;
+  /** Hex of hostid: the key reservations know a host by. */
+  readonly hostKey: string;
   readonly port: CorePort;
   readonly state: ControllerState;
   readonly discovery: boolean;
@@ -46,6 +50,8 @@ export interface ControllerEntry {
   readonly lastCommandAt: number;
   addEvent(kind: AenKind): void;
   nsChanged(nsid: number): void;
+  /** A reservation notification for namespace `nsid` (log page 80h entry + AEN unless masked). */
+  resvNotice(nsid: number, type: ResvNotifType): void;
   teardown(reason: string): void;
 }
 
@@ -86,6 +92,19 @@ export class Subsystem {
    * config: both are read on every I/O command and the config never changes after construction. */
   readonly maxTransfer: number;
   readonly ana: boolean;
+  /**
+   * Whether this controller offers reservations (ONCS bit 5, RESCAP, the four commands). Off with target workers:
+   * reservation state has one owner, and I/O queues on worker processes cannot consult it per command yet, so the
+   * subsystem says it has none rather than enforce them on some queues only (docs/target.md, "Target workers").
+   */
+  reservationsSupported = true;
+  /**
+   * Reservation state per NSID, one object for all controllers (NVMe Base 2.0 §8.19). Kept by NSID rather than by
+   * Namespace object so a re-mapped namespace keeps its registrations; dropped when the namespace is removed.
+   */
+  readonly reservations = new Map<number, ReservationState>();
+  /** Called after a namespace's reservation state changed or went away (TargetService persists PTPL state). */
+  onResvChanged: ((subsys: Subsystem, nsid: number) => void) | undefined = undefined;
 
   constructor(
     readonly config: SubsystemConfig,
@@ -137,7 +156,23 @@ export class Subsystem {
     return this.allowAnyHost || this.hosts.has(hostnqn);
   }
 
+  /** The reservation state of `nsid`, created on first use. */
+  reservation(nsid: number): ReservationState {
+    let rs = this.reservations.get(nsid);
+    if (rs === undefined) {
+      rs = new ReservationState(nsid, {
+        notify: (hostKey, type) => {
+          for (const c of this.controllers.values()) if (c.hostKey === hostKey) c.resvNotice(nsid, type);
+        },
+        changed: () => this.onResvChanged?.(this, nsid),
+      });
+      this.reservations.set(nsid, rs);
+    }
+    return rs;
+  }
+
   addNamespace(ns: Namespace): void {
+    ns.resv = this.reservation(ns.nsid);
     this.namespaces.set(ns.nsid, ns);
     this.#rebuildNsids();
   }
@@ -146,6 +181,7 @@ export class Subsystem {
     const ns = this.namespaces.get(nsid);
     this.namespaces.delete(nsid);
     if (ns !== undefined) ns.enabled = false;
+    if (this.reservations.delete(nsid)) this.onResvChanged?.(this, nsid);
     this.#rebuildNsids();
     return ns;
   }
@@ -154,6 +190,32 @@ export class Subsystem {
   activeNs(nsid: number): Namespace | undefined {
     const ns = this.namespaces.get(nsid);
     return ns !== undefined && ns.enabled ? ns : undefined;
+  }
+
+  /** activeNs as host `hostnqn` sees it: a namespace masked from the host does not exist for it. */
+  visibleNs(nsid: number, hostnqn: string): Namespace | undefined {
+    const ns = this.namespaces.get(nsid);
+    return ns !== undefined && ns.enabled && ns.visibleTo(hostnqn) ? ns : undefined;
+  }
+
+  /** Sorted active NSIDs host `hostnqn` may see (Identify CNS 02h, ANA log). */
+  visibleNsids(hostnqn: string): number[] {
+    return this.nsids.filter((id) => (this.namespaces.get(id) as Namespace).visibleTo(hostnqn));
+  }
+
+  /**
+   * Replace a namespace's host list (undefined: visible to all). Returns the host NQNs whose view changed, so only
+   * their controllers get the Namespace Attribute Changed notice.
+   */
+  setNamespaceHosts(ns: Namespace, hosts: ReadonlySet<string> | undefined): Set<string> {
+    const affected = new Set<string>();
+    for (const c of this.controllers.values()) {
+      const before = ns.visibleTo(c.hostnqn);
+      const after = hosts === undefined || hosts.has(c.hostnqn);
+      if (before !== after) affected.add(c.hostnqn);
+    }
+    ns.hostMask = hosts === undefined ? undefined : new Set(hosts);
+    return affected;
   }
 
   /** Attach or detach a namespace (nvmet_ns_enable / nvmet_ns_disable); false when it already was in that state. */
@@ -168,6 +230,7 @@ export class Subsystem {
   replaceNamespace(next: Namespace): Namespace | undefined {
     const old = this.namespaces.get(next.nsid);
     if (old !== undefined) old.enabled = false;
+    next.resv = this.reservation(next.nsid);
     this.namespaces.set(next.nsid, next);
     this.#rebuildNsids();
     return old;

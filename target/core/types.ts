@@ -24,8 +24,11 @@ export type ReqState =
   | 'done'
   | 'free';
 
-/** Asynchronous event kinds the target raises (NVMe Base 2.0 §5.2): namespace attribute, ANA, discovery log change. */
-export type AenKind = 'ns' | 'ana' | 'disc';
+/**
+ * Asynchronous event kinds the target raises (NVMe Base 2.0 §5.2): namespace attribute, ANA, discovery log change,
+ * reservation log page available.
+ */
+export type AenKind = 'ns' | 'ana' | 'disc' | 'resv';
 
 export interface QueueCounters {
   commands: number;

@@ -37,6 +37,10 @@ export type MgmtService = Pick<
   | 'getConfig'
   | 'listControllers'
   | 'stats'
+  | 'attachNamespaceHost'
+  | 'detachNamespaceHost'
+  | 'namespaceHosts'
+  | 'reservationStatus'
 >;
 // Worker pool views (target/workers); optional so a service without workers still fits.
 
@@ -269,6 +273,43 @@ function buildRoutes(service: MgmtService & WorkerService, metrics: TargetMetric
         await service.removeNamespace(s.nqn, nsid);
         return noContent;
       },
+    ],
+    [
+      // Namespace masking: the hosts a namespace is attached to (null: every allowed host).
+      'GET',
+      '/subsystems/:nqn/namespaces/:nsid/hosts',
+      ({ params }) => ok({ hosts: service.namespaceHosts(sub(params.nqn).nqn, intParam(params.nsid, 'nsid')) ?? null }),
+    ],
+    [
+      'POST',
+      '/subsystems/:nqn/namespaces/:nsid/hosts',
+      async ({ params, body }) => {
+        const s = sub(params.nqn);
+        const nsid = intParam(params.nsid, 'nsid');
+        const { nqn } = parseWith(hostBodySchema, await body(), 'body');
+        if ((service.namespaceHosts(s.nqn, nsid) ?? []).includes(nqn)) throw new HttpError(409, `namespace ${nsid} is already attached to ${nqn}`);
+        service.attachNamespaceHost(s.nqn, nsid, nqn);
+        return created({ hosts: service.namespaceHosts(s.nqn, nsid) ?? null });
+      },
+    ],
+    [
+      'DELETE',
+      '/subsystems/:nqn/namespaces/:nsid/hosts/:hostnqn',
+      ({ params }) => {
+        const s = sub(params.nqn);
+        const nsid = intParam(params.nsid, 'nsid');
+        const h = params.hostnqn ?? '';
+        const cur = service.namespaceHosts(s.nqn, nsid);
+        if (cur !== undefined && !cur.includes(h)) throw new HttpError(404, `namespace ${nsid} is not attached to ${h}`);
+        service.detachNamespaceHost(s.nqn, nsid, h);
+        return noContent;
+      },
+    ],
+    [
+      // Reservation state of a namespace (registrants by host identifier, keys, type, PTPL): read-only.
+      'GET',
+      '/subsystems/:nqn/namespaces/:nsid/reservation',
+      ({ params }) => ok(service.reservationStatus(sub(params.nqn).nqn, intParam(params.nsid, 'nsid'))),
     ],
     [
       'GET',

@@ -118,6 +118,20 @@ export class MgmtClient {
   removeNamespace(nqn: string, nsid: number): Promise<unknown> {
     return this.call('DELETE', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}`);
   }
+  /** Namespace masking: hosts a namespace is attached to ({hosts: null} = every allowed host). */
+  namespaceHosts(nqn: string, nsid: number): Promise<unknown> {
+    return this.call('GET', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}/hosts`);
+  }
+  attachNamespaceHost(nqn: string, nsid: number, hostnqn: string): Promise<unknown> {
+    return this.call('POST', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}/hosts`, { nqn: hostnqn });
+  }
+  detachNamespaceHost(nqn: string, nsid: number, hostnqn: string): Promise<unknown> {
+    return this.call('DELETE', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}/hosts/${seg(hostnqn)}`);
+  }
+  /** Reservation state of a namespace (type, holder, registrants, generation, PTPL). */
+  namespaceReservation(nqn: string, nsid: number): Promise<unknown> {
+    return this.call('GET', `/subsystems/${seg(nqn)}/namespaces/${seg(nsid)}/reservation`);
+  }
   listHosts(nqn: string): Promise<unknown> {
     return this.call('GET', `/subsystems/${seg(nqn)}/hosts`);
   }

@@ -106,6 +106,7 @@ export class WorkerRuntime {
     let sub = this.core.subsystems.get(nqn);
     if (sub === undefined) {
       sub = new Subsystem({ ...spec.config, namespaces: [] });
+      sub.reservationsSupported = false;
       this.core.subsystems.set(nqn, sub);
       this.#nsKeys.set(nqn, new Map());
     }

@@ -1,6 +1,6 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, selectActiveNsids, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
 import { type Controller, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -65,7 +65,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
-      req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.activeNs(r.nsid)));
+      req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.visibleNs(r.nsid, ctrl.hostnqn)));
       return 0;
     case Cns.CTRL:
       req.execute = (r) => replyData(r, identifyController(ctrl));
@@ -75,10 +75,10 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
-      req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.nsids, r.nsid)));
+      req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.visibleNsids(ctrl.hostnqn), r.nsid)));
       return 0;
     case Cns.NS_DESC_LIST: {
-      const ns = ctrl.subsys.activeNs(req.nsid);
+      const ns = ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
       if (ns === undefined) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
@@ -163,8 +163,8 @@ export function identifyController(ctrl: Controller): Buffer {
     cqes: 0x44,
     maxcmd: s.maxQueueSize,
     nn,
-    // Compare, Dataset Management, Write Zeroes.
-    oncs: 0x01 | 0x04 | 0x08,
+    // Compare, Dataset Management, Write Zeroes, Reservations.
+    oncs: 0x01 | 0x04 | 0x08 | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
     vwc: 0x01,
     sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
     mnan: s.ana ? nn : 0,
@@ -178,6 +178,8 @@ export function identifyController(ctrl: Controller): Buffer {
     psd0: { maxPower: 0x9c4, flags: 0, entryLatency: 0x10, exitLatency: 0x4, rrt: 0, rrl: 0, rwt: 0, rwl: 0 },
   });
 }
+
+const RESCAP_ALL = Rescap.PTPL | Rescap.WRITE_EXCLUSIVE | Rescap.EXCLUSIVE_ACCESS | Rescap.WRITE_EXCLUSIVE_REG_ONLY | Rescap.EXCLUSIVE_ACCESS_REG_ONLY | Rescap.WRITE_EXCLUSIVE_ALL_REGS | Rescap.EXCLUSIVE_ACCESS_ALL_REGS | Rescap.IEKEY_X;
 
 /** Identify Namespace; an inactive NSID returns zeros with success (NVMe Base 2.0 §5.17.2.1, CNS 00h). */
 export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer {
@@ -196,6 +198,8 @@ export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer 
     dlfeat: 0x09,
     anagrpid: ctrl.subsys.ana ? ns.anaGroup : 0,
     nsattr: ns.readOnly ? 1 : 0,
+    // All six reservation types, persistence through power loss, IEKEY as from revision 1.3 (NVM Command Set 1.0).
+    rescap: ctrl.subsys.reservationsSupported ? RESCAP_ALL : 0,
     nguid: ns.nguid,
     lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
   });
@@ -234,7 +238,7 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       build = () => encodeErrorLog(ctrl.errors, 128);
       break;
     case LogPageId.SMART: {
-      if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && ctrl.subsys.activeNs(req.nsid) === undefined) {
+      if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn) === undefined) {
         req.errorLoc = 4;
         return Status.INVALID_NS | DNR;
       }
@@ -249,6 +253,10 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       break;
     case LogPageId.CMD_EFFECTS:
       build = () => effectsLog();
+      break;
+    case LogPageId.RESV_NOTIF:
+      // Each read takes the oldest entry off this controller's queue (NVMe Base 2.0 §5.16.1.24).
+      build = () => encodeResvNotifLog(ctrl.resvLog.take());
       break;
     case LogPageId.ANA:
       if (!ctrl.subsys.ana) break;
@@ -312,6 +320,7 @@ function effectsLog(): Buffer {
   iocs[NvmOpcode.WRITE] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.WRITE_ZEROES] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  for (const op of [NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE]) iocs[op] = CmdEffects.CSUPP;
   return encodeCmdEffectsLog({ acs, iocs });
 }
 
@@ -319,7 +328,7 @@ function effectsLog(): Buffer {
 export function anaLog(ctrl: Controller, rgo: boolean): Buffer {
   const port = ctrl.port;
   const groups = new Map<number, number[]>([[1, []]]);
-  for (const nsid of ctrl.subsys.nsids) {
+  for (const nsid of ctrl.subsys.visibleNsids(ctrl.hostnqn)) {
     const ns = ctrl.subsys.namespaces.get(nsid) as Namespace;
     const g = groups.get(ns.anaGroup) ?? [];
     g.push(nsid);
@@ -377,6 +386,42 @@ export function parseSetFeatures(ctrl: Controller, req: Request): number {
     case FeatureId.HOST_ID:
       req.errorLoc = 40;
       return Status.CMD_SEQ_ERROR | DNR;
+    case FeatureId.RESV_MASK: {
+      // Reservation Notification Mask (NVMe Base 2.0 §5.27.1.22): per namespace, or every namespace with NSID FFFFFFFFh.
+      if (ctrl.discovery || !ctrl.subsys.reservationsSupported || (v & ~RESV_NOTIF_MASK_ALL) !== 0) {
+        req.errorLoc = 44;
+        return Status.INVALID_FIELD | DNR;
+      }
+      const ids = req.nsid === NSID_BROADCAST ? ctrl.subsys.visibleNsids(ctrl.hostnqn) : [req.nsid];
+      if (req.nsid !== NSID_BROADCAST && ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn) === undefined) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      req.execute = (r) => {
+        for (const id of ids) ctrl.resvMask.set(id, v);
+        r.dw0 = v >>> 0;
+        done(r, 0);
+      };
+      return 0;
+    }
+    case FeatureId.RESV_PERSIST: {
+      // Reservation Persistence (NVMe Base 2.0 §5.27.1.23): PTPL of one namespace; it is subsystem-wide state.
+      if (!ctrl.subsys.reservationsSupported) {
+        req.errorLoc = 40;
+        return Status.INVALID_FIELD | DNR;
+      }
+      const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
+      if (ns === undefined) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      req.execute = (r) => {
+        ns.resv.setPtpl((v & RESV_PERSIST_PTPL) !== 0);
+        r.dw0 = v & RESV_PERSIST_PTPL;
+        done(r, 0);
+      };
+      return 0;
+    }
     default:
       req.errorLoc = 40;
       return Status.INVALID_FIELD | DNR;
@@ -421,6 +466,20 @@ export function parseGetFeatures(ctrl: Controller, req: Request): number {
       req.dataLen = 16;
       req.execute = (r) => replyData(r, Buffer.from(ctrl.hostid));
       return 0;
+    case FeatureId.RESV_MASK:
+    case FeatureId.RESV_PERSIST: {
+      if (!ctrl.subsys.reservationsSupported) {
+        req.errorLoc = 40;
+        return Status.INVALID_FIELD | DNR;
+      }
+      const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
+      if (ns === undefined) {
+        req.errorLoc = 4;
+        return Status.INVALID_NS | DNR;
+      }
+      dw0 = fid === FeatureId.RESV_MASK ? (ctrl.resvMask.get(ns.nsid) ?? 0) : ns.resv.ptpl ? RESV_PERSIST_PTPL : 0;
+      break;
+    }
     default:
       break;
   }

@@ -7,6 +7,7 @@ import type { Controller } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { Namespace } from '../namespace.js';
+import { parseResvCmd } from './reservation.js';
 
 /** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
 function sqeSlba(sqe: Buffer): number {
@@ -29,14 +30,22 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     case NvmOpcode.WRITE_ZEROES:
     case NvmOpcode.DSM:
       break;
+    case NvmOpcode.RESV_REGISTER:
+    case NvmOpcode.RESV_REPORT:
+    case NvmOpcode.RESV_ACQUIRE:
+    case NvmOpcode.RESV_RELEASE:
+      if (subsys.reservationsSupported) break;
+      req.errorLoc = 0;
+      return Status.INVALID_OPCODE | DNR;
     default:
       req.errorLoc = 0;
       return Status.INVALID_OPCODE | DNR;
   }
   const ns = subsys.namespaces.get(req.nsid);
   // A disabled namespace is inactive (NVMe Base 2.0 §3.2.1.4): Invalid Namespace, as nvmet_req_find_ns answers in
-  // Linux 6.1 (a disabled nvmet_ns is not in subsys->namespaces there).
-  if (ns === undefined || !ns.enabled) {
+  // Linux 6.1 (a disabled nvmet_ns is not in subsys->namespaces there). A namespace masked from this host is the
+  // same to it: it does not exist (docs/target.md, namespace masking).
+  if (ns === undefined || !ns.enabled || (ns.hostMask !== undefined && !ns.hostMask.has(ctrl.hostnqn))) {
     req.errorLoc = 4;
     return Status.INVALID_NS | DNR;
   }
@@ -48,6 +57,19 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     if (st === 'persistent-loss') return Status.ANA_PERSISTENT_LOSS;
     if (st === 'change') return Status.ANA_TRANSITION;
   }
+  // Reservation commands follow their own rules (NVMe Base 2.0 §8.19); every other command meets the access table.
+  if (op === NvmOpcode.RESV_REGISTER || op === NvmOpcode.RESV_REPORT || op === NvmOpcode.RESV_ACQUIRE || op === NvmOpcode.RESV_RELEASE) {
+    return parseResvCmd(ctrl, req, ns);
+  }
+  const rs = ns.resv;
+  if (rs.rtype !== 0) {
+    const st = rs.checkAccess(ctrl.hostKey, op);
+    if (st !== 0) {
+      req.errorLoc = 0;
+      return st;
+    }
+  }
+  req.resvGen = rs.abortGen;
   if (ns.readOnly && (op === NvmOpcode.WRITE || op === NvmOpcode.WRITE_ZEROES || op === NvmOpcode.DSM)) {
     req.errorLoc = 0;
     return Status.NS_WRITE_PROTECTED;
@@ -126,6 +148,12 @@ function faulted(req: Request): boolean {
   return true;
 }
 
+/**
+ * Status of a command aborted by a preempt-and-abort. DNR: the host lost its registration, so a silent retry would
+ * hide the preemption from the application (and meet the new reservation anyway).
+ */
+const PREEMPT_ABORTED = Status.ABORTED_PREEMPT_ABORT | DNR;
+
 /** Completes now, or after faults.commandLatencyUs. */
 function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
@@ -136,9 +164,23 @@ function deliver(req: Request, status: number): void {
     const fire = (): void => {
       const left = due - performance.now();
       if (left > 0) setTimeout(fire, left);
-      else q.complete(req, status);
+      else completeIo(q, req, status);
     };
     setTimeout(fire, lat / 1000);
+    return;
+  }
+  completeIo(q, req, status);
+}
+
+/**
+ * The completion itself. A command whose host was preempted with abort after it passed its access check completes
+ * as aborted (NVMe Base 2.0 §8.19.8: Command Aborted due to Preempt and Abort); one compare when nothing was.
+ */
+function completeIo(q: QueueModel, req: Request, status: number): void {
+  const ns = req.ns;
+  if (ns !== undefined && ns.resv.abortGen > req.resvGen && q.ctrl !== undefined && ns.resv.aborted(q.ctrl.hostKey, req.resvGen)) {
+    req.out = undefined;
+    q.complete(req, PREEMPT_ABORTED);
     return;
   }
   q.complete(req, status);
@@ -174,7 +216,17 @@ function executeRead(req: Request): void {
   );
 }
 
+/** The command was aborted by a preempt-and-abort while it waited (for its data, or in the queue): do not run it. */
+function abortedBeforeRun(req: Request): boolean {
+  const ns = req.ns as Namespace;
+  const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
+  if (ns.resv.abortGen <= req.resvGen || ctrl === undefined || !ns.resv.aborted(ctrl.hostKey, req.resvGen)) return false;
+  deliver(req, PREEMPT_ABORTED);
+  return true;
+}
+
 function executeWrite(req: Request): void {
+  if (abortedBeforeRun(req)) return;
   const ns = req.ns as Namespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
@@ -222,7 +274,9 @@ function executeFlush(req: Request): void {
 
 function executeFlushAll(req: Request): void {
   const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
-  const list = subsys === undefined ? [] : subsys.nsids.map((id) => subsys.namespaces.get(id) as Namespace);
+  const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
+  const ids = subsys === undefined || ctrl === undefined ? [] : subsys.visibleNsids(ctrl.hostnqn);
+  const list = subsys === undefined ? [] : ids.map((id) => subsys.namespaces.get(id) as Namespace);
   let left = list.length;
   let status = 0;
   if (left === 0) return finish(req, 0);
@@ -236,6 +290,7 @@ function executeFlushAll(req: Request): void {
 }
 
 function executeWriteZeroes(req: Request): void {
+  if (abortedBeforeRun(req)) return;
   const ns = req.ns as Namespace;
   const sqe = req.sqe;
   const slba = sqeSlba(sqe);
@@ -250,6 +305,7 @@ function executeWriteZeroes(req: Request): void {
 }
 
 function executeDsm(req: Request): void {
+  if (abortedBeforeRun(req)) return;
   const ns = req.ns as Namespace;
   if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;

@@ -1,0 +1,102 @@
+// Reservation Register / Report / Acquire / Release on I/O queues (NVMe Base 2.0 §7.2-§7.5, §8.19). Parse fixes
+// the data length; execute decodes the payload and hands the decision to the namespace's ReservationState.
+import { Buffer } from 'node:buffer';
+import {
+  DNR,
+  NvmOpcode,
+  RESV_ACQUIRE_DATA_SIZE,
+  RESV_REGISTER_DATA_SIZE,
+  RESV_RELEASE_DATA_SIZE,
+  RESV_REPORT_EDS,
+  SqeOffset,
+  Status,
+  decodeResvAcquireCdw10,
+  decodeResvKey,
+  decodeResvRegisterCdw10,
+  decodeResvReleaseCdw10,
+  encodeResvStatus,
+} from '../../../protocol/index.js';
+import type { Controller } from '../controller.js';
+import type { Namespace } from '../namespace.js';
+import type { QueueModel } from '../queue-model.js';
+import type { Request } from '../request.js';
+import type { ReservationState } from '../reservation.js';
+
+/** Largest Reservation Report the target returns: header + 4095 extended entries is far above any real count. */
+const MAX_REPORT_BYTES = 256 * 1024;
+
+function complete(req: Request, status: number): void {
+  (req.queueRef as QueueModel).complete(req, status);
+}
+
+function payload(req: Request, len: number): Buffer {
+  const d = req.data ?? [];
+  const first = d[0];
+  if (d.length === 1 && first !== undefined && first.length >= len) return first;
+  return Buffer.concat(d, req.dataLen);
+}
+
+/** Parse one of the four reservation opcodes for namespace `ns`; any other opcode is not ours (returns -1). */
+export function parseResvCmd(ctrl: Controller, req: Request, ns: Namespace): number {
+  const rs = ns.resv;
+  switch (req.opcode) {
+    case NvmOpcode.RESV_REGISTER:
+      return needData(req, RESV_REGISTER_DATA_SIZE, (r) => {
+        const f = decodeResvRegisterCdw10(r.cdw(10));
+        const d = payload(r, RESV_REGISTER_DATA_SIZE);
+        complete(r, rs.register(ctrl.hostKey, ctrl.hostid, { ...f, crkey: decodeResvKey(d, 0), nrkey: decodeResvKey(d, 1) }));
+      });
+    case NvmOpcode.RESV_ACQUIRE:
+      return needData(req, RESV_ACQUIRE_DATA_SIZE, (r) => {
+        const f = decodeResvAcquireCdw10(r.cdw(10));
+        const d = payload(r, RESV_ACQUIRE_DATA_SIZE);
+        complete(r, rs.acquire(ctrl.hostKey, { ...f, crkey: decodeResvKey(d, 0), prkey: decodeResvKey(d, 1) }));
+      });
+    case NvmOpcode.RESV_RELEASE:
+      return needData(req, RESV_RELEASE_DATA_SIZE, (r) => {
+        const f = decodeResvReleaseCdw10(r.cdw(10));
+        const d = payload(r, RESV_RELEASE_DATA_SIZE);
+        complete(r, rs.release(ctrl.hostKey, { ...f, crkey: decodeResvKey(d, 0) }));
+      });
+    case NvmOpcode.RESV_REPORT:
+      return parseReport(req, rs);
+    default:
+      return -1;
+  }
+}
+
+/** Register/Acquire/Release carry their keys host → controller; the SGL must cover them (nvmet_copy_from_sgl). */
+function needData(req: Request, len: number, exec: (r: Request) => void): number {
+  if (req.sglLen < len) {
+    req.errorLoc = SqeOffset.dptr;
+    return Status.SGL_INVALID_DATA | DNR;
+  }
+  req.dataLen = req.sglLen;
+  req.dir = 'h2c';
+  req.execute = exec;
+  return 0;
+}
+
+function parseReport(req: Request, rs: ReservationState): number {
+  const len = (req.cdw(10) + 1) * 4;
+  // NVMe over Fabrics host identifiers are 128-bit (Connect HOSTID), so only the extended structure can carry them
+  // (Base 2.0 §7.4: EDS cleared with 128-bit host identifiers → Host Identifier Inconsistent Format).
+  if ((req.cdw(11) & RESV_REPORT_EDS) === 0) {
+    req.errorLoc = SqeOffset.cdw11;
+    return Status.HOST_ID_INCONSIST | DNR;
+  }
+  if (len > MAX_REPORT_BYTES) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  req.dataLen = len;
+  req.dir = 'c2h';
+  req.execute = (r) => {
+    const full = encodeResvStatus(rs.status(), true);
+    const out = Buffer.alloc(r.dataLen);
+    full.copy(out, 0, 0, Math.min(full.length, out.length));
+    r.out = [out];
+    complete(r, 0);
+  };
+  return 0;
+}
