@@ -46,6 +46,8 @@ export interface QueueInfoView {
   sqsize: number;
   /** Present when the queue must authenticate (DH-HMAC-CHAP); no key material. */
   auth?: QueueAuthView;
+  /** The queue's connection runs over TLS 1.3 (TP 8011). */
+  tls?: boolean;
 }
 
 /** A queue as its controller holds it (Controller.queues): enough to list it and to close it. */

@@ -44,6 +44,8 @@ export interface TcpQueueOptions {
    * a fresh 64 KiB allocation per read. Unset: ordinary 'data' events.
    */
   rxBuffer?: Buffer;
+  /** The socket is a TLS session (TP 8011); shown per queue in GET /controllers. */
+  tls?: boolean;
 }
 
 /** One owned copy of in-capsule data views (the receive buffer is reused after this read). */
@@ -142,7 +144,11 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
     this.#timer.unref();
     this.#icReqTimeoutMs = opts.icReqTimeoutMs;
+    this.tls = opts.tls === true;
   }
+
+  /** The connection runs over TLS 1.3 (TP 8011). */
+  readonly tls: boolean;
 
   readonly #icReqTimeoutMs: number;
 
