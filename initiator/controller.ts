@@ -31,6 +31,7 @@ import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
 import { TcpQueue } from './transport/index.js';
+import { tlsCredentials, type TlsQueueCredentials } from './tls.js';
 
 export type { AsyncEvent } from './aen.js';
 export type { ControllerState } from './controller-state.js';
@@ -86,6 +87,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** io workers (io_workers > 0): started on the first I/O queue setup, with the placement that outlives reconnects. */
   #workers: IoWorkerPool | undefined;
   #placement: Placement | undefined;
+  /** TLS identity and PSK of this host/subsystem pair (derived once; every queue handshakes with them). */
+  #tlsCred: TlsQueueCredentials | undefined;
   /** The one object the owned pieces reach the controller through. */
   readonly #host: AdminChannel & IoQueueHost & KeepAliveHost;
   readonly #fabrics: FabricsConnector;
@@ -285,6 +288,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       ddgst: o.dataDigest,
       label: `${o.nqn} q${qid}`,
       ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}),
+      ...(o.tls !== undefined ? { tls: (this.#tlsCred ??= tlsCredentials(o.tls, o.hostnqn, o.nqn)) } : {}),
     });
     const qp = new QueuePair({ qid, tcp, tags, inlineLimit, onError: (q, err) => this.#queueError(q, err), onActivity: this.#keepAlive.noteActivity });
     await tcp.connect();
