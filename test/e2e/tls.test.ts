@@ -196,5 +196,7 @@ describe('TLS: bad input closes only that connection, with a log line naming hos
     expect(g.t.tlsStats().handshakesOk).toBe(3);
     expect(g.t.tlsStats().handshakesFailed).toBeGreaterThanOrEqual(5);
     expect(g.t.debugCounts().unboundConnections).toBe(0);
+    // Only the good controller's three connections are left open.
+    expect(g.t.stats().connections.active).toBe(3);
   });
 });

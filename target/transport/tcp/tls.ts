@@ -143,6 +143,7 @@ export function acceptTls(socket: net.Socket, opts: TlsAcceptOptions, ready: (a:
     opts.logger.warn({ peer, port: opts.portId, hostnqn: host, reason, code }, `TLS: closing connection from ${peer} on port ${opts.portId}${host !== undefined ? ` (host ${host})` : ''}: ${reason}`);
     tlsSocket?.destroy();
     socket.destroy();
+    closed();
   };
   const timer = setTimeout(() => fail('timeout', `TLS handshake not completed within ${opts.handshakeTimeoutMs} ms`, hostnqn), opts.handshakeTimeoutMs);
   timer.unref();
