@@ -180,3 +180,20 @@ describe('configured key → identity and TLS PSK', () => {
     expect(a.psk.equals(deriveTlsPsk(key, H, S, 0, 'pre-2025').psk)).toBe(false);
   });
 });
+
+// Computed by nvme-cli 2.13 / libnvme 1.13 (Debian trixie, the pre-2025 HkdfLabel encoding) from the libnvme test key:
+// `nvme check-tls-key --keydata=<key> --hostnqn=nqn.h --subsysnqn=nqn.s --identity=N --keytype=user --insert`, the
+// inserted key's description and payload read back with keyctl.
+describe('nvme-cli 2.13 vectors (pre-2025 encoding)', () => {
+  const key = parseTlsKey(LIBNVME_TEXT);
+  it('version 0: identity and TLS PSK', () => {
+    const d = deriveTlsPsk(key, 'nqn.h', 'nqn.s', 0, 'pre-2025');
+    expect(d.identity).toBe('NVMe0R01 nqn.h nqn.s');
+    expect(d.psk.toString('hex')).toBe('8b761a761ecbe2eb6f334fbafbd9ac7003a516f6a9ea15c4f10243ad865c4793');
+  });
+  it('version 1: identity with the PSK digest, and TLS PSK', () => {
+    const d = deriveTlsPsk(key, 'nqn.h', 'nqn.s', 1, 'pre-2025');
+    expect(d.identity).toBe('NVMe1R01 nqn.h nqn.s CnwZCTRKd3WwLDu+6HDgabbPeOYlfazRY1xXTdeg/I0=');
+    expect(d.psk.toString('hex')).toBe('23251dd4c8b7f60325bbfd88a968ef5064fd47b2f8b4f241bcc618322cf48408');
+  });
+});
