@@ -453,6 +453,11 @@ export function startupLines(config: TargetConfig, bound: readonly BoundPort[]):
     if (h.tlsKey !== undefined) lines.push(`nvme-tcp target: host ${h.nqn} has a TLS key`);
   }
   for (const p of config.ports) if (p.tls !== undefined && p.tls !== 'none') lines.push(`nvme-tcp target: port ${p.id}: TLS ${p.tls}`);
+  // OpenSSL's num_tickets is read from its configuration at process start only (docs/tls.md, NewSessionTicket).
+  const sslConf = process.env['OPENSSL_CONF'] !== undefined || [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('--openssl-config'));
+  if (!sslConf && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
+    lines.push('nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf');
+  }
   const hosts = bound.map((b) => {
     const p = config.ports.find((x) => x.id === b.id);
     return { id: b.id, addr: p?.advertiseAddr ?? reachableAddr(b.addr), port: p?.advertisePort ?? b.port };

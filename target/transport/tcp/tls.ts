@@ -196,6 +196,8 @@ export function acceptTls(socket: net.Socket, opts: TlsAcceptOptions, ready: (a:
     };
     const t = new tls.TLSSocket(socket, tlsOpts);
     tlsSocket = t;
+    if (process.env['NVME_TCP_TLS_TRACE'] === '1') t.enableTrace();
+    opts.logger.debug({ peer, port: opts.portId, firstChunk: chunk.length, record: chunk.length >= 5 ? chunk.readUInt16BE(3) : -1 }, 'TLS ClientHello');
     t.on('error', (err: Error & { code?: string }) => {
       if (failure !== undefined) return fail(failure.code, failure.reason, failure.hostnqn);
       const msg = err.code ?? err.message;
