@@ -6,8 +6,12 @@
 //   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
 // --before DIR adds the engine and promise-loop arms from another checkout (same run, interleaved); --prof DIR writes a
 // V8 CPU profile of each Node host arm there.
+// Arm names take options after a colon, comma-free, joined by '+': `engine:w2+q2+qd64+bs128k` runs the engine with
+// io_workers 2, queues_per_hctx 2 (2 submitters' worth of queues on 1 hctx), iodepth 64, 128 KiB blocks (the io-worker
+// goals of docs/performance.md); `c@ts` / `engine@ts` run against our own target (`nvme-tcp target`, RAM, pinned to
+// CPU 1) instead of the C target, for the "TS initiator + TS target vs C + C" figure.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
@@ -29,14 +33,68 @@ interface ArmResult {
   iops: number;
   cpuPct: number;
   gcPct: number;
+  /** Median and p99 completion latency (engine arms), µs. */
+  p50Us?: number;
+  p99Us?: number;
+  /** Busiest thread of the host process, % of one CPU (engine arms; with io workers the busiest of all threads). */
+  busiestPct?: number;
+}
+
+/** `engine:w2+q2+qd64+bs128k` → io workers, queues per hctx, depth, block size (defaults: 0, 1, QD, BS). */
+interface ArmSpec {
+  workers: number;
+  qph: number;
+  qd: number;
+  bs: number;
+}
+
+function parseSpec(s: string | undefined): ArmSpec {
+  const spec: ArmSpec = { workers: 0, qph: 1, qd: QD, bs: BS };
+  for (const part of (s ?? '').split('+')) {
+    if (part === '') continue;
+    const m = /^(w|q|qd|bs)(\d+)(k?)$/.exec(part);
+    if (m === null) throw new Error(`arm option "${part}": expected w<N>, q<N>, qd<N> or bs<N>k`);
+    const n = Number(m[2]) * (m[3] === 'k' ? 1024 : 1);
+    if (m[1] === 'w') spec.workers = n;
+    else if (m[1] === 'q') spec.qph = n;
+    else if (m[1] === 'qd') spec.qd = n;
+    else spec.bs = n;
+  }
+  return spec;
+}
+
+/** CPU ms of every thread of this process (/proc/self/task/TID/stat utime+stime), by tid. */
+function threadCpuMs(): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const st = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      m.set(tid, (Number(f[11]) + Number(f[12])) * 10);
+    } catch {
+      // The thread exited between readdir and read.
+    }
+  }
+  return m;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Child side: one Node host arm, prints one JSON line.
 
-async function child(arm: string, root: string, port: number, seconds: number): Promise<void> {
+async function child(armSpec: string, root: string, port: number, seconds: number): Promise<void> {
+  const [arm, opts] = armSpec.split(':') as [string, string | undefined];
+  const spec = parseSpec(opts);
   const { connect } = (await import(path.join(root, 'initiator/index.js'))) as typeof import('../initiator/index.js');
-  const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 1, queue_size: 128, keep_alive_tmo: 30 });
+  const ctrl = await connect({
+    traddr: '127.0.0.1',
+    trsvcid: port,
+    nqn: NQN,
+    nr_io_queues: 1,
+    queue_size: Math.max(128, spec.qd * 2),
+    keep_alive_tmo: 30,
+    ...(spec.qph > 1 ? { queues_per_hctx: spec.qph } : {}),
+    ...(spec.workers > 0 ? { io_workers: spec.workers } : {}),
+  });
   const ns = ctrl.namespace(1);
   const blocks = Number(ns.blocks);
   const per = BS / ns.blockSize;
@@ -46,9 +104,21 @@ async function child(arm: string, root: string, port: number, seconds: number): 
     const load = (await import(path.join(root, 'harness/load/index.js'))) as typeof import('../harness/load/index.js');
     const nvme = (await import(path.join(root, 'harness/nvme.js'))) as typeof import('../harness/nvme.js');
     const bt = nvme.controllerBlockTarget(ctrl, 1);
-    const job = `[r]\nrw=randread\nbs=4k\niodepth=${QD}\nramp_time=500ms\nruntime=${seconds}s\n`;
+    const job = `[r]\nrw=randread\nbs=${spec.bs}\niodepth=${spec.qd}\nramp_time=500ms\nruntime=${seconds}s\n`;
+    const t0 = threadCpuMs();
+    const w0 = performance.now();
     const r = await load.runJobs(bt, load.resolveJobs(load.parseFioJobFile(job), bt));
-    out = { iops: r.totals.iops, cpuPct: r.cpu.percentOfCore, gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100 };
+    const wall = performance.now() - w0;
+    const t1 = threadCpuMs();
+    const busiest = Math.max(...[...t1].map(([tid, ms]) => ms - (t0.get(tid) ?? 0)));
+    out = {
+      iops: r.totals.iops,
+      cpuPct: r.cpu.percentOfCore,
+      gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100,
+      p50Us: r.totals.latencyUs.p50,
+      p99Us: r.totals.latencyUs.p99,
+      busiestPct: (busiest / wall) * 100,
+    };
   } else {
     let x = 0x9e3779b9;
     const nextLba = (): number => {
@@ -165,70 +235,89 @@ async function main(): Promise<void> {
       if (m !== null) resolve(Number(m[1]));
     });
   });
-  const tpid = target.pid as number;
+  const cTarget = { pid: target.pid as number, port };
+  // Our target, started only when an arm asks for it (`@ts`), on the same CPU as the C target.
+  let tsTarget: { pid: number; port: number; stop(): Promise<void> } | undefined;
+  if (armNames.some((a) => a.endsWith('@ts'))) {
+    const nvme = (await import('../harness/nvme.js')) as typeof import('../harness/nvme.js');
+    const t = await nvme.startChildTarget({ listen: '127.0.0.1:0', nqn: NQN, ram: `${NS_MIB}M`, prefix: ['taskset', '-c', '1'] });
+    tsTarget = { pid: t.pid, port: t.port, stop: t.stop };
+  }
   interface Arm {
     name: string;
+    tpid: number;
     go(): Promise<ArmResult>;
   }
-  const nodeArm = (name: string, arm: string, root: string): Arm => ({
+  const nodeArm = (name: string, arm: string, root: string, t: { pid: number; port: number }): Arm => ({
     name,
+    tpid: t.pid,
     go: async () => {
       const profArgs = prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', path.resolve(prof), '--cpu-prof-name', `${name.replace(/\W+/g, '_')}-${Date.now()}.cpuprofile`];
-      const out = await run('taskset', ['-c', '0', process.execPath, ...profArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', arm, '--root', root, '--port', String(port), '--seconds', String(seconds)]);
+      const out = await run('taskset', ['-c', '0', process.execPath, ...profArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', arm, '--root', root, '--port', String(t.port), '--seconds', String(seconds)]);
       return JSON.parse(out.trim().split('\n').pop() as string) as ArmResult;
     },
   });
   const arms: Arm[] = [];
-  for (const a of armNames) {
+  for (const full of armNames) {
+    const onTs = full.endsWith('@ts');
+    const a = onTs ? full.slice(0, -3) : full;
+    const t = onTs ? (tsTarget as { pid: number; port: number }) : cTarget;
     if (a === 'c') {
       arms.push({
-        name: 'C client',
+        name: onTs ? 'C client @ TS target' : 'C client',
+        tpid: t.pid,
         go: async () => {
           // `times` prints the shell's children's CPU (user, sys) after the client exits.
-          const out = await run('bash', ['-c', `taskset -c 0 ${path.join(bin, 'client')} ${port} ${QD} ${BS} ${seconds} 0 0 ${NS_MIB << 20}; times`]);
+          const out = await run('bash', ['-c', `taskset -c 0 ${path.join(bin, 'client')} ${t.port} ${QD} ${BS} ${seconds} 0 0 ${NS_MIB << 20}; times`]);
           const lines = out.trim().split('\n');
           const j = JSON.parse(lines.find((l) => l.startsWith('{')) as string) as { iops: number };
-          const t = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s/.exec(lines[lines.length - 1] as string);
-          const cpuS = t === null ? NaN : Number(t[1]) * 60 + Number(t[2]) + Number(t[3]) * 60 + Number(t[4]);
+          const tm = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s/.exec(lines[lines.length - 1] as string);
+          const cpuS = tm === null ? NaN : Number(tm[1]) * 60 + Number(tm[2]) + Number(tm[3]) * 60 + Number(tm[4]);
           return { iops: j.iops, cpuPct: (cpuS / seconds) * 100, gcPct: 0 };
         },
       });
     } else {
-      arms.push(nodeArm(a, a, ROOT));
-      if (before !== undefined && a !== 'loop-cb') arms.push(nodeArm(`${a} (before)`, a, path.resolve(before)));
+      arms.push(nodeArm(full, a, ROOT, t));
+      if (before !== undefined && !a.startsWith('loop-cb')) arms.push(nodeArm(`${full} (before)`, a, path.resolve(before), t));
     }
   }
   const rows = new Map<string, { r: ArmResult; tcpu: number }[]>();
   try {
     for (let rep = 0; rep < reps; rep++) {
       for (const a of arms) {
-        const c0 = procCpuMs(tpid);
+        const c0 = procCpuMs(a.tpid);
         const t0 = performance.now();
         const r = await a.go();
-        const tcpu = ((procCpuMs(tpid) - c0) / (performance.now() - t0)) * 100;
+        const tcpu = ((procCpuMs(a.tpid) - c0) / (performance.now() - t0)) * 100;
         rows.set(a.name, [...(rows.get(a.name) ?? []), { r, tcpu }]);
         process.stderr.write(`rep ${rep + 1} ${a.name}: ${r.iops} IOPS, host ${r.cpuPct.toFixed(0)} %, GC ${r.gcPct.toFixed(1)} %, target ${tcpu.toFixed(0)} %\n`);
       }
     }
   } finally {
     target.kill();
+    await tsTarget?.stop();
   }
   const med = (xs: number[]): number => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)] as number;
   const cIops = med((rows.get('C client') ?? []).map((x) => x.r.iops));
   const lines = [
-    `# host path: C target on CPU 1, host on CPU 0, 4 KiB randread QD${QD}, 1 I/O queue, ${seconds} s × ${reps} reps interleaved (median, [min–max])`,
+    `# host path: target (C, or ours for @ts arms) on CPU 1, host on CPU 0, randread (4 KiB QD${QD} unless the arm says), 1 hctx, ${seconds} s × ${reps} reps interleaved (median, [min–max])`,
     '',
-    '| arm | IOPS | ÷ C client | host CPU % | GC % of wall | target CPU % | bound |',
-    '|---|---|---|---|---|---|---|',
+    '| arm | IOPS | ÷ C client | host CPU % | busiest host thread % | p50 µs | p99 µs | GC % of wall | target CPU % | bound |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const [name, xs] of rows) {
     const iops = xs.map((x) => x.r.iops);
     const m = med(iops);
     const cpu = med(xs.map((x) => x.r.cpuPct));
     const tcpu = med(xs.map((x) => x.tcpu));
-    const bound = cpu > 90 ? 'host' : tcpu > 90 ? 'target' : 'neither';
+    const busy = xs.every((x) => x.r.busiestPct !== undefined) ? med(xs.map((x) => x.r.busiestPct as number)) : undefined;
+    const opt = (f: (r: ArmResult) => number | undefined): string => (xs.every((x) => f(x.r) !== undefined) ? med(xs.map((x) => f(x.r) as number)).toFixed(0) : '–');
+    // Bound as in harness reports: the busiest host thread above 90 % of a CPU, or the host process above 90 % of
+    // the one CPU every host arm is pinned to (io workers share it).
+    const hostBound = (busy ?? 0) > 90 || cpu > 90;
+    const bound = hostBound && tcpu > 90 ? 'both' : hostBound ? 'host' : tcpu > 90 ? 'target' : 'neither';
     lines.push(
-      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
+      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${busy === undefined ? '–' : busy.toFixed(0)} | ${opt((r) => r.p50Us)} | ${opt((r) => r.p99Us)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
     );
   }
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -45,7 +45,9 @@ commands:
   referral remove <portid> <addr> <port>
   ana set <portid> <grpid> <${ANA_STATE_NAMES.join('|')}>
   faults set <subnqn> [--command-latency-us N] [--connect-latency-ms N] [--fail-next COUNT:STATUS] | --clear
-  controllers
+  controllers          every controller and queue; with target workers, each I/O queue's "worker"
+  workers              worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag
+  placement set <single|controller|queue|host>   placement for queues connected from now on
   config [--output FILE]
   metrics
 `;
@@ -255,7 +257,7 @@ async function hostAuthFromFlags(hostnqn: string, v: Values, io: CtlIo): Promise
 
 async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Promise<unknown> {
   const [noun, verb, ...rest] = pos;
-  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
+  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults', 'placement'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
   const args = key.includes(' ') ? rest : pos.slice(1);
   switch (key) {
     case 'health':
@@ -329,6 +331,10 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.setFaults(str(args[0], 'subnqn'), faultsFromFlags(v));
     case 'controllers':
       return c.controllers();
+    case 'workers':
+      return c.workers();
+    case 'placement set':
+      return c.setPlacement(str(args[0], 'placement'));
     case 'config': {
       const cfg = await c.config();
       if (v.output === undefined) return cfg;

@@ -28,7 +28,7 @@ import { parseCpus } from '../harness/load/index.js';
 import { connect, type ConnectOptions, type Controller, type IoWorkerInfo } from '../initiator/index.js';
 
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
-       nvme-tcp bench --scenario NAME [--quick] [--out DIR]
+       nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -49,7 +49,9 @@ RAM namespace is started (both ends then share this process and its CPU figures)
       --io-budget-us US    io worker submission budget before it yields (default 1000; [global] io_budget_us)
       --hdr-digest, --data-digest
       --ram SIZE           in-process target namespace size (default 256M)
-      --scenario NAME      run a scenario (see --list); --quick runs it in seconds
+      --scenario NAME      run a scenario (see --list); --quick runs it in seconds; --io-workers N runs
+                           queue-groups, duplicate-connect and match-hw-queues with N io workers, pinned
+                           on every CPU but the target's
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
       --json               print the JSON report instead of the Markdown summary
   -h, --help
@@ -129,8 +131,12 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       if (pos.length > 0) throw new UsageError(`--scenario takes no job file (got "${pos[0]}")`);
       const sc = findScenario(v.scenario);
       if (sc === undefined) throw new UsageError(`unknown scenario "${v.scenario}"; one of: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+      const ioWorkers = intFlag(v['io-workers'], 'io-workers', 0, 4096);
+      if (ioWorkers !== undefined && ioWorkers > 0 && sc.ioWorkers !== true) {
+        throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
+      }
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
-      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }) });
+      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }) });
       progress.done();
       return await emit(io, report, v.out ?? 'reports', v.json === true);
     }

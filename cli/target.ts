@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { networkInterfaces } from 'node:os';
+import { availableParallelism, networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
@@ -62,6 +62,10 @@ one 1 GiB RAM namespace, any host.
   --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
   --write-back             save every change made through the API back to the --config file
+  --workers N|auto         worker processes serving I/O queues (default 1: everything in one process; auto: one
+                           per CPU). The primary keeps accept, Connect, admin queues and controller state
+  --placement POLICY       which worker gets a new I/O queue: single (all on worker 0), controller (round-robin
+                           per controller), queue (round-robin per queue; default), host (by host NQN)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -90,6 +94,8 @@ const OPTIONS = {
   api: { type: 'string' },
   'write-back': { type: 'boolean' },
   'log-level': { type: 'string' },
+  workers: { type: 'string' },
+  placement: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -123,6 +129,10 @@ export interface TargetArgs {
   tlsKeys?: { hostnqn: string; key: string }[];
   writeBack: boolean;
   logLevel: LevelWithSilent;
+  /** --workers N|auto */
+  workers?: number | 'auto';
+  /** --placement */
+  placement?: 'single' | 'controller' | 'queue' | 'host';
 }
 
 function usageError(msg: string): ConfigError {
@@ -221,6 +231,17 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     args.tlsKeys.push(k);
   }
   if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
+  if (v.workers !== undefined) {
+    const w = v.workers;
+    if (w === 'auto') args.workers = 'auto';
+    else if (/^[0-9]+$/.test(w) && Number(w) >= 1) args.workers = Number(w);
+    else throw new ConfigError(`--workers ${w}: not a worker count; use an integer >= 1 or auto`);
+  }
+  if (v.placement !== undefined) {
+    const p = v.placement;
+    if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--placement ${p}: unknown policy; use single, controller, queue or host`);
+    args.placement = p;
+  }
   if (v['log-level'] !== undefined) {
     const lvl = v['log-level'];
     if (!(LOG_LEVELS as readonly string[]).includes(lvl)) throw new ConfigError(`--log-level ${lvl}: unknown level; use ${LOG_LEVELS.join(', ')}`);
@@ -381,6 +402,8 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     if (h === undefined) hosts.push((h = { nqn: k.hostnqn }));
     h.tlsKey = k.key;
   }
+  if (args.workers !== undefined) config.workers = args.workers;
+  if (args.placement !== undefined) config.placement = args.placement;
   return { config: parseTargetConfig(config), warnings };
 }
 
@@ -573,7 +596,13 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
-  const service = new TargetService(built.config.icReqTimeoutS !== undefined ? { logger: log, icReqTimeoutS: built.config.icReqTimeoutS } : { logger: log });
+  const workers = built.config.workers === 'auto' ? availableParallelism() : built.config.workers;
+  const service = new TargetService({
+    logger: log,
+    ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}),
+    ...(workers !== undefined ? { workers } : {}),
+    ...(built.config.placement !== undefined ? { placement: built.config.placement } : {}),
+  });
 
   let api: ApiHandle | undefined;
   let stopping: Promise<number> | undefined;
@@ -685,7 +714,11 @@ function apiStartError(err: unknown, listen: string): string {
 }
 
 function startError(err: unknown): string {
-  const e = err as { code?: string; address?: string; port?: number; message?: string };
+  const e = err as { code?: string; address?: string; port?: number; message?: string; path?: string; syscall?: string };
+  // A namespace file the target cannot open (an unwritable volume in a container) is not a --listen problem.
+  if (e.syscall === 'open' && typeof e.path === 'string') {
+    return `namespace backend ${e.path}: ${e.code ?? 'open failed'}; make its directory writable by the target's user (uid ${process.getuid?.() ?? '?'}) or set the namespace "readOnly": true`;
+  }
   if (e.code === 'EADDRINUSE') return `--listen: ${e.address ?? ''}:${e.port ?? ''} is already in use; stop the other listener or pick another port`;
   if (e.code === 'EADDRNOTAVAIL') return `--listen: ${e.address ?? ''} is not an address of this machine; use one of its addresses or 0.0.0.0`;
   if (e.code === 'EACCES') return `--listen: ${e.address ?? ''}:${e.port ?? ''} needs privileges; use a port above 1023`;

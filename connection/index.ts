@@ -1,5 +1,5 @@
 // Public face of connection/: the NVMe/TCP connection core both transports build on.
-export { adoptWithUserBuffer } from './user-buffer-socket.js';
+export { adoptReceivedWithUserBuffer, adoptWithUserBuffer, releaseFromServer } from './user-buffer-socket.js';
 export {
   CONNECTION_TRANSITIONS,
   TcpConnection,
@@ -7,6 +7,7 @@ export {
   type ConnectionHandler,
   type ConnectionRole,
   type ConnectionState,
+  type ResumedConnection,
   type TcpConnectOptions,
   type TcpConnectionOptions,
 } from './tcp-connection.js';

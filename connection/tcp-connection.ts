@@ -3,8 +3,8 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { PduBatch, PduReader, termReqFor, type C2HDataPdu, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
-import { adoptWithUserBuffer } from './user-buffer-socket.js';
+import { PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type C2HDataPdu, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
 /** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */
 export type ConnectionRole = ReceiverRole;
@@ -76,6 +76,17 @@ export interface TcpConnectionOptions {
   rxBuffer?: Buffer;
 }
 
+/**
+ * A controller-side connection whose IC exchange (and more) happened in another process (TcpConnection.resume): the
+ * digests it negotiated and the bytes that process had read but not yet handled.
+ */
+export interface ResumedConnection {
+  hdgst: boolean;
+  ddgst: boolean;
+  /** Received bytes not yet parsed (usually none: a host sends nothing on a queue before its Connect completes). */
+  pending?: Buffer;
+}
+
 /** Where TcpConnection.connect goes. */
 export interface TcpConnectOptions {
   host: string;
@@ -109,6 +120,10 @@ export class TcpConnection {
   #linger: NodeJS.Timeout | undefined;
   #socketError: Error | undefined;
   #bytesOut = 0;
+  /** resume(): the synthetic ICReq is being fed to the reader; it is not the handler's. */
+  #priming = false;
+  /** detach() took the socket: no further event reaches the handler. */
+  #detached = false;
   /** One function per connection for the per-tick flush (no closure per batch). */
   readonly #flushTick = (): void => this.flush();
 
@@ -116,6 +131,31 @@ export class TcpConnection {
   static accept(socket: net.Socket, opts: TcpConnectionOptions): TcpConnection {
     const c = new TcpConnection(opts, 'open');
     c.#attach(opts.rxBuffer === undefined ? socket : adoptWithUserBuffer(socket, opts.rxBuffer, (n, buf) => c.#onRead(n, buf)));
+    return c;
+  }
+
+  /**
+   * A controller connection over a socket received from another process (child_process send), which negotiated the
+   * IC exchange already: the reader is primed past ICReq without telling the handler, then `r.pending` is handled as
+   * if just received. The socket may already be reading (Node starts a received socket): it is stopped and re-wrapped.
+   */
+  static resume(socket: net.Socket, opts: TcpConnectionOptions, r: ResumedConnection): TcpConnection {
+    const c = new TcpConnection(opts, 'open');
+    let buffered: Buffer | undefined;
+    if (opts.rxBuffer === undefined) c.#attach(socket);
+    else {
+      const moved = adoptReceivedWithUserBuffer(socket, opts.rxBuffer, (n, buf) => c.#onRead(n, buf));
+      buffered = moved.buffered;
+      c.#attach(moved.socket);
+    }
+    // The reader accepts only an ICReq before the IC exchange (TCP 1.0 §3.6.2.2): feed it one it then swallows.
+    c.#priming = true;
+    c.#reader.push(encodePdu({ type: PduType.IC_REQ, pfv: 0, hpda: 0, dgst: packDigests(r.hdgst, r.ddgst), maxr2t: 0 })[0] as Buffer);
+    c.#priming = false;
+    c.#reader.bytesIn = 0;
+    c.setFraming(r.hdgst, r.ddgst, 0, 0);
+    const first = r.pending !== undefined && r.pending.length > 0 ? (buffered !== undefined ? Buffer.concat([r.pending, buffered]) : r.pending) : buffered;
+    if (first !== undefined && first.length > 0) setImmediate(() => c.#onChunk(first));
     return c;
   }
 
@@ -338,6 +378,31 @@ export class TcpConnection {
     this.#socket.destroy();
   }
 
+  /**
+   * Give the socket away (to another process): what is batched is written, reading stops, and once every write has
+   * completed `cb` gets the socket with this connection's listeners removed; the handler hears nothing more (no
+   * onClose). If the socket fails or closes first, the ordinary onClose runs instead and `cb` is never called.
+   */
+  detach(cb: (socket: net.Socket, pending: Buffer | undefined) => void): void {
+    if (this.#state !== 'open') return;
+    this.flush();
+    this.pauseReading();
+    const s = this.#socket;
+    s.write(EMPTY, (err) => {
+      if (err || this.#state !== 'open' || s.destroyed) return;
+      this.#detached = true;
+      this.#setState('closed');
+      s.removeAllListeners('drain');
+      s.removeAllListeners('error');
+      s.removeAllListeners('close');
+      s.removeAllListeners('data');
+      // Without rxBuffer a paused stream may have read ahead into its own buffer: those bytes travel with the socket.
+      const parts: Buffer[] = [];
+      if (!this.#reuse) for (let b = s.read() as Buffer | null; b !== null; b = s.read() as Buffer | null) parts.push(b);
+      cb(s, parts.length === 0 ? undefined : Buffer.concat(parts));
+    });
+  }
+
   #setState(next: ConnectionState): boolean {
     const from = this.#state;
     if (!CONNECTION_TRANSITIONS[from].includes(next)) return false;
@@ -383,6 +448,7 @@ export class TcpConnection {
   }
 
   #onPdu(pdu: Pdu): void {
+    if (this.#priming) return;
     // After a TermReq the rest of the chunk is not acted on (TCP 1.0 §3.6.2.4/5: the connection is being torn down).
     if (this.#state === 'open') this.#handler.onPdu(pdu);
   }
@@ -412,6 +478,7 @@ export class TcpConnection {
   }
 
   #onSocketClose(): void {
+    if (this.#detached) return;
     if (this.#linger !== undefined) clearTimeout(this.#linger);
     this.#linger = undefined;
     if (!this.#setState('closed')) return;

@@ -25,7 +25,7 @@ import type { IoExecutor, IoOptions, Namespace } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
 import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
 import { Placement, effectiveWorkers } from './io-worker/placement.js';
-import { type IoWorkerInfo, IoWorkerPool } from './io-worker/pool.js';
+import { type IoWorkerInfo, type IoWorkerPool, acquireIoWorkerPool } from './io-worker/pool.js';
 import { RemoteQueue } from './io-worker/remote-queue.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
@@ -86,6 +86,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   #queueLimit: number | undefined;
   /** io workers (io_workers > 0): started on the first I/O queue setup, with the placement that outlives reconnects. */
   #workers: IoWorkerPool | undefined;
+  /** Gives this controller's reference to the (shared) pool back; the last one stops the threads. */
+  #releaseWorkers: (() => Promise<void>) | undefined;
   #placement: Placement | undefined;
   /** TLS identity and PSK of this host/subsystem pair (derived once; every queue handshakes with them). */
   #tlsCred: TlsQueueCredentials | undefined;
@@ -267,7 +269,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       this.#setState('deleting');
       this.#setState('deleted');
       this.#release();
-      await this.#workers?.close();
+      await this.#releaseWorkers?.();
       throw e;
     }
   }
@@ -300,7 +302,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     if (this.#workers === undefined || this.#placement === undefined) {
       const o = this.opts;
       const n = effectiveWorkers(o.ioWorkers, o.matchHwQueues, this.#queueLimit);
-      this.#workers = new IoWorkerPool(n, o.ioWorkerCpus, o.ioBudgetUs, this.log);
+      const lease = acquireIoWorkerPool(n, o.ioWorkerCpus, o.ioBudgetUs, this.log);
+      this.#workers = lease.pool;
+      this.#releaseWorkers = lease.release;
       this.#placement = new Placement(n);
     }
     return { pool: this.#workers, placement: this.#placement };
@@ -325,7 +329,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** ICReq and Fabrics Connect of a worker's queue, run on that worker with this controller's identity. */
   async #connectRemoteQueue(q: RemoteQueue, sqsize: number): Promise<void> {
     const o = this.opts;
-    await q.connect({
+    const auth = this.#fabrics.remoteAuth();
+    const agreed = await q.connect({
+      ...(auth === undefined ? {} : { auth }),
       host: o.traddr,
       port: o.trsvcid,
       localAddress: o.localAddress,
@@ -340,6 +346,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       disableSqflow: o.disableSqflow,
       connectTimeoutMs: o.adminTimeoutMs,
     });
+    if (agreed !== undefined) this.#fabrics.remoteAuthenticated(q.qid, agreed);
   }
 
   /**
@@ -421,12 +428,15 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#identify = id;
     this.maxTransferBytes = maxTransferBytes(id);
     this.#scanner.ana.configure(id, this.maxTransferBytes);
+    // Keep-alive from here, not after the I/O queues: the controller's KATO runs from the admin Connect (NVMe Base
+    // 2.0 §3.9), and I/O queue setup can outlast it (64 queues behind slow Connects, io workers starting on a busy
+    // CPU), which expired the controller under the queues still connecting.
+    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
     if (!o.discovery) {
       await this.#io.setup(o, this.#queueLimit, id, this.#cap);
       await this.#aen.configure(id);
       await this.#scanner.scan();
     }
-    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -646,7 +656,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('dead');
     this.emit('lost', this.#lossError);
     this.#release();
-    void this.#workers?.close();
+    void this.#releaseWorkers?.();
   }
 
   /** fast_io_fail_tmo: after it, I/O waiting for the reconnect fails instead of waiting on (< 0: never). */
@@ -696,7 +706,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#setState('deleted');
     this.#release();
     this.#wakeWaiters();
-    await this.#workers?.close();
+    await this.#releaseWorkers?.();
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -52,6 +52,22 @@ export class FabricsConnector {
     return decodeConnectResult(c.dw0).cntlid;
   }
 
+  /**
+   * DH-HMAC-CHAP parameters for a queue an io worker connects: the secrets and the next T_ID of this controller's one
+   * counter (Linux ctrl->transaction); undefined without a host key (the worker then refuses an ATR like this side).
+   */
+  remoteAuth(): { hostSecret: string; ctrlSecret: string | undefined; transactionId: number } | undefined {
+    const o = this.#opts;
+    if (o.hostKey === undefined) return undefined;
+    return { hostSecret: o.hostKey.format(), ctrlSecret: o.ctrlKey?.format(), transactionId: this.#authTid++ & 0xffff };
+  }
+
+  /** An io worker's queue completed DH-HMAC-CHAP: count and log it as for a queue on this thread. */
+  remoteAuthenticated(qid: number, info: AuthInfo): void {
+    this.#authenticatedQueues++;
+    this.#log.info({ qid, ...info, worker: true }, info.bidirectional ? 'authenticated; controller authenticated' : 'authenticated');
+  }
+
   async #authenticate(qp: QueuePair): Promise<void> {
     const o = this.#opts;
     const r = await authenticateQueue(qp, {

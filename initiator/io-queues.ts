@@ -3,7 +3,7 @@
 // opened and connected with bounded parallelism. The set owns the queue pairs and hctxs of one controller incarnation.
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import { FeatureId, decodeCap, decodeNumQueues, encodeNumQueues, encodeSetFeaturesCmd, type IdentifyController } from '../protocol/index.js';
+import { FeatureId, NvmeStatusError, Status, decodeCap, decodeNumQueues, encodeNumQueues, encodeSetFeaturesCmd, type IdentifyController } from '../protocol/index.js';
 import type { AdminChannel } from './admin.js';
 import { Hctx, type HctxType, mapQueues } from './dispatch/hctx.js';
 import { ioInlineLimit } from './identify.js';
@@ -173,9 +173,22 @@ export class IoQueueSet {
       const until = Date.now() + drainTimeoutMs;
       while (old.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
       old.close();
-      next = await this.#host.openQueue(qid, old.tags, this.#inline);
-      this.#replaceQueue(parked, next);
-      await this.#host.connectQueue(next, this.#qsize - 1);
+      // The controller may not have torn the old queue down yet when the new Connect for the same QID arrives, and
+      // refuses it with Command Sequence Error (NVMe-oF 1.1 §3.3: the queue is still in use): retry, backing off,
+      // for up to a second.
+      for (let wait = 5; ; wait *= 2) {
+        const prev = next === old ? parked : next;
+        next = await this.#host.openQueue(qid, old.tags, this.#inline);
+        this.#replaceQueue(prev, next);
+        try {
+          await this.#host.connectQueue(next, this.#qsize - 1);
+          break;
+        } catch (e) {
+          if (!(e instanceof NvmeStatusError) || (e.status & 0x7ff) !== Status.CMD_SEQ_ERROR || wait > 640) throw e;
+          next.close();
+          await new Promise((r) => setTimeout(r, wait));
+        }
+      }
     } finally {
       h.replace(parked, next);
       this.#replaceQueue(parked, next);

@@ -8,6 +8,8 @@ import { InvalidArgumentError } from './errors.js';
 import { runJobs } from '../harness/load/engine.js';
 import { parseFioJobFile, resolveJobs } from '../harness/load/job-file.js';
 import { controllerBlockTarget, startInProcessTarget, type InProcessTarget } from '../harness/nvme.js';
+import { FakeController } from '../harness/peers/fake-controller.js';
+import { NvmOpcode, encodeSqe } from '../protocol/index.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -81,6 +83,46 @@ describe('io workers', () => {
     await ns.read(1000n, 16, into);
     expect(into.equals(shared)).toBe(true);
     await ns.flush();
+  });
+
+  it('controllers with the same io-worker settings share one pool; the last disconnect stops it', async () => {
+    const { target, ctrl: a } = await setup({ io_workers: 2, nr_io_queues: 2 });
+    const b = await connect({ traddr: target.addr, trsvcid: target.port, nqn: target.nqn, io_workers: 2, nr_io_queues: 2, duplicate_connect: true });
+    cleanups.push(() => b.disconnect());
+    const c = await connect({ traddr: target.addr, trsvcid: target.port, nqn: target.nqn, io_workers: 1, nr_io_queues: 1, duplicate_connect: true });
+    cleanups.push(() => c.disconnect());
+    const tids = (x: Controller): number[] => x.ioWorkerInfo().map((w) => w.tid);
+    expect(tids(a).every((t) => t > 0)).toBe(true);
+    expect(tids(b)).toEqual(tids(a));
+    // Other settings, other pool.
+    expect(tids(c).some((t) => tids(a).includes(t))).toBe(false);
+    // Queue q of every controller sits on worker (q-1) mod N: both controllers' queue 1 on worker 0.
+    expect(a.ioWorkerInfo()[0]?.queues).toBe(2);
+    await a.disconnect();
+    const buf = Buffer.alloc(4096, 0x42);
+    await b.namespace(1).write(0n, buf);
+    expect((await b.namespace(1).read(0n, 8)).equals(buf)).toBe(true);
+    expect(b.ioWorkerInfo().every((w) => w.alive)).toBe(true);
+    const live = b.ioWorkerInfo().map((w) => w.tid);
+    await b.disconnect();
+    const { readdir } = await import('node:fs/promises');
+    const threads = new Set((await readdir('/proc/self/task')).map(Number));
+    // The pool's threads are gone once the last controller using it disconnected (terminate() has resolved).
+    expect(live.filter((t) => threads.has(t))).toEqual([]);
+  });
+
+  it('command-specific CQE results (Dword 0/1) come back through a worker queue as on the calling thread', async () => {
+    const f = new FakeController({ ioResult: { dw0: 0x12345678, dw1: 0x9abcdef0 } });
+    f.addNamespace(1, 4096);
+    await f.listen();
+    cleanups.push(() => f.close());
+    for (const io_workers of [0, 1]) {
+      const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: f.port, nqn: f.subnqn, nr_io_queues: 1, io_workers });
+      cleanups.push(() => ctrl.disconnect());
+      const c = await ctrl.execIo(() => ({ sqe: encodeSqe({ opcode: NvmOpcode.FLUSH, cid: 0, nsid: 1 }), timeoutMs: 5000 }), { write: true });
+      expect({ io_workers, dw0: c.dw0 >>> 0, dw1: c.dw1 >>> 0 }).toEqual({ io_workers, dw0: 0x12345678, dw1: 0x9abcdef0 });
+      await ctrl.disconnect();
+    }
   });
 
   it('setQueueWorker moves a live queue, is kept across a forced reconnect, -1 reverts; bad input changes nothing', async () => {

@@ -204,7 +204,6 @@ describe('io worker options', () => {
     expect(field(() => resolveOptions({ ...base, io_workers: 1, io_worker_cpus: [] }))).toBe('io_worker_cpus');
     expect(field(() => resolveOptions({ ...base, io_worker_cpus: [0] }))).toBe('io_worker_cpus');
     expect(field(() => resolveOptions({ ...base, io_budget_us: 0 }))).toBe('io_budget_us');
-    expect(field(() => resolveOptions({ ...base, io_workers: 1, dhchap_secret: 'DHHC-1:00:MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTJ3wuFh:' }))).toMatch(/io_workers|dhchap_secret/);
   });
 
   it('accepts pinning to an allowed CPU', async () => {

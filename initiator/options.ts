@@ -179,9 +179,6 @@ function resolveIoWorkers(o: Raw): Pick<ResolvedOptions, 'ioWorkers' | 'ioWorker
     ioWorkerCpus = [...(raw as number[])];
   }
   const ioBudgetUs = int(o, 'io_budget_us', 1000, 1, 1_000_000);
-  if (ioWorkers > 0 && o['dhchap_secret'] !== undefined) {
-    throw new InvalidArgumentError('io_workers', 'not supported together with dhchap_secret (I/O queue authentication runs on the calling thread only)');
-  }
   return { ioWorkers, ioWorkerCpus, ioBudgetUs };
 }
 

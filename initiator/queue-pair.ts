@@ -250,6 +250,13 @@ export class QueuePair implements IoQueue {
   #timerPeriod = 0;
   #errorReported = false;
   readonly counters: QueueCounters = { submitted: 0, completed: 0, errors: 0, bytes: 0 };
+  /**
+   * CQE Dword 0 and 1 of the callback-API command being completed, valid only during sink.ioCompleted (as the CQE
+   * view is): command-specific results (NVMe Base 2.0 §4.2.1) reach an io worker's completion ring without a field on
+   * every IoRequest.
+   */
+  completionDw0 = 0;
+  completionDw1 = 0;
 
   constructor(opts: QueuePairOptions) {
     this.qid = opts.qid;
@@ -403,6 +410,8 @@ export class QueuePair implements IoQueue {
     this.#inFlight--;
     this.#release(p);
     if (io !== undefined) {
+      this.completionDw0 = dw0;
+      this.completionDw1 = cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1);
       (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, status === 0 ? undefined : new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }

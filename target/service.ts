@@ -12,11 +12,22 @@ import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostA
 import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
 import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener, TlsKeyStore, type TlsStats } from './transport/tcp/index.js';
+import { ShmBackend, WorkerPool, isPlacement, PLACEMENTS, type NsOpen, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from './workers/index.js';
 
 export interface TargetServiceOptions {
   logger?: Logger;
   /** Seconds a new connection may stay silent before ICReq (and before Connect); fractions allowed for tests. */
   icReqTimeoutS?: number;
+  /**
+   * Worker processes serving I/O queues (target/workers; docs/target.md "Target workers"). 1 (default): everything
+   * runs in this process, as before. N > 1: this process keeps accept, ICReq/Connect, admin queues and all
+   * controller-wide state, and hands every connected I/O queue to one of N workers chosen by `placement`.
+   */
+  workers?: number;
+  /** Which worker gets a new I/O queue (default 'queue'); changeable at runtime with setPlacement. */
+  placement?: Placement;
+  /** Worker entry module (tests); default target/workers/worker-main.ts. */
+  workerEntry?: string;
 }
 
 export interface BoundPort {
@@ -36,6 +47,8 @@ export interface QueueInfo extends QueueCounters {
   auth?: { state: string; authenticated: boolean; hash?: string; dhgroup?: string; bidirectional?: boolean };
   /** The queue's connection is a TLS 1.3 session (TP 8011). */
   tls?: boolean;
+  /** Worker process serving this I/O queue (workers > 1); absent: this process (admin queues, authenticated hosts). */
+  worker?: number;
 }
 
 export interface ControllerInfo {
@@ -112,14 +125,91 @@ export class TargetService {
   readonly #tlsHosts = new Map<string, Pick<HostConfig, 'tlsKey' | 'tlsHkdf'>>();
   #stopped = false;
   #nsChain: Promise<void> = Promise.resolve();
+  readonly #workerCount: number;
+  #placement: Placement;
+  readonly #workerEntry: string | undefined;
+  #pool: WorkerPool | undefined;
+  #poolStart: Promise<void> | undefined;
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#icReqTimeoutMs = Math.max(1, Math.round((opts.icReqTimeoutS ?? 10) * 1000));
     this.#core = new TargetCore(this.#log);
+    // NVME_TCP_TARGET_WORKERS / NVME_TCP_TARGET_PLACEMENT: defaults for services that set neither (lets a whole
+    // suite, e.g. test/interop, run against workers without changing its code).
+    const envWorkers = process.env.NVME_TCP_TARGET_WORKERS;
+    const n = opts.workers ?? (envWorkers !== undefined && envWorkers !== '' ? Number(envWorkers) : 1);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('workers', `${String(n)} is not a worker count; use an integer >= 1`);
+    this.#workerCount = n;
+    const p = opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue');
+    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
+    this.#placement = p;
+    this.#workerEntry = opts.workerEntry;
+  }
+
+  /**
+   * Start the worker processes (workers > 1); apply() and addPort() call it first. Rejects with the reason when a
+   * worker cannot start, with none left running.
+   */
+  async startWorkers(): Promise<void> {
+    if (this.#workerCount <= 1 || this.#stopped) return;
+    if (this.#poolStart === undefined) {
+      const pool = new WorkerPool({
+        count: this.#workerCount,
+        placement: this.#placement,
+        logger: this.#log,
+        logLevel: this.#log.level,
+        state: () => this.#workerState(),
+        ...(this.#workerEntry !== undefined ? { entry: this.#workerEntry } : {}),
+      });
+      this.#poolStart = pool.start().then(() => {
+        this.#pool = pool;
+        this.#log.info({ workers: pool.count, placement: pool.placement }, 'worker processes ready');
+      });
+    }
+    await this.#poolStart;
+  }
+
+  /** Worker processes (empty with workers 1): state, queues, CPU, I/Os, bytes, event-loop lag. */
+  workers(): WorkerView[] {
+    return this.#pool?.workers() ?? [];
+  }
+
+  get placement(): Placement {
+    return this.#placement;
+  }
+
+  /** Change the placement policy for queues connected from now on (queues already placed stay where they are). */
+  setPlacement(p: string): void {
+    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
+    this.#placement = p;
+    if (this.#pool !== undefined) this.#pool.placement = p;
+  }
+
+  #portSpec(p: CorePort): PortSpec {
+    return { config: p.snapshot(), anaChangeCount: p.anaChangeCount.toString() };
+  }
+
+  #subsysSpec(sub: Subsystem): SubsysSpec {
+    const { namespaces: _n, ...config } = sub.snapshot();
+    return {
+      config,
+      faults: { ...sub.faults },
+      namespaces: [...sub.namespaces.values()].map((ns) => ({ config: ns.config, enabled: ns.enabled, open: nsOpen(ns) })),
+    };
+  }
+
+  #workerState(): { ports: PortSpec[]; subsystems: SubsysSpec[] } {
+    return { ports: [...this.#core.ports.values()].map((p) => this.#portSpec(p)), subsystems: [...this.#core.subsystems.values()].map((s) => this.#subsysSpec(s)) };
+  }
+
+  /** Bring the workers' copy of a subsystem in line (before its AENs go out, so a host's next I/O finds it there). */
+  async #syncSubsystem(sub: Subsystem): Promise<void> {
+    if (this.#pool !== undefined && this.#core.subsystems.get(sub.nqn) === sub) await this.#pool.syncSubsystem(this.#subsysSpec(sub));
   }
 
   async apply(config: TargetConfig): Promise<void> {
+    await this.startWorkers();
     if (config.discoveryNqn !== undefined) this.setDiscoveryNqn(config.discoveryNqn);
     for (const h of config.hosts ?? []) if (h.dhchapKey !== undefined) this.setHostAuth(h);
     for (const h of config.hosts ?? []) if (h.tlsKey !== undefined) this.setHostTlsKey(h);
@@ -198,10 +288,13 @@ export class TargetService {
     if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (NVMe/TCP 1.0 §3.6.2.3)');
     if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
     if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
+    await this.startWorkers();
     const port = new CorePort(p);
+    const pool = this.#pool;
+    if (pool !== undefined) await pool.syncPort(this.#portSpec(port));
     const tlsMode = p.tls ?? 'none';
     const tls = tlsMode === 'none' ? undefined : { mode: tlsMode, keys: this.#tlsKeys, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000) };
-    const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs }, tls);
+    const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);
     this.#listeners.set(p.id, l);
@@ -214,7 +307,9 @@ export class TargetService {
     if (l === undefined) throw new InvalidArgumentError('portId', `no port ${id}`);
     this.#listeners.delete(id);
     this.#core.ports.delete(id);
-    await l.close(true);
+    const closing = l.close(true);
+    await this.#pool?.removePort(id);
+    await closing;
     this.#core.discoveryChanged();
   }
 
@@ -240,12 +335,15 @@ export class TargetService {
     checkCntlidRange(s.cntlidMin ?? CNTLID_MIN, s.cntlidMax ?? CNTLID_MAX);
     this.#warnName('subsystem', s.nqn);
     for (const h of s.hosts ?? []) this.#warnName('host', h);
+    await this.startWorkers();
     const sub = new Subsystem({ ...s, namespaces: [] });
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);
+      await this.#syncSubsystem(sub);
     } catch (err) {
       this.#core.subsystems.delete(s.nqn);
+      await this.#pool?.removeSubsystem(s.nqn).catch(() => undefined);
       for (const ns of sub.namespaces.values()) await ns.backend.close();
       throw err;
     }
@@ -257,6 +355,7 @@ export class TargetService {
     const sub = this.#subsys(nqn);
     this.#core.subsystems.delete(nqn);
     for (const c of [...sub.controllers.values()]) c.teardown('subsystem removed');
+    await this.#pool?.removeSubsystem(nqn);
     for (const ns of sub.namespaces.values()) await ns.backend.close();
     this.#core.discoveryChanged();
     this.#log.info({ subnqn: nqn }, 'subsystem removed');
@@ -271,6 +370,7 @@ export class TargetService {
       const sub = this.#subsys(subnqn);
       const ns = sub.removeNamespace(nsid);
       if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+      await this.#syncSubsystem(sub);
       this.#core.nsChanged(sub, nsid);
       await this.#retire(ns);
       this.#log.info({ subnqn, nsid }, 'namespace removed');
@@ -295,6 +395,7 @@ export class TargetService {
       const { enabled: _b, ...have } = cur.config;
       if (sameJson(want, have)) {
         if (!sub.setNamespaceEnabled(cur, enabled)) return;
+        await this.#syncSubsystem(sub);
         this.#core.nsChanged(sub, next.nsid);
         this.#log.info({ subnqn, nsid: next.nsid }, enabled ? 'namespace enabled' : 'namespace disabled');
         return;
@@ -303,6 +404,7 @@ export class TargetService {
       const ns = await this.#buildNs(sub, next, reuse, cur);
       Object.assign(ns.counters, cur.counters);
       sub.replaceNamespace(ns);
+      await this.#syncSubsystem(sub);
       this.#core.nsChanged(sub, next.nsid);
       this.#log.info({ subnqn, nsid: next.nsid, backend: ns.backend.kind, bytes: ns.backend.size, uuid: formatUuid(ns.uuid), enabled: ns.enabled }, 'namespace re-mapped');
       if (reuse === undefined) await this.#retire(cur);
@@ -355,6 +457,8 @@ export class TargetService {
     if (!Number.isInteger(anaGroup) || anaGroup < 1 || anaGroup > 128) throw new InvalidArgumentError('anaGroup', 'must be 1..128');
     port.anaStates.set(anaGroup, state);
     port.anaChangeCount++;
+    // Workers check ANA on every I/O command (nvmet_check_ana_state); the message goes out before the AEN does.
+    if (this.#pool !== undefined) void this.#pool.syncPort(this.#portSpec(port)).catch((err: Error) => this.#log.error({ err: err.message, portId }, 'ANA change not applied on a worker'));
     this.#core.anaChanged(portId);
     this.#log.info({ portId, anaGroup, state }, 'ANA state changed');
   }
@@ -374,7 +478,9 @@ export class TargetService {
   }
 
   setFaults(subnqn: string, f: FaultConfig): void {
-    this.#subsys(subnqn).setFaults(f);
+    const sub = this.#subsys(subnqn);
+    sub.setFaults(f);
+    if (this.#pool !== undefined) void this.#syncSubsystem(sub).catch((err: Error) => this.#log.error({ err: err.message, subnqn }, 'faults not applied on a worker'));
   }
 
   /** nvmet's name rules (1..223 bytes, no NUL); a name that is not a well-formed NQN passes with one warning line. */
@@ -503,7 +609,7 @@ export class TargetService {
         controllers: s.controllers.size,
         opcodes: { ...s.opcodeCounts },
         latency,
-        namespaces: s.nsids.map((id) => ({ nsid: id, ...(s.namespaces.get(id) as Namespace).counters })),
+        namespaces: s.nsids.map((id) => this.#withWorkerCounters(s.nqn, id, (s.namespaces.get(id) as Namespace).counters)),
       };
     }
     const st = this.#core.stats;
@@ -518,6 +624,23 @@ export class TargetService {
     };
   }
 
+  /** A namespace's counters here plus its workers' latest (each worker counts the commands it executed). */
+  #withWorkerCounters(subnqn: string, nsid: number, own: NamespaceCounters): NamespaceStats {
+    const out: NamespaceStats = { nsid, ...own };
+    for (const list of this.#pool?.namespaceReports() ?? []) {
+      for (const r of list) {
+        if (r[0] !== subnqn || r[1] !== nsid) continue;
+        out.reads += r[2];
+        out.writes += r[3];
+        out.bytesRead += r[4];
+        out.bytesWritten += r[5];
+        out.flushes += r[6];
+        out.errors += r[7];
+      }
+    }
+    return out;
+  }
+
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
@@ -526,6 +649,9 @@ export class TargetService {
     // Stop accepting, let in-flight commands finish (bounded), then close every connection.
     const closing = listeners.map((l) => l.close(false));
     await Promise.all(listeners.flatMap((l) => [...l.queues].map((q) => q.drain(2000))));
+    // Workers finish their in-flight commands, close their queues and fsync/close their namespaces, then exit.
+    await this.#poolStart?.catch(() => undefined);
+    await this.#pool?.stop();
     for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) for (const c of [...s.controllers.values()]) c.teardown('target stopping');
     for (const l of listeners) for (const q of [...l.queues]) q.close('target stopping');
     await Promise.all(closing);
@@ -550,6 +676,17 @@ export class TargetService {
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
     const ns = await this.#buildNs(sub, cfg, undefined, undefined);
     sub.addNamespace(ns);
+    if (notify) {
+      try {
+        await this.#syncSubsystem(sub);
+      } catch (err) {
+        // A worker could not open it: the namespace does not exist anywhere (no AEN went out).
+        sub.removeNamespace(cfg.nsid);
+        await this.#syncSubsystem(sub).catch(() => undefined);
+        await ns.backend.close();
+        throw new InvalidArgumentError('namespaces.backend', (err as Error).message);
+      }
+    }
     this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: ns.backend.kind, bytes: ns.backend.size, blockSize: ns.blockSize, enabled: ns.enabled }, 'namespace added');
     if (notify && ns.enabled) this.#core.nsChanged(sub, cfg.nsid);
   }
@@ -563,7 +700,7 @@ export class TargetService {
     const bs = cfg.blockSize ?? 512;
     if (bs !== 512 && bs !== 4096) throw new InvalidArgumentError('namespaces.blockSize', 'must be 512 or 4096');
     if ((cfg.anaGroup ?? 1) < 1 || (cfg.anaGroup ?? 1) > 128) throw new InvalidArgumentError('namespaces.anaGroup', 'must be 1..128');
-    const backend = reuse ?? (await openBackend(cfg));
+    const backend = reuse ?? (await openBackend(cfg, this.#workerCount > 1));
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
@@ -620,10 +757,21 @@ function canonical(v: unknown): unknown {
   return out;
 }
 
-async function openBackend(cfg: NamespaceConfig): Promise<NamespaceBackend> {
+/** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */
+function nsOpen(ns: Namespace): NsOpen {
+  const b = ns.backend;
+  if (b instanceof ShmBackend) return { kind: 'shm', path: b.path, size: b.size };
+  if (b instanceof FileBackend) return { kind: 'file', path: b.path, readOnly: ns.readOnly };
+  if (b instanceof NullBackend) return { kind: 'null', size: b.size };
+  throw new InvalidArgumentError('namespaces.backend', `namespace ${ns.nsid}: a process-local RAM backend cannot be shared with workers`);
+}
+
+/** `shared`: workers > 1, so a RAM namespace lives in a tmpfs file every worker maps (target/workers/shm-backend.ts). */
+async function openBackend(cfg: NamespaceConfig, shared: boolean): Promise<NamespaceBackend> {
   const b = cfg.backend;
   switch (b.type) {
     case 'ram':
+      if (shared) return ShmBackend.create(parseSize(b.size, 'backend.size'));
       return new RamBackend(parseSize(b.size, 'backend.size'));
     case 'null':
       return new NullBackend(parseSize(b.size, 'backend.size'));

@@ -19,15 +19,19 @@ const round1 = (us: number): number => Math.round(us * 10) / 10;
 export function summarize(h: Histogram): LatencySummary {
   if (h.totalCount === 0) return { count: 0, min: 0, mean: 0, p50: 0, p90: 0, p99: 0, p99_9: 0, max: 0 };
   const us = (ns: number): number => round1(ns / 1000);
+  // getValueAtPercentile answers with the top of the value's bucket (up to 0.1 % above it at 3 digits), which can
+  // pass the recorded maximum when the slowest I/Os share its bucket; no percentile exceeds the maximum.
+  const max = h.maxValue;
+  const at = (p: number): number => us(Math.min(max, h.getValueAtPercentile(p)));
   return {
     count: h.totalCount,
     min: us(h.minNonZeroValue),
     mean: us(h.mean),
-    p50: us(h.getValueAtPercentile(50)),
-    p90: us(h.getValueAtPercentile(90)),
-    p99: us(h.getValueAtPercentile(99)),
-    p99_9: us(h.getValueAtPercentile(99.9)),
-    max: us(h.maxValue),
+    p50: at(50),
+    p90: at(90),
+    p99: at(99),
+    p99_9: at(99.9),
+    max: us(max),
   };
 }
 

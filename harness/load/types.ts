@@ -180,6 +180,13 @@ export interface VerifyResult {
   mismatches: VerifyMismatch[];
 }
 
+export interface BusiestThread {
+  tid: number;
+  name: string;
+  /** CPU over the run, in percent of one core. */
+  percentOfCore: number;
+}
+
 export interface CpuResult {
   /** CPU time of this process over the run (ms). */
   userMs: number;
@@ -188,8 +195,12 @@ export interface CpuResult {
   percentOfCore: number;
   /** What this process contains: "initiator" or "initiator+target (same process)". */
   label: string;
+  /** This process's busiest thread over the run (Linux: /proc/self/task), e.g. the event loop or one io worker. */
+  busiestThread?: BusiestThread;
+  /** CPUs this process was allowed on at the end of the run (Cpus_allowed_list). */
+  allowedCpus?: number;
   /** Target CPU when it runs in another process and the scenario can read it (e.g. /proc/PID/stat). */
-  target?: { userMs: number; systemMs: number; percentOfCore: number; source: string };
+  target?: { userMs: number; systemMs: number; percentOfCore: number; source: string; busiestThread?: BusiestThread; allowedCpus?: number };
   /**
    * Whole machine over the run (/proc/stat, Linux only): busy time of all CPUs in percent of one core, and what is
    * left after this process and the target: other processes, plus softirq work the kernel does outside either

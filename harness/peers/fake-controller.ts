@@ -86,6 +86,8 @@ export interface FakeOptions {
   crdt?: readonly [number, number, number];
   /** Per-command hook: return a status to fail it, 'drop' to never answer, 'close' to drop the connection. */
   onIo?: (sqe: Sqe, qid: number) => number | 'drop' | 'close' | 'corrupt-ddgst' | undefined;
+  /** CQE Dword 0/1 for every successful I/O command (command-specific results); default 0/0. */
+  ioResult?: { dw0: number; dw1: number };
 }
 
 export interface FakeConn {
@@ -307,6 +309,11 @@ export class FakeController {
     if (conn.qid === 0) {
       this.#admin(conn, c, respond, send);
       return;
+    }
+    if (o.ioResult !== undefined) {
+      const plain = respond;
+      const r = o.ioResult;
+      respond = (cid, status = 0, dw0 = 0, dw1 = 0) => (status === 0 ? plain(cid, 0, r.dw0, r.dw1) : plain(cid, status, dw0, dw1));
     }
     const hook = o.onIo?.(sqe, conn.qid);
     if (hook === 'drop') return;

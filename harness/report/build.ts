@@ -1,7 +1,7 @@
 // Building reports: machine description, arm metrics from engine runs, and ratios computed from the arms.
 import os from 'node:os';
 import type { RunResult } from '../load/types.js';
-import type { Arm, Comparison, MachineInfo, Report } from './types.js';
+import type { Arm, ArmBound, Comparison, MachineInfo, Report } from './types.js';
 import { REPORT_SCHEMA_VERSION } from './types.js';
 
 export function machineInfo(setup = 'loopback (127.0.0.1), initiator and target on one host'): MachineInfo {
@@ -30,11 +30,41 @@ export function runMetrics(r: RunResult): Record<string, number> {
     loopLagP99Ms: r.eventLoop.p99Ms,
     errors: r.totals.errors,
     verifyMismatches: r.verify.mismatchCount,
+    ...(r.cpu.busiestThread === undefined ? {} : { busiestThreadPct: r.cpu.busiestThread.percentOfCore }),
+    ...(r.cpu.allowedCpus === undefined ? {} : { allowedCpus: r.cpu.allowedCpus }),
     ...(r.cpu.target === undefined ? {} : { targetCpuPct: r.cpu.target.percentOfCore }),
+    ...(r.cpu.target?.busiestThread === undefined ? {} : { targetBusiestThreadPct: r.cpu.target.busiestThread.percentOfCore }),
+    ...(r.cpu.target?.allowedCpus === undefined ? {} : { targetAllowedCpus: r.cpu.target.allowedCpus }),
     ...(r.cpu.machine === undefined ? {} : { otherCpuPct: r.cpu.machine.otherPercentOfCore }),
     ...(r.gc === undefined ? {} : { gcMs: r.gc.totalMs, gcMaxMs: r.gc.maxMs }),
   };
 }
+
+/** Above this share of one CPU an end counts as CPU-bound (issue: "initiator-bound" / "target-bound"). */
+export const BOUND_PCT = 90;
+
+/**
+ * Which end capped an arm, from its metrics: an end is bound when its busiest thread used more than BOUND_PCT % of a
+ * CPU (one event loop or one io worker saturated), or when the whole process used more than BOUND_PCT % of every CPU
+ * it was allowed on (io workers sharing one pinned CPU: no single thread is busy, yet the CPU is full). Without
+ * thread figures the process total stands in for the busiest thread. An in-process target shares the initiator's
+ * figures, so that end is named "initiator+target".
+ */
+export function boundSides(a: Arm): ArmBound[] {
+  const m = a.metrics;
+  const out: ArmBound[] = [];
+  const side = (name: ArmBound['side'], busiest: number | undefined, total: number | undefined, cpus: number | undefined): void => {
+    if (busiest !== undefined && busiest > BOUND_PCT) out.push({ side: name, reason: `busiest thread at ${Math.round(busiest)} % of a CPU` });
+    else if (total !== undefined && cpus !== undefined && total > BOUND_PCT * cpus) out.push({ side: name, reason: `${Math.round(total)} % over its ${cpus} allowed CPU${cpus === 1 ? '' : 's'}` });
+    else if (busiest === undefined && total !== undefined && total > BOUND_PCT) out.push({ side: name, reason: `process at ${Math.round(total)} % of a CPU` });
+  };
+  const sameProcess = a.run?.cpu.label.includes('same process') === true;
+  side(sameProcess ? 'initiator+target' : 'initiator', m['busiestThreadPct'], m['cpuPct'], m['allowedCpus']);
+  side('target', m['targetBusiestThreadPct'], m['targetCpuPct'], m['targetAllowedCpus']);
+  return out;
+}
+
+const boundText = (name: string, b: readonly ArmBound[]): string => `${name} ${b.map((x) => `${x.side}-bound (${x.reason})`).join(' and ')}`;
 
 export function armFromRun(name: string, params: Arm['params'], run: RunResult, extra: Record<string, number> = {}): Arm {
   return { name, params, metrics: { ...runMetrics(run), ...extra }, run };
@@ -81,7 +111,26 @@ export interface ReportInit {
 }
 
 export function makeReport(init: ReportInit): Report {
-  const arms = init.arms;
+  const arms = init.arms.map((a) => {
+    if (a.skipped !== undefined || a.error !== undefined) return a;
+    const bound = boundSides(a);
+    return bound.length === 0 ? a : { ...a, bound };
+  });
+  const comparisons = init.comparisons
+    .filter((c): c is Comparison => c !== undefined)
+    .map((c) => {
+      const bound = [c.numerator, c.denominator]
+        .map((n) => arms.find((a) => a.name === n))
+        .filter((a): a is Arm & { bound: ArmBound[] } => a?.bound !== undefined)
+        .map((a) => boundText(a.name, a.bound));
+      return bound.length === 0 ? c : { ...c, caveat: bound.join('; ') };
+    });
+  // No verdict rests on a bound arm silently: the ratios it enters measure that end's CPU ceiling.
+  const boundArms = arms.filter((a) => a.bound !== undefined && comparisons.some((c) => c.numerator === a.name || c.denominator === a.name));
+  const verdict =
+    boundArms.length === 0 || init.verdict === ''
+      ? init.verdict
+      : `${init.verdict} Caveat: ${boundArms.map((a) => boundText(a.name, a.bound as ArmBound[])).join('; ')}; a ratio involving ${boundArms.length === 1 ? 'that arm' : 'those arms'} measures that end's CPU ceiling, not the hypothesis alone.`;
   const ok =
     init.skipped === undefined &&
     arms.every((a) => a.error === undefined && (a.run === undefined || (a.run.verify.mismatchCount === 0 && a.run.totals.errors === 0)));
@@ -95,8 +144,8 @@ export function makeReport(init: ReportInit): Report {
     quick: init.quick,
     machine: machineInfo(init.setup),
     arms,
-    comparisons: init.comparisons.filter((c): c is Comparison => c !== undefined),
-    verdict: init.verdict,
+    comparisons,
+    verdict,
     notes: init.notes ?? [],
     ...(init.skipped === undefined ? {} : { skipped: init.skipped }),
     ok,
@@ -106,7 +155,7 @@ export function makeReport(init: ReportInit): Report {
 /** "1.38×" with the direction spelled out for readers. */
 export function describeRatio(c: Comparison): string {
   const r = Number.isFinite(c.ratio) ? `${c.ratio.toFixed(2)}×` : '∞';
-  return `${c.label}: ${r} (${c.numerator} ${fmtNum(c.numeratorValue)} vs ${c.denominator} ${fmtNum(c.denominatorValue)} ${c.metric}; ${c.better} is better)`;
+  return `${c.label}: ${r} (${c.numerator} ${fmtNum(c.numeratorValue)} vs ${c.denominator} ${fmtNum(c.denominatorValue)} ${c.metric}; ${c.better} is better)${c.caveat === undefined ? '' : ` [${c.caveat}]`}`;
 }
 
 export function fmtNum(n: number): string {

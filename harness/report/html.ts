@@ -45,7 +45,7 @@ export function renderHtml(r: Report): string {
       : `<table><tr><th>arm</th><th>params</th>${metricKeys.map((k) => `<th>${esc(k)}</th>`).join('')}</tr>${r.arms
           .map(
             (a) =>
-              `<tr><td>${esc(a.name)}${a.skipped !== undefined ? ` <span class="bad">skipped: ${esc(a.skipped)}</span>` : ''}${a.error !== undefined ? ` <span class="bad">error: ${esc(a.error)}</span>` : ''}</td><td class="l">${esc(
+              `<tr><td>${esc(a.name)}${a.bound === undefined ? '' : ` <span class="bad">${esc(a.bound.map((b) => `${b.side}-bound (${b.reason})`).join(', '))}</span>`}${a.skipped !== undefined ? ` <span class="bad">skipped: ${esc(a.skipped)}</span>` : ''}${a.error !== undefined ? ` <span class="bad">error: ${esc(a.error)}</span>` : ''}</td><td class="l">${esc(
                 Object.entries(a.params)
                   .map(([k, v]) => `${k}=${String(v)}`)
                   .join(', '),

@@ -9,7 +9,9 @@ const COLUMNS: { key: string; head: string }[] = [
   { key: 'p99Us', head: 'p99 µs' },
   { key: 'p99_9Us', head: 'p99.9 µs' },
   { key: 'cpuPct', head: 'CPU %' },
+  { key: 'busiestThreadPct', head: 'busiest thread %' },
   { key: 'targetCpuPct', head: 'target CPU %' },
+  { key: 'targetBusiestThreadPct', head: 'target busiest thread %' },
   { key: 'otherCpuPct', head: 'other CPU %' },
   { key: 'loopLagP99Ms', head: 'loop lag p99 ms' },
   { key: 'gcMs', head: 'GC ms' },
@@ -33,7 +35,7 @@ export function renderMarkdown(r: Report): string {
   const armRows = r.arms;
   if (armRows.length > 0) {
     const extraKeys = [...new Set(armRows.flatMap((a) => Object.keys(a.metrics)))].filter(
-      (k) => !COLUMNS.some((c) => c.key === k) && !['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs'].includes(k),
+      (k) => !COLUMNS.some((c) => c.key === k) && !['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs', 'allowedCpus', 'targetAllowedCpus'].includes(k),
     );
     const cols = [...COLUMNS.filter((c) => armRows.some((a) => a.metrics[c.key] !== undefined)), ...extraKeys.map((k) => ({ key: k, head: k }))];
     out.push(`| arm | params | ${cols.map((c) => c.head).join(' | ')} |`);
@@ -43,7 +45,8 @@ export function renderMarkdown(r: Report): string {
         const v = a.metrics[c.key];
         return v === undefined ? '' : fmtNum(v);
       });
-      const name = a.skipped !== undefined ? `${a.name} (skipped: ${a.skipped})` : a.error !== undefined ? `${a.name} (error: ${a.error})` : a.name;
+      const bound = a.bound === undefined ? '' : ` (${a.bound.map((b) => `${b.side}-bound`).join(', ')})`;
+      const name = a.skipped !== undefined ? `${a.name} (skipped: ${a.skipped})` : a.error !== undefined ? `${a.name} (error: ${a.error})` : `${a.name}${bound}`;
       out.push(`| ${esc(name)} | ${esc(paramText(a))} | ${cells.join(' | ')} |`);
     }
     out.push('');

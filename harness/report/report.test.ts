@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { runJobs } from '../load/engine.js';
 import { parseFioJobFile, resolveJobs } from '../load/job-file.js';
 import { MemoryBlockTarget } from '../load/memory-target.js';
-import { armFromRun, compare, makeReport, ReportError } from './build.js';
+import { armFromRun, boundSides, compare, makeReport, ReportError } from './build.js';
 import { renderHtml } from './html.js';
 import { renderMarkdown } from './markdown.js';
 import { formatProgress, progressEnabled, progressLine } from './progress.js';
@@ -45,7 +45,7 @@ describe('reports', () => {
     const r = makeReport({ kind: 'scenario', name: 'demo', title: 'Demo', hypothesis: 'H.', quick: false, createdAt: new Date(), arms: [fast, slow], comparisons: [compare([fast, slow], 'speedup', 'iops', 'fast', 'slow', 'higher')], verdict: 'V.' });
     const md = renderMarkdown(r);
     expect(md).toContain('**Hypothesis.** H.');
-    expect(md).toMatch(/\| fast \| latencyUs=0 \| [\d.k]+ \|/);
+    expect(md).toMatch(/\| fast( \([a-z+-]+\))? \| latencyUs=0 \| [\d.k]+ \|/);
     expect(md).toMatch(/\| slow \| latencyUs=1000 \|/);
     expect(md).toMatch(/- speedup: \d+\.\d\d× \(fast .* vs slow .* iops; higher is better\)/);
     expect(md).toContain('**Verdict.** V.');
@@ -77,5 +77,43 @@ describe('reports', () => {
     progressLine('x', { isTTY: true, write: (s) => quiet.push(s) > 0 }, { CI: 'true' }).update({ elapsedMs: 1, totalMs: undefined, iops: 1, mbps: 1 });
     expect(quiet).toEqual([]);
     expect(formatProgress('b', { elapsedMs: 0, totalMs: undefined, iops: 0, mbps: 0 })).not.toContain('eta');
+  });
+});
+
+describe('bound arms', () => {
+  const arm = (name: string, metrics: Record<string, number>): Arm => ({ name, params: {}, metrics: { iops: 1000, ...metrics } });
+
+  it('an end is bound by its busiest thread, or by all its allowed CPUs being full', () => {
+    expect(boundSides(arm('a', { cpuPct: 97, busiestThreadPct: 95, allowedCpus: 1 }))).toEqual([{ side: 'initiator', reason: 'busiest thread at 95 % of a CPU' }]);
+    // io workers sharing one pinned CPU: no thread above 90 %, the CPU is.
+    expect(boundSides(arm('b', { cpuPct: 97, busiestThreadPct: 40, allowedCpus: 1 }))).toEqual([{ side: 'initiator', reason: '97 % over its 1 allowed CPU' }]);
+    expect(boundSides(arm('c', { cpuPct: 150, busiestThreadPct: 60, allowedCpus: 2 }))).toEqual([]);
+    expect(boundSides(arm('d', { cpuPct: 30, targetCpuPct: 96 }))).toEqual([{ side: 'target', reason: 'process at 96 % of a CPU' }]);
+    expect(boundSides(arm('e', { cpuPct: 30, targetCpuPct: 96, targetBusiestThreadPct: 80, targetAllowedCpus: 2 }))).toEqual([]);
+    expect(boundSides(arm('f', { cpuPct: 50, targetCpuPct: 50 }))).toEqual([]);
+  });
+
+  it('a verdict that rests on a bound arm says so, and so does the ratio', () => {
+    const a = arm('4-ctrl', { cpuPct: 98, busiestThreadPct: 98, allowedCpus: 1, targetCpuPct: 40 });
+    const b = arm('1-ctrl', { cpuPct: 60, busiestThreadPct: 60, allowedCpus: 1, targetCpuPct: 35 });
+    const c = compare([a, b], '4 vs 1', 'iops', '4-ctrl', '1-ctrl', 'higher');
+    const r = makeReport({ kind: 'scenario', name: 'x', title: 'X', hypothesis: 'h', quick: true, createdAt: new Date(0), arms: [a, b], comparisons: [c], verdict: '4 controllers ran at 1×.' });
+    expect(r.arms[0]?.bound?.[0]?.side).toBe('initiator');
+    expect(r.arms[1]?.bound).toBeUndefined();
+    expect(r.verdict).toMatch(/^4 controllers ran at 1×\. Caveat: 4-ctrl initiator-bound \(busiest thread at 98 % of a CPU\)/);
+    expect(r.comparisons[0]?.caveat).toBe('4-ctrl initiator-bound (busiest thread at 98 % of a CPU)');
+    const md = renderMarkdown(r);
+    expect(md).toContain('| 4-ctrl (initiator-bound) |');
+    expect(md).toContain('[4-ctrl initiator-bound (busiest thread at 98 % of a CPU)]');
+    // Neither arm bound: the verdict is left as the scenario wrote it.
+    const calm = makeReport({ kind: 'scenario', name: 'x', title: 'X', hypothesis: 'h', quick: true, createdAt: new Date(0), arms: [b, { ...b, name: 'b2' }], comparisons: [compare([b, { ...b, name: 'b2' }], 'l', 'iops', 'b2', '1-ctrl', 'higher')], verdict: 'v.' });
+    expect(calm.verdict).toBe('v.');
+  });
+
+  it.runIf(process.platform === 'linux')('engine runs carry this process\'s busiest thread and allowed CPUs', async () => {
+    const a = await sampleArm('x', 0);
+    expect(a.run?.cpu.busiestThread?.tid).toBeGreaterThan(0);
+    expect(a.metrics['busiestThreadPct']).toBeGreaterThanOrEqual(0);
+    expect(a.metrics['allowedCpus']).toBeGreaterThanOrEqual(1);
   });
 });

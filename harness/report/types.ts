@@ -27,9 +27,17 @@ export interface Arm {
   metrics: Record<string, number>;
   /** Full engine measurements when the arm ran a workload. */
   run?: RunResult;
+  /** Ends whose CPU capped this arm (build.ts boundSides); absent when neither was above the threshold. */
+  bound?: ArmBound[];
   /** Set when the arm could not run; metrics are then empty. */
   skipped?: string;
   error?: string;
+}
+
+export interface ArmBound {
+  side: 'initiator' | 'target' | 'initiator+target';
+  /** e.g. "busiest thread at 97 % of a CPU". */
+  reason: string;
 }
 
 /** ratio = arms[numerator].metrics[metric] / arms[denominator].metrics[metric]. */
@@ -43,6 +51,8 @@ export interface Comparison {
   ratio: number;
   /** Whether a ratio above 1 means the numerator arm is better. */
   better: 'higher' | 'lower';
+  /** Set when an arm of the ratio was CPU-bound: which, and why (the ratio then measures that end's ceiling). */
+  caveat?: string;
 }
 
 export interface Report {

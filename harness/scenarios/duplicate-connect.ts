@@ -9,7 +9,7 @@ import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import type { TargetProcess } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
-import { contentionText, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
+import { contentionText, ioWorkerMetrics, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
 
 const IO_QUEUES = 2;
 
@@ -26,9 +26,9 @@ async function targetQueueCommands(t: TargetProcess): Promise<Map<string, number
 async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, controllers: number, policy: IoPolicy | undefined, job: string, where: Arm['params']): Promise<Arm> {
   const t = s.target;
   const hostid = randomUUID();
-  const base = { traddr: t.addr, trsvcid: t.port, nqn: t.nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128 };
+  const base = { traddr: t.addr, trsvcid: t.port, nqn: t.nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect };
   const ctrls: Controller[] = [];
-  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES, ...where };
+  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: IO_QUEUES, io_workers: ctx.ioWorkers ?? 0, ...where };
   try {
     ctx.log(`${name}: connecting ${controllers} controller(s)`);
     for (let i = 0; i < controllers; i++) ctrls.push(await connect({ ...base, duplicate_connect: controllers > 1 }));
@@ -44,6 +44,9 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
     });
     const lag = await t.loopLag();
     const after = await targetQueueCommands(t);
+    // Controllers with the same io-worker settings share one pool (initiator/io-worker/pool.ts): count distinct threads.
+    const workerMetrics = ctrls.map((c) => ioWorkerMetrics(c, run.wallMs)).filter((m) => m['ioWorkers'] !== undefined);
+    const workerThreads = new Set(ctrls.flatMap((c) => c.ioWorkerInfo().map((w) => w.tid)).filter((t) => t !== 0)).size;
     // Only controllers that carried this arm's I/O: one a previous arm disconnected may still be listed for a moment.
     const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
     const deltas = used.map(([, d]) => d);
@@ -55,6 +58,13 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
       targetQueuesUsed: deltas.length,
       targetMaxQueueShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
       ...(lag === undefined ? {} : { targetLoopLagP99Ms: lag.p99Ms }),
+      ...(workerMetrics.length === 0
+        ? {}
+        : {
+            ioWorkers: workerThreads,
+            ioWorkerRelinquish: (workerMetrics[0] as Record<string, number>)['ioWorkerRelinquish'] ?? 0,
+            ioWorkerMaxCpuPct: Math.max(...workerMetrics.map((m) => m['ioWorkerMaxCpuPct'] ?? 0)),
+          }),
     });
   } catch (e) {
     return { name, params, metrics: {}, error: (e as Error).message };
@@ -63,9 +73,64 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
   }
 }
 
+/**
+ * Target arms (target workers, issue 12): the same K duplicate controllers under round-robin, against a target whose
+ * I/O queues run in `workers` worker processes, placement single (every queue on worker 0: the Linux target's
+ * one-CPU finding) vs controller vs queue. The primary runs in this process (it only serves admin queues); the data
+ * plane is in the workers. Each arm reports the busiest worker's share of commands and the workers' CPU.
+ */
+export async function targetWorkerArms(ctx: ScenarioContext, K: number, job: string, reps: number, workers = 2): Promise<Arm[]> {
+  const { TargetService } = await import('../../target/index.js');
+  const nqn = 'nqn.2024-01.io.nvme-tcp-ts:dup-workers';
+  const svc = new TargetService({ workers, placement: 'single' });
+  try {
+    const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
+    await svc.addSubsystem({ nqn, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '128M' } }] });
+    const cpu = (): { userMs: number; systemMs: number } => {
+      const ws = svc.workers();
+      return { userMs: ws.reduce((n, w) => n + w.cpuUserUs, 0) / 1000, systemMs: ws.reduce((n, w) => n + w.cpuSystemUs, 0) / 1000 };
+    };
+    const arm = async (placement: 'single' | 'controller' | 'queue'): Promise<Arm> => {
+      const name = `${K}-ctrl-target-${placement}`;
+      const params = { controllers: K, iopolicy: 'round-robin', nr_io_queues: IO_QUEUES, targetWorkers: workers, targetPlacement: placement };
+      svc.setPlacement(placement);
+      const hostid = randomUUID();
+      const ctrls: Controller[] = [];
+      try {
+        for (let i = 0; i < K; i++) ctrls.push(await connect({ traddr: '127.0.0.1', trsvcid: port, nqn, hostid, hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${hostid}`, nr_io_queues: IO_QUEUES, queue_size: 128, duplicate_connect: K > 1 }));
+        const ns1 = (ctrls[0] as Controller).namespace(1);
+        const bt = namespaceBlockTarget(createMultipath(ctrls, 1, { iopolicy: 'round-robin' }), Number(ns1.blocks), ns1.blockSize, { controllers: ctrls });
+        const before = svc.workers().map((w) => w.ios);
+        const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), { cpuLabel: 'initiator', targetCpu: cpu, targetCpuSource: 'target worker reports (process.cpuUsage)' });
+        await new Promise((r) => setTimeout(r, 450)); // two worker report intervals
+        const deltas = svc.workers().map((w, i) => w.ios - (before[i] ?? 0));
+        const total = deltas.reduce((a, b) => a + b, 0);
+        const mine = new Set(ctrls.map((c) => c.cntlid));
+        const used = new Set(svc.listControllers().filter((c) => c.subnqn === nqn && mine.has(c.cntlid)).flatMap((c) => c.queues.filter((q) => q.qid > 0).map((q) => q.worker)));
+        return armFromRun(name, params, run, {
+          targetWorkersUsed: used.size,
+          targetMaxWorkerShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
+        });
+      } catch (e) {
+        return { name, params, metrics: {}, error: (e as Error).message };
+      } finally {
+        for (const c of ctrls) await c.disconnect().catch(() => undefined);
+      }
+    };
+    ctx.log(`target arms: ${K} duplicate controllers, target with ${workers} workers, placement single / controller / queue`);
+    return await runInterleaved(
+      (['single', 'controller', 'queue'] as const).map((p) => ({ name: `${K}-ctrl-target-${p}`, metric: 'iops', run: () => arm(p) })),
+      reps,
+    );
+  } finally {
+    await svc.stop();
+  }
+}
+
 export const duplicateConnect: Scenario = {
   name: 'duplicate-connect',
   title: 'Duplicate connect: 1 controller vs K duplicate controllers under multipath',
+  ioWorkers: true,
   hypothesis:
     'K duplicate controllers (nvme connect --duplicate-connect) give K× the queues; under multipath round-robin or queue-depth the ' +
     'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound. Our target serves every ' +
@@ -81,7 +146,7 @@ export const duplicateConnect: Scenario = {
     const arms = await withSplitTarget('128M', async (s) => {
       const t0 = s.target;
       ctx.log('warm-up (unmeasured)');
-      await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128 }, warmupJob(ctx.quick), s.engine);
+      await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect }, warmupJob(ctx.quick), s.engine);
       const where = await s.where();
       const out = await runInterleaved(
         [
@@ -93,13 +158,21 @@ export const duplicateConnect: Scenario = {
       );
       notes.push(await s.describe());
       return out;
-    });
+    }, ctx);
+    // Target arms (full runs only; test/e2e/target-workers-harness.test.ts runs them alone in quick mode).
+    if (!ctx.quick) arms.push(...(await targetWorkerArms(ctx, K, job, reps)));
     const comparisons = [
       compare(arms, `${K} controllers round-robin vs 1 controller IOPS`, 'iops', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers queue-depth vs 1 controller IOPS`, 'iops', `${K}-ctrl-queue-depth`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers round-robin vs 1 controller p99 latency`, 'p99Us', `${K}-ctrl-round-robin`, '1-ctrl', 'lower'),
       compare(arms, 'target queues used, round-robin vs single', 'targetQueuesUsed', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
     ];
+    if (!ctx.quick) {
+      comparisons.push(
+        compare(arms, 'target workers: placement queue vs single IOPS', 'iops', `${K}-ctrl-target-queue`, `${K}-ctrl-target-single`, 'higher'),
+        compare(arms, 'target workers: placement controller vs single IOPS', 'iops', `${K}-ctrl-target-controller`, `${K}-ctrl-target-single`, 'higher'),
+      );
+    }
     const rr = comparisons[0];
     const spread = arms.find((a) => a.name === `${K}-ctrl-round-robin`)?.metrics;
     return makeReport({

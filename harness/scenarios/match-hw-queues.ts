@@ -9,7 +9,9 @@ import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import { controllerBlockTarget, readProcCpu, startChildTarget, type ChildTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm, Comparison } from '../report/types.js';
+import { pinApart } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
+import { ioWorkerConnect, ioWorkerMetrics } from './workload.js';
 
 /** rx/tx queues of the veth (both ends). */
 const NIC_QUEUES = 4;
@@ -69,9 +71,12 @@ async function runArm(ctx: ScenarioContext, target: ChildTarget, name: string, p
       const bt = controllerBlockTarget(ctrl, 1);
       const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), {
         cpuLabel: 'initiator',
+        targetCpu: () => readProcCpu(target.pid),
+        targetCpuSource: `/proc/${target.pid}/stat`,
+        targetPid: target.pid,
         ...(ctx.onProgress === undefined ? {} : { onProgress: (p) => ctx.onProgress?.(name, p) }),
       });
-      return armFromRun(name, params, run, { ioQueues: ctrl.ioQueueCount });
+      return armFromRun(name, params, run, { ioQueues: ctrl.ioQueueCount, ...ioWorkerMetrics(ctrl, run.wallMs) });
     } finally {
       await ctrl.disconnect();
     }
@@ -83,6 +88,7 @@ async function runArm(ctx: ScenarioContext, target: ChildTarget, name: string, p
 export const matchHwQueues: Scenario = {
   name: 'match-hw-queues',
   title: 'match_hw_queues: queue count from the NIC (veth in a network namespace) vs a per-CPU baseline',
+  ioWorkers: true,
   hypothesis:
     `A host that opens one queue per CPU (baseline: ${BASELINE_QUEUES}) on a NIC with fewer queues (${NIC_QUEUES} rx/tx) gains nothing ` +
     'from the extra queues and pays for them (more connections, more memory, more context); match_hw_queues picks ' +
@@ -104,32 +110,31 @@ export const matchHwQueues: Scenario = {
     }
     const arms: Arm[] = [];
     const notes: string[] = [];
+    // Both ends pinned apart as in the split scenarios, so a bound arm is visible (issue 11 step 6).
+    const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0 });
     try {
       let target: ChildTarget;
       try {
-        target = await startChildTarget({ listen: `${ns.nsAddr}:0`, prefix: ['ip', 'netns', 'exec', ns.name], ram: '128M' });
+        const pin = placement.targetCpu === undefined ? [] : ['taskset', '-c', String(placement.targetCpu)];
+        target = await startChildTarget({ listen: `${ns.nsAddr}:0`, prefix: [...pin, 'ip', 'netns', 'exec', ns.name], ram: '128M' });
       } catch (e) {
         return await skip(`target did not start inside namespace ${ns.name}: ${(e as Error).message}`);
       }
       try {
-        const cpu = (): ReturnType<typeof readProcCpu> => readProcCpu(target.pid);
+        const workers = ioWorkerConnect(ctx.ioWorkers, placement.initiatorCpus);
         for (const w of workloads) {
           const job = `[${w}]\nrw=${w}\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
           for (const arm of ['baseline', 'matched'] as const) {
             const name = `${arm}-${w}`;
-            const before = await cpu();
-            const a = await runArm(ctx, target, name, { workload: w, queues: arm === 'baseline' ? `nr_io_queues=${BASELINE_QUEUES}` : 'match_hw_queues' }, arm === 'baseline' ? { nr_io_queues: BASELINE_QUEUES } : { match_hw_queues: true }, job);
-            const after = await cpu();
-            if (a.run !== undefined && before !== undefined && after !== undefined) {
-              const ms = after.userMs + after.systemMs - (before.userMs + before.systemMs);
-              a.run.cpu.target = { userMs: after.userMs - before.userMs, systemMs: after.systemMs - before.systemMs, percentOfCore: round1((ms / a.run.wallMs) * 100), source: `/proc/${target.pid}/stat` };
-              a.metrics['targetCpuPct'] = a.run.cpu.target.percentOfCore;
-            }
-            arms.push(a);
+            const queues = arm === 'baseline' ? { nr_io_queues: BASELINE_QUEUES } : { match_hw_queues: true };
+            arms.push(await runArm(ctx, target, name, { workload: w, queues: arm === 'baseline' ? `nr_io_queues=${BASELINE_QUEUES}` : 'match_hw_queues', io_workers: ctx.ioWorkers ?? 0 }, { ...queues, ...workers }, job));
           }
         }
+        const pinText = placement.unpinnedReason === undefined ? `initiator pinned to CPUs ${placement.initiatorCpus.join(',')}, target to CPU ${placement.targetCpu}` : `not pinned: ${placement.unpinnedReason}`;
+        notes.push(`${pinText}${(ctx.ioWorkers ?? 0) > 0 ? `; I/O queues on up to ${ctx.ioWorkers} io workers (match_hw_queues caps the workers at the NIC's ${NIC_QUEUES} queues too)` : ''}.`);
       } finally {
         await target.stop();
+        await placement.restore();
       }
       notes.push(`veth ${ns.hostIf} <-> namespace ${ns.name} (${ns.hostAddr} -> ${ns.nsAddr}), ${NIC_QUEUES} rx/tx queues each end; target is a child process (nvme-tcp target) inside the namespace.`);
       notes.push('veth queues are software queues: the experiment shows the queue count chosen and its cost, not NIC RSS effects.');
@@ -142,6 +147,8 @@ export const matchHwQueues: Scenario = {
     ]);
     const first = comparisons[0];
     const q = arms.find((a) => a.name.startsWith('matched'))?.metrics['ioQueues'];
+    const matchedWorkers = arms.find((a) => a.name.startsWith('matched'))?.metrics['ioWorkers'];
+    const baselineWorkers = arms.find((a) => a.name.startsWith('baseline'))?.metrics['ioWorkers'];
     return makeReport({
       kind: 'scenario',
       name: 'match-hw-queues',

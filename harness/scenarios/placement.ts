@@ -46,6 +46,8 @@ export async function allowedCpus(pid: number): Promise<string> {
 export interface Placement {
   /** CPU for this process (initiator), or undefined when not pinned. */
   initiatorCpu: number | undefined;
+  /** Every CPU this process was pinned to (one, or all but the target's with `spread`); empty when not pinned. */
+  initiatorCpus: number[];
   /** CPU for the target child, or undefined when not pinned. */
   targetCpu: number | undefined;
   /** Why the ends are not pinned apart (one CPU, no taskset, not Linux). */
@@ -56,25 +58,29 @@ export interface Placement {
 
 /**
  * Pins this process (every thread: `taskset -a`, so V8's GC and libuv's threadpool move too) to the first allowed
- * CPU and reserves the second for the target. Node has no sched_setaffinity, hence taskset. With fewer than two
+ * CPU and reserves the second for the target. With `spread` (io workers: the initiator is several threads) this
+ * process gets every allowed CPU but the target's. Node has no sched_setaffinity, hence taskset. With fewer than two
  * CPUs or no taskset nothing is pinned and the reason is returned for the report.
  */
-export async function pinApart(): Promise<Placement> {
+export async function pinApart(o: { spread?: boolean } = {}): Promise<Placement> {
   const noop = async (): Promise<void> => undefined;
-  if (process.platform !== 'linux') return { initiatorCpu: undefined, targetCpu: undefined, unpinnedReason: 'not Linux', restore: noop };
+  const none = { initiatorCpu: undefined, initiatorCpus: [], targetCpu: undefined, restore: noop };
+  if (process.platform !== 'linux') return { ...none, unpinnedReason: 'not Linux' };
   const allowed = parseCpuList(await allowedCpus(process.pid));
-  if (allowed.length < 2) return { initiatorCpu: undefined, targetCpu: undefined, unpinnedReason: `only ${allowed.length} CPU allowed`, restore: noop };
+  if (allowed.length < 2) return { ...none, unpinnedReason: `only ${allowed.length} CPU allowed` };
   let original: string;
   try {
     // "pid N's current affinity list: 0,1"
     original = (await run('taskset', ['-cp', String(process.pid)])).trim().split(': ').pop() ?? '';
   } catch (e) {
-    return { initiatorCpu: undefined, targetCpu: undefined, unpinnedReason: `taskset unavailable (${(e as Error).message})`, restore: noop };
+    return { ...none, unpinnedReason: `taskset unavailable (${(e as Error).message})` };
   }
   const [ini, tgt] = allowed as [number, number];
-  await run('taskset', ['-a', '-cp', String(ini), String(process.pid)]);
+  const mine = o.spread === true ? allowed.filter((c) => c !== tgt) : [ini];
+  await run('taskset', ['-a', '-cp', mine.join(','), String(process.pid)]);
   return {
     initiatorCpu: ini,
+    initiatorCpus: mine,
     targetCpu: tgt,
     restore: async () => {
       await run('taskset', ['-a', '-cp', original, String(process.pid)]).catch(() => undefined);

@@ -16,6 +16,7 @@ const WORKLOADS = [
 export const queueGroups: Scenario = {
   name: 'queue-groups',
   title: 'Queue groups: one submitter over 1, 2 and 4 queues (queues_per_hctx)',
+  ioWorkers: true,
   hypothesis:
     'One hctx fanned out over several TCP queues by rotor raises throughput for a single submitter, because one queue serialises ' +
     'PDU processing on one connection: expect MB/s (QD16 128 KiB) and IOPS (QD64 4 KiB) to rise from 1 to 4 queues per hctx. ' +
@@ -27,21 +28,21 @@ export const queueGroups: Scenario = {
     const reps = repetitions(ctx.quick);
     const notes: string[] = [];
     const arms = await withSplitTarget('128M', async (s) => {
-      const base = { traddr: s.target.addr, trsvcid: s.target.port, nqn: s.target.nqn, nr_io_queues: 1, queue_size: 128 };
+      const base = { traddr: s.target.addr, trsvcid: s.target.port, nqn: s.target.nqn, nr_io_queues: 1, queue_size: 128, ...s.connect };
       ctx.log('warm-up (unmeasured)');
       await runArmOnController(ctx, 'warmup', { ...base, queues_per_hctx: 4 }, warmupJob(ctx.quick), s.engine);
       const where = await s.where();
       const specs = WORKLOADS.flatMap((w) =>
         GROUPS.map((g) => {
           const name = `${w.id}/qph${g}`;
-          const params = { workload: w.id, queues_per_hctx: g, nr_io_queues: 1, ...where };
+          const params = { workload: w.id, queues_per_hctx: g, nr_io_queues: 1, io_workers: ctx.ioWorkers ?? 0, ...where };
           return {
             name,
             metric: w.metric,
             run: async (): Promise<Arm> => {
               try {
                 const r = await runArmOnController(ctx, name, { ...base, queues_per_hctx: g }, w.job(t), s.engine);
-                return armFromRun(name, params, r.run, { ioQueues: r.ioQueues, hctxs: r.hctxs });
+                return armFromRun(name, params, r.run, { ioQueues: r.ioQueues, hctxs: r.hctxs, ...r.workers });
               } catch (e) {
                 return { name, params, metrics: {}, error: (e as Error).message };
               }
@@ -52,7 +53,7 @@ export const queueGroups: Scenario = {
       const out = await runInterleaved(specs, reps);
       notes.push(await s.describe());
       return out;
-    });
+    }, ctx);
     const comparisons = WORKLOADS.flatMap((w) =>
       [2, 4].map((g) => compare(arms, `${w.id}: qph${g} vs qph1 ${w.metric}`, w.metric, `${w.id}/qph${g}`, `${w.id}/qph1`, 'higher')),
     );
@@ -75,7 +76,7 @@ export const queueGroups: Scenario = {
       createdAt,
       arms,
       comparisons,
-      verdict: `${best > 1.1 ? 'Queue groups helped' : 'Queue groups did not help measurably'} here (${parts.join(', ')}), with the target in its own process on its own CPU.${contentionText(arms)}`,
+      verdict: `${best > 1.1 ? 'Queue groups helped' : 'Queue groups did not help measurably'} here (${parts.join(', ')}), with the target in its own process on its own CPU${(ctx.ioWorkers ?? 0) > 0 ? ` and the I/O queues on ${ctx.ioWorkers} io workers` : ''}.${contentionText(arms)}`,
       notes,
       setup: 'loopback (127.0.0.1), target in a child process, initiator in this one, one host',
     });

@@ -10,6 +10,11 @@ export interface ScenarioContext {
   /** Engine progress for the current arm (TTY progress line). */
   onProgress?: (label: string, p: ProgressInfo) => void;
   signal?: AbortSignal;
+  /**
+   * Run the initiator's I/O queues in this many io workers (connect option io_workers; 0 or absent: on this thread).
+   * Split scenarios then pin this process to every CPU but the target's and the workers across those CPUs.
+   */
+  ioWorkers?: number;
 }
 
 export interface Scenario {
@@ -17,6 +22,8 @@ export interface Scenario {
   title: string;
   /** Stated before running; copied into the report. */
   hypothesis: string;
+  /** Whether run() honours ScenarioContext.ioWorkers (the CLI refuses --io-workers for the others). */
+  ioWorkers?: boolean;
   run(ctx: ScenarioContext): Promise<Report>;
 }
 

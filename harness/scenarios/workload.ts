@@ -9,6 +9,32 @@ import type { Arm } from '../report/types.js';
 import { allowedCpus, pinApart, startTargetProcess, type Placement, type TargetProcess } from './placement.js';
 import type { ScenarioContext } from './types.js';
 
+/** Connect options that put an arm's I/O queues on ctx.ioWorkers io workers, pinned over `cpus` (round robin). */
+export function ioWorkerConnect(ioWorkers: number | undefined, cpus: readonly number[]): Pick<ConnectOptions, 'io_workers' | 'io_worker_cpus'> {
+  const n = ioWorkers ?? 0;
+  if (n === 0) return {};
+  return { io_workers: n, ...(cpus.length === 0 ? {} : { io_worker_cpus: [...cpus] }) };
+}
+
+/**
+ * Per-arm io-worker figures from a controller about to disconnect: thread CPU of the busiest worker (% of the run's
+ * wall time), submissions per batch over all workers, relinquish events. Empty without workers.
+ */
+export function ioWorkerMetrics(ctrl: Controller, wallMs: number): Record<string, number> {
+  const ws = ctrl.ioWorkerInfo();
+  if (ws.length === 0) return {};
+  const ios = ws.reduce((s, w) => s + w.ios, 0);
+  const batches = ws.reduce((s, w) => s + w.batches, 0);
+  const cpu = ws.map((w) => w.cpuMs).filter((x): x is number => x !== undefined);
+  return {
+    ioWorkers: ws.length,
+    ioWorkerIosPerBatch: batches === 0 ? 0 : Math.round((ios / batches) * 10) / 10,
+    ioWorkerRelinquish: ws.reduce((s, w) => s + w.relinquish, 0),
+    // cpuMs is the worker thread's CPU since it started (its connection's life); this arm's run is most of it.
+    ...(cpu.length === 0 || wallMs <= 0 ? {} : { ioWorkerMaxCpuPct: Math.round((Math.max(...cpu) / wallMs) * 1000) / 10 }),
+  };
+}
+
 /** Runs `jobText` over one fresh controller; returns the run and the controller facts reports need. */
 export async function runArmOnController(
   ctx: ScenarioContext,
@@ -16,7 +42,7 @@ export async function runArmOnController(
   opts: ConnectOptions,
   jobText: string,
   engine: EngineOptions = {},
-): Promise<{ run: RunResult; ioQueues: number; hctxs: number }> {
+): Promise<{ run: RunResult; ioQueues: number; hctxs: number; workers: Record<string, number> }> {
   ctx.log(`${label}: connecting`);
   const ctrl: Controller = await connect(opts);
   try {
@@ -28,7 +54,7 @@ export async function runArmOnController(
       ...(ctx.onProgress === undefined ? {} : { onProgress: (p) => ctx.onProgress?.(label, p) }),
       ...(ctx.signal === undefined ? {} : { signal: ctx.signal }),
     });
-    return { run, ioQueues: ctrl.ioQueueCount, hctxs: ctrl.hctxs().length };
+    return { run, ioQueues: ctrl.ioQueueCount, hctxs: ctrl.hctxs().length, workers: ioWorkerMetrics(ctrl, run.wallMs) };
   } finally {
     await ctrl.disconnect();
   }
@@ -40,6 +66,8 @@ export interface SplitSetup {
   placement: Placement;
   /** Engine options that read the target's CPU from /proc and label ours as the initiator's. */
   engine: EngineOptions;
+  /** Connect options every arm adds: io workers (ctx.ioWorkers) pinned on this process's CPUs. */
+  connect: Pick<ConnectOptions, 'io_workers' | 'io_worker_cpus'>;
   /** Where each end was allowed to run, read back from the kernel (for arm params). */
   where(): Promise<{ initiatorCpus: string; targetCpus: string }>;
   /** One line for the report's notes. */
@@ -50,8 +78,8 @@ export interface SplitSetup {
  * Starts `nvme-tcp target` as a child pinned to the second CPU and pins this process to the first (restored
  * afterwards), runs `fn`, and always stops the child and restores the mask.
  */
-export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>): Promise<T> {
-  const placement = await pinApart();
+export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>, ctx: Pick<ScenarioContext, 'ioWorkers'> = {}): Promise<T> {
+  const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0 });
   try {
     const target = await startTargetProcess({ ram, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
     try {
@@ -59,12 +87,14 @@ export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Pro
       const setup: SplitSetup = {
         target,
         placement,
-        engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat` },
+        connect: ioWorkerConnect(ctx.ioWorkers, placement.initiatorCpus),
+        engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat`, targetPid: target.pid },
         where,
         describe: async () => {
           const w = await where();
           const pin = placement.unpinnedReason === undefined ? 'pinned with taskset' : `not pinned: ${placement.unpinnedReason}`;
-          return `Target: \`nvme-tcp target\` in a child process (pid ${target.pid}, CPUs ${w.targetCpus}), RAM namespace; initiator and engine in this process (pid ${process.pid}, CPUs ${w.initiatorCpus}); ${pin}. Target CPU is read from /proc/${target.pid}/stat.`;
+          const workers = (ctx.ioWorkers ?? 0) > 0 ? ` I/O queues on ${ctx.ioWorkers} io workers pinned over CPUs ${placement.initiatorCpus.join(',') || '(unpinned)'}.` : '';
+          return `Target: \`nvme-tcp target\` in a child process (pid ${target.pid}, CPUs ${w.targetCpus}), RAM namespace; initiator and engine in this process (pid ${process.pid}, CPUs ${w.initiatorCpus}); ${pin}. Target CPU is read from /proc/${target.pid}/stat.${workers}`;
         },
       };
       return await fn(setup);

@@ -10,7 +10,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { ConnectionClosedError, IoWorkerError } from '../errors.js';
 import type { RemoteQueue, RemoteQueueWorker } from './remote-queue.js';
-import { type FromWorker, type OpenQueueMsg, type ToWorker, WorkerStat, fromWireError } from './wire.js';
+import { type FromWorker, type OpenQueueMsg, type OpenedQueue, type ToWorker, WorkerStat, fromWireError } from './wire.js';
 
 /** Per io worker, as queueInfo's companion ioWorkerInfo() and the harness report show it. */
 export interface IoWorkerInfo {
@@ -81,7 +81,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
   tid = 0;
   readonly cpu: number | undefined;
   alive = true;
-  readonly #opens = new Map<number, { resolve: (e: { local: string; remote: string }) => void; reject: (e: Error) => void }>();
+  readonly #opens = new Map<number, { resolve: (e: OpenedQueue) => void; reject: (e: Error) => void }>();
   readonly queues = new Map<number, RemoteQueue>();
   readonly #log: Logger;
   readonly ready: Promise<void>;
@@ -132,7 +132,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
       case 'opened': {
         const o = this.#opens.get(m.key);
         this.#opens.delete(m.key);
-        o?.resolve({ local: m.local, remote: m.remote });
+        o?.resolve({ local: m.local, remote: m.remote, ...(m.auth === undefined ? {} : { auth: m.auth }) });
         return;
       }
       case 'openFailed': {
@@ -151,7 +151,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
     }
   }
 
-  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<{ local: string; remote: string }> {
+  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue> {
     if (!this.alive) return Promise.reject(new ConnectionClosedError(`io worker ${this.index} is not running`));
     this.queues.set(msg.key, q);
     return new Promise((resolve, reject) => {
@@ -176,6 +176,37 @@ class IoWorkerHandle implements RemoteQueueWorker {
 /** Bytes of the shared I/O buffer pool (virtual until touched): what allocIoBuffer hands out. */
 const POOL_BYTES = 64 << 20;
 const POOL_ALIGN = 4096;
+
+/**
+ * The process's io worker pools, one per (workers, CPUs, budget): controllers with the same io_workers,
+ * io_worker_cpus and io_budget_us share threads, as every Linux nvme-tcp controller queues its io_work on the one
+ * nvme_tcp_wq and queue q of any controller runs on the same io_cpu. Duplicate controllers then add queues to the
+ * same workers instead of a thread set each (4 controllers × 2 workers were 8 threads on one CPU, docs/harness.md).
+ */
+const sharedPools = new Map<string, { pool: IoWorkerPool; refs: number }>();
+
+/** A pool for one controller: the shared one for these settings, started on first use; release() once when done. */
+export function acquireIoWorkerPool(size: number, cpus: readonly number[], budgetUs: number, log: Logger): { pool: IoWorkerPool; release(): Promise<void> } {
+  const key = `${size}|${cpus.join(',')}|${budgetUs}`;
+  let entry = sharedPools.get(key);
+  if (entry === undefined) {
+    entry = { pool: new IoWorkerPool(size, cpus, budgetUs, log), refs: 0 };
+    sharedPools.set(key, entry);
+  }
+  entry.refs++;
+  const e = entry;
+  let released = false;
+  return {
+    pool: e.pool,
+    release: async () => {
+      if (released) return;
+      released = true;
+      if (--e.refs > 0) return;
+      if (sharedPools.get(key) === e) sharedPools.delete(key);
+      await e.pool.close();
+    },
+  };
+}
 
 export class IoWorkerPool {
   readonly size: number;

@@ -7,7 +7,7 @@ import { Buffer } from 'node:buffer';
 import { ConnectionClosedError, InvalidArgumentError } from '../errors.js';
 import type { Completion, IoQueue, IoRequest, IoSink, IoSqeBuilder, QueueCounters, SubmitSpec, TagSet } from '../queue-pair.js';
 import { RingConsumer, RingProducer, createRingBuffer } from './ring.js';
-import { Cqe, type OpenQueueMsg, SqFlag, Sqe, cqError } from './wire.js';
+import { Cqe, type OpenQueueMsg, type OpenedQueue, SqFlag, Sqe, cqError } from './wire.js';
 
 /** connecting: Open sent to the worker; live: commands flow; closing: Close sent, waiting for the worker's answer. */
 export type RemoteQueueState = 'connecting' | 'live' | 'closing' | 'closed';
@@ -53,7 +53,7 @@ export interface RemoteQueueWorker {
   readonly index: number;
   /** The controller's shared I/O buffer pool. */
   readonly pool: SharedArrayBuffer;
-  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<{ local: string; remote: string }>;
+  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue>;
   close(key: number): void;
 }
 
@@ -135,7 +135,7 @@ export class RemoteQueue implements IoQueue {
   }
 
   /** Open the socket and Fabrics Connect the queue on its worker (the Connect is a command on that queue). */
-  async connect(c: { host: string; port: number; localAddress: string | undefined; hdgst: boolean; ddgst: boolean; label: string; sqsize: number; cntlid: number; hostnqn: string; hostid: string; subnqn: string; disableSqflow: boolean; connectTimeoutMs: number }): Promise<void> {
+  async connect(c: Omit<OpenQueueMsg, 't' | 'key' | 'qid' | 'depth' | 'inlineLimit' | 'sq' | 'cq' | 'ringCapacity' | 'bounce' | 'slotBytes'>): Promise<OpenedQueue['auth']> {
     const ends = await this.#opts.worker.open(this, {
       key: this.key,
       qid: this.qid,
@@ -152,6 +152,7 @@ export class RemoteQueue implements IoQueue {
     this.destination = ends.remote;
     if (!this.#setState('live')) throw this.#closeErr ?? new ConnectionClosedError(`queue ${this.qid} closed while connecting`);
     void this.#cqLoop();
+    return ends.auth;
   }
 
   async #cqLoop(): Promise<void> {
@@ -192,7 +193,7 @@ export class RemoteQueue implements IoQueue {
     this.#send(p, cid, io.write, io.buf, len, timeoutMs);
   }
 
-  /** Promise-API submit (Flush, DSM, Write Zeroes, and reads/writes through execIo). CQE dw0/dw1 read as 0. */
+  /** Promise-API submit (Flush, DSM, Write Zeroes, and reads/writes through execIo); dw0/dw1 come back from the worker. */
   submit(spec: SubmitSpec): Promise<Completion> {
     const cid = this.tags.tryGet();
     if (cid === undefined) return this.tags.get().then((c) => this.#submitWithCid(c, spec));

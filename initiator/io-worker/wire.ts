@@ -123,6 +123,11 @@ export interface OpenQueueMsg {
   subnqn: string;
   disableSqflow: boolean;
   connectTimeoutMs: number;
+  /**
+   * DH-HMAC-CHAP for this queue when the controller asks (ATR): the secrets in their DHHC-1 form (they cross threads
+   * once per queue connect, never logged) and the T_ID the controller's counter gave this transaction.
+   */
+  auth?: { hostSecret: string; ctrlSecret: string | undefined; transactionId: number };
   sq: SharedArrayBuffer;
   cq: SharedArrayBuffer;
   ringCapacity: number;
@@ -131,11 +136,18 @@ export interface OpenQueueMsg {
   slotBytes: number;
 }
 
+/** A queue its worker opened: socket ends, and what DH-HMAC-CHAP agreed on when the controller asked for it. */
+export interface OpenedQueue {
+  local: string;
+  remote: string;
+  auth?: { hash: string; dhgroup: string; bidirectional: boolean };
+}
+
 export type ToWorker = OpenQueueMsg | { t: 'close'; key: number } | { t: 'init'; pool: SharedArrayBuffer; stats: SharedArrayBuffer; budgetUs: number };
 
 export type FromWorker =
   | { t: 'ready'; tid: number }
-  | { t: 'opened'; key: number; local: string; remote: string }
+  | { t: 'opened'; key: number; local: string; remote: string; auth?: { hash: string; dhgroup: string; bidirectional: boolean } }
   | { t: 'openFailed'; key: number; err: WireError }
   /** The queue is gone; every completion it owes is in its completion ring, published. */
   | { t: 'closed'; key: number; err: WireError };

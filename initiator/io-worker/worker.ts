@@ -8,7 +8,7 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
 import { ConnectionClosedError, NvmeStatusError, TimeoutError, TransportFatalError, decodeConnectResult } from '../../protocol/index.js';
-import { authRequested } from '../auth.js';
+import { authRequested, authenticateQueue, describeAuth, parseSecretOption } from '../auth.js';
 import { connectCmd, connectData } from '../fabrics-cmds.js';
 import { type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, TagSet } from '../queue-pair.js';
 import { TcpQueue } from '../transport/index.js';
@@ -142,7 +142,9 @@ class WorkerQueue implements IoSink {
     w[b + Cqe.tag] = (io as WorkerIo).tag;
     let kind: number = CqKind.ok;
     let status = 0;
-    let dw0 = 0;
+    // Read before anything else runs: the queue pair holds them only during this call.
+    let dw0 = err === undefined ? this.qp.completionDw0 : 0;
+    const dw1 = err === undefined ? this.qp.completionDw1 : 0;
     if (err !== undefined) {
       if (err instanceof NvmeStatusError) {
         kind = CqKind.status;
@@ -157,7 +159,7 @@ class WorkerQueue implements IoSink {
     w[b + Cqe.kind] = kind;
     w[b + Cqe.status] = status;
     w[b + Cqe.dw0] = dw0;
-    w[b + Cqe.dw1] = 0;
+    w[b + Cqe.dw1] = dw1;
     this.#cq.commit();
     bump(WorkerStat.completions);
     if (!this.#publishScheduled) {
@@ -215,6 +217,7 @@ async function open(m: OpenQueueMsg): Promise<void> {
     onError: (_q, err) => queueMicrotask(() => wq?.finish(err)),
   });
   opening.add(m.key);
+  let auth: ReturnType<typeof describeAuth> | undefined;
   try {
     await tcp.connect();
     const c = await qp.submit({
@@ -223,8 +226,19 @@ async function open(m: OpenQueueMsg): Promise<void> {
       forceInCapsule: true,
       timeoutMs: m.connectTimeoutMs,
     });
-    // In-band authentication of I/O queues is not run on io workers (refused with dhchap_secret at option time).
-    if (authRequested(m.qid, c.dw0, false)) throw new ConnectionClosedError(`queue ${m.qid}: authentication requested`);
+    // ATR: the queue authenticates on this thread, as Linux runs nvmf_connect_io_queue's auth on the queue's context.
+    if (authRequested(m.qid, c.dw0, m.auth !== undefined)) {
+      const a = m.auth as NonNullable<OpenQueueMsg['auth']>;
+      const r = await authenticateQueue(qp, {
+        hostnqn: m.hostnqn,
+        subsysnqn: m.subnqn,
+        hostKey: parseSecretOption('dhchap_secret', a.hostSecret),
+        ctrlKey: parseSecretOption('dhchap_ctrl_secret', a.ctrlSecret),
+        transactionId: a.transactionId,
+        timeoutMs: m.connectTimeoutMs,
+      });
+      auth = describeAuth(r);
+    }
     decodeConnectResult(c.dw0);
     if (closedWhileOpening.has(m.key)) throw new ConnectionClosedError(`queue ${m.qid}: closed by host while connecting`);
     qp.setLive();
@@ -242,7 +256,7 @@ async function open(m: OpenQueueMsg): Promise<void> {
     wq.finish(tcp.closeError ?? new ConnectionClosedError(`queue ${m.qid} closed`));
     return;
   }
-  post({ t: 'opened', key: m.key, local: `${tcp.localAddress ?? '?'}:${tcp.localPort ?? 0}`, remote: `${tcp.remoteAddress ?? m.host}:${tcp.remotePort ?? m.port}` });
+  post({ t: 'opened', key: m.key, local: `${tcp.localAddress ?? '?'}:${tcp.localPort ?? 0}`, remote: `${tcp.remoteAddress ?? m.host}:${tcp.remotePort ?? m.port}`, ...(auth === undefined ? {} : { auth }) });
   void wq.run();
 }
 

@@ -63,6 +63,14 @@ export class PduReader {
   #dataHave = 0;
   #data: Buffer[] = [];
   #crc = 0;
+  /**
+   * With reusesChunks, where the data of a PDU that spans reads accumulates (one buffer per reader, grown to the
+   * largest such PDU and reused): copying each partial view into a fresh Buffer cost a zero-filled allocation per
+   * read, 22 % of the host's CPU at 128 KiB reads (docs/performance.md). Handlers copy out during onPdu, as they must
+   * for views of the reused chunk, so reusing this buffer is as safe.
+   */
+  #stage: Buffer | undefined;
+  #staging = false;
   readonly #ddgstBuf = Buffer.alloc(DIGEST_SIZE);
   #ddgstHave = 0;
   /** Bytes consumed over the connection's life (for diagnostics). */
@@ -176,7 +184,8 @@ export class PduReader {
         case 'data': {
           const take = Math.min(this.#dataLen - this.#dataHave, n - off);
           const view = chunk.subarray(off, off + take);
-          this.#data.push(view);
+          if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
+          else this.#data.push(view);
           if (this.#wantsDdgst()) this.#crc = crc32c(view, this.#crc);
           this.#dataHave += take;
           off += take;
@@ -199,13 +208,13 @@ export class PduReader {
   /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
   #detach(chunk: Buffer): void {
     if (this.#state !== 'data' && this.#state !== 'ddgst') return;
-    const ab = chunk.buffer;
-    if (this.#head.buffer === ab) this.#head = Buffer.from(this.#head);
-    const data = this.#data;
-    for (let i = 0; i < data.length; i++) {
-      const d = data[i] as Buffer;
-      if (d.buffer === ab) data[i] = Buffer.from(d);
-    }
+    if (this.#head.buffer === chunk.buffer) this.#head = Buffer.from(this.#head);
+    if (this.#staging) return;
+    if (this.#stage === undefined || this.#stage.length < this.#dataLen) this.#stage = Buffer.allocUnsafeSlow(this.#dataLen);
+    let at = 0;
+    for (const d of this.#data) at += d.copy(this.#stage, at);
+    this.#data = [];
+    this.#staging = true;
   }
 
   #fail(f: FatalFinding, header: Buffer): void {
@@ -261,6 +270,7 @@ export class PduReader {
     }
     if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
     this.#data = [];
+    this.#staging = false;
     this.#dataHave = 0;
     this.#crc = 0;
     this.#ddgstHave = 0;
@@ -282,6 +292,10 @@ export class PduReader {
 
   #finish(dataDigestOk: boolean): void {
     const head = this.#head;
+    if (this.#staging) {
+      this.#data = [(this.#stage as Buffer).subarray(0, this.#dataLen)];
+      this.#staging = false;
+    }
     const pdu = decodePduHeader(head, this.#data, this.#dataLen);
     this.#state = 'ch';
     this.#head = this.#ch;

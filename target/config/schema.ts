@@ -436,6 +436,10 @@ export const targetConfigSchema = obj({
   discoveryNqn: opt(nqnSchema),
   icReqTimeoutS: opt(z.number({ error: wrongType('seconds') }).positive({ error: 'must be > 0 seconds' }).max(3600, { error: 'is more than an hour; use 1..3600 seconds' })),
   api: opt(apiSchema),
+  workers: opt(
+    z.union([z.literal('auto'), z.number().int().min(1)], { error: 'must be an integer >= 1 or "auto" (one worker per CPU); e.g. "workers": 2' }),
+  ),
+  placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: 'must be one of single, controller, queue, host' })),
 }).check(
   z.superRefine((c, ctx) => {
     dupes(c.ports, (p) => p.id, (i, id) => ctx.addIssue({ code: 'custom', path: ['ports', i, 'id'], message: `port id ${id} is used twice; give each port its own id` }));

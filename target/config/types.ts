@@ -150,4 +150,8 @@ export interface TargetConfig {
   icReqTimeoutS?: number;
   /** HTTP management API listen address "ADDR:PORT" (issue 5). */
   api?: { listen: string; token?: string };
+  /** Worker processes serving I/O queues (default 1: one process); "auto": one per CPU (docs/target.md, "Target workers"). */
+  workers?: number | 'auto';
+  /** Which worker a new I/O queue goes to: single | controller | queue | host (default queue). */
+  placement?: 'single' | 'controller' | 'queue' | 'host';
 }

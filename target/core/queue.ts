@@ -13,7 +13,7 @@ import type { QueueModel, QueueTransportOps } from './queue-model.js';
 import type { Namespace } from './namespace.js';
 import type { Request } from './request.js';
 import type { LatencyHistogram } from './stats.js';
-import type { QueueCounters, QueueInfoView, QueueState, Transitions } from './types.js';
+import type { QueueCounters, QueueHandle, QueueInfoView, QueueState, Transitions } from './types.js';
 
 /** performance.timeOrigin is a getter into the binding: read once (it never changes in a process). */
 const TIME_ORIGIN = performance.timeOrigin;
@@ -290,6 +290,32 @@ export class CoreQueue implements QueueModel {
     this.target.logger.info({ cntlid: ctrl.cntlid, subnqn: ctrl.subsys.nqn, hostnqn: ctrl.hostnqn, qid: this.qid, peer: this.ops.peer }, 'queue disconnected');
     // The host closes the admin queue last (nvme_tcp teardown order); its loss ends the controller, as in nvmet.
     if (this.qid === 0) ctrl.teardown('admin queue closed');
+  }
+
+  /**
+   * This queue's connection moved to a worker process after its Connect completed (target/workers): `remote` stands
+   * for it in the controller from now on, and this object is done without tearing anything down.
+   */
+  handOver(remote: QueueHandle): void {
+    const ctrl = this.ctrl;
+    if (this.#state !== 'live' || ctrl === undefined) return;
+    this.setState('closed');
+    this.auth?.dispose();
+    ctrl.queues.set(this.qid, remote);
+  }
+
+  /**
+   * A worker process serves an I/O queue the primary connected (target/workers): bind it to `ctrl` as the primary's
+   * Connect did (executeConnect), without a Connect on this side.
+   */
+  bindHandedOff(ctrl: Controller, qid: number, sqsize: number, sqflowDisabled: boolean): void {
+    this.ctrl = ctrl;
+    this.qid = qid;
+    this.sqsize = sqsize;
+    this.sqflowDisabled = sqflowDisabled;
+    this.sqhd = 0;
+    ctrl.queues.set(qid, this);
+    this.setState('live');
   }
 
   /** Core-initiated close (controller teardown). */

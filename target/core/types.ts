@@ -48,6 +48,8 @@ export interface QueueInfoView {
   auth?: QueueAuthView;
   /** The queue's connection runs over TLS 1.3 (TP 8011). */
   tls?: boolean;
+  /** Worker process serving the queue (target/workers); absent: the primary process. */
+  worker?: number;
 }
 
 /** A queue as its controller holds it (Controller.queues): enough to list it and to close it. */

@@ -38,6 +38,9 @@ export type MgmtService = Pick<
   | 'listControllers'
   | 'stats'
 >;
+// Worker pool views (target/workers); optional so a service without workers still fits.
+
+type WorkerService = Partial<Pick<TargetService, 'workers' | 'setPlacement'>> & { readonly placement?: string };
 
 export interface ApiOptions {
   /** "ADDR:PORT" ("127.0.0.1:8080", "[::1]:0"); port 0 picks a free port. */
@@ -115,7 +118,7 @@ function intParam(v: string | undefined, name: string): number {
   return Number(v);
 }
 
-function buildRoutes(service: MgmtService, metrics: TargetMetrics): Route[] {
+function buildRoutes(service: MgmtService & WorkerService, metrics: TargetMetrics): Route[] {
   const sub = (nqn: string | undefined): SubsystemConfig => {
     const s = service.getConfig().subsystems.find((x) => x.nqn === nqn);
     if (s === undefined) throw new HttpError(404, `no subsystem ${nqn ?? ''}`);
@@ -130,6 +133,24 @@ function buildRoutes(service: MgmtService, metrics: TargetMetrics): Route[] {
     ['GET', '/healthz', () => ok({ status: 'ok', ports: service.boundPorts().length, uptimeS: Math.round(process.uptime()) })],
     ['GET', '/config', () => ok(service.getConfig())],
     ['GET', '/controllers', () => ok(service.listControllers())],
+    // Worker processes (target/workers): count, placement policy, and each worker's state, queues, CPU, I/Os, lag.
+    ['GET', '/workers', () => ok({ placement: service.placement ?? 'queue', workers: service.workers?.() ?? [] })],
+    [
+      'PUT',
+      '/workers/placement',
+      async ({ body }) => {
+        const raw = (await body()) as { placement?: unknown } | null;
+        const p = raw !== null && typeof raw === 'object' ? raw.placement : undefined;
+        if (typeof p !== 'string') throw new HttpError(400, 'body: placement: is missing; give one of single, controller, queue, host', 'placement');
+        try {
+          if (service.setPlacement === undefined) throw new Error('this target has no worker pool');
+          service.setPlacement(p);
+        } catch (err) {
+          throw new HttpError(400, `body: placement: ${(err as Error).message}`, 'placement');
+        }
+        return ok({ placement: service.placement });
+      },
+    ],
 
     // DH-HMAC-CHAP keys per host (nvmet hosts/<nqn>/dhchap_*). Replies never carry a secret: listHostAuth and
     // getConfig() redact them, and the PUT body is validated by hostSchema, whose errors never quote a secret.

@@ -165,6 +165,12 @@ export class MgmtClient {
   controllers(): Promise<unknown> {
     return this.call('GET', '/controllers');
   }
+  workers(): Promise<unknown> {
+    return this.call('GET', '/workers');
+  }
+  setPlacement(placement: string): Promise<unknown> {
+    return this.call('PUT', '/workers/placement', { placement });
+  }
   async config(): Promise<TargetConfig> {
     return (await this.call('GET', '/config')) as TargetConfig;
   }

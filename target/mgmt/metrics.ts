@@ -18,7 +18,7 @@ export interface LatencyHistogramStats {
 
 type SubsystemStats = TargetStats['subsystems'][string] & { latency?: Record<string, LatencyHistogramStats> };
 
-export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'>;
+export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'> & Partial<Pick<TargetService, 'workers'>>;
 
 export interface TargetMetrics {
   readonly registry: Registry;
@@ -304,6 +304,78 @@ export function createMetrics(service: MetricsSource): TargetMetrics {
     registers: [registry],
     collect() {
       this.set(process.memoryUsage.rss());
+    },
+  });
+
+  // Per-worker figures (target/workers), as of each worker's last report (every 200 ms).
+  const workers = (): ReturnType<TargetService['workers']> => service.workers?.() ?? [];
+  new Counter({
+    name: 'nvme_tcp_worker_cpu_seconds_total',
+    help: 'CPU time of each worker process, by mode (user, system).',
+    labelNames: ['worker', 'mode'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) {
+        this.inc({ worker: String(w.index), mode: 'user' }, w.cpuUserUs / 1e6);
+        this.inc({ worker: String(w.index), mode: 'system' }, w.cpuSystemUs / 1e6);
+      }
+    },
+  });
+  new Counter({
+    name: 'nvme_tcp_worker_commands_total',
+    help: 'Commands each worker process executed on its I/O queues (since it last started).',
+    labelNames: ['worker'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) this.inc({ worker: String(w.index) }, w.ios);
+    },
+  });
+  new Counter({
+    name: 'nvme_tcp_worker_bytes_total',
+    help: 'Bytes each worker process received (in) and sent (out) on its I/O queues.',
+    labelNames: ['worker', 'direction'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) {
+        this.inc({ worker: String(w.index), direction: 'in' }, w.bytesIn);
+        this.inc({ worker: String(w.index), direction: 'out' }, w.bytesOut);
+      }
+    },
+  });
+  new Gauge({
+    name: 'nvme_tcp_worker_event_loop_lag_seconds',
+    help: 'Event-loop delay of each worker process over its last report interval, mean and max.',
+    labelNames: ['worker', 'stat'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) {
+        this.set({ worker: String(w.index), stat: 'mean' }, w.lagMeanMs / 1e3);
+        this.set({ worker: String(w.index), stat: 'max' }, w.lagMaxMs / 1e3);
+      }
+    },
+  });
+  new Gauge({
+    name: 'nvme_tcp_worker_queues',
+    help: 'I/O queues each worker process serves.',
+    labelNames: ['worker'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) this.set({ worker: String(w.index) }, w.queues);
+    },
+  });
+  new Counter({
+    name: 'nvme_tcp_worker_restarts_total',
+    help: 'Times each worker process died and was started again.',
+    labelNames: ['worker'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) this.inc({ worker: String(w.index) }, w.restarts);
     },
   });
 

@@ -156,6 +156,31 @@ describe('DH-HMAC-CHAP: initiator ↔ target', () => {
     expect(e2).toMatchObject({ field: 'dhchap_ctrl_secret' });
   });
 
+  it('io workers: I/O queues authenticate on their worker (bidirectional), again after a reconnect; a wrong key fails the connect', async () => {
+    const k = keys(2);
+    const { t, port } = await target(k, { ctrl: true });
+    const c = await open(port, { dhchap_secret: k.host, dhchap_ctrl_secret: k.ctrl, io_workers: 2, reconnect_delay: 0.05 });
+    expect(c.queueInfo().filter((q) => q.qid > 0).map((q) => q.owner)).toEqual(['worker 0', 'worker 1']);
+    await roundTrip(c);
+    const qs = t.listControllers()[0]?.queues ?? [];
+    expect(qs.map((q) => [q.qid, q.auth?.authenticated, q.auth?.bidirectional])).toEqual([
+      [0, true, true],
+      [1, true, true],
+      [2, true, true],
+    ]);
+    expect(c.authenticatedQueues).toBe(3);
+    const again = new Promise<void>((resolve) => c.once('reconnected', () => resolve()));
+    c.reset();
+    await again;
+    await roundTrip(c);
+    expect(c.authenticatedQueues).toBe(6);
+    expect(t.authStats()).toEqual({ succeeded: 6, failed: 0, expired: 0 });
+    await c.disconnect();
+    // The target asks the workers' queues too, so a wrong controller key cannot slip through on them.
+    const bad = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, hostnqn: HOSTNQN, nr_io_queues: 2, io_workers: 1, dhchap_secret: k.host, dhchap_ctrl_secret: keys(2).ctrl }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(DhchapAuthError);
+  });
+
   it('re-authenticates every queue after a reconnect', async () => {
     const k = keys(3);
     const { t, port } = await target(k, { ctrl: true });

@@ -77,6 +77,8 @@ describe('nvme-tcp bench', () => {
     [['/nonexistent/x.fio'], /cannot read \/nonexistent\/x.fio: ENOENT/],
     [['x.fio', '--nr-io-queues', 'many'], /--nr-io-queues must be an integer/],
     [['--quick', 'x.fio'], /--quick applies to --scenario only/],
+    [['--scenario', 'parallel-connect', '--io-workers', '2'], /--io-workers does not apply to scenario parallel-connect; it does to queue-groups, duplicate-connect, match-hw-queues/],
+    [['--scenario', 'queue-groups', '--io-workers=-1'], /--io-workers must be an integer 0..4096, got "-1"/],
   ])('bad usage %j: one line, exit 2', async (argv, re) => {
     const r = await bench(argv);
     expect(r.code).toBe(2);

@@ -108,3 +108,39 @@ describe('scenarios --quick', () => {
     expect(r.arms[1]?.run?.cpu.target?.source).toMatch(/^\/proc\/\d+\/stat$/);
   }, 90_000);
 });
+
+describe('scenarios --quick --io-workers', () => {
+  it('duplicate-connect on 2 io workers per controller: every arm ran its queues on workers, pinned apart from the target', async () => {
+    const s = findScenario('duplicate-connect');
+    const r = await (s as NonNullable<typeof s>).run({ ...quiet, ioWorkers: 2 });
+    checkRan(r, ['1-ctrl', '2-ctrl-round-robin', '2-ctrl-queue-depth'], 4);
+    const [one, rr] = r.arms;
+    expect(one?.params['io_workers']).toBe(2);
+    // Duplicate controllers share the process's 2 workers (one pool per io-worker settings, like Linux's nvme_tcp_wq).
+    expect(one?.metrics['ioWorkers']).toBe(2);
+    expect(rr?.metrics['ioWorkers']).toBe(2);
+    expect(rr?.metrics['targetQueuesUsed']).toBe(4);
+    for (const a of r.arms) {
+      expect(a.metrics['ioWorkerMaxCpuPct']).toBeGreaterThan(0);
+      // Every arm is classified from its threads: the busiest one and the CPUs the process may use were read.
+      expect(a.metrics['busiestThreadPct']).toBeGreaterThan(0);
+      expect(a.metrics['allowedCpus']).toBeGreaterThanOrEqual(1);
+      expect(a.metrics['targetBusiestThreadPct']).toBeGreaterThan(0);
+      if (os.availableParallelism() >= 2) expect(a.params['initiatorCpus']).not.toContain(String(a.params['targetCpus']));
+    }
+    expect(r.notes.join(' ')).toMatch(/I\/O queues on 2 io workers pinned over CPUs/);
+  }, 90_000);
+
+  it('match-hw-queues on io workers: match_hw_queues caps the workers at the NIC queue count', async () => {
+    const s = findScenario('match-hw-queues');
+    const r = await (s as NonNullable<typeof s>).run({ ...quiet, ioWorkers: 4 });
+    if (r.skipped !== undefined) {
+      expect(r.skipped).toMatch(/namespace|Linux/);
+      return;
+    }
+    checkRan(r, ['baseline-randread', 'matched-randread'], 2);
+    expect(r.arms[0]?.metrics['ioWorkers']).toBe(4);
+    expect(r.arms[1]?.metrics['ioWorkers']).toBe(r.arms[1]?.metrics['ioQueues']);
+    expect(r.arms[1]?.metrics['ioWorkers']).toBeLessThan(4);
+  }, 90_000);
+});

@@ -1,4 +1,4 @@
-// What can be checked of docker/ without a Docker engine (none runs here, and the docker client has no compose
+// What can be checked of docker/ without a Docker engine (npm test starts none, test/containers runs them under podman; the docker client has no compose
 // plugin): compose.yaml parses (a strict YAML subset), the files, ports, NQN and job file it references exist
 // and match the sample config and the Dockerfile; and the image's entrypoint command, run directly against the
 // sample config with port-0 overrides, serves /healthz (the HEALTHCHECK command passes) and the API.
@@ -238,6 +238,51 @@ describe('docker/ files (static checks; no Docker engine here)', () => {
     const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
     expect(instr(dockerfile, 'ARG').map((a) => a.args)).toContain(`TSX_VERSION=${lock.packages['node_modules/tsx']?.version ?? '?'}`);
     expect(jsonArray(dockerfile, 'ENTRYPOINT')).toEqual(['tsx', 'cli/main.ts', 'target']);
+  });
+});
+
+describe('docker/compose.ha.yaml (static checks)', () => {
+  it('two gateways: one subsystem identity, disjoint cntlid ranges, gw1 optimized / gw2 non-optimized, a shared volume, loopback ports', async () => {
+    const ha = map(parseYamlSubset(await readFile(join(DOCKER, 'compose.ha.yaml'), 'utf8')), 'compose.ha.yaml');
+    const services = map(ha.services, 'services');
+    expect(Object.keys(services).sort()).toEqual(['gw1', 'gw2']);
+    const shared = Object.keys(map(ha.volumes, 'volumes'));
+    expect(shared).toHaveLength(1);
+    const gws = await Promise.all(
+      (['gw1', 'gw2'] as const).map(async (name) => {
+        const svc = map(services[name], name);
+        expect(svc.image, `${name} uses the lab image`).toBe('nvme-tcp-ts:latest');
+        expect(svc.restart).toBe('no');
+        const vols = list(svc.volumes, `${name}.volumes`);
+        const cfgMount = vols.find((v) => v.split(':')[1] === '/etc/nvme-tcp/target.json') ?? '';
+        expect(vols).toContain(`${shared[0] ?? '?'}:/data`);
+        for (const p of list(svc.ports, `${name}.ports`)) expect(p, `${name} publishes on loopback`).toMatch(/^127\.0\.0\.1:/);
+        const cfg = parseTargetConfig(JSON.parse(await readFile(resolve(DOCKER, cfgMount.split(':')[0] as string), 'utf8')), cfgMount);
+        return { cfg, hostPorts: list(svc.ports, 'ports').map((p) => /^127\.0\.0\.1:(.+):\d+$/.exec(p)?.[1]) };
+      }),
+    );
+    const [a, b] = gws.map((g) => g.cfg) as [TargetConfig, TargetConfig];
+    const sa = a.subsystems[0];
+    const sb = b.subsystems[0];
+    expect(sa?.nqn).toBe(sb?.nqn);
+    expect(sa?.serial).toBe(sb?.serial);
+    expect(sa?.ana).toBe(true);
+    expect(sb?.ana).toBe(true);
+    const na = sa?.namespaces?.[0];
+    const nb = sb?.namespaces?.[0];
+    expect(na).toEqual(nb);
+    expect(na?.uuid).toBeDefined();
+    expect(na?.nguid).toBeDefined();
+    expect(na?.backend).toMatchObject({ type: 'file' });
+    expect(String((na?.backend as { path?: string }).path)).toMatch(/^\/data\//);
+    // Controller IDs never collide between the gateways (a host rejects a duplicate cntlid in one subsystem).
+    const [la, ha2, lb, hb] = [sa?.cntlidMin ?? 1, sa?.cntlidMax ?? 0xffef, sb?.cntlidMin ?? 1, sb?.cntlidMax ?? 0xffef];
+    expect(ha2 < lb || hb < la, `ranges ${la}-${ha2} and ${lb}-${hb}`).toBe(true);
+    const grp = String(na?.anaGroup ?? 1);
+    expect(a.ports[0]?.anaStates?.[grp]).toBe('optimized');
+    expect(b.ports[0]?.anaStates?.[grp]).toBe('non-optimized');
+    // Each gateway has its own host ports.
+    expect(new Set([...(gws[0]?.hostPorts ?? []), ...(gws[1]?.hostPorts ?? [])]).size).toBe(4);
   });
 });
 

@@ -140,6 +140,27 @@ describe('TLS: initiator ↔ target', { timeout: 20_000 }, () => {
   });
 });
 
+describe('TLS with target workers (multi-process)', { timeout: 30_000 }, () => {
+  it('TLS queues stay in the primary (a TLS session cannot move to another process); cleartext ones move', async () => {
+    const t = new TargetService({ workers: 2, placement: 'queue' });
+    cleanups.push(() => t.stop());
+    await t.apply({
+      ports: [{ id: 1, addr: '127.0.0.1', port: 0, tls: 'allowed' }],
+      subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '4M' } }] }],
+      hosts: [{ nqn: HOST_A, tlsKey: KEY_A }],
+    });
+    const port = (t.boundPorts()[0] as { port: number }).port;
+    const a = await open(port, HOST_A, { tls_key: KEY_A });
+    const b = await open(port, HOST_B, {});
+    await verify(a, 9);
+    await verify(b, 10);
+    const ctrls = t.listControllers().filter((x) => x.subnqn === SUBNQN);
+    const io = (h: string) => ctrls.find((x) => x.hostnqn === h)?.queues.filter((q) => q.qid > 0) ?? [];
+    expect(io(HOST_A).map((q) => [q.tls, q.worker])).toEqual([[true, undefined], [true, undefined]]);
+    expect(io(HOST_B).every((q) => q.worker !== undefined)).toBe(true);
+  });
+});
+
 describe('TLS: bad input closes only that connection, with a log line naming host, port and reason', { timeout: 20_000 }, () => {
   it('unknown identity, wrong key, SHA-384-only client, cleartext ICReq, stalled handshake', async () => {
     const g = await target('required', 0, { tlsHandshakeTimeoutS: 1 });

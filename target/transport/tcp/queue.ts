@@ -6,6 +6,7 @@ import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
   DataPduOffset,
+  FABRICS_OPCODE,
   Fes,
   PduType,
   Status,
@@ -18,8 +19,8 @@ import {
   type H2CDataPdu,
   type Pdu,
 } from '../../../protocol/index.js';
-import { TcpConnection, type ConnectionFatal, type ConnectionHandler } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type CorePort, type QueueTransportOps, type Request, type TargetCore } from '../../core/index.js';
+import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -46,6 +47,40 @@ export interface TcpQueueOptions {
   rxBuffer?: Buffer;
   /** The socket is a TLS session (TP 8011); shown per queue in GET /controllers. */
   tls?: boolean;
+  /** Moves I/O queues to worker processes once connected (target/workers); unset: every queue stays here. */
+  handOff?: QueueHandOff;
+}
+
+/** What a worker needs to continue an I/O queue the primary connected. */
+export interface HandedOffQueue {
+  portId: number;
+  subnqn: string;
+  cntlid: number;
+  hostnqn: string;
+  qid: number;
+  sqsize: number;
+  sqflowDisabled: boolean;
+  hdgst: boolean;
+  ddgst: boolean;
+}
+
+/**
+ * The primary side of the hand-off: an I/O queue's Connect succeeded (and it needs no authentication). `accept`
+ * says whether to move it; after its response is written, `take` gets the socket and returns the handle that stands
+ * for the queue in its controller (or undefined after it closed the socket itself).
+ */
+export interface QueueHandOff {
+  accept(q: HandedOffQueue): boolean;
+  take(socket: net.Socket, q: HandedOffQueue, ctrl: Controller, pending: Buffer | undefined): QueueHandle | undefined;
+}
+
+/** Worker side: start a queue on a received socket, already connected (bound to `ctrl` as queue `qid`). */
+export interface ResumeQueue {
+  conn: ResumedConnection;
+  ctrl: Controller;
+  qid: number;
+  sqsize: number;
+  sqflowDisabled: boolean;
 }
 
 /** One owned copy of in-capsule data views (the receive buffer is reused after this read). */
@@ -121,6 +156,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     accepted: net.Socket,
     opts: TcpQueueOptions,
     onClosed: (q: TcpQueue) => void,
+    resume?: ResumeQueue,
   ) {
     // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
     // connection: the reader copies what an incomplete PDU still needs (reusesChunks), and everything a command keeps
@@ -130,8 +166,9 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#maxInFlight = port.maxInFlightBytes;
     this.#c2hMax = port.c2hDataSize;
     this.core = new CoreQueue(target, port, this);
-    this.#conn = TcpConnection.accept(accepted, {
-      role: 'controller',
+    this.#handOff = opts.handOff;
+    const connOpts = {
+      role: 'controller' as const,
       handler: this,
       maxDataLength: port.maxH2CData,
       maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
@@ -139,18 +176,30 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       batchCopyMax: COPY_MAX,
       lingerMs: TERM_LINGER_MS,
       ...(opts.rxBuffer !== undefined ? { rxBuffer: opts.rxBuffer } : {}),
-    });
+    };
+    this.#icReqTimeoutMs = opts.icReqTimeoutMs;
+    this.tls = opts.tls === true;
+    if (resume !== undefined) {
+      // Handed off by the primary after Connect: IC and Connect happened there; go straight to live.
+      this.#conn = TcpConnection.resume(accepted, connOpts, resume.conn);
+      this.peer = `${this.#conn.remoteAddress ?? '?'}:${this.#conn.remotePort ?? 0}`;
+      this.setState('connect-wait');
+      this.core.bindHandedOff(resume.ctrl, resume.qid, resume.sqsize, resume.sqflowDisabled);
+      return;
+    }
+    this.#conn = TcpConnection.accept(accepted, connOpts);
     this.peer = `${this.#conn.remoteAddress ?? '?'}:${this.#conn.remotePort ?? 0}`;
     this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
     this.#timer.unref();
-    this.#icReqTimeoutMs = opts.icReqTimeoutMs;
-    this.tls = opts.tls === true;
   }
 
   /** The connection runs over TLS 1.3 (TP 8011). */
   readonly tls: boolean;
 
   readonly #icReqTimeoutMs: number;
+  readonly #handOff: QueueHandOff | undefined;
+  /** The Connect of this I/O queue completed and its connection is being moved to a worker (QueueHandOff). */
+  #handingOff: HandedOffQueue | undefined;
 
   /** Child logger made on first use: a connection flood should not pay for one per connection (perf-flood.ts). */
   get #log(): Logger {
@@ -219,6 +268,12 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /** ConnectionHandler: one received PDU (controller role: the reader delivers host-to-controller types only). */
   onPdu(pdu: Pdu): void {
+    if (this.#handingOff !== undefined) {
+      // A PDU behind the Connect in the same read, before its response could reach the host: it cannot travel with
+      // the socket (it is parsed here), so the queue goes; the host reconnects.
+      this.close('PDU received before the Connect response');
+      return;
+    }
     switch (pdu.type) {
       case PduType.IC_REQ:
         return this.#handleIcReq(pdu.hpda, pdu.dgst);
@@ -436,6 +491,41 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       this.#conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status);
     }
     this.#release(cmd);
+    if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
+  }
+
+  /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
+  #maybeHandOff(): void {
+    const core = this.core;
+    const ctrl = core.ctrl;
+    // A TLS session cannot move to another process (its keys and record state live in this one's OpenSSL): TLS
+    // queues stay here, like authenticated ones.
+    if (ctrl === undefined || core.auth !== undefined || this.tls || core.state !== 'live') return;
+    const h: HandedOffQueue = {
+      portId: this.port.id,
+      subnqn: ctrl.subsys.nqn,
+      cntlid: ctrl.cntlid,
+      hostnqn: ctrl.hostnqn,
+      qid: core.qid,
+      sqsize: core.sqsize,
+      sqflowDisabled: core.sqflowDisabled,
+      hdgst: this.#conn.framing.hdgst,
+      ddgst: this.#conn.framing.ddgst,
+    };
+    const handOff = this.#handOff as QueueHandOff;
+    if (!handOff.accept(h)) return;
+    this.#handingOff = h;
+    this.#conn.detach((socket, pending) => {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.setState('closed');
+      const remote = ctrl.state === 'dead' ? undefined : handOff.take(socket, h, ctrl, pending);
+      if (remote === undefined) {
+        socket.destroy();
+        core.onTransportClosed();
+      } else core.handOver(remote);
+      this.#onClosed(this);
+    });
   }
 
   /** The core queue went live (Connect bound it): the connection is connected and the Connect timer stops. */

@@ -1,0 +1,166 @@
+// Target workers (target/workers) same-run: two C clients (bench/perf-c-baseline/client.c: two controllers, one I/O
+// queue each, 4 KiB random reads at QD32) against the TS target with workers 1 (one process), workers 2 placement
+// single (every I/O queue on worker 0: the Linux target's one-CPU finding) and workers 2 placement queue (spread).
+// Arms are interleaved per repetition so neighbour load hits all alike; each target's processes are pinned (worker i
+// to CPU i mod CPUs, the primary and the one-process target to CPU 0); CPU per I/O sums every target process
+// (/proc/<pid>/stat) and the clients' own CPU shows which side was bound.
+//   [NVME_BENCH_BACKEND=null] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32]
+import { Buffer } from 'node:buffer';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Child, buildBaseline } from './perf-target.js';
+
+const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
+const NS_BYTES = Number(process.env.NVME_BENCH_NS_MIB ?? 64) * 1024 * 1024;
+/** NVME_BENCH_BACKEND=null: no data (separates the data plane from the RAM namespace's cost). */
+const BACKEND = process.env.NVME_BENCH_BACKEND === 'null' ? ('null' as const) : ('ram' as const);
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+/** utime+stime in µs (clock ticks of 10 ms). */
+function cpuUs(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) * 10_000;
+  } catch {
+    return 0;
+  }
+}
+
+async function server(workers: number, placement: string): Promise<void> {
+  const { TargetService } = await import('../target/service.js');
+  const svc = new TargetService({ workers, placement: placement as 'queue' });
+  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: BACKEND, size: NS_BYTES } }] }] });
+  const port = svc.boundPorts()[0]?.port ?? 0;
+  if (BACKEND === 'null') return ready(svc, port);
+  // Real data everywhere (as perf-target.ts does), written through our initiator.
+  const { connect } = await import('../initiator/index.js');
+  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
+  const ns = host.namespace(1);
+  const piece = 1024 * 1024;
+  const buf = Buffer.alloc(piece);
+  for (let off = 0; off < NS_BYTES; off += piece) {
+    for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
+    await ns.write(BigInt(off / ns.blockSize), buf);
+  }
+  await host.disconnect();
+  ready(svc, port);
+}
+
+function ready(svc: import('../target/service.js').TargetService, port: number): void {
+  const cpus = availableParallelism();
+  for (const w of svc.workers()) if (w.pid !== undefined) spawnSync('taskset', ['-p', '-c', String(w.index % cpus), String(w.pid)], { stdio: 'ignore' });
+  process.stdout.write(`PORT ${port}\n`);
+  process.stdout.write(`PIDS ${[process.pid, ...svc.workers().map((w) => w.pid)].join(',')}\n`);
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (line: string) => {
+    for (const cmd of line.split('\n')) {
+      if (cmd === 'workers') process.stdout.write(`WORKERS ${JSON.stringify(svc.workers().map((w) => ({ i: w.index, q: w.queues, ios: w.ios })))}\n`);
+      if (cmd === 'quit') void svc.stop().then(() => process.exit(0));
+    }
+  });
+}
+
+interface ClientOut {
+  ios: number;
+  iops: number;
+  p50us: number;
+  p99us: number;
+}
+
+function client(bin: string, port: number, qd: number, seconds: number): { done: Promise<ClientOut>; pid: number } {
+  const p = spawn(bin, [String(port), String(qd), '4096', String(seconds), '0', '0', String(NS_BYTES), '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.setEncoding('utf8');
+  p.stdout.on('data', (d: string) => (out += d));
+  const done = new Promise<ClientOut>((resolve, reject) => p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as ClientOut) : reject(new Error(`client exited ${code}`)))));
+  return { done, pid: p.pid ?? 0 };
+}
+
+async function main(): Promise<void> {
+  const si = process.argv.indexOf('--server');
+  if (si >= 0) return server(Number(process.argv[si + 1]), process.argv[si + 2] ?? 'queue');
+  const seconds = Number(arg('seconds') ?? 3);
+  const reps = Number(arg('reps') ?? 2);
+  const qd = Number(arg('qd') ?? 32);
+  const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
+  const self = fileURLToPath(import.meta.url);
+  const arms = [
+    { name: 'workers 1', args: ['1', 'queue'] },
+    { name: 'workers 2 single', args: ['2', 'single'] },
+    { name: 'workers 2 queue', args: ['2', 'queue'] },
+  ];
+  const targets: Array<{ name: string; child: Child; port: number; pids: number[] }> = [];
+  try {
+    for (const a of arms) {
+      const child = new Child('taskset', ['-c', '0', process.execPath, ...process.execArgv, self, '--server', ...a.args]);
+      const port = await child.port();
+      const pids = (await child.line()).slice(5).split(',').map(Number);
+      targets.push({ name: a.name, child, port, pids });
+    }
+    const runs = new Map<string, Array<{ iops: number; cpuPerIo: number; clientCpuPerIo: number; targetCpuPct: number; clientCpuPct: number; p99: number }>>();
+    for (let r = 0; r < reps; r++) {
+      for (const t of targets) {
+        const cs = [client(bins.client, t.port, qd, seconds), client(bins.client, t.port, qd, seconds)];
+        // CPU of target and clients over the middle of the run (the clients are gone before they could be read at the end).
+        const sum = (pids: number[]): number => pids.reduce((n, p) => n + cpuUs(p), 0);
+        await new Promise((res) => setTimeout(res, 300));
+        const t0 = performance.now();
+        const tb = sum(t.pids);
+        const cb = sum(cs.map((c) => c.pid));
+        await new Promise((res) => setTimeout(res, seconds * 1000 - 600));
+        const wall = (performance.now() - t0) * 1000;
+        const tUsed = sum(t.pids) - tb;
+        const cUsed = sum(cs.map((c) => c.pid)) - cb;
+        const outs = await Promise.all(cs.map((c) => c.done));
+        const iops = outs.reduce((n, o) => n + o.iops, 0);
+        const windowIos = (iops * wall) / 1e6;
+        const row = { iops, cpuPerIo: tUsed / windowIos, clientCpuPerIo: cUsed / windowIos, targetCpuPct: (tUsed / wall) * 100, clientCpuPct: (cUsed / wall) * 100, p99: Math.max(...outs.map((o) => o.p99us)) };
+        const list = runs.get(t.name) ?? [];
+        list.push(row);
+        runs.set(t.name, list);
+      }
+    }
+    const best = (name: string) => (runs.get(name) ?? []).reduce((b, x) => (x.iops > b.iops ? x : b));
+    const base = best('workers 1');
+    process.stdout.write(`\n2 controllers x 4 KiB randread QD${qd}, C clients, ${seconds} s x ${reps} interleaved, best of reps (${availableParallelism()} CPUs)\n`);
+    process.stdout.write('arm                 IOPS     ratio   target CPU/IO µs  (ratio)  target CPU %  client CPU %  p99 µs\n');
+    for (const a of arms) {
+      const b = best(a.name);
+      process.stdout.write(
+        `${a.name.padEnd(18)} ${Math.round(b.iops).toString().padStart(8)}  ${(b.iops / base.iops).toFixed(2).padStart(5)}x  ${b.cpuPerIo.toFixed(1).padStart(12)}   ${(b.cpuPerIo / base.cpuPerIo).toFixed(2).padStart(5)}x  ${b.targetCpuPct.toFixed(0).padStart(10)}  ${b.clientCpuPct.toFixed(0).padStart(12)}    ${Math.round(b.p99)}\n`,
+      );
+    }
+    for (const t of targets) process.stdout.write(`${t.name}: ${(await t.child.ask('workers')).slice(8)}\n`);
+    // Connect latency with the hand-off: our initiator connects admin + 8 I/O queues (parallel), median of 5.
+    const { connect } = await import('../initiator/index.js');
+    process.stdout.write('\nconnect (admin + 8 I/O queues, parallel), median of 5, ms:');
+    for (const t of targets) {
+      const ms: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: 8 });
+        ms.push(performance.now() - t0);
+        await h.disconnect();
+      }
+      ms.sort((a, b) => a - b);
+      process.stdout.write(`  ${t.name} ${(ms[2] as number).toFixed(2)}`);
+    }
+    process.stdout.write('\n');
+  } finally {
+    for (const t of targets) {
+      t.child.proc.stdin?.write('quit\n');
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    for (const t of targets) t.child.proc.kill('SIGKILL');
+  }
+}
+
+void main();

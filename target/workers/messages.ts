@@ -1,0 +1,78 @@
+// The message protocol between the primary and its worker processes (child_process IPC, JSON; an I/O queue's socket
+// rides along with its 'queue' message). The primary owns all controller-wide state; a worker only serves the I/O
+// queues handed to it and mirrors what it needs to execute their commands (docs/target.md, "Target workers").
+import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
+import type { HandedOffQueue } from '../transport/tcp/index.js';
+
+/** Placement policies: which worker gets a new I/O queue. */
+export const PLACEMENTS = ['single', 'controller', 'queue', 'host'] as const;
+export type Placement = (typeof PLACEMENTS)[number];
+
+/** How a worker opens a namespace's blocks (the primary created them). */
+export type NsOpen = { kind: 'file'; path: string; readOnly: boolean } | { kind: 'shm'; path: string; size: number } | { kind: 'null'; size: number };
+
+export interface NsSpec {
+  config: NamespaceConfig;
+  open: NsOpen;
+  enabled: boolean;
+}
+
+export interface SubsysSpec {
+  /** The subsystem's config without namespaces. */
+  config: SubsystemConfig;
+  faults: FaultConfig;
+  namespaces: NsSpec[];
+}
+
+export interface PortSpec {
+  config: PortConfig;
+  /** ANA log change count as a decimal string (a bigint in the core). */
+  anaChangeCount: string;
+}
+
+/** Primary → worker. */
+export type ToWorker =
+  | { t: 'init'; index: number; logLevel: string; ports: PortSpec[]; subsystems: SubsysSpec[] }
+  | { t: 'queue'; id: number; q: HandedOffQueue; hostid: string; pending?: string }
+  | { t: 'close'; id: number; reason: string }
+  | { t: 'subsys'; seq: number; spec: SubsysSpec }
+  | { t: 'subsys-remove'; seq: number; nqn: string }
+  | { t: 'port'; seq: number; spec: PortSpec }
+  | { t: 'port-remove'; seq: number; id: number }
+  | { t: 'stop'; seq: number };
+
+/** Per-queue counters in a report: [id, commands, bytesIn, bytesOut, errors, inFlight]. */
+export type QueueReport = [number, number, number, number, number, number];
+/** Per-namespace counters of one worker: [subnqn, nsid, reads, writes, bytesRead, bytesWritten, flushes, errors]. */
+export type NsReport = [string, number, number, number, number, number, number, number];
+
+export interface WorkerReport {
+  t: 'report';
+  /** Queue ids that ran commands since the previous report (TBKAS keep-alive, last command time). */
+  active: number[];
+  at: number;
+  queues: QueueReport[];
+  ns: NsReport[];
+  /** process.cpuUsage() of the worker, µs. */
+  cpuUserUs: number;
+  cpuSystemUs: number;
+  /** Event-loop delay over the report interval: mean and max, ms. */
+  lagMeanMs: number;
+  lagMaxMs: number;
+  /** Commands completed, bytes received and sent, over the worker's life. */
+  ios: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** Worker → primary. */
+export type FromWorker =
+  | { t: 'ready' }
+  | { t: 'init-failed'; reason: string }
+  | { t: 'ack'; seq: number; error?: string }
+  | { t: 'closed'; id: number }
+  | WorkerReport;
+
+export function isPlacement(s: string): s is Placement {
+  return (PLACEMENTS as readonly string[]).includes(s);
+}

@@ -1,0 +1,438 @@
+// Primary side of the multi-process data plane: forks the worker processes, places each handed-off I/O queue on one
+// of them (placement policy), relays controller-wide decisions to them (teardown, namespace and ANA changes) and
+// folds their reports back into the primary's controllers (TBKAS keep-alive, counters). A worker that dies takes only
+// its own queues down: they are removed from their controllers (hosts see the connection drop and reconnect) and the
+// worker is started again.
+import { fork, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type net from 'node:net';
+import type { Buffer } from 'node:buffer';
+import type { Logger } from 'pino';
+import { releaseFromServer } from '../../connection/index.js';
+import type { Controller, QueueHandle, QueueInfoView } from '../core/index.js';
+import type { HandedOffQueue, QueueHandOff } from '../transport/tcp/index.js';
+import { isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
+
+/** Worker process states: starting (forked, no 'ready' yet), ready, stopping (told to stop), dead (exited). */
+export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
+
+export const WORKER_TRANSITIONS: Readonly<Record<WorkerState, readonly WorkerState[]>> = {
+  starting: ['ready', 'stopping', 'dead'],
+  ready: ['stopping', 'dead'],
+  stopping: ['dead'],
+  // A dead worker is started again (a new process in the same slot).
+  dead: ['starting'],
+};
+
+export class WorkerStartError extends Error {
+  readonly code = 'WORKER_START_FAILED';
+}
+
+export interface WorkerPoolOptions {
+  count: number;
+  placement: Placement;
+  logger: Logger;
+  logLevel: string;
+  /** The current ports and subsystems, sent to a worker when it (re)starts. */
+  state: () => { ports: PortSpec[]; subsystems: SubsysSpec[] };
+  /** Worker entry module (default: worker-main.ts next to this file, run through tsx). */
+  entry?: string;
+  /** Give up on a worker that is not ready after this long (default 30 s: tsx compiles on first start). */
+  startTimeoutMs?: number;
+}
+
+/** One worker as GET /workers and /metrics show it. */
+export interface WorkerView {
+  index: number;
+  pid: number | undefined;
+  state: WorkerState;
+  restarts: number;
+  queues: number;
+  cpuUserUs: number;
+  cpuSystemUs: number;
+  lagMeanMs: number;
+  lagMaxMs: number;
+  ios: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+const ENTRY = fileURLToPath(new URL('./worker-main.ts', import.meta.url));
+
+/** `--import` of tsx by absolute URL, so a worker starts whatever the current directory is. */
+function tsxImport(): string {
+  return pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+}
+
+class WorkerProc {
+  state: WorkerState = 'starting';
+  restarts = 0;
+  child: ChildProcess | undefined;
+  report: WorkerReport | undefined;
+  ready: Promise<void> = Promise.resolve();
+  readonly queues = new Set<RemoteQueue>();
+  constructor(readonly index: number) {}
+
+  /** The one place a worker's state changes (WORKER_TRANSITIONS); false for an edge not in the table. */
+  setState(next: WorkerState): boolean {
+    if (!WORKER_TRANSITIONS[this.state].includes(next)) return false;
+    this.state = next;
+    return true;
+  }
+}
+
+/** An I/O queue served by a worker, as its controller in the primary holds it. */
+export class RemoteQueue implements QueueHandle {
+  commands = 0;
+  bytesIn = 0;
+  bytesOut = 0;
+  errors = 0;
+  inFlight = 0;
+  constructor(
+    readonly id: number,
+    readonly worker: WorkerProc,
+    readonly h: HandedOffQueue,
+    readonly ctrl: Controller,
+    readonly peer: string,
+    readonly pool: WorkerPool,
+  ) {}
+
+  get qid(): number {
+    return this.h.qid;
+  }
+
+  info(): QueueInfoView {
+    return { qid: this.h.qid, peer: this.peer, state: 'live', inFlight: this.inFlight, commands: this.commands, bytesIn: this.bytesIn, bytesOut: this.bytesOut, errors: this.errors, sqsize: this.h.sqsize, worker: this.worker.index };
+  }
+
+  closeTransport(reason: string): void {
+    this.pool.closeQueue(this, reason);
+  }
+}
+
+export class WorkerPool implements QueueHandOff {
+  readonly #opts: WorkerPoolOptions;
+  readonly #log: Logger;
+  readonly #workers: WorkerProc[] = [];
+  readonly #remote = new Map<number, RemoteQueue>();
+  #placement: Placement;
+  #nextId = 1;
+  #rr = 0;
+  /** controller placement: the worker of each controller that has queues placed (gone with the controller). */
+  readonly #ctrlWorker = new WeakMap<Controller, number>();
+  #seq = 1;
+  readonly #acks = new Map<number, { left: number; errors: string[]; resolve: () => void }>();
+  #stopping = false;
+
+  constructor(opts: WorkerPoolOptions) {
+    this.#opts = opts;
+    this.#log = opts.logger;
+    this.#placement = opts.placement;
+    for (let i = 0; i < opts.count; i++) this.#workers.push(new WorkerProc(i));
+  }
+
+  get count(): number {
+    return this.#workers.length;
+  }
+
+  get placement(): Placement {
+    return this.#placement;
+  }
+
+  /** Applies to queues placed from now on; queues already placed stay where they are. */
+  set placement(p: Placement) {
+    if (!isPlacement(p)) throw new Error(`unknown placement ${String(p)}`);
+    this.#placement = p;
+    this.#log.info({ placement: p }, 'placement changed');
+  }
+
+  /** Start every worker; rejects (and stops those that started) when any cannot start. */
+  async start(): Promise<void> {
+    const starts = this.#workers.map((w) => this.#spawn(w));
+    const results = await Promise.allSettled(starts);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) {
+      await this.stop();
+      throw failed.reason;
+    }
+  }
+
+  #spawn(w: WorkerProc): Promise<void> {
+    const entry = this.#opts.entry ?? ENTRY;
+    const child = fork(entry, [], {
+      execArgv: entry.endsWith('.ts') ? ['--import', tsxImport()] : [],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'json',
+    });
+    w.child = child;
+    if (w.state === 'dead') w.setState('starting');
+    w.report = undefined;
+    const ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new WorkerStartError(`worker ${w.index}: not ready after ${this.#opts.startTimeoutMs ?? 30_000} ms`));
+        child.kill('SIGKILL');
+      }, this.#opts.startTimeoutMs ?? 30_000);
+      timer.unref();
+      const onMsg = (m: FromWorker): void => {
+        if (m.t === 'ready') {
+          clearTimeout(timer);
+          child.off('message', onMsg);
+          w.setState('ready');
+          resolve();
+        } else if (m.t === 'init-failed') {
+          clearTimeout(timer);
+          child.off('message', onMsg);
+          reject(new WorkerStartError(`worker ${w.index} could not start: ${m.reason}`));
+        }
+      };
+      child.on('message', onMsg);
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new WorkerStartError(`worker ${w.index} exited during start-up (${signal ?? `code ${code ?? '?'}`})`));
+      });
+    });
+    w.ready = ready;
+    child.on('message', (m: FromWorker) => this.#onMessage(w, m));
+    child.on('exit', (code, signal) => this.#onExit(w, child, code, signal));
+    child.on('error', (err) => this.#log.error({ err, worker: w.index }, 'worker process error'));
+    const st = this.#opts.state();
+    this.#post(w, { t: 'init', index: w.index, logLevel: this.#opts.logLevel, ports: st.ports, subsystems: st.subsystems });
+    return ready;
+  }
+
+  #post(w: WorkerProc, m: ToWorker, socket?: net.Socket): boolean {
+    const c = w.child;
+    if (c === undefined || !c.connected) return false;
+    try {
+      if (socket !== undefined) c.send(m, socket);
+      else c.send(m);
+      return true;
+    } catch (err) {
+      this.#log.warn({ err, worker: w.index }, 'sending to worker failed');
+      return false;
+    }
+  }
+
+  #onMessage(w: WorkerProc, m: FromWorker): void {
+    switch (m.t) {
+      case 'report':
+        return this.#onReport(w, m);
+      case 'closed': {
+        const r = this.#remote.get(m.id);
+        if (r !== undefined) this.#dropQueue(r, 'disconnected');
+        return;
+      }
+      case 'ack': {
+        const a = this.#acks.get(m.seq);
+        if (a === undefined) return;
+        if (m.error !== undefined) a.errors.push(`worker ${w.index}: ${m.error}`);
+        if (--a.left === 0) {
+          this.#acks.delete(m.seq);
+          a.resolve();
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  #onReport(w: WorkerProc, m: WorkerReport): void {
+    w.report = m;
+    for (const q of m.queues) {
+      const r = this.#remote.get(q[0]);
+      if (r === undefined) continue;
+      r.commands = q[1];
+      r.bytesIn = q[2];
+      r.bytesOut = q[3];
+      r.errors = q[4];
+      r.inFlight = q[5];
+    }
+    // TBKAS (CTRATT bit 6): commands on a worker's queues keep their controller alive, as they would here.
+    for (const id of m.active) {
+      const r = this.#remote.get(id);
+      if (r === undefined) continue;
+      r.ctrl.kaSeen = true;
+      if (m.at > r.ctrl.lastCommandAt) r.ctrl.lastCommandAt = m.at;
+    }
+  }
+
+  #onExit(w: WorkerProc, child: ChildProcess, code: number | null, signal: string | null): void {
+    if (w.child !== child) return;
+    const expected = w.state === 'stopping' || this.#stopping;
+    const wasReady = w.state === 'ready';
+    w.setState('dead');
+    const lost = [...w.queues];
+    for (const r of lost) this.#dropQueue(r, 'worker exited');
+    for (const a of this.#acks.values()) {
+      a.errors.push(`worker ${w.index} exited`);
+      if (--a.left === 0) a.resolve();
+    }
+    if (expected) return;
+    this.#log.error({ worker: w.index, pid: child.pid, code, signal, queues: lost.length }, `worker ${w.index} died; its queues are dropped, restarting it`);
+    if (!wasReady) return;
+    w.restarts++;
+    this.#spawn(w).then(
+      () => this.#log.info({ worker: w.index, pid: w.child?.pid, restarts: w.restarts }, 'worker restarted'),
+      (err: Error) => this.#log.error({ worker: w.index, err: err.message }, 'worker restart failed'),
+    );
+  }
+
+  /** The queue is gone on its worker: remove it from its controller, as CoreQueue.onTransportClosed does here. */
+  #dropQueue(r: RemoteQueue, why: string): void {
+    if (!this.#remote.delete(r.id)) return;
+    r.worker.queues.delete(r);
+    const ctrl = r.ctrl;
+    if (ctrl.queues.get(r.qid) === r) ctrl.queues.delete(r.qid);
+    this.#log.info({ cntlid: ctrl.cntlid, subnqn: ctrl.subsys.nqn, hostnqn: ctrl.hostnqn, qid: r.qid, peer: r.peer, worker: r.worker.index, why }, 'queue disconnected');
+  }
+
+  closeQueue(r: RemoteQueue, reason: string): void {
+    if (!this.#post(r.worker, { t: 'close', id: r.id, reason })) this.#dropQueue(r, reason);
+  }
+
+  /** The worker index the policy picks for `h`, then the next ready one if that one is not ready; -1 if none is. */
+  #choose(h: HandedOffQueue, ctrl: Controller): number {
+    const n = this.#workers.length;
+    let i: number;
+    switch (this.#placement) {
+      case 'single':
+        i = 0;
+        break;
+      case 'queue':
+        i = this.#rr++ % n;
+        break;
+      case 'host':
+        i = fnv1a(h.hostnqn) % n;
+        break;
+      case 'controller': {
+        const have = this.#ctrlWorker.get(ctrl);
+        if (have !== undefined && this.#workers[have]?.state === 'ready') return have;
+        i = this.#rr++ % n;
+        break;
+      }
+    }
+    for (let k = 0; k < n; k++) {
+      const j = (i + k) % n;
+      if (this.#workers[j]?.state === 'ready') return j;
+    }
+    return -1;
+  }
+
+  accept(_h: HandedOffQueue): boolean {
+    return !this.#stopping && this.#workers.some((w) => w.state === 'ready');
+  }
+
+  take(socket: net.Socket, h: HandedOffQueue, ctrl: Controller, pending: Buffer | undefined): QueueHandle | undefined {
+    const i = this.#choose(h, ctrl);
+    const w = this.#workers[i];
+    if (w === undefined) return undefined;
+    if (this.#placement === 'controller') this.#ctrlWorker.set(ctrl, i);
+    const id = this.#nextId++;
+    const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
+    const msg: ToWorker = { t: 'queue', id, q: h, hostid: ctrl.hostid.toString('hex') };
+    if (pending !== undefined) msg.pending = pending.toString('base64');
+    releaseFromServer(socket);
+    if (!this.#post(w, msg, socket)) return undefined;
+    const r = new RemoteQueue(id, w, h, ctrl, peer, this);
+    this.#remote.set(id, r);
+    w.queues.add(r);
+    this.#log.debug({ cntlid: h.cntlid, qid: h.qid, worker: i, placement: this.#placement }, 'queue handed to worker');
+    return r;
+  }
+
+  /** Send a change to every live worker and wait until each applied it. */
+  async #broadcast(make: (seq: number) => ToWorker): Promise<void> {
+    const live = this.#workers.filter((w) => w.state === 'ready' || w.state === 'starting');
+    if (live.length === 0) return;
+    const seq = this.#seq++;
+    const m = make(seq);
+    const done = new Promise<string[]>((resolve) => {
+      const a = { left: 0, errors: [] as string[], resolve: () => resolve(a.errors) };
+      for (const w of live) if (this.#post(w, m)) a.left++;
+      if (a.left === 0) resolve(a.errors);
+      else this.#acks.set(seq, a);
+    });
+    const errors = await done;
+    if (errors.length > 0) throw new Error(errors.join('; '));
+  }
+
+  syncSubsystem(spec: SubsysSpec): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'subsys', seq, spec }));
+  }
+
+  removeSubsystem(nqn: string): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'subsys-remove', seq, nqn }));
+  }
+
+  syncPort(spec: PortSpec): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'port', seq, spec }));
+  }
+
+  removePort(id: number): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'port-remove', seq, id }));
+  }
+
+  /** Worker of a queue handle, or undefined when it is served here. */
+  static workerOf(q: QueueHandle): number | undefined {
+    return q instanceof RemoteQueue ? q.worker.index : undefined;
+  }
+
+  workers(): WorkerView[] {
+    return this.#workers.map((w) => {
+      const r = w.report;
+      return {
+        index: w.index,
+        pid: w.child?.pid,
+        state: w.state,
+        restarts: w.restarts,
+        queues: w.queues.size,
+        cpuUserUs: r?.cpuUserUs ?? 0,
+        cpuSystemUs: r?.cpuSystemUs ?? 0,
+        lagMeanMs: r?.lagMeanMs ?? 0,
+        lagMaxMs: r?.lagMaxMs ?? 0,
+        ios: r?.ios ?? 0,
+        bytesIn: r?.bytesIn ?? 0,
+        bytesOut: r?.bytesOut ?? 0,
+      };
+    });
+  }
+
+  /** Latest per-namespace counters of every worker. */
+  namespaceReports(): WorkerReport['ns'][] {
+    return this.#workers.map((w) => w.report?.ns ?? []);
+  }
+
+  /** Wait until a restarting worker is ready again (tests, graceful stop). */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.#workers.map((w) => w.ready));
+  }
+
+  /** Graceful stop: every worker finishes in-flight commands, closes its queues, fsyncs and closes its namespaces. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    const exits = this.#workers.map(async (w) => {
+      const c = w.child;
+      if (c === undefined || w.state === 'dead' || c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
+      w.setState('stopping');
+      const seq = this.#seq++;
+      if (!this.#post(w, { t: 'stop', seq })) c.kill('SIGKILL');
+      const timer = setTimeout(() => c.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    });
+    await Promise.all(exits);
+  }
+}
+
+/** FNV-1a of a string: a stable host → worker map across restarts of the target. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}

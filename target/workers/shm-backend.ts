@@ -1,0 +1,130 @@
+// RAM namespace that several worker processes share: a file on tmpfs (/dev/shm), read and written with synchronous
+// pread/pwrite. Node 20 has no mmap and no memory shared between processes (SharedArrayBuffer stays inside one
+// process), so the page cache of a tmpfs file is the memory every worker reaches; docs/target.md ("Target workers")
+// gives the measurement behind synchronous calls (no thread-pool hop, nothing ever waits on a disk).
+import { Buffer } from 'node:buffer';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { IoCallback, NamespaceBackend, ReadCallback } from '../backend/index.js';
+
+const ZERO_SLAB = Buffer.alloc(256 * 1024);
+/** Read buffers are carved from slabs of this size, never reused (a view may still be queued on a socket). */
+const READ_SLAB = 1024 * 1024;
+
+let seq = 0;
+
+/** Where shared namespaces live: /dev/shm when present (tmpfs on Linux), else the temp directory. */
+export function shmDir(): string {
+  try {
+    if (fs.statSync('/dev/shm').isDirectory()) return '/dev/shm';
+  } catch {
+    // No /dev/shm: fall back below.
+  }
+  return os.tmpdir();
+}
+
+export class ShmBackend implements NamespaceBackend {
+  readonly kind = 'ram';
+  #closed = false;
+  #slab: Buffer = Buffer.allocUnsafeSlow(READ_SLAB);
+  #slabOff = 0;
+
+  private constructor(
+    readonly path: string,
+    readonly fd: number,
+    readonly size: number,
+    /** The creator unlinks the file on close; the others only close it. */
+    readonly owner: boolean,
+  ) {}
+
+  /** A new zero-filled (sparse) shared namespace of `size` bytes, owned by the caller. */
+  static create(size: number, dir = shmDir()): ShmBackend {
+    const p = path.join(dir, `nvme-tcp-ts-${process.pid}-${++seq}.ram`);
+    const fd = fs.openSync(p, 'w+', 0o600);
+    try {
+      fs.ftruncateSync(fd, size);
+    } catch (err) {
+      fs.closeSync(fd);
+      fs.rmSync(p, { force: true });
+      throw err;
+    }
+    return new ShmBackend(p, fd, size, true);
+  }
+
+  /** Open an existing shared namespace (a worker). */
+  static open(p: string, size: number): ShmBackend {
+    const fd = fs.openSync(p, 'r+');
+    return new ShmBackend(p, fd, size, false);
+  }
+
+  #alloc(len: number): Buffer {
+    if (len > READ_SLAB) return Buffer.allocUnsafeSlow(len);
+    if (this.#slabOff + len > READ_SLAB) {
+      this.#slab = Buffer.allocUnsafeSlow(READ_SLAB);
+      this.#slabOff = 0;
+    }
+    const b = this.#slab.subarray(this.#slabOff, this.#slabOff + len);
+    this.#slabOff += len;
+    return b;
+  }
+
+  read(offset: number, length: number, cb: ReadCallback): void {
+    const buf = this.#alloc(length);
+    let done = 0;
+    try {
+      while (done < length) {
+        const n = fs.readSync(this.fd, buf, done, length - done, offset + done);
+        if (n === 0) {
+          buf.fill(0, done);
+          break;
+        }
+        done += n;
+      }
+    } catch (err) {
+      return cb(err as Error, []);
+    }
+    cb(null, [buf]);
+  }
+
+  write(offset: number, data: readonly Buffer[], _fua: boolean, cb: IoCallback): void {
+    // FUA needs nothing more: RAM is as durable as it gets once the copy is in the page cache.
+    try {
+      let pos = offset;
+      for (const b of data) {
+        let off = 0;
+        while (off < b.length) off += fs.writeSync(this.fd, b, off, b.length - off, pos + off);
+        pos += b.length;
+      }
+    } catch (err) {
+      return cb(err as Error);
+    }
+    cb(null);
+  }
+
+  flush(cb: IoCallback): void {
+    cb(null);
+  }
+
+  writeZeroes(offset: number, length: number, _deallocate: boolean, cb: IoCallback): void {
+    try {
+      let off = offset;
+      let left = length;
+      while (left > 0) {
+        const n = fs.writeSync(this.fd, ZERO_SLAB, 0, Math.min(left, ZERO_SLAB.length), off);
+        off += n;
+        left -= n;
+      }
+    } catch (err) {
+      return cb(err as Error);
+    }
+    cb(null);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    fs.closeSync(this.fd);
+    if (this.owner) fs.rmSync(this.path, { force: true });
+  }
+}

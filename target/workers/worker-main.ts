@@ -1,0 +1,52 @@
+// Entry of a worker process (forked by WorkerPool with an IPC channel): waits for 'init', then serves the queues the
+// primary sends. Exits 0 after 'stop'; exits 1 when the primary goes away (the IPC channel closes) so no worker
+// outlives its target.
+import type net from 'node:net';
+import { pino, type LevelWithSilent } from 'pino';
+import type { FromWorker, ToWorker } from './messages.js';
+import { WorkerRuntime } from './worker.js';
+
+function send(m: FromWorker): void {
+  if (process.connected) process.send?.(m);
+}
+
+let rt: WorkerRuntime | undefined;
+let chain: Promise<void> = Promise.resolve();
+
+process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
+  if (m.t === 'init') {
+    const logger = pino({ level: m.logLevel as LevelWithSilent, base: { worker: m.index, pid: process.pid } });
+    const r = new WorkerRuntime(m.index, logger, send);
+    rt = r;
+    chain = r.init(m.ports, m.subsystems).then(
+      () => {
+        logger.info({ worker: m.index }, 'worker ready');
+        send({ t: 'ready' });
+      },
+      (err: Error) => {
+        send({ t: 'init-failed', reason: err.message });
+        setTimeout(() => process.exit(1), 50);
+      },
+    );
+    return;
+  }
+  const r = rt;
+  if (r === undefined) {
+    if (m.t === 'stop') process.exit(0);
+    return;
+  }
+  // Queues wait behind earlier changes (a subsystem the primary just added); what their sockets read meanwhile stays
+  // in the socket's buffer and is handled first (TcpConnection.resume).
+  socket?.on('error', () => undefined);
+  chain = chain.then(() => r.handle(m, socket));
+  if (m.t === 'stop') void chain.then(() => setTimeout(() => process.exit(0), 20));
+});
+
+process.on('disconnect', () => {
+  const r = rt;
+  if (r === undefined) process.exit(1);
+  else void r.stop().finally(() => process.exit(1));
+});
+// SIGTERM/SIGINT go to the whole process group on Ctrl-C or from a service manager: the primary stops the workers.
+process.on('SIGINT', () => undefined);
+process.on('SIGTERM', () => undefined);

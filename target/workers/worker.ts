@@ -1,0 +1,279 @@
+// A worker process: serves the I/O queues the primary hands it (sockets received over IPC, already past ICReq and
+// Connect), executing their commands on its own view of the subsystems' namespaces. It never accepts connections,
+// never sees an admin queue and owns no controller-wide state: its Controller objects are stand-ins that carry what
+// the I/O path reads (subsystem, port, CSTS.RDY, SMART counters); keep-alive, AENs, ANA and ACL stay with the primary.
+import { Buffer } from 'node:buffer';
+import type net from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import { FileBackend, NullBackend, type NamespaceBackend } from '../backend/index.js';
+import { Controller, CorePort, Namespace, Subsystem, TargetCore } from '../core/index.js';
+import { encodeCc } from '../../protocol/index.js';
+import { TcpQueue } from '../transport/tcp/index.js';
+import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
+import { ShmBackend } from './shm-backend.js';
+
+/** How often the primary hears about activity (keep-alive under TBKAS) and counters. */
+export const REPORT_INTERVAL_MS = 200;
+const RX_BUFFER = 256 * 1024;
+
+interface NsEntry {
+  ns: Namespace;
+  key: string;
+}
+
+export class WorkerRuntime {
+  readonly core: TargetCore;
+  readonly #send: (m: FromWorker) => void;
+  readonly #queues = new Map<number, TcpQueue>();
+  readonly #ids = new Map<TcpQueue, number>();
+  readonly #ctrls = new Map<string, Controller>();
+  readonly #nsKeys = new Map<string, Map<number, NsEntry>>();
+  readonly #faultKeys = new Map<string, string>();
+  readonly #rx = Buffer.allocUnsafeSlow(RX_BUFFER);
+  readonly #lastCommands = new Map<number, number>();
+  readonly #lag = monitorEventLoopDelay({ resolution: 10 });
+  #timer: NodeJS.Timeout | undefined;
+  #stopping = false;
+
+  constructor(
+    readonly index: number,
+    readonly logger: Logger,
+    send: (m: FromWorker) => void,
+  ) {
+    this.core = new TargetCore(logger);
+    this.#send = send;
+  }
+
+  async init(ports: PortSpec[], subsystems: SubsysSpec[]): Promise<void> {
+    for (const p of ports) this.setPort(p);
+    for (const s of subsystems) await this.setSubsystem(s);
+    this.#lag.enable();
+    this.#timer = setInterval(() => this.#report(), REPORT_INTERVAL_MS);
+  }
+
+  async handle(m: ToWorker, socket: net.Socket | undefined): Promise<void> {
+    switch (m.t) {
+      case 'queue':
+        return this.#adopt(m, socket);
+      case 'close':
+        this.#queues.get(m.id)?.close(m.reason);
+        return;
+      case 'subsys':
+        return this.#ack(m.seq, () => this.setSubsystem(m.spec));
+      case 'subsys-remove':
+        return this.#ack(m.seq, () => this.#removeSubsystem(m.nqn));
+      case 'port':
+        return this.#ack(m.seq, async () => this.setPort(m.spec));
+      case 'port-remove':
+        return this.#ack(m.seq, async () => {
+          for (const q of [...this.#queues.values()]) if (q.port.id === m.id) q.close('port removed');
+          this.core.ports.delete(m.id);
+        });
+      case 'stop':
+        return this.#ack(m.seq, () => this.stop());
+      case 'init':
+        return;
+    }
+  }
+
+  async #ack(seq: number, op: () => Promise<void>): Promise<void> {
+    try {
+      await op();
+      this.#send({ t: 'ack', seq });
+    } catch (err) {
+      this.#send({ t: 'ack', seq, error: (err as Error).message });
+    }
+  }
+
+  setPort(p: PortSpec): void {
+    const cur = this.core.ports.get(p.config.id);
+    if (cur === undefined) {
+      const port = new CorePort(p.config);
+      port.anaChangeCount = BigInt(p.anaChangeCount);
+      this.core.ports.set(p.config.id, port);
+      return;
+    }
+    // ANA states change in place: the queues hold this CorePort.
+    cur.anaStates.clear();
+    for (const [g, s] of Object.entries(p.config.anaStates ?? {})) cur.anaStates.set(Number(g), s);
+    cur.anaChangeCount = BigInt(p.anaChangeCount);
+  }
+
+  /** Add a subsystem or bring its namespaces and faults in line with the primary's. */
+  async setSubsystem(spec: SubsysSpec): Promise<void> {
+    const nqn = spec.config.nqn;
+    let sub = this.core.subsystems.get(nqn);
+    if (sub === undefined) {
+      sub = new Subsystem({ ...spec.config, namespaces: [] });
+      this.core.subsystems.set(nqn, sub);
+      this.#nsKeys.set(nqn, new Map());
+    }
+    const faultKey = JSON.stringify(spec.faults);
+    if (this.#faultKeys.get(nqn) !== faultKey) {
+      sub.setFaults(spec.faults);
+      this.#faultKeys.set(nqn, faultKey);
+    }
+    const keys = this.#nsKeys.get(nqn) as Map<number, NsEntry>;
+    const want = new Set<number>();
+    for (const n of spec.namespaces) {
+      const nsid = n.config.nsid;
+      want.add(nsid);
+      const key = JSON.stringify([n.config, n.open]);
+      const have = keys.get(nsid);
+      if (have !== undefined && have.key === key) {
+        sub.setNamespaceEnabled(have.ns, n.enabled);
+        continue;
+      }
+      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n));
+      keys.set(nsid, { ns, key });
+      if (have === undefined) sub.addNamespace(ns);
+      else {
+        sub.replaceNamespace(ns);
+        void retire(have.ns);
+      }
+    }
+    for (const [nsid, e] of [...keys]) {
+      if (want.has(nsid)) continue;
+      keys.delete(nsid);
+      sub.removeNamespace(nsid);
+      void retire(e.ns);
+    }
+  }
+
+  async #removeSubsystem(nqn: string): Promise<void> {
+    const sub = this.core.subsystems.get(nqn);
+    if (sub === undefined) return;
+    this.core.subsystems.delete(nqn);
+    for (const c of [...sub.controllers.values()]) c.teardown('subsystem removed');
+    for (const e of this.#nsKeys.get(nqn)?.values() ?? []) await retire(e.ns);
+    this.#nsKeys.delete(nqn);
+  }
+
+  #adopt(m: Extract<ToWorker, { t: 'queue' }>, socket: net.Socket | undefined): void {
+    const q = m.q;
+    const refuse = (reason: string): void => {
+      this.logger.warn({ id: m.id, subnqn: q.subnqn, cntlid: q.cntlid, qid: q.qid, reason }, 'handed-off queue refused');
+      socket?.destroy();
+      this.#send({ t: 'closed', id: m.id });
+    };
+    if (socket === undefined) return refuse('no socket');
+    if (this.#stopping) return refuse('worker stopping');
+    const sub = this.core.subsystems.get(q.subnqn);
+    const port = this.core.ports.get(q.portId);
+    if (sub === undefined || port === undefined) return refuse('unknown subsystem or port');
+    const key = `${q.subnqn}\0${q.cntlid}`;
+    let ctrl = this.#ctrls.get(key);
+    if (ctrl === undefined || ctrl.state === 'dead') {
+      // KATO 0: the primary's controller runs the keep-alive timer; this one only carries the I/O path's state.
+      ctrl = new Controller(this.core, sub, q.cntlid, q.hostnqn, Buffer.from(m.hostid, 'hex'), port, 0);
+      // Enabled as the host left it on the primary (I/O queues connect only after CC.EN=1): CSTS.RDY for the I/O path.
+      ctrl.writeCc(encodeCc({ en: true, iosqes: 6, iocqes: 4 }));
+      sub.controllers.set(q.cntlid, ctrl);
+      this.#ctrls.set(key, ctrl);
+    }
+    const c = ctrl;
+    const pending = m.pending !== undefined ? Buffer.from(m.pending, 'base64') : undefined;
+    const tq = new TcpQueue(
+      this.core,
+      port,
+      socket,
+      { icReqTimeoutMs: 10_000, rxBuffer: this.#rx },
+      (closed) => this.#closed(closed, key, c),
+      { conn: { hdgst: q.hdgst, ddgst: q.ddgst, ...(pending !== undefined ? { pending } : {}) }, ctrl: c, qid: q.qid, sqsize: q.sqsize, sqflowDisabled: q.sqflowDisabled },
+    );
+    this.#queues.set(m.id, tq);
+    this.#ids.set(tq, m.id);
+    this.logger.debug({ id: m.id, subnqn: q.subnqn, cntlid: q.cntlid, qid: q.qid, peer: tq.peer }, 'queue adopted');
+  }
+
+  #closed(q: TcpQueue, key: string, ctrl: Controller): void {
+    const id = this.#ids.get(q);
+    if (id === undefined) return;
+    this.#ids.delete(q);
+    this.#queues.delete(id);
+    this.#lastCommands.delete(id);
+    const c = q.core.counters;
+    this.#retired.commands += c.commands;
+    this.#retired.bytesIn += c.bytesIn;
+    this.#retired.bytesOut += c.bytesOut;
+    // The stand-in controller goes with its last queue here (the primary's controller lives on).
+    if (ctrl.queues.size === 0 && this.#ctrls.get(key) === ctrl) {
+      this.#ctrls.delete(key);
+      ctrl.setState('dead');
+      if (ctrl.subsys.controllers.get(ctrl.cntlid) === ctrl) ctrl.subsys.controllers.delete(ctrl.cntlid);
+    }
+    this.#send({ t: 'closed', id });
+  }
+
+  #report(): void {
+    const active: number[] = [];
+    const queues: QueueReport[] = [];
+    let ios = 0;
+    let bytesIn = 0;
+    let bytesOut = 0;
+    for (const [id, q] of this.#queues) {
+      const c = q.core.counters;
+      if ((this.#lastCommands.get(id) ?? 0) !== c.commands) active.push(id);
+      this.#lastCommands.set(id, c.commands);
+      queues.push([id, c.commands, c.bytesIn, c.bytesOut, c.errors, q.core.inFlight]);
+    }
+    const r = this.#retired;
+    ios += r.commands;
+    bytesIn += r.bytesIn;
+    bytesOut += r.bytesOut;
+    for (const q of queues) {
+      ios += q[1];
+      bytesIn += q[2];
+      bytesOut += q[3];
+    }
+    const ns: NsReport[] = [];
+    for (const [nqn, m] of this.#nsKeys) {
+      for (const [nsid, e] of m) {
+        const k = e.ns.counters;
+        ns.push([nqn, nsid, k.reads, k.writes, k.bytesRead, k.bytesWritten, k.flushes, k.errors]);
+      }
+    }
+    const cpu = process.cpuUsage();
+    const lag = this.#lag;
+    const mean = Number.isNaN(lag.mean) ? 0 : lag.mean / 1e6;
+    const max = lag.max / 1e6;
+    lag.reset();
+    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut });
+  }
+
+  /** Counters of queues already closed (so the worker's totals never go backwards). */
+  readonly #retired = { commands: 0, bytesIn: 0, bytesOut: 0 };
+
+  /** Graceful stop: in-flight commands finish (bounded), every queue closes, backends flush (fsync) and close. */
+  async stop(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#lag.disable();
+    const qs = [...this.#queues.values()];
+    await Promise.all(qs.map((q) => q.drain(2000)));
+    for (const q of qs) q.close('target stopping');
+    for (const m of this.#nsKeys.values()) for (const e of m.values()) await e.ns.backend.close();
+  }
+}
+
+async function openNs(n: NsSpec): Promise<NamespaceBackend> {
+  const o = n.open;
+  switch (o.kind) {
+    case 'file':
+      return FileBackend.open(o.readOnly ? { path: o.path, readOnly: true } : { path: o.path });
+    case 'shm':
+      return ShmBackend.open(o.path, o.size);
+    case 'null':
+      return new NullBackend(o.size);
+  }
+}
+
+/** Close a namespace's backend once its executing commands finished (bounded, as the primary's retire). */
+async function retire(ns: Namespace): Promise<void> {
+  const end = Date.now() + 10_000;
+  while (ns.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+  await ns.backend.close();
+}

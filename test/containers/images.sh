@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Everything the container suite needs before it starts: Debian packages, the node:20-slim stand-in, and the
+# project image from docker/Dockerfile (tagged nvme-tcp-ts:latest, as compose.yaml names it). The project image
+# carries a label with a hash of its build inputs (the Dockerfile, the lockfile, every source file it copies, the
+# base image's id); when the label matches, the build is skipped, so a rerun with nothing changed takes ~1 s.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$here/containers.conf}"
+bash "$here/install.sh"
+bash "$here/base-image.sh"
+TAG=localhost/nvme-tcp-ts:latest
+cd "$root"
+base_id="$(podman image inspect --format '{{.Id}}' docker.io/library/node:20-slim)"
+hash="$( {
+  echo "$base_id"
+  git ls-files -co --exclude-standard -z -- docker/Dockerfile docker/Dockerfile.dockerignore docker/target.json docker/lab.fio \
+    package.json package-lock.json protocol connection target initiator harness cli bin | LC_ALL=C sort -z |
+    xargs -0 sha256sum
+} | sha256sum | cut -c1-16)"
+have="$(podman image inspect --format '{{index .Labels "nvme-tcp-ts.src-hash"}}' "$TAG" 2>/dev/null || true)"
+[ "$have" = "$hash" ] && exit 0
+old="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
+# The machine's CA bundle goes in as a build secret (a TLS-intercepting proxy's CA; never part of a layer).
+# --network host: the RUN steps reach the npm registry through the host's own resolver and routes.
+ca="${NVME_LAB_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+secret=()
+[ -s "$ca" ] && secret=(--secret "id=ca,src=$ca")
+podman build --quiet --format docker --pull=never --network host "${secret[@]}" \
+  --label "nvme-tcp-ts.src-hash=$hash" -f docker/Dockerfile -t "$TAG" . >/dev/null
+new="$(podman image inspect --format '{{.Id}}' "$TAG")"
+[ -z "$old" ] || [ "$old" = "$new" ] || podman rmi "$old" >/dev/null 2>&1 || true

@@ -1,0 +1,306 @@
+// The multi-process data plane (target/workers) end to end over 127.0.0.1: our initiator against a target with
+// workers 2 under every placement policy — verified I/O from several hosts and controllers on a shared RAM namespace
+// and a file namespace, where each I/O queue landed (GET /controllers' worker field) against the policy, KATO expiry
+// and controller teardown reaching queues on workers, namespace and ANA AENs from the primary, I/O on a namespace
+// added at runtime, a killed worker restarted while the other controller's verified I/O goes on, and a graceful stop.
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, type AsyncEvent, type Controller } from '../../initiator/index.js';
+import { RawPeer } from '../../harness/peers/raw-peer.js';
+import { TargetService, type ControllerInfo } from '../../target/index.js';
+import { PLACEMENTS, type Placement } from '../../target/workers/index.js';
+import { pattern } from '../fixtures/data-pattern.js';
+
+const NQN = 'nqn.2024-01.io.test:workers';
+const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';
+const HOST_B = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000b';
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, ok: () => boolean, ms = 8000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+function waitFor<T>(what: string, register: (resolve: (v: T) => void) => void, ms = 5000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+    register((v) => {
+      clearTimeout(t);
+      resolve(v);
+    });
+  });
+}
+
+/** FNV-1a, the host policy's hash (written out here so the test can pick hosts that land on different workers). */
+function fnv(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'nvt-workers-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function startTarget(opts: { placement?: Placement; file?: string } = {}): Promise<{ t: TargetService; port: number }> {
+  const t = new TargetService({ workers: 2, placement: opts.placement ?? 'queue' });
+  try {
+    const port = (await t.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
+    await t.addSubsystem({
+      nqn: NQN,
+      namespaces: [
+        { nsid: 1, backend: { type: 'ram', size: '8M' } },
+        { nsid: 2, backend: { type: 'file', path: opts.file ?? path.join(dir, `ns-${Date.now()}-${Math.random()}.img`), size: '4M' } },
+      ],
+    });
+    return { t, port };
+  } catch (err) {
+    await t.stop();
+    throw err;
+  }
+}
+
+async function host(port: number, hostnqn: string, extra: Record<string, unknown> = {}): Promise<Controller> {
+  return connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, hostnqn, nr_io_queues: 2, duplicate_connect: true, ...extra });
+}
+
+/** Each controller writes its own region of both namespaces, then every controller reads back every region. */
+async function verifiedIo(cs: Controller[], round: number): Promise<void> {
+  const blocks = 16;
+  for (const [i, c] of cs.entries()) {
+    for (const nsid of [1, 2]) {
+      const ns = c.namespace(nsid);
+      for (let q = 0; q < 4; q++) {
+        const lba = BigInt((i * 4 + q) * blocks);
+        await ns.write(lba, pattern(blocks * 512, round * 1000 + i * 10 + q + nsid), { hctx: q % 2 });
+      }
+    }
+  }
+  for (const c of cs) {
+    for (const nsid of [1, 2]) {
+      const ns = c.namespace(nsid);
+      for (let i = 0; i < cs.length; i++) {
+        for (let q = 0; q < 4; q++) {
+          const got = await ns.read(BigInt((i * 4 + q) * blocks), blocks, undefined, { hctx: (q + 1) % 2 });
+          expect(got.equals(pattern(blocks * 512, round * 1000 + i * 10 + q + nsid)), `ns ${nsid} region ${i}/${q}`).toBe(true);
+        }
+      }
+    }
+  }
+}
+
+function ioWorkers(t: TargetService, cntlid: number): Array<number | undefined> {
+  const c = t.listControllers().find((x) => x.subnqn === NQN && x.cntlid === cntlid) as ControllerInfo;
+  return c.queues.filter((q) => q.qid > 0).map((q) => q.worker);
+}
+
+describe('target workers: placement, shared namespaces and controller-wide state', () => {
+  let t: TargetService;
+  let port: number;
+  beforeAll(async () => {
+    ({ t, port } = await startTarget());
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  for (const placement of PLACEMENTS) {
+    it(`placement ${placement}: verified I/O from two hosts and three controllers; queues land where the policy says`, async () => {
+      t.setPlacement(placement);
+      expect(t.placement).toBe(placement);
+      // For host placement, two hosts that hash to different workers.
+      const hostB = placement === 'host' && fnv(HOST_A) % 2 === fnv(HOST_B) % 2 ? `${HOST_B}1` : HOST_B;
+      const cs: Controller[] = [];
+      try {
+        cs.push(await host(port, HOST_A), await host(port, hostB), await host(port, HOST_A));
+        await verifiedIo(cs, PLACEMENTS.indexOf(placement));
+        const w = cs.map((c) => ioWorkers(t, c.cntlid));
+        for (const x of w) expect(x.length).toBe(2);
+        switch (placement) {
+          case 'single':
+            expect(w.flat()).toEqual([0, 0, 0, 0, 0, 0]);
+            break;
+          case 'controller':
+            for (const x of w) expect(new Set(x).size).toBe(1);
+            expect(w[0]?.[0]).not.toBe(w[1]?.[0]);
+            expect(w[1]?.[0]).not.toBe(w[2]?.[0]);
+            break;
+          case 'queue':
+            for (const x of w) expect([...new Set(x)].sort()).toEqual([0, 1]);
+            break;
+          case 'host':
+            for (const x of w) expect(new Set(x).size).toBe(1);
+            expect(w[0]?.[0]).toBe(fnv(HOST_A) % 2);
+            expect(w[2]?.[0]).toBe(fnv(HOST_A) % 2);
+            expect(w[1]?.[0]).toBe(fnv(hostB) % 2);
+            expect(w[1]?.[0]).not.toBe(w[0]?.[0]);
+            break;
+        }
+        // Worker reports fold back into the primary: per-queue commands and per-worker I/Os.
+        await until('queue counters from the workers', () => cs.every((c) => (t.listControllers().find((x) => x.cntlid === c.cntlid)?.queues ?? []).filter((q) => q.qid > 0).some((q) => q.commands > 0)));
+        expect(t.workers().map((x) => x.state)).toEqual(['ready', 'ready']);
+        expect(t.workers().reduce((n, x) => n + x.ios, 0)).toBeGreaterThan(0);
+      } finally {
+        for (const c of cs) await c.disconnect().catch(() => undefined);
+      }
+      await until('controllers gone', () => t.listControllers().filter((x) => x.subnqn === NQN).length === 0);
+    }, 60_000);
+  }
+
+  it('namespace add/remove and ANA AENs reach every controller; the added namespace is served by every worker', async () => {
+    t.setPlacement('controller');
+    const cs = [await host(port, HOST_A), await host(port, HOST_B)];
+    try {
+      expect(new Set(cs.map((c) => ioWorkers(t, c.cntlid)[0])).size).toBe(2);
+      const added = cs.map((c) => waitFor<number[]>('namespacesChanged', (r) => c.once('namespacesChanged', r)));
+      await t.addNamespace(NQN, { nsid: 3, backend: { type: 'ram', size: '2M' } });
+      for (const a of added) expect(await a).toEqual([3]);
+      const data = pattern(8192, 77);
+      await cs[0]?.namespace(3).write(5n, data);
+      for (const c of cs) expect((await c.namespace(3).read(5n, 16)).equals(data)).toBe(true);
+
+      const ana = cs.map((c) => waitFor<AsyncEvent>('ANA AEN', (r) => c.on('aen', (e) => e.info === 0x03 && r(e))));
+      t.setAnaState(1, 1, 'inaccessible');
+      for (const a of ana) expect(await a).toMatchObject({ type: 2, info: 0x03, lid: 0x0c });
+      // The workers apply the ANA state to I/O (nvmet_check_ana_state): reads now fail with ANA Inaccessible.
+      const err = (await cs[1]?.namespace(1).read(0n, 1).then(() => undefined, (e: unknown) => e)) as { status?: number } | undefined;
+      expect(err?.status).toBe(0x302);
+      t.setAnaState(1, 1, 'optimized');
+      await sleep(100);
+
+      const removed = cs.map((c) => waitFor<number[]>('namespacesChanged after remove', (r) => c.once('namespacesChanged', r)));
+      await t.removeNamespace(NQN, 3);
+      for (const r of removed) expect(await r).toEqual([3]);
+    } finally {
+      for (const c of cs) await c.disconnect().catch(() => undefined);
+    }
+    await until('controllers gone', () => t.listControllers().filter((x) => x.subnqn === NQN).length === 0);
+  }, 60_000);
+
+  it('KATO expiry tears down the controller and closes its I/O queues on every worker', async () => {
+    t.setPlacement('queue');
+    const admin = await RawPeer.connect({ host: '127.0.0.1', port });
+    const io: RawPeer[] = [];
+    try {
+      await admin.ic();
+      const r = await admin.connect({ subnqn: NQN, hostnqn: HOST_A, qid: 0, kato: 1000 });
+      const cntlid = (r.cqe?.dw0 ?? 0) & 0xffff;
+      for (const qid of [1, 2]) {
+        const p = await RawPeer.connect({ host: '127.0.0.1', port });
+        io.push(p);
+        await p.ic();
+        const c = await p.connect({ subnqn: NQN, hostnqn: HOST_A, qid, cntlid });
+        expect(c.cqe?.status ?? 0).toBe(0);
+      }
+      await until('both I/O queues on workers', () => ioWorkers(t, cntlid).length === 2);
+      expect([...ioWorkers(t, cntlid)].sort()).toEqual([0, 1]);
+      // No command for a whole KATO: the primary's timer tears the controller down, the workers close its queues.
+      await Promise.all([admin.closed(5000), ...io.map((p) => p.closed(5000))]);
+      expect(t.listControllers().some((x) => x.cntlid === cntlid && x.subnqn === NQN)).toBe(false);
+      expect(t.stats().katoExpiries).toBeGreaterThan(0);
+      await until('worker queues closed', () => t.workers().reduce((n, w) => n + w.queues, 0) === 0);
+    } finally {
+      admin.close();
+      for (const p of io) p.close();
+    }
+  }, 30_000);
+
+  it('a subsystem change that disconnects controllers (maxIoQueues) closes their queues on the workers', async () => {
+    const c = await host(port, HOST_A, { reconnect_delay: 60, ctrl_loss_tmo: 120 });
+    const changed = waitFor<string>('host sees the controller go', (r) => c.on('state', (_from, to) => to !== 'live' && r(to)));
+    const cntlid = c.cntlid;
+    expect(ioWorkers(t, cntlid).length).toBe(2);
+    expect(t.workers().reduce((n, w) => n + w.queues, 0)).toBe(2);
+    t.updateSubsystem(NQN, { maxIoQueues: 64 });
+    await changed;
+    // Each worker reported its queue closed (the primary counts a worker's queues from those reports).
+    await until('worker queues closed', () => t.workers().reduce((n, w) => n + w.queues, 0) === 0);
+    expect(t.listControllers().some((x) => x.cntlid === cntlid && x.subnqn === NQN)).toBe(false);
+    await c.disconnect().catch(() => undefined);
+  }, 30_000);
+});
+
+describe('target workers: faults and lifecycle', () => {
+  it('a killed worker is restarted; the other controller keeps verified I/O with zero errors, the hit host reconnects', async () => {
+    const { t, port } = await startTarget({ placement: 'controller' });
+    const cs: Controller[] = [];
+    try {
+      cs.push(await host(port, HOST_A), await host(port, HOST_B, { reconnect_delay: 0.2, ctrl_loss_tmo: 30 }));
+      const wa = ioWorkers(t, cs[0]?.cntlid ?? 0)[0] as number;
+      const wb = ioWorkers(t, cs[1]?.cntlid ?? 0)[0] as number;
+      expect(wa).not.toBe(wb);
+      let errors = 0;
+      let ios = 0;
+      let run = true;
+      const ns = cs[0]?.namespace(1);
+      const loop = (async () => {
+        let i = 0;
+        while (run) {
+          const data = pattern(4096, i);
+          const lba = BigInt((i % 64) * 8);
+          try {
+            await ns?.write(lba, data);
+            const back = await ns?.read(lba, 8);
+            if (back?.equals(data) !== true) errors++;
+          } catch {
+            errors++;
+          }
+          ios++;
+          i++;
+        }
+      })();
+      await until('some I/O', () => ios > 20);
+      const pid = t.workers()[wb]?.pid as number;
+      process.kill(pid, 'SIGKILL');
+      await until('worker restarted', () => (t.workers()[wb]?.restarts ?? 0) === 1 && t.workers()[wb]?.state === 'ready', 30_000);
+      // The hit host reconnects (new controller) and its I/O works again, served by a worker.
+      await until('host B reconnected', () => cs[1]?.state === 'live' && t.listControllers().some((x) => x.hostnqn === HOST_B && x.queues.filter((q) => q.qid > 0).length === 2), 30_000);
+      const d = pattern(4096, 4242);
+      await cs[1]?.namespace(1).write(900n, d);
+      expect((await cs[1]?.namespace(1).read(900n, 8))?.equals(d)).toBe(true);
+      const before = ios;
+      await until('more I/O after the restart', () => ios > before + 20);
+      run = false;
+      await loop;
+      expect(errors).toBe(0);
+    } finally {
+      for (const c of cs) await c.disconnect().catch(() => undefined);
+      await t.stop();
+    }
+  }, 90_000);
+
+  it('stop ends every worker gracefully; file namespace writes made through workers are on disk', async () => {
+    const file = path.join(dir, 'durable.img');
+    const { t, port } = await startTarget({ file });
+    const pids = t.workers().map((w) => w.pid as number);
+    const c = await host(port, HOST_A);
+    const data = pattern(65536, 9);
+    await c.namespace(2).write(64n, data);
+    await c.disconnect();
+    await t.stop();
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+    const bytes = await readFile(file);
+    expect(bytes.subarray(64 * 512, 64 * 512 + data.length).equals(data)).toBe(true);
+  }, 60_000);
+
+  it('bad worker settings name the field; a worker that cannot start fails start-up with its reason', async () => {
+    expect(() => new TargetService({ workers: 0 })).toThrow(/workers/);
+    expect(() => new TargetService({ workers: 1.5 })).toThrow(/workers/);
+    expect(() => new TargetService({ placement: 'spread' as never })).toThrow(/placement.*single, controller, queue, host/);
+    const entry = path.join(dir, 'bad-worker.mjs');
+    await writeFile(entry, "process.on('message', () => { process.send({ t: 'init-failed', reason: 'cannot open /nonexistent' }); setTimeout(() => process.exit(1), 20); });\n");
+    const t = new TargetService({ workers: 2, workerEntry: entry });
+    await expect(t.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).rejects.toThrow(/worker \d could not start: cannot open \/nonexistent/);
+    expect(t.boundPorts()).toEqual([]);
+    await t.stop();
+  }, 30_000);
+});
