@@ -5,7 +5,8 @@ import net from 'node:net';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Buffer } from 'node:buffer';
-import { checkHost, connect, discover, type ConnectOptions, type Controller, type QueueInfo } from '../initiator/index.js';
+import { readFileSync } from 'node:fs';
+import { checkHost, connect, discover, kernelTlsReport, type ConnectOptions, type Controller, type QueueInfo } from '../initiator/index.js';
 
 export interface CliIo {
   stdout: (s: string) => void;
@@ -49,6 +50,10 @@ const CONN: Opts = {
   'admin-timeout': { type: 'string' },
   'dhchap-secret': { type: 'string', short: 'S' },
   'dhchap-ctrl-secret': { type: 'string', short: 'C' },
+  tls: { type: 'boolean' },
+  'tls-key': { type: 'string' },
+  'tls-identity-version': { type: 'string' },
+  'tls-hkdf': { type: 'string' },
   'io-workers': { type: 'string' },
   'io-worker-cpus': { type: 'string' },
   'io-budget-us': { type: 'string' },
@@ -116,8 +121,22 @@ function connectOptions(v: Record<string, string | boolean | undefined>): Connec
   b('duplicate-connect', 'duplicate_connect');
   b('disable-sqflow', 'disable_sqflow');
   b('match-hw-queues', 'match_hw_queues');
+  b('tls', 'tls');
+  s('tls-identity-version', 'tls_identity_version', true);
+  s('tls-hkdf', 'tls_hkdf', false);
+  if (typeof v['tls-key'] === 'string') o['tls_key'] = readKeyArg('tls-key', v['tls-key']);
   if (o['traddr'] === undefined) throw new UsageError('-a/--traddr is required');
   return o as unknown as ConnectOptions;
+}
+
+/** KEY, or @FILE: the file's first line (keeps the key off the command line, which other users can see). */
+function readKeyArg(flag: string, value: string): string {
+  if (!value.startsWith('@')) return value;
+  try {
+    return (readFileSync(value.slice(1), 'utf8').split('\n')[0] ?? '').trim();
+  } catch (err) {
+    throw new UsageError(`--${flag} @${value.slice(1)}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
 }
 
 function queueTable(qs: readonly QueueInfo[]): string {
@@ -267,6 +286,9 @@ async function checkHostCmd(v: Record<string, string | boolean | undefined>, io:
   for (const [q, m] of Object.entries(rep.rps)) out.push(`RPS ${q}: ${m}`);
   for (const [q, m] of Object.entries(rep.xps)) out.push(`XPS ${q}: ${m}`);
   for (const w of rep.warnings) out.push(`warning: ${w}`);
+  const t = await kernelTlsReport();
+  out.push(`kernel TLS (nvme connect --tls): tlshd ${t.tlshd ?? 'not installed'}${t.tlshd !== undefined ? (t.tlshdRunning ? ', running' : ', not running') : ''}; .nvme keyring ${t.nvmeKeyring === undefined ? 'unknown' : t.nvmeKeyring ? 'present' : 'absent'}; CONFIG_NVME_TCP_TLS ${t.kconfig ?? 'unknown'}`);
+  for (const n of t.notes) out.push(`tls: ${n}`);
   if (qfile !== undefined && rep.iface !== undefined) {
     out.push(`suggested steering for ${qfile.queues.length} I/O queues (advice only, nothing is applied):`);
     const rx = Math.max(1, rep.queues?.rx ?? 1);
@@ -366,7 +388,8 @@ async function setWorkerCmd(v: Record<string, string | boolean | undefined>, io:
 const USAGE = `usage:
   nvme-tcp discover -a ADDR [-s PORT] [-q HOSTNQN] [-I HOSTID] [-g] [-G]
   nvme-tcp connect -a ADDR -s PORT -n NQN [-i N] [-W N] [-P N] [-Q QSIZE] [-k KATO] [-g] [-G] [-D] [-q HOSTNQN] [-I HOSTID]
-                   [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]]
+                   [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]] [--tls --tls-key KEY|@FILE [--tls-identity-version 0|1]
+                   [--tls-hkdf rfc8446|pre-2025]]
                    [--queues-per-hctx N] [--match-hw-queues] [--connect-concurrency N] [--hold]
   nvme-tcp io verify -a ADDR -s PORT -n NQN [--size 64M] [--bs 4k] [connect flags]
   nvme-tcp queues [--set-worker QID=W [--pid PID]]

@@ -1,12 +1,14 @@
 // `nvme-tcp target`: flags and config files → one validated TargetConfig → TargetService; prints the
 // nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
 import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { availableParallelism, networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
+import { SHA384_UNSUPPORTED, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
 import { TargetService, type BoundPort, type HostConfig, type NamespaceConfig, type PortConfig, type SubsystemConfig, type TargetConfig } from '../target/index.js';
 import {
   ConfigError,
@@ -51,6 +53,12 @@ one 1 GiB RAM namespace, any host.
                            the host joins the subsystem's allow list only when --allow-host is used too
   --dhchap-ctrl-key HOSTNQN=SECRET
                            controller key for that host (bidirectional authentication; needs its host key)
+  --tls none|allowed|required
+                           TLS 1.3 with PSKs (TP 8011) on the ports given with --listen (all ports without
+                           --listen): allowed also takes cleartext hosts, required refuses them
+  --tls-key HOSTNQN=KEY|@FILE
+                           that host's configured TLS PSK ("NVMeTLSkey-1:01:..:", as nvme gen-tls-key prints
+                           it; @FILE reads it from a file); repeatable, one per host. SHA-256 keys only
   --advertise ADDR[:PORT]  address (and port) put in discovery log entries, e.g. behind NAT or qemu guestfwd
   --api ADDR:PORT          serve the HTTP management API + /metrics there (overrides the config's api.listen;
                            token from api.token or $NVME_TCP_API_TOKEN, required unless ADDR is loopback)
@@ -84,6 +92,8 @@ const OPTIONS = {
   'allow-host': { type: 'string', multiple: true },
   'dhchap-key': { type: 'string', multiple: true },
   'dhchap-ctrl-key': { type: 'string', multiple: true },
+  tls: { type: 'string' },
+  'tls-key': { type: 'string', multiple: true },
   advertise: { type: 'string' },
   api: { type: 'string' },
   'write-back': { type: 'boolean' },
@@ -117,6 +127,10 @@ export interface TargetArgs {
   advertise?: { addr: string; port?: number };
   /** --api ADDR:PORT */
   api?: string;
+  /** --tls MODE */
+  tls?: 'none' | 'allowed' | 'required';
+  /** --tls-key HOSTNQN=KEY|@FILE (keys as read; never printed). */
+  tlsKeys?: { hostnqn: string; key: string }[];
   writeBack: boolean;
   logLevel: LevelWithSilent;
   /** --workers N|auto */
@@ -215,6 +229,17 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (!parseHostPort(v.api)) throw new ConfigError(`--api ${v.api}: not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`);
     args.api = v.api;
   }
+  if (v.tls !== undefined) {
+    const m = v.tls;
+    if (m !== 'none' && m !== 'allowed' && m !== 'required') throw new ConfigError(`--tls ${m}: unknown mode; use none, allowed or required`);
+    args.tls = m;
+  }
+  for (const spec of v['tls-key'] ?? []) {
+    const k = parseTlsKeyFlag(spec);
+    args.tlsKeys ??= [];
+    if (args.tlsKeys.some((x) => x.hostnqn === k.hostnqn)) throw new ConfigError(`--tls-key ${k.hostnqn}=<key>: given twice for this host; give one key per host`);
+    args.tlsKeys.push(k);
+  }
   if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
   if (v.workers !== undefined) {
     const w = v.workers;
@@ -255,6 +280,32 @@ function parseDhchapFlag(flag: 'dhchap-key' | 'dhchap-ctrl-key', spec: string): 
     throw new ConfigError(`--${flag} ${hostnqn}=<secret>: ${err.message}; use the "DHHC-1:<hh>:<base64>:" form that nvme gen-dhchap-key prints`);
   }
   return { hostnqn, secret };
+}
+
+/** HOSTNQN=KEY or HOSTNQN=@FILE (the file's first line); errors show the key only as <key>. */
+function parseTlsKeyFlag(spec: string): { hostnqn: string; key: string } {
+  const i = spec.indexOf('=');
+  if (i <= 0 || spec.startsWith('NVMeTLSkey-')) throw new ConfigError('--tls-key: expected HOSTNQN=KEY or HOSTNQN=@FILE (e.g. --tls-key nqn.2014-08.org.nvmexpress:uuid:...=NVMeTLSkey-1:01:...:)');
+  const hostnqn = spec.slice(0, i);
+  const p = nameProblem(hostnqn);
+  if (p) throw new ConfigError(`--tls-key: ${JSON.stringify(hostnqn)} ${p}`);
+  let key = spec.slice(i + 1);
+  if (key.startsWith('@')) {
+    const file = key.slice(1);
+    try {
+      key = (readFileSync(file, 'utf8').split('\n')[0] ?? '').trim();
+    } catch (err) {
+      throw new ConfigError(`--tls-key ${hostnqn}=@${file}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    }
+  }
+  try {
+    const k = parseTlsKey(key);
+    if (k.hash === 2) throw new ConfigError(`--tls-key ${hostnqn}=<key>: ${SHA384_UNSUPPORTED}`);
+  } catch (err) {
+    if (!(err instanceof TlsKeyError)) throw err;
+    throw new ConfigError(`--tls-key ${hostnqn}=<key>: ${err.message}; use the "NVMeTLSkey-1:<hh>:<base64>:" form that nvme gen-tls-key prints`);
+  }
+  return { hostnqn, key };
 }
 
 /** PATH[:SIZE]: the part after the last ":" is a size only when it parses as one (paths may contain ":"). */
@@ -350,6 +401,17 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     }
   }
   if (args.dhchapKeys.length > 0) config.hosts = mergeDhchapFlags(config.hosts ?? [], args.dhchapKeys);
+  if (args.tls !== undefined) {
+    // --listen replaced the first ports with its own, in order: those are the ones --tls applies to.
+    const n = args.listen.length > 0 ? args.listen.length : config.ports.length;
+    for (const p of config.ports.slice(0, n)) p.tls = args.tls;
+  }
+  for (const k of args.tlsKeys ?? []) {
+    const hosts = (config.hosts ??= []);
+    let h = hosts.find((x) => x.nqn === k.hostnqn);
+    if (h === undefined) hosts.push((h = { nqn: k.hostnqn }));
+    h.tlsKey = k.key;
+  }
   if (args.workers !== undefined) config.workers = args.workers;
   if (args.placement !== undefined) config.placement = args.placement;
   return { config: parseTargetConfig(config), warnings };
@@ -421,6 +483,13 @@ export function startupLines(config: TargetConfig, bound: readonly BoundPort[]):
   }
   for (const h of config.hosts ?? []) {
     if (h.dhchapKey !== undefined) lines.push(`nvme-tcp target: host ${h.nqn} must authenticate (DH-HMAC-CHAP${h.dhchapCtrlKey !== undefined ? ', bidirectional' : ''})`);
+    if (h.tlsKey !== undefined) lines.push(`nvme-tcp target: host ${h.nqn} has a TLS key`);
+  }
+  for (const p of config.ports) if (p.tls !== undefined && p.tls !== 'none') lines.push(`nvme-tcp target: port ${p.id}: TLS ${p.tls}`);
+  // OpenSSL's num_tickets is read from its configuration at process start only (docs/tls.md, NewSessionTicket).
+  const sslConf = process.env['OPENSSL_CONF'] !== undefined || [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('--openssl-config'));
+  if (!sslConf && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
+    lines.push('nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf');
   }
   const hosts = bound.map((b) => {
     const p = config.ports.find((x) => x.id === b.id);
@@ -488,6 +557,12 @@ const LOG_REDACT_PATHS: readonly string[] = [
   'dhchap_ctrl_secret',
   '*.dhchap_secret',
   '*.dhchap_ctrl_secret',
+  'tlsKey',
+  'hosts[*].tlsKey',
+  '*.tlsKey',
+  '*.hosts[*].tlsKey',
+  'tls_key',
+  '*.tls_key',
 ];
 
 /** pino options shared by every target logger: level, pid, and the secret redaction. */

@@ -93,6 +93,12 @@ export interface TcpConnectOptions {
   port: number;
   /** Source address (host_traddr). */
   localAddress?: string;
+  /**
+   * Make the stream instead of net.connect, e.g. tls.connect (a TLSSocket is a net.Socket): NVMe/TCP then runs above
+   * TLS (TP 8011). It opens when the socket emits `readyEvent` ('secureConnect' for TLS). rxBuffer does not apply.
+   */
+  createSocket?: () => net.Socket;
+  readyEvent?: string;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -155,6 +161,14 @@ export class TcpConnection {
 
   /** A connection to `to` (host side, usually); state 'connecting' until TCP connects (handler.onConnect). */
   static connect(to: TcpConnectOptions, opts: TcpConnectionOptions): TcpConnection {
+    if (to.createSocket !== undefined) {
+      const { rxBuffer: _ignored, ...rest } = opts;
+      const c = new TcpConnection(rest, 'connecting');
+      const socket = to.createSocket();
+      c.#attach(socket);
+      socket.on(to.readyEvent ?? 'connect', () => c.#onConnect());
+      return c;
+    }
     const c = new TcpConnection(opts, 'connecting');
     const rx = opts.rxBuffer;
     const socket = net.connect({

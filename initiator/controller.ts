@@ -31,6 +31,7 @@ import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
 import { TcpQueue } from './transport/index.js';
+import { tlsCredentials, type TlsQueueCredentials } from './tls.js';
 
 export type { AsyncEvent } from './aen.js';
 export type { ControllerState } from './controller-state.js';
@@ -88,6 +89,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** Gives this controller's reference to the (shared) pool back; the last one stops the threads. */
   #releaseWorkers: (() => Promise<void>) | undefined;
   #placement: Placement | undefined;
+  /** TLS identity and PSK of this host/subsystem pair (derived once; every queue handshakes with them). */
+  #tlsCred: TlsQueueCredentials | undefined;
   /** The one object the owned pieces reach the controller through. */
   readonly #host: AdminChannel & IoQueueHost & KeepAliveHost;
   readonly #fabrics: FabricsConnector;
@@ -287,6 +290,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       ddgst: o.dataDigest,
       label: `${o.nqn} q${qid}`,
       ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}),
+      ...(o.tls !== undefined ? { tls: (this.#tlsCred ??= tlsCredentials(o.tls, o.hostnqn, o.nqn)) } : {}),
     });
     const qp = new QueuePair({ qid, tcp, tags, inlineLimit, onError: (q, err) => this.#queueError(q, err), onActivity: this.#keepAlive.noteActivity });
     await tcp.connect();

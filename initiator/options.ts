@@ -9,6 +9,7 @@ import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNqn } from
 import type { DhchapKey } from '../protocol/auth/index.js';
 import { parseSecretOption } from './auth.js';
 import { InvalidArgumentError } from './errors.js';
+import { resolveTls, type TlsOptions } from './tls.js';
 
 /** Options accepted by connect()/discover(), named as nvme-cli names them (snake_case, as /dev/nvme-fabrics takes them). */
 export interface ConnectOptions {
@@ -74,6 +75,14 @@ export interface ConnectOptions {
   io_worker_cpus?: number[];
   /** Microseconds an io worker processes submissions before yielding to its event loop; default 1000 (io_work's 1 ms). */
   io_budget_us?: number;
+  /** TLS 1.3 with a PSK (TP 8011; nvme-cli --tls); needs tls_key here (no kernel keyring). */
+  tls?: boolean;
+  /** Configured PSK "NVMeTLSkey-1:01:...:" (nvme-cli --tls-key, as nvme gen-tls-key prints it); implies tls. SHA-256 only. */
+  tls_key?: string;
+  /** PSK identity version: 0 (default, NVMe0R01) or 1 (NVMe1R01 with the PSK digest). */
+  tls_identity_version?: 0 | 1;
+  /** HkdfLabel encoding of the derivation: "rfc8446" (default) or "pre-2025" (older libnvme); docs/tls.md. */
+  tls_hkdf?: 'rfc8446' | 'pre-2025';
   /** pino logger; default silent. */
   logger?: Logger;
 }
@@ -118,6 +127,8 @@ export interface ResolvedOptions {
   /** CPU per worker (cycled), empty: not pinned. */
   ioWorkerCpus: number[];
   ioBudgetUs: number;
+  /** TLS (tls/tls_key); the key prints redacted. */
+  tls: TlsOptions | undefined;
   logger: Logger | undefined;
 }
 
@@ -126,7 +137,7 @@ const KNOWN = new Set<string>([
   'nr_poll_queues', 'queue_size', 'keep_alive_tmo', 'reconnect_delay', 'ctrl_loss_tmo', 'fast_io_fail_tmo', 'hdr_digest',
   'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
   'io_timeout', 'admin_timeout', 'max_retries', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
-  'io_workers', 'io_worker_cpus', 'io_budget_us',
+  'io_workers', 'io_worker_cpus', 'io_budget_us', 'tls', 'tls_key', 'tls_identity_version', 'tls_hkdf',
 ]);
 
 /** The CPUs this process may run on (Linux /proc/self/status Cpus_allowed_list); undefined where that is unknown. */
@@ -344,6 +355,8 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   const limits = resolveCommandLimits(o);
   const auth = resolveAuth(o);
   const ioWorkers = resolveIoWorkers(o);
+  const tls = resolveTls(o);
+  if (tls !== undefined && ioWorkers.ioWorkers > 0) throw new InvalidArgumentError('io_workers', 'not supported together with tls (io workers open their own sockets, in cleartext)');
   const logger = resolveLogger(o);
   return {
     ...target,
@@ -362,6 +375,7 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     discovery,
     ...auth,
     ...ioWorkers,
+    tls,
     logger,
   };
 }

@@ -6,11 +6,12 @@ import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './b
 import { nqnWarning } from './config/schema.js';
 import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
+import { DEFAULT_HKDF_ENCODING, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
 import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
 import type { NamespaceCounters } from './core/namespace.js';
-import { TcpListener } from './transport/tcp/index.js';
+import { TcpListener, TlsKeyStore, type TlsStats } from './transport/tcp/index.js';
 import { ShmBackend, WorkerPool, isPlacement, PLACEMENTS, type NsOpen, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from './workers/index.js';
 import type { PersistedResv } from './core/reservation.js';
 import { loadResvState, resvStateKey, saveResvState } from './resv-state.js';
@@ -51,6 +52,8 @@ export interface QueueInfo extends QueueCounters {
   sqsize: number;
   /** DH-HMAC-CHAP state of the queue when its host must authenticate (no key material). */
   auth?: { state: string; authenticated: boolean; hash?: string; dhgroup?: string; bidirectional?: boolean };
+  /** The queue's connection is a TLS 1.3 session (TP 8011). */
+  tls?: boolean;
   /** Worker process serving this I/O queue (workers > 1); absent: this process (admin queues, authenticated hosts). */
   worker?: number;
 }
@@ -95,6 +98,8 @@ export interface TargetStats {
   /** rejected: closed at accept because the port's maxConnections was reached. */
   connections: { accepted: number; active: number; rejected: number };
   connects: { ok: number; failed: number };
+  /** TLS handshakes on TLS ports (TP 8011). */
+  tls?: { handshakesOk: number; handshakesFailed: number };
 }
 
 /** Leak-counting view of the live object graph (reliability tests compare it before and after faults). */
@@ -122,6 +127,9 @@ export class TargetService {
   readonly #icReqTimeoutMs: number;
   /** Host entries as configured (with their secrets), for getConfig({ includeSecrets: true }) / write-back. */
   readonly #hostConfigs = new Map<string, HostConfig>();
+  /** TLS PSKs by host (TP 8011), shared by every TLS port, and the entries as configured for getConfig. */
+  readonly #tlsKeys = new TlsKeyStore();
+  readonly #tlsHosts = new Map<string, Pick<HostConfig, 'tlsKey' | 'tlsHkdf'>>();
   #stopped = false;
   #nsChain: Promise<void> = Promise.resolve();
   readonly #workerCount: number;
@@ -249,6 +257,7 @@ export class TargetService {
     await this.startWorkers();
     if (config.discoveryNqn !== undefined) this.setDiscoveryNqn(config.discoveryNqn);
     for (const h of config.hosts ?? []) if (h.dhchapKey !== undefined) this.setHostAuth(h);
+    for (const h of config.hosts ?? []) if (h.tlsKey !== undefined) this.setHostTlsKey(h);
     for (const p of config.ports) await this.addPort(p);
     for (const s of config.subsystems) await this.addSubsystem(s);
   }
@@ -268,6 +277,37 @@ export class TargetService {
     this.#core.hostAuth.set(h.nqn, auth);
     this.#hostConfigs.set(h.nqn, { ...h });
     this.#log.info({ hostnqn: h.nqn, bidirectional: auth.ctrlKey !== undefined }, 'host authentication keys set');
+  }
+
+  /**
+   * Give a host a TLS PSK (TP 8011; nvmet keys it in the kernel keyring by identity, we by host NQN): new TLS
+   * connections whose ClientHello identity names this host use it. Parsed here; never logged or echoed in errors.
+   */
+  setHostTlsKey(h: HostConfig): void {
+    this.#checkName('hosts.nqn', 'host', h.nqn);
+    if (h.tlsKey === undefined) throw new InvalidArgumentError('hosts.tlsKey', 'is required to set a TLS key');
+    let key;
+    try {
+      key = parseTlsKey(h.tlsKey);
+    } catch (e) {
+      if (e instanceof TlsKeyError) throw new InvalidArgumentError('hosts.tlsKey', e.message);
+      throw e;
+    }
+    this.#tlsKeys.set(h.nqn, key, h.tlsHkdf ?? DEFAULT_HKDF_ENCODING);
+    this.#tlsHosts.set(h.nqn, { tlsKey: h.tlsKey, ...(h.tlsHkdf !== undefined ? { tlsHkdf: h.tlsHkdf } : {}) });
+    this.#log.info({ hostnqn: h.nqn, hash: key.hash, hkdf: h.tlsHkdf ?? DEFAULT_HKDF_ENCODING }, 'host TLS key set');
+  }
+
+  clearHostTlsKey(hostnqn: string): void {
+    if (!this.#tlsKeys.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no TLS key for ${hostnqn}`);
+    this.#tlsHosts.delete(hostnqn);
+    this.#log.info({ hostnqn }, 'host TLS key cleared');
+  }
+
+  /** TLS handshakes completed and failed since start, failures by reason. */
+  tlsStats(): TlsStats {
+    const st = this.#tlsKeys.stats;
+    return { handshakesOk: st.handshakesOk, handshakesFailed: st.handshakesFailed, failuresByReason: { ...st.failuresByReason } };
   }
 
   /** Stop requiring authentication from a host (new controllers only). */
@@ -297,7 +337,9 @@ export class TargetService {
     const port = new CorePort(p);
     const pool = this.#pool;
     if (pool !== undefined) await pool.syncPort(this.#portSpec(port));
-    const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) });
+    const tlsMode = p.tls ?? 'none';
+    const tls = tlsMode === 'none' ? undefined : { mode: tlsMode, keys: this.#tlsKeys, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000) };
+    const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);
     this.#listeners.set(p.id, l);
@@ -601,6 +643,13 @@ export class TargetService {
         return r;
       });
     }
+    for (const [nqn, t] of this.#tlsHosts) {
+      const hosts = (cfg.hosts ??= []);
+      let entry = hosts.find((h) => h.nqn === nqn);
+      if (entry === undefined) hosts.push((entry = { nqn }));
+      entry.tlsKey = opts.includeSecrets === true ? (t.tlsKey as string) : REDACTED;
+      if (t.tlsHkdf !== undefined) entry.tlsHkdf = t.tlsHkdf;
+    }
     if (this.#core.uniqueDiscoveryNqn !== undefined) cfg.discoveryNqn = this.#core.uniqueDiscoveryNqn;
     if (this.#icReqTimeoutMs !== 10_000) cfg.icReqTimeoutS = this.#icReqTimeoutMs / 1000;
     return cfg;
@@ -677,6 +726,7 @@ export class TargetService {
       katoExpiries: st.katoExpiries,
       connections: { accepted: st.connectionsAccepted, active: st.connectionsActive, rejected: st.connectionsRejected },
       connects: { ok: st.connectsOk, failed: st.connectsFailed },
+      tls: { handshakesOk: this.#tlsKeys.stats.handshakesOk, handshakesFailed: this.#tlsKeys.stats.handshakesFailed },
     };
   }
 

@@ -17,6 +17,7 @@ import {
   packDigests,
 } from '../../protocol/index.js';
 import type { C2HDataPdu, CapsuleCmdPdu, H2CDataPdu, IcRespPdu, Pdu, R2TPdu } from '../../protocol/index.js';
+import { tlsConnect, type TlsQueueCredentials } from '../tls.js';
 
 /** A command as the transport needs to see it: where its data comes from or goes to. */
 export interface HostCommand {
@@ -53,6 +54,8 @@ export interface TcpQueueOptions {
   icTimeoutMs?: number;
   /** Label for errors and logs ("q3"). */
   label?: string;
+  /** Run the queue over TLS 1.3 with this identity and PSK (TP 8011); one handshake per queue, again on reconnect. */
+  tls?: TlsQueueCredentials;
 }
 
 /** Negotiated connection parameters from ICResp. */
@@ -166,8 +169,10 @@ export class TcpQueue {
       this.#icWaiter = { resolve: (p) => settle(() => resolve(p)), reject: (e) => settle(() => reject(e)) };
       // Receive into one reused buffer instead of a fresh 64 KiB allocation per read (docs/performance.md); the reader
       // copies whatever an incomplete PDU still needs and handlers copy data out during onPdu.
+      const to = { host: o.host, port: o.port, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) };
+      const cred = o.tls;
       this.#conn = TcpConnection.connect(
-        { host: o.host, port: o.port, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) },
+        cred === undefined ? to : { ...to, createSocket: () => tlsConnect(to, cred), readyEvent: 'secureConnect' },
         { role: 'host', handler: this.#handler, rxBuffer: Buffer.allocUnsafeSlow(RX_BUFFER), batchSlab: BATCH_SLAB, lingerMs: LINGER_MS },
       );
     });

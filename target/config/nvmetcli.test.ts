@@ -122,6 +122,21 @@ describe('importNvmetcli', () => {
     ]);
   });
 
+  it('maps addr_tsas tls1.3 with treq required / not required to tls required / allowed, and says where the keys are', async () => {
+    const port = (portid: number, treq: string, tsas?: string) => ({
+      addr: { adrfam: 'ipv4', traddr: '10.0.0.1', treq, trsvcid: String(4420 + portid), trtype: 'tcp', ...(tsas !== undefined ? { tsas } : {}) },
+      portid,
+      subsystems: [SUB],
+    });
+    const { config, warnings } = await importNvmetcli({
+      ports: [port(1, 'required', 'tls1.3'), port(2, 'not required', 'tls1.3'), port(3, 'not specified', 'none')],
+      subsystems: [{ nqn: SUB, attr: { allow_any_host: '1' }, namespaces: [] }],
+    });
+    expect(config.ports.map((p) => p.tls)).toEqual(['required', 'allowed', undefined]);
+    expect(warnings.filter((w) => w.includes('tsas tls1.3')).length).toBe(2);
+    expect(warnings.some((w) => w.includes('--tls-key'))).toBe(true);
+  });
+
   it('reads the file from disk', async () => {
     const path = join(dir, 'config.json');
     await writeFile(path, JSON.stringify(sample(img), null, 2));

@@ -16,6 +16,7 @@ const addrSchema = z.looseObject({
   adrfam: z.string().optional(),
   traddr: z.string().optional(),
   treq: z.string().optional(),
+  tsas: z.string().optional(),
   trsvcid: z.union([z.string(), z.number()]).optional(),
   trtype: z.string().optional(),
   portid: z.union([z.string(), z.number()]).optional(),
@@ -157,7 +158,15 @@ export async function importNvmetcli(json: unknown, opts: NvmetcliImportOptions 
       throw new ConfigError(`nvmetcli: ${where}.addr.trsvcid: ${JSON.stringify(p.addr.trsvcid)} is not a TCP port; use 0..65535`, `ports[${i}].addr.trsvcid`);
     }
     const port: PortConfig = { id, addr: traddr, port: trsvcid, family: adrfam };
-    if (text(p.addr.treq) === 'required') warnings.push(`${where}: treq "required" ignored; this target has no secure channel (TLS)`);
+    // nvmet addr_tsas "tls1.3" with addr_treq "required" or "not required" (TP 8011): our tls 'required' / 'allowed'.
+    // nvmet takes the PSKs from the kernel keyring, which nvmetcli does not save: hosts need tlsKey (--tls-key).
+    const tsas = text(p.addr.tsas);
+    if (tsas === 'tls1.3') {
+      port.tls = text(p.addr.treq) === 'not required' ? 'allowed' : 'required';
+      warnings.push(`${where}: tsas tls1.3 → tls "${port.tls}"; nvmet's PSKs live in the kernel keyring, not in this file: give each host's key with --tls-key HOSTNQN=KEY (or hosts[].tlsKey)`);
+    } else if (text(p.addr.treq) === 'required') {
+      warnings.push(`${where}: treq "required" without tsas tls1.3 ignored`);
+    }
 
     const inline = Number(text(p.param?.['inline_data_size']) ?? '-1');
     // nvmet reports -1 until the port is enabled with its default; only an explicit size carries over.

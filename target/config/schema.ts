@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
+import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
 import { parseSize } from './size.js';
 import type {
@@ -228,6 +229,8 @@ export const portSchema = obj({
   sqFlowDisable: opt(bool),
   maxConnections: opt(int(1, 1 << 20, 'connections')),
   maxInFlightBytes: opt(int(4096, 1 << 30, 'bytes')),
+  tls: opt(z.enum(['none', 'allowed', 'required'], { error: (iss) => `${show(iss.input)} is not a TLS mode; use none, allowed or required` })),
+  tlsHandshakeTimeoutS: opt(int(1, 3600, 'seconds')),
 }).check(
   z.superRefine((p, ctx) => {
     checkFamily(p.addr, p.family, ctx, 'addr');
@@ -376,6 +379,25 @@ function dhchapSecret(what: string) {
   );
 }
 
+/** A TP 8011 configured PSK "NVMeTLSkey-1:<hh>:<base64 key+crc>:", checked like dhchapSecret (no value in the issue). */
+function tlsKeySchema() {
+  return z.custom<string>(() => true).check(
+    z.superRefine((v, ctx) => {
+      const fix = 'use the "NVMeTLSkey-1:<hh>:<base64>:" form that nvme gen-tls-key prints';
+      if (typeof v !== 'string') {
+        ctx.addIssue({ code: 'custom', message: `expected a TLS key string, got ${v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v}; ${fix}` });
+        return;
+      }
+      try {
+        parseTlsKey(v);
+      } catch (e) {
+        if (!(e instanceof TlsKeyError)) throw e;
+        ctx.addIssue({ code: 'custom', message: `is not a usable TLS key (${e.message}); ${fix}` });
+      }
+    }),
+  );
+}
+
 function nameList(what: string, names: readonly string[]) {
   return list(
     str(what).check(
@@ -397,6 +419,8 @@ export const hostSchema = obj({
   dhchapCtrlKey: opt(dhchapSecret('DH-HMAC-CHAP controller key')),
   dhchapHash: opt(nameList('a DH-HMAC-CHAP hash', DHCHAP_HASH_NAMES)),
   dhchapDhgroup: opt(nameList('a DH-HMAC-CHAP DH group', DHCHAP_DHGROUP_NAMES)),
+  tlsKey: opt(tlsKeySchema()),
+  tlsHkdf: opt(z.enum(['rfc8446', 'pre-2025'], { error: (iss) => `${show(iss.input)} is not an HkdfLabel encoding; use rfc8446 or pre-2025` })),
 }).check(
   z.superRefine((h, ctx) => {
     // The controller key only adds the reverse direction (nvmet needs dhchap_key for any authentication).

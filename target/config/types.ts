@@ -47,6 +47,13 @@ export interface PortConfig {
    * Default 8 MiB.
    */
   maxInFlightBytes?: number;
+  /**
+   * TLS 1.3 with PSKs (TP 8011): 'none' (default) cleartext only, 'allowed' TLS or a cleartext ICReq (the first byte
+   * decides), 'required' TLS only. Hosts' keys are hosts[].tlsKey.
+   */
+  tls?: 'none' | 'allowed' | 'required';
+  /** Seconds a TLS port gives a connection to finish its handshake (default 10). */
+  tlsHandshakeTimeoutS?: number;
 }
 
 export type BackendConfig =
@@ -129,6 +136,13 @@ export interface HostConfig {
   dhchapHash?: string[];
   /** Acceptable DH groups in preference order: "null", "ffdhe2048" … "ffdhe8192". Default all. */
   dhchapDhgroup?: string[];
+  /** Configured TLS PSK in the interchange format "NVMeTLSkey-1:xx:...:" (`nvme gen-tls-key`); secret, redacted. */
+  tlsKey?: string;
+  /**
+   * HkdfLabel encoding the host's libnvme derived its TLS PSK with: 'rfc8446' (default; the kernel and libnvme since
+   * 2025) or 'pre-2025' (older libnvme, e.g. nvme-cli 2.13 on Debian trixie). docs/tls.md.
+   */
+  tlsHkdf?: 'rfc8446' | 'pre-2025';
 }
 
 export interface TargetConfig {

@@ -49,4 +49,6 @@ export interface QueueTransportOps {
   readonly localPort: number;
   /** Data digests are on for this connection (reads then ask the backend for the data's CRC32C). */
   readonly dataDigest: boolean;
+  /** The connection is a TLS 1.3 session (TP 8011); absent = cleartext. */
+  readonly tls?: boolean;
 }

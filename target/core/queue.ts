@@ -274,7 +274,7 @@ export class CoreQueue implements QueueModel {
 
   /** Counters view for listControllers(). */
   info(): QueueInfoView {
-    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.#state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize };
+    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.#state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize, tls: this.ops.tls === true };
     if (this.auth !== undefined) v.auth = this.auth.view();
     return v;
   }

@@ -49,6 +49,8 @@ export interface QueueInfoView {
   sqsize: number;
   /** Present when the queue must authenticate (DH-HMAC-CHAP); no key material. */
   auth?: QueueAuthView;
+  /** The queue's connection runs over TLS 1.3 (TP 8011). */
+  tls?: boolean;
   /** Worker process serving the queue (target/workers); absent: the primary process. */
   worker?: number;
 }

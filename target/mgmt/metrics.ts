@@ -210,6 +210,18 @@ export function createMetrics(service: MetricsSource): TargetMetrics {
     },
   });
   new Counter({
+    name: 'nvme_tcp_tls_handshakes_total',
+    help: 'TLS 1.3 handshakes on TLS ports (TP 8011), by result.',
+    labelNames: ['result'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const t = current().stats.tls;
+      this.inc({ result: 'ok' }, t?.handshakesOk ?? 0);
+      this.inc({ result: 'failed' }, t?.handshakesFailed ?? 0);
+    },
+  });
+  new Counter({
     name: 'nvme_tcp_fabrics_connects_total',
     help: 'Fabrics Connect commands, by result.',
     labelNames: ['result'],

@@ -82,8 +82,12 @@ export function buildDiscoveryLog(ctrl: Controller, localAddress: string, localP
   const pc = port.config;
   const traddr = pc.advertiseAddr ?? (isWildcard(pc.addr) ? plainAddr(localAddress) : pc.addr);
   const trsvcid = String(pc.advertisePort ?? localPort);
-  const treq = port.sqFlowDisable ? Treq.DISABLE_SQFLOW : 0;
-  const base = { trtype: Trtype.TCP, adrfam: adrfamOf(traddr), treq, portid: port.id, cntlid: CNTLID_DYNAMIC, asqsz: ASQSZ, eflags: 0, trsvcid, traddr, tsas: { sectype: TcpSectype.NONE } };
+  // TP 8011: a TLS port reports TSAS SECTYPE TLS 1.3 and TREQ secure channel required / not required (nvmet's
+  // addr_treq); a cleartext port leaves both unspecified.
+  const tlsMode = port.config.tls ?? 'none';
+  const secure = tlsMode === 'required' ? Treq.REQUIRED : tlsMode === 'allowed' ? Treq.NOT_REQUIRED : Treq.NOT_SPECIFIED;
+  const treq = (port.sqFlowDisable ? Treq.DISABLE_SQFLOW : 0) | secure;
+  const base = { trtype: Trtype.TCP, adrfam: adrfamOf(traddr), treq, portid: port.id, cntlid: CNTLID_DYNAMIC, asqsz: ASQSZ, eflags: 0, trsvcid, traddr, tsas: { sectype: tlsMode === 'none' ? TcpSectype.NONE : TcpSectype.TLS13 } };
   const entries: DiscLogEntry[] = [{ ...base, subtype: DiscSubtype.CURRENT, subnqn: target.discoveryNqn }];
   for (const s of target.subsystems.values()) {
     if (!s.exportedOn(port.id) || !s.hostAllowed(ctrl.hostnqn)) continue;

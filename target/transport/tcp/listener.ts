@@ -3,6 +3,7 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import type { CorePort, TargetCore } from '../../core/index.js';
 import { TcpQueue, type TcpQueueOptions } from './queue.js';
+import { acceptTls, type TlsAccepted, type TlsKeyStore } from './tls.js';
 
 /** One read's maximum: a 128 KiB write with its headers fits, several 4 KiB capsules per read at depth. */
 const RX_BUFFER = 256 * 1024;
@@ -10,6 +11,13 @@ const RX_BUFFER = 256 * 1024;
 export interface BoundAddress {
   addr: string;
   port: number;
+}
+
+/** TLS of one port (TP 8011): its mode, the host keys, the handshake timeout. */
+export interface TcpListenerTls {
+  mode: 'allowed' | 'required';
+  keys: TlsKeyStore;
+  handshakeTimeoutMs: number;
 }
 
 export class TcpListener {
@@ -24,6 +32,7 @@ export class TcpListener {
     readonly target: TargetCore,
     readonly port: CorePort,
     readonly opts: TcpQueueOptions,
+    readonly tls?: TcpListenerTls,
   ) {
     // Paused on accept: the connection core moves the handle to a Socket that reads into the shared #rx
     // (connection/user-buffer-socket.ts).
@@ -70,11 +79,28 @@ export class TcpListener {
   #accept(socket: net.Socket): void {
     this.target.stats.connectionsAccepted++;
     this.target.stats.connectionsActive++;
-    const q = new TcpQueue(this.target, this.port, socket, { ...this.opts, rxBuffer: this.#rx }, (closed) => {
+    const t = this.tls;
+    if (t !== undefined) {
+      acceptTls(
+        socket,
+        { ...t, portId: this.port.id, logger: this.target.logger },
+        (a) => this.#startQueue(a),
+        () => this.target.stats.connectionsActive--,
+      );
+      return;
+    }
+    this.#startQueue({ socket, tls: false }, true);
+  }
+
+  /** `fresh`: nothing was read from the socket yet, so libuv can read into the shared buffer (#rx). */
+  #startQueue(a: TlsAccepted, fresh = false): void {
+    const opts: TcpQueueOptions = fresh ? { ...this.opts, rxBuffer: this.#rx } : { ...this.opts, tls: a.tls };
+    const q = new TcpQueue(this.target, this.port, a.socket, opts, (closed) => {
       this.target.stats.connectionsActive--;
       this.queues.delete(closed);
     });
     this.queues.add(q);
+    if (!fresh) a.socket.resume();
   }
 
   /** Stop accepting; with `closeConnections` also drop every connection of this port. */

@@ -45,6 +45,8 @@ export interface TcpQueueOptions {
    * a fresh 64 KiB allocation per read. Unset: ordinary 'data' events.
    */
   rxBuffer?: Buffer;
+  /** The socket is a TLS session (TP 8011); shown per queue in GET /controllers. */
+  tls?: boolean;
   /** Moves I/O queues to worker processes once connected (target/workers); unset: every queue stays here. */
   handOff?: QueueHandOff;
 }
@@ -176,6 +178,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       ...(opts.rxBuffer !== undefined ? { rxBuffer: opts.rxBuffer } : {}),
     };
     this.#icReqTimeoutMs = opts.icReqTimeoutMs;
+    this.tls = opts.tls === true;
     if (resume !== undefined) {
       // Handed off by the primary after Connect: IC and Connect happened there; go straight to live.
       this.#conn = TcpConnection.resume(accepted, connOpts, resume.conn);
@@ -189,6 +192,9 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
     this.#timer.unref();
   }
+
+  /** The connection runs over TLS 1.3 (TP 8011). */
+  readonly tls: boolean;
 
   readonly #icReqTimeoutMs: number;
   readonly #handOff: QueueHandOff | undefined;
@@ -492,7 +498,9 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
   #maybeHandOff(): void {
     const core = this.core;
     const ctrl = core.ctrl;
-    if (ctrl === undefined || core.auth !== undefined || core.state !== 'live') return;
+    // A TLS session cannot move to another process (its keys and record state live in this one's OpenSSL): TLS
+    // queues stay here, like authenticated ones.
+    if (ctrl === undefined || core.auth !== undefined || this.tls || core.state !== 'live') return;
     const h: HandedOffQueue = {
       portId: this.port.id,
       subnqn: ctrl.subsys.nqn,
