@@ -505,9 +505,16 @@ export class TargetService {
     if (!Number.isInteger(anaGroup) || anaGroup < 1 || anaGroup > 128) throw new InvalidArgumentError('anaGroup', 'must be 1..128');
     port.anaStates.set(anaGroup, state);
     port.anaChangeCount++;
-    // Workers check ANA on every I/O command (nvmet_check_ana_state); the message goes out before the AEN does.
-    if (this.#pool !== undefined) void this.#pool.syncPort(this.#portSpec(port)).catch((err: Error) => this.#log.error({ err: err.message, portId }, 'ANA change not applied on a worker'));
-    this.#core.anaChanged(portId);
+    // Workers check ANA on every I/O command (nvmet_check_ana_state) and apply the new state before the hosts hear of it, so I/O a host sends after the AEN meets it everywhere.
+    if (this.#pool === undefined) this.#core.anaChanged(portId);
+    else
+      this.#pool.syncPort(this.#portSpec(port)).then(
+        () => this.#core.anaChanged(portId),
+        (err: Error) => {
+          this.#log.error({ err: err.message, portId }, 'ANA change not applied on a worker');
+          this.#core.anaChanged(portId);
+        },
+      );
     this.#log.info({ portId, anaGroup, state }, 'ANA state changed');
   }
 
