@@ -505,7 +505,8 @@ export class TargetService {
     if (!Number.isInteger(anaGroup) || anaGroup < 1 || anaGroup > 128) throw new InvalidArgumentError('anaGroup', 'must be 1..128');
     port.anaStates.set(anaGroup, state);
     port.anaChangeCount++;
-    // Workers check ANA on every I/O command (nvmet_check_ana_state) and apply the new state before the hosts hear of it, so I/O a host sends after the AEN meets it everywhere.
+    // Workers check ANA on every I/O command (nvmet_check_ana_state) and apply the new state before the hosts hear
+    // of it, so I/O a host sends after the AEN meets it everywhere.
     if (this.#pool === undefined) this.#core.anaChanged(portId);
     else
       this.#pool.syncPort(this.#portSpec(port)).then(
