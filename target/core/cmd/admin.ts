@@ -406,15 +406,8 @@ export function parseSetFeatures(ctrl: Controller, req: Request): number {
     }
     case FeatureId.RESV_PERSIST: {
       // Reservation Persistence (NVMe Base 2.0 §5.27.1.23): PTPL of one namespace; it is subsystem-wide state.
-      if (!ctrl.subsys.reservationsSupported) {
-        req.errorLoc = 40;
-        return Status.INVALID_FIELD | DNR;
-      }
-      const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
-      if (ns === undefined) {
-        req.errorLoc = 4;
-        return Status.INVALID_NS | DNR;
-      }
+      const ns = resvFeatureNs(ctrl, req);
+      if (typeof ns === 'number') return ns;
       req.execute = (r) => {
         ns.resv.setPtpl((v & RESV_PERSIST_PTPL) !== 0);
         r.dw0 = v & RESV_PERSIST_PTPL;
@@ -468,15 +461,8 @@ export function parseGetFeatures(ctrl: Controller, req: Request): number {
       return 0;
     case FeatureId.RESV_MASK:
     case FeatureId.RESV_PERSIST: {
-      if (!ctrl.subsys.reservationsSupported) {
-        req.errorLoc = 40;
-        return Status.INVALID_FIELD | DNR;
-      }
-      const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
-      if (ns === undefined) {
-        req.errorLoc = 4;
-        return Status.INVALID_NS | DNR;
-      }
+      const ns = resvFeatureNs(ctrl, req);
+      if (typeof ns === 'number') return ns;
       dw0 = fid === FeatureId.RESV_MASK ? (ctrl.resvMask.get(ns.nsid) ?? 0) : ns.resv.ptpl ? RESV_PERSIST_PTPL : 0;
       break;
     }
@@ -512,4 +498,22 @@ export function parseKeepAlive(ctrl: Controller, req: Request): number {
     done(r, 0);
   };
   return 0;
+}
+
+/**
+ * The namespace Reservation Persistence or the Reservation Notification Mask (features 83h/82h, NVMe Base 2.0
+ * §5.27.1.22–23) names, or the status that refuses it: Invalid Field where reservations are not offered (target
+ * workers), Invalid Namespace for one this host cannot see.
+ */
+function resvFeatureNs(ctrl: Controller, req: Request): Namespace | number {
+  if (!ctrl.subsys.reservationsSupported) {
+    req.errorLoc = 40;
+    return Status.INVALID_FIELD | DNR;
+  }
+  const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
+  if (ns === undefined) {
+    req.errorLoc = 4;
+    return Status.INVALID_NS | DNR;
+  }
+  return ns;
 }
