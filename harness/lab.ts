@@ -1,5 +1,5 @@
 // Host-side helpers for the qemu lab (../shared/lab) shared by the kernel-interop scenario and the interop suites.
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
@@ -61,6 +61,24 @@ export function parseSteps(out: string): Map<string, StepResult> {
     }
   }
   return steps;
+}
+
+/**
+ * Runs `bash ARGS` (run.sh and its options) in its own process group, so stopLab can end run.sh, qemu and the
+ * per-connection socats together; collects stdout and stderr. `onStdout` sees each stdout chunk as it arrives (a
+ * guest asking the host to act mid-run).
+ */
+export function runLabScript(args: string[], onStdout?: (chunk: string) => void): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
+  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    const chunk = d.toString();
+    out += chunk;
+    onStdout?.(chunk);
+  });
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const done = new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
+  return { child, done };
 }
 
 /** Ends a suite's lab run: the qemu process group, then the target child (SIGKILL after 10 s), then its temp dir. */

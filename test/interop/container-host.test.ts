@@ -4,10 +4,10 @@
 // `docker compose up` target). guest/container-host.sh: discover, connect, fio verify (4k, 128k), disconnect.
 // The images come from test/containers/images.sh (installs podman, builds the base and project images; ~1 s
 // when cached).
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, freePort, labDir, parseSteps, stopLab, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, freePort, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 import { DOCKER, HERE, compose, ctr, podman, run, teardown, waitHealthy } from '../containers/podman.js';
 
 const GUEST_SCRIPT = path.join(path.dirname(HERE), 'interop', 'guest', 'container-host.sh');
@@ -35,14 +35,10 @@ describe('Linux kernel host against the target container (podman-compose, publis
       if (up.code !== 0) throw new Error(`compose up failed:\n${up.out}${up.err}`);
       await waitHealthy(ctr(project, 'target'));
       const args = [path.join(labPath, 'run.sh'), '--timeout', '300', '--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:4420:${nvme}`, GUEST_SCRIPT];
-      const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      labChild = child;
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-      const done = await new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
-      lab = done;
-      steps = parseSteps(done.out);
+      const vm = runLabScript(args);
+      labChild = vm.child;
+      lab = await vm.done;
+      steps = parseSteps(lab.out);
     } catch (err) {
       setupError = err;
     }
@@ -98,9 +94,6 @@ describe('Linux kernel host with native multipath over the HA gateway pair, gate
       await waitHealthy(gw1);
       await waitHealthy(ctr(project, 'gw2'));
       const args = [path.join(labPath, 'run.sh'), '--timeout', '300', '--hostfwd', 'none', '--guestfwd', `10.0.2.100:4420:${p1}`, '--guestfwd', `10.0.2.101:4420:${p2}`, HA_SCRIPT];
-      const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      labChild = child;
-      let out = '';
       let pending = Promise.resolve();
       const act = (what: string, argv: string[]): void => {
         pending = pending.then(async () => {
@@ -109,14 +102,12 @@ describe('Linux kernel host with native multipath over the HA gateway pair, gate
           if (what === 'restart') await waitHealthy(gw1).catch((e: unknown) => hostActions.push(String(e)));
         });
       };
-      child.stdout?.on('data', (d: Buffer) => {
-        const chunk = d.toString();
-        out += chunk;
+      const vm = runLabScript(args, (chunk) => {
         if (/^@@HOST KILL-GW1/m.test(chunk)) act('kill', ['kill', '--signal', 'KILL', gw1]);
         if (/^@@HOST RESTART-GW1/m.test(chunk)) act('restart', ['start', gw1]);
       });
-      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-      const done = await new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
+      labChild = vm.child;
+      const done = await vm.done;
       await pending;
       lab = done;
       steps = parseSteps(done.out);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, stopLab, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -113,13 +113,7 @@ function runLab(lab: string, env: string[], forwardPort: number | undefined): { 
   args.push('--guestfwd', forwardPort === undefined ? 'none' : `${GUEST_ADDR}:${GUEST_PORT}:${forwardPort}`);
   for (const e of env) args.push('--env', e);
   args.push(GUEST_SCRIPT);
-  // Own process group: afterAll can end run.sh, qemu and the per-connection socats together.
-  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const done = new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
-  return { done, child };
+  return runLabScript(args);
 }
 
 function targetWarnings(t: Target | undefined): string {

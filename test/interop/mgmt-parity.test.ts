@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, stopLab, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
@@ -86,14 +86,10 @@ describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
       target = await startTarget(dir);
       const args = [path.join(labPath, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none'];
       args.push('--guestfwd', `${GUEST_ADDR}:4420:${target.port}`, '--guestfwd', `${GUEST_ADDR}:8080:${target.apiPort}`, GUEST_SCRIPT);
-      const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      labChild = child;
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-      const done = await new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
-      lab = done;
-      steps = parseSteps(done.out);
+      const run = runLabScript(args);
+      labChild = run.child;
+      lab = await run.done;
+      steps = parseSteps(lab.out);
     } catch (err) {
       setupError = err;
     }
