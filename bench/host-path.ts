@@ -11,11 +11,12 @@
 // goals of docs/performance.md); `c@ts` / `engine@ts` run against our own target (`nvme-tcp target`, RAM, pinned to
 // CPU 1) instead of the C target, for the "TS initiator + TS target vs C + C" figure.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { busiestThread, sampleThreads } from '../harness/load/threads.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..');
@@ -63,20 +64,6 @@ function parseSpec(s: string | undefined): ArmSpec {
   return spec;
 }
 
-/** CPU ms of every thread of this process (/proc/self/task/TID/stat utime+stime), by tid. */
-function threadCpuMs(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      const st = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      m.set(tid, (Number(f[11]) + Number(f[12])) * 10);
-    } catch {
-      // The thread exited between readdir and read.
-    }
-  }
-  return m;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Child side: one Node host arm, prints one JSON line.
@@ -105,19 +92,19 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
     const nvme = (await import(path.join(root, 'harness/nvme.js'))) as typeof import('../harness/nvme.js');
     const bt = nvme.controllerBlockTarget(ctrl, 1);
     const job = `[r]\nrw=randread\nbs=${spec.bs}\niodepth=${spec.qd}\nramp_time=500ms\nruntime=${seconds}s\n`;
-    const t0 = threadCpuMs();
+    // This tree's per-thread sampler (the checkout under test may predate it).
+    const t0 = await sampleThreads();
     const w0 = performance.now();
     const r = await load.runJobs(bt, load.resolveJobs(load.parseFioJobFile(job), bt));
     const wall = performance.now() - w0;
-    const t1 = threadCpuMs();
-    const busiest = Math.max(...[...t1].map(([tid, ms]) => ms - (t0.get(tid) ?? 0)));
+    const t1 = await sampleThreads();
     out = {
       iops: r.totals.iops,
       cpuPct: r.cpu.percentOfCore,
       gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100,
       p50Us: r.totals.latencyUs.p50,
       p99Us: r.totals.latencyUs.p99,
-      busiestPct: (busiest / wall) * 100,
+      ...(t0 === undefined || t1 === undefined ? {} : { busiestPct: busiestThread(t0, t1, wall)?.percentOfCore ?? 0 }),
     };
   } else {
     let x = 0x9e3779b9;
