@@ -428,15 +428,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#identify = id;
     this.maxTransferBytes = maxTransferBytes(id);
     this.#scanner.ana.configure(id, this.maxTransferBytes);
-    // Keep-alive from here, not after the I/O queues: the controller's KATO runs from the admin Connect (NVMe Base
-    // 2.0 §3.9), and I/O queue setup can outlast it (64 queues behind slow Connects, io workers starting on a busy
-    // CPU), which expired the controller under the queues still connecting.
-    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
     if (!o.discovery) {
       await this.#io.setup(o, this.#queueLimit, id, this.#cap);
       await this.#aen.configure(id);
       await this.#scanner.scan();
     }
+    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
   }
 
   // ---------------------------------------------------------------------------------------------
