@@ -1,5 +1,6 @@
 // IPC messages between a fuzz/fault parent and harness/fuzz/target-child.ts.
-import type { DebugCounts, TargetStats } from '../../target/service.js';
+import type { ControllerInfo, DebugCounts, TargetStats } from '../../target/service.js';
+import type { WorkerView } from '../../target/workers/index.js';
 
 export interface ChildSample {
   rss: number;
@@ -8,6 +9,9 @@ export interface ChildSample {
   arrayBuffers: number;
   debug: DebugCounts;
   stats: TargetStats;
+  /** GET /controllers and GET /workers of the target (empty workers with workers 1). */
+  controllers: ControllerInfo[];
+  workers: WorkerView[];
 }
 
 export type ParentToChild = { cmd: 'sample'; id: number; gc?: boolean } | { cmd: 'stop' };

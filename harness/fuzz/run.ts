@@ -24,7 +24,8 @@ import {
   type PduFraming,
 } from '../../protocol/index.js';
 import type { TargetConfig } from '../../target/config/types.js';
-import type { DebugCounts } from '../../target/service.js';
+import type { ControllerInfo, DebugCounts } from '../../target/service.js';
+import type { WorkerView } from '../../target/workers/index.js';
 import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';
 import type { ChildSample } from './protocol.js';
 import { Rng, frame, garbage, loadCorpus, makeCase, mutateStructured, type Corpus, type SeedPdu } from './mutate.js';
@@ -49,7 +50,14 @@ export interface FuzzOptions {
   onProgress?: (p: FuzzProgress) => void;
   /** Where to write the last cases when the target dies (default: os.tmpdir()). */
   crashDir?: string;
+  /** The target's data plane (docs/target.md "Target workers"); default one process. */
+  target?: Pick<TargetConfig, 'workers' | 'placement'>;
+  /** Host NQNs of the healthy controllers, one controller each (default: one, the initiator's host NQN). */
+  healthyHosts?: readonly string[];
 }
+
+/** The host NQN of every fuzz connection (placement `host` puts its I/O queues on one worker). */
+export const FUZZ_HOST_NQN = FUZZ_HOSTNQN;
 
 export interface FuzzProgress {
   cases: number;
@@ -73,6 +81,8 @@ export interface FuzzResult {
   malformedReplies: number;
   malformedFirst: string[];
   termReqs: number;
+  /** C2HTermReqs by the fuzz connection's mode ('io': sent by whoever serves the I/O queue, a worker with workers > 1). */
+  termReqsByMode: Partial<Record<Mode, number>>;
   /** CQE statuses seen (SCT/SC, DNR masked), as a coverage hint. */
   statuses: Record<string, number>;
   /** C2HTermReqs by "fes/fei/type of the offending PDU". */
@@ -80,18 +90,22 @@ export interface FuzzResult {
   rssMB: { min: number; max: number; samples: number };
   /** heapUsed after a forced GC, after warm-up and at the end. */
   heapAfterGcMB: { start: number; end: number };
-  healthy: { ops: number; errors: number; mismatches: number; maxLatencyMs: number; firstError?: string };
-  /** Target counts once every fuzz connection is closed (only the healthy controller should remain). */
+  healthy: { ops: number; errors: number; mismatches: number; maxLatencyMs: number; firstError?: string; reconnects: number; cntlids: number[] };
+  /** Target counts once every fuzz connection is closed (only the healthy controllers should remain). */
   finalCounts: DebugCounts | undefined;
+  /** The target's controllers (GET /controllers) and workers (GET /workers) at that point. */
+  finalControllers: ControllerInfo[] | undefined;
+  finalWorkers: WorkerView[] | undefined;
   pduErrorsByFes: Record<string, number>;
 }
 
-type Mode = 'garbage' | 'admin' | 'io' | 'discovery' | 'icreq';
+export type Mode = 'garbage' | 'admin' | 'io' | 'discovery' | 'icreq';
 
 interface ReplyStats {
   malformed: number;
   malformedFirst: string[];
   termReqs: number;
+  termReqsByMode: Partial<Record<Mode, number>>;
   /** C2HTermReq by FES / FEI / type byte of the offending PDU. */
   termReasons: Record<string, number>;
   /** CQE status codes (SCT/SC, DNR masked) the target answered with: how deep the cases got. */
@@ -107,6 +121,8 @@ class FuzzConn {
   maxh2c = 131072;
   icResp = false;
   readerDead = false;
+  /** What the fuzz worker does on this connection (set once it picked). */
+  mode: Mode | undefined;
   readonly r2ts: Array<{ cccid: number; ttag: number; r2to: number; r2tl: number }> = [];
   readonly resps = new Map<number, { status: number; dw0: number }>();
   #wake: (() => void) | undefined;
@@ -135,6 +151,7 @@ class FuzzConn {
           if (this.resps.size > 4096) this.resps.clear();
         } else if (p.type === PduType.C2H_TERM_REQ) {
           this.stats.termReqs++;
+          if (this.mode !== undefined) this.stats.termReqsByMode[this.mode] = (this.stats.termReqsByMode[this.mode] ?? 0) + 1;
           const k = `fes${p.fes}/fei${p.fei}/t${p.errorData[0] ?? -1}`;
           this.stats.termReasons[k] = (this.stats.termReasons[k] ?? 0) + 1;
         }
@@ -226,8 +243,9 @@ class FuzzConn {
 }
 
 /** The fuzz target config: a RAM namespace for fuzzing and a separate one for the healthy controller. */
-function fuzzTargetConfig(fileNs?: string): TargetConfig & { icReqTimeoutS: number } {
+function fuzzTargetConfig(fileNs?: string, target: FuzzOptions['target'] = {}): TargetConfig & { icReqTimeoutS: number } {
   return {
+    ...target,
     icReqTimeoutS: 2,
     ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
     subsystems: [
@@ -264,16 +282,20 @@ export async function runFuzz(opts: FuzzOptions): Promise<FuzzResult> {
 }
 
 async function fuzz(opts: FuzzOptions, seed: number, corpus: Corpus, fileNs: string): Promise<FuzzResult> {
-  const child = await startChildTarget(fuzzTargetConfig(fileNs));
+  const child = await startChildTarget(fuzzTargetConfig(fileNs, opts.target));
   const t0 = performance.now();
-  let ctrl: Controller;
+  const ctrls: Controller[] = [];
   try {
-    ctrl = await connect({ traddr: '127.0.0.1', trsvcid: child.ports[0] as number, nqn: HEALTHY_NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.2, io_timeout: 10 });
+    for (const hostnqn of opts.healthyHosts ?? [undefined]) {
+      const c = await connect({ traddr: '127.0.0.1', trsvcid: child.ports[0] as number, nqn: HEALTHY_NQN, ...(hostnqn !== undefined ? { hostnqn } : {}), nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.2, io_timeout: 10 });
+      ctrls.push(c);
+    }
   } catch (err) {
+    for (const c of ctrls) await c.disconnect().catch(() => undefined);
     await child.stop();
     throw err;
   }
-  return new FuzzSession(opts, seed, corpus, child, ctrl, t0).run();
+  return new FuzzSession(opts, seed, corpus, child, ctrls, t0).run();
 }
 
 interface HealthyStats {
@@ -282,19 +304,20 @@ interface HealthyStats {
   mismatches: number;
   maxLatencyMs: number;
   firstError: string | undefined;
+  reconnects: number;
 }
 
 /** One fuzz run against one child target: the fuzz workers, the healthy controller's loops and the counters. */
 class FuzzSession {
   private readonly port: number;
-  private readonly replyStats: ReplyStats = { malformed: 0, malformedFirst: [], termReqs: 0, termReasons: {}, statuses: {} };
+  private readonly replyStats: ReplyStats = { malformed: 0, malformedFirst: [], termReqs: 0, termReqsByMode: {}, termReasons: {}, statuses: {} };
   private cases = 0;
   private connections = 0;
   private crashed: ChildExit | undefined;
   private stopping = false;
   /** The last cases sent, for the crash repro file. */
   private readonly recent: Array<{ conn: number; mode: Mode; hex: string }> = [];
-  private readonly healthy: HealthyStats = { ops: 0, errors: 0, mismatches: 0, maxLatencyMs: 0, firstError: undefined };
+  private readonly healthy: HealthyStats = { ops: 0, errors: 0, mismatches: 0, maxLatencyMs: 0, firstError: undefined, reconnects: 0 };
   private readonly rss = { min: Number.POSITIVE_INFINITY, max: 0, samples: 0 };
   private lastRss = 0;
 
@@ -303,11 +326,12 @@ class FuzzSession {
     private readonly seed: number,
     private readonly corpus: Corpus,
     private readonly child: ChildTarget,
-    /** The healthy controller: must keep working while the fuzz connections attack the target. */
-    private readonly hctrl: Controller,
+    /** The healthy controllers: must keep working (and stay connected) while the fuzz connections attack the target. */
+    private readonly hctrls: readonly Controller[],
     private readonly t0: number,
   ) {
     this.port = child.ports[0] as number;
+    for (const c of hctrls) c.on('reconnecting', () => this.healthy.reconnects++);
     void child.exited.then((e) => {
       if (!this.stopping) this.crashed = e;
     });
@@ -348,7 +372,8 @@ class FuzzSession {
       writeFileSync(reproFile, JSON.stringify({ seed: this.seed, exit: this.crashed, stderr: child.stderrTail(), recent: this.recent }, null, 1));
       crash = { exit: this.crashed, stderr: child.stderrTail(), reproFile };
     }
-    await this.hctrl.disconnect().catch(() => undefined);
+    const cntlids = this.hctrls.map((c) => c.cntlid);
+    for (const c of this.hctrls) await c.disconnect().catch(() => undefined);
     this.stopping = true;
     await child.stop();
     const { replyStats, rss, healthy } = this;
@@ -364,12 +389,15 @@ class FuzzSession {
       malformedReplies: replyStats.malformed,
       malformedFirst: replyStats.malformedFirst,
       termReqs: replyStats.termReqs,
+      termReqsByMode: replyStats.termReqsByMode,
       statuses: replyStats.statuses,
       termReasons: replyStats.termReasons,
       rssMB: { min: rss.min / 1048576, max: rss.max / 1048576, samples: rss.samples },
       heapAfterGcMB: { start: heapStart / 1048576, end: (settled?.heapUsed ?? 0) / 1048576 },
-      healthy: { ops: healthy.ops, errors: healthy.errors, mismatches: healthy.mismatches, maxLatencyMs: healthy.maxLatencyMs, ...(healthy.firstError !== undefined ? { firstError: healthy.firstError } : {}) },
+      healthy: { ops: healthy.ops, errors: healthy.errors, mismatches: healthy.mismatches, maxLatencyMs: healthy.maxLatencyMs, ...(healthy.firstError !== undefined ? { firstError: healthy.firstError } : {}), reconnects: healthy.reconnects, cntlids },
       finalCounts: settled?.debug,
+      finalControllers: settled?.controllers,
+      finalWorkers: settled?.workers,
       pduErrorsByFes: settled?.stats.pduErrorsByFes ?? {},
     };
   }
@@ -386,14 +414,16 @@ class FuzzSession {
     );
   }
 
-  /** Every fuzz connection is closed by now; the target must get back to exactly the healthy controller. */
+  /** Every fuzz connection is closed by now; the target must get back to exactly the healthy controllers. */
   private async settle(): Promise<ChildSample> {
-    const expectQueues = 1 + this.hctrl.queueInfo().length;
+    const expectQueues = this.hctrls.reduce((n, c) => n + 1 + c.queueInfo().length, 0);
+    // With workers the I/O queues' connections live in the workers; this process keeps the admin queues.
+    const expectConnections = (this.opts.target?.workers ?? 1) === 1 ? expectQueues : this.hctrls.length;
     const until = performance.now() + 8000;
     for (;;) {
       const s = await this.child.sample(true);
       const d = s.debug;
-      if ((d.controllers === 1 && d.queues === expectQueues && d.connections === expectQueues && d.pendingRequests === 0) || performance.now() > until) return s;
+      if ((d.controllers === this.hctrls.length && d.queues === expectQueues && d.connections === expectConnections && d.pendingRequests === 0) || performance.now() > until) return s;
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -402,15 +432,19 @@ class FuzzSession {
   private async healthyLoop(i: number): Promise<void> {
     const healthy = this.healthy;
     const rng = new Rng(this.seed ^ (0x9e3779b9 * (i + 1)));
-    const ns = this.hctrl.namespace(1);
+    const n = this.hctrls.length;
+    const ns = (this.hctrls[i % n] as Controller).namespace(1);
+    const hctx = Math.floor(i / n) % 2;
     let gen = 0;
     while (this.alive()) {
-      const lba = rng.int(HEALTHY_BLOCKS / 2) * 2 + i;
+      // Each loop owns the LBAs ≡ i (mod loops): the controllers share the namespace.
+      const loops = this.opts.healthyLoops ?? 2;
+      const lba = rng.int(Math.floor(HEALTHY_BLOCKS / loops)) * loops + i;
       const data = stamp(lba, ++gen, rng);
       const s = performance.now();
       try {
-        await ns.write(BigInt(lba), data, { hctx: i % 2 });
-        const back = await ns.read(BigInt(lba), 1, undefined, { hctx: i % 2 });
+        await ns.write(BigInt(lba), data, { hctx });
+        const back = await ns.read(BigInt(lba), 1, undefined, { hctx });
         if (!back.equals(data)) healthy.mismatches++;
         healthy.ops++;
       } catch (err) {
@@ -435,6 +469,7 @@ class FuzzSession {
         continue;
       }
       this.connections++;
+      c.mode = mode;
       const id = this.connections;
       try {
         if (mode === 'garbage') await this.garbageCases(c, id, rng);

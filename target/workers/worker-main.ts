@@ -15,7 +15,9 @@ let chain: Promise<void> = Promise.resolve();
 
 process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
   if (m.t === 'init') {
-    const logger = pino({ level: m.logLevel as LevelWithSilent, base: { worker: m.index, pid: process.pid } });
+    // NVME_TCP_WORKER_LOG_FD=2: log to stderr, where a parent that counts error lines (harness/fuzz/child.ts) reads.
+    const opts = { level: m.logLevel as LevelWithSilent, base: { worker: m.index, pid: process.pid } };
+    const logger = process.env.NVME_TCP_WORKER_LOG_FD === '2' ? pino(opts, pino.destination(2)) : pino(opts);
     const r = new WorkerRuntime(m.index, logger, send);
     rt = r;
     chain = r.init(m.ports, m.subsystems).then(
