@@ -53,6 +53,8 @@ commands:
   controllers          every controller and queue; with target workers, each I/O queue's "worker"
   workers              worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag
   placement set <single|controller|queue|host>   placement for queues connected from now on
+  placement set <single|controller|queue|host|default> --portid N
+                       that port's own placement for its new queues (default: back to the target-wide one)
   config [--output FILE]
   metrics
 `;
@@ -346,8 +348,11 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
       return c.controllers();
     case 'workers':
       return c.workers();
-    case 'placement set':
-      return c.setPlacement(str(args[0], 'placement'));
+    case 'placement set': {
+      const p = str(args[0], 'placement');
+      if (v.portid !== undefined) return c.setPortPlacement(int(v.portid, '--portid'), p === 'default' ? null : p);
+      return c.setPlacement(p);
+    }
     case 'config': {
       const cfg = await c.config();
       if (v.output === undefined) return cfg;

@@ -67,6 +67,9 @@ one 1 GiB RAM namespace, any host.
                            per CPU). The primary keeps accept, Connect, admin queues and controller state
   --placement POLICY       which worker gets a new I/O queue: single (all on worker 0), controller (round-robin
                            per controller), queue (round-robin per queue; default), host (by host NQN)
+  --port-placement ID=POLICY
+                           that port's own placement for queues arriving on it (repeatable, one per port; ID as
+                           in "listening on ..., port id ID": the Nth --listen is port N without a config)
   --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
                            --config as FILE.reservations.json; without either nothing persists across a restart)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
@@ -100,6 +103,7 @@ const OPTIONS = {
   'log-level': { type: 'string' },
   workers: { type: 'string' },
   placement: { type: 'string' },
+  'port-placement': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -137,6 +141,8 @@ export interface TargetArgs {
   workers?: number | 'auto';
   /** --placement */
   placement?: 'single' | 'controller' | 'queue' | 'host';
+  /** --port-placement ID=POLICY */
+  portPlacements?: { portId: number; placement: 'single' | 'controller' | 'queue' | 'host' }[];
   /** --state-dir DIR */
   stateDir?: string;
 }
@@ -251,6 +257,16 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     const p = v.placement;
     if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--placement ${p}: unknown policy; use single, controller, queue or host`);
     args.placement = p;
+  }
+  for (const spec of v['port-placement'] ?? []) {
+    const m = /^(\d+)=(.*)$/.exec(spec);
+    if (!m) throw new ConfigError(`--port-placement ${spec}: not ID=POLICY; use e.g. 2=single`);
+    const portId = Number(m[1]);
+    const p = m[2] ?? '';
+    if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--port-placement ${spec}: unknown policy ${JSON.stringify(p)}; use single, controller, queue or host`);
+    args.portPlacements ??= [];
+    if (args.portPlacements.some((x) => x.portId === portId)) throw new ConfigError(`--port-placement ${spec}: port ${portId} given twice; give one policy per port`);
+    args.portPlacements.push({ portId, placement: p });
   }
   if (v['log-level'] !== undefined) {
     const lvl = v['log-level'];
@@ -414,6 +430,11 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
   }
   if (args.workers !== undefined) config.workers = args.workers;
   if (args.placement !== undefined) config.placement = args.placement;
+  for (const pp of args.portPlacements ?? []) {
+    const port = config.ports.find((p) => p.id === pp.portId);
+    if (port === undefined) throw new ConfigError(`--port-placement ${pp.portId}=${pp.placement}: no port ${pp.portId}; the ports are ${config.ports.map((p) => p.id).join(', ') || 'none'}`);
+    port.placement = pp.placement;
+  }
   return { config: parseTargetConfig(config), warnings };
 }
 

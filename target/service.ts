@@ -198,6 +198,22 @@ export class TargetService {
     if (this.#pool !== undefined) this.#pool.placement = p;
   }
 
+  /**
+   * Placement for I/O queues arriving on port `portId` from now on (PortConfig.placement); null: back to the
+   * target-wide one. Queues already placed stay where they are.
+   */
+  setPortPlacement(portId: number, p: string | null): void {
+    const port = this.#port(portId);
+    if (p !== null && !isPlacement(p)) throw new InvalidArgumentError('ports.placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}, or null for the target-wide one`);
+    port.placement = p ?? undefined;
+    this.#pool?.setPortPlacement(portId, port.placement);
+  }
+
+  /** Every port's own placement (null: none) and the one its new queues get. */
+  portPlacements(): { portId: number; placement: Placement | null; effective: Placement }[] {
+    return [...this.#core.ports.values()].map((p) => ({ portId: p.id, placement: p.placement ?? null, effective: p.placement ?? this.#placement }));
+  }
+
   #portSpec(p: CorePort): PortSpec {
     return { config: p.snapshot(), anaChangeCount: p.anaChangeCount.toString() };
   }
@@ -342,6 +358,7 @@ export class TargetService {
     const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);
+    pool?.setPortPlacement(p.id, port.placement);
     this.#listeners.set(p.id, l);
     this.#core.discoveryChanged();
     return { id: p.id, addr: bound.addr, port: bound.port };

@@ -231,6 +231,7 @@ export const portSchema = obj({
   maxInFlightBytes: opt(int(4096, 1 << 30, 'bytes')),
   tls: opt(z.enum(['none', 'allowed', 'required'], { error: (iss) => `${show(iss.input)} is not a TLS mode; use none, allowed or required` })),
   tlsHandshakeTimeoutS: opt(int(1, 3600, 'seconds')),
+  placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: (iss) => `${show(iss.input)} is not a placement; use single, controller, queue or host (or omit it for the target-wide one)` })),
 }).check(
   z.superRefine((p, ctx) => {
     checkFamily(p.addr, p.family, ctx, 'addr');

@@ -54,6 +54,11 @@ export interface PortConfig {
   tls?: 'none' | 'allowed' | 'required';
   /** Seconds a TLS port gives a connection to finish its handshake (default 10). */
   tlsHandshakeTimeoutS?: number;
+  /**
+   * Which worker gets a new I/O queue that arrives on this port (workers > 1), overriding the target-wide
+   * `placement`; changeable at runtime (PUT /ports/:id/placement). Omitted: the target-wide policy.
+   */
+  placement?: 'single' | 'controller' | 'queue' | 'host';
 }
 
 export type BackendConfig =

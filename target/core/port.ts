@@ -24,8 +24,11 @@ export class CorePort {
   readonly referrals: ReferralConfig[] = [];
   /** Bumped on every ANA state change of this port (ANA log CHGCNT). */
   anaChangeCount = 0n;
+  /** This port's worker placement (target/workers), changeable at runtime; undefined: the target-wide one. */
+  placement: PortConfig['placement'];
 
   constructor(readonly config: PortConfig) {
+    this.placement = config.placement;
     for (const [g, s] of Object.entries(config.anaStates ?? {})) this.anaStates.set(Number(g), s);
     for (const r of config.referrals ?? []) this.referrals.push({ ...r });
   }
@@ -63,6 +66,8 @@ export class CorePort {
     else delete out.anaStates;
     if (this.referrals.length > 0) out.referrals = this.referrals.map((r) => ({ ...r }));
     else delete out.referrals;
+    if (this.placement !== undefined) out.placement = this.placement;
+    else delete out.placement;
     return out;
   }
 }

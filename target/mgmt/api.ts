@@ -44,7 +44,7 @@ export type MgmtService = Pick<
 >;
 // Worker pool views (target/workers); optional so a service without workers still fits.
 
-type WorkerService = Partial<Pick<TargetService, 'workers' | 'setPlacement'>> & { readonly placement?: string };
+type WorkerService = Partial<Pick<TargetService, 'workers' | 'setPlacement' | 'setPortPlacement' | 'portPlacements'>> & { readonly placement?: string };
 
 export interface ApiOptions {
   /** "ADDR:PORT" ("127.0.0.1:8080", "[::1]:0"); port 0 picks a free port. */
@@ -138,7 +138,7 @@ function buildRoutes(service: MgmtService & WorkerService, metrics: TargetMetric
     ['GET', '/config', () => ok(service.getConfig())],
     ['GET', '/controllers', () => ok(service.listControllers())],
     // Worker processes (target/workers): count, placement policy, and each worker's state, queues, CPU, I/Os, lag.
-    ['GET', '/workers', () => ok({ placement: service.placement ?? 'queue', workers: service.workers?.() ?? [] })],
+    ['GET', '/workers', () => ok({ placement: service.placement ?? 'queue', workers: service.workers?.() ?? [], ports: service.portPlacements?.() ?? [] })],
     [
       'PUT',
       '/workers/placement',
@@ -392,6 +392,26 @@ function buildRoutes(service: MgmtService & WorkerService, metrics: TargetMetric
         const { state } = parseWith(anaBodySchema, await body(), 'body');
         service.setAnaState(id, grp, state);
         return ok({ portId: id, anaGroup: grp, state }, true);
+      },
+    ],
+    // Per-port placement (ports[].placement) for queues arriving on that port from now on; null: the target-wide one.
+    [
+      'PUT',
+      '/ports/:id/placement',
+      async ({ params, body }) => {
+        const id = portCfg(intParam(params.id, 'port id')).id;
+        const raw = (await body()) as { placement?: unknown } | null;
+        const p = raw !== null && typeof raw === 'object' ? raw.placement : undefined;
+        if (typeof p !== 'string' && p !== null) throw new HttpError(400, 'body: placement: is missing; give one of single, controller, queue, host, or null for the target-wide one', 'placement');
+        if (service.setPortPlacement === undefined) throw new HttpError(400, 'body: placement: this target has no worker placement', 'placement');
+        try {
+          service.setPortPlacement(id, p);
+        } catch (err) {
+          // The service names the config field (ports.placement); the API names the body's.
+          const msg = (err as Error).message.replace(/^ports\.placement: /, '');
+          throw new HttpError(400, `body: placement: ${msg}`, 'placement');
+        }
+        return ok(service.portPlacements?.().find((x) => x.portId === id) ?? { portId: id }, true);
       },
     ],
     ['GET', '/ports/:id/referrals', ({ params }) => ok(portCfg(intParam(params.id, 'port id')).referrals ?? [])],

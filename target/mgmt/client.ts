@@ -185,6 +185,10 @@ export class MgmtClient {
   setPlacement(placement: string): Promise<unknown> {
     return this.call('PUT', '/workers/placement', { placement });
   }
+  /** One port's placement for queues arriving on it from now on; null: the target-wide one. */
+  setPortPlacement(portId: number, placement: string | null): Promise<unknown> {
+    return this.call('PUT', `/ports/${portId}/placement`, { placement });
+  }
   async config(): Promise<TargetConfig> {
     return (await this.call('GET', '/config')) as TargetConfig;
   }

@@ -119,6 +119,8 @@ export class WorkerPool implements QueueHandOff {
   #placement: Placement;
   #nextId = 1;
   #rr = 0;
+  /** Per-port placement (PortConfig.placement) overriding the target-wide one for queues arriving on that port. */
+  readonly #portPlacement = new Map<number, Placement>();
   /** controller placement: the worker of each controller that has queues placed (gone with the controller). */
   readonly #ctrlWorker = new WeakMap<Controller, number>();
   #seq = 1;
@@ -145,6 +147,22 @@ export class WorkerPool implements QueueHandOff {
     if (!isPlacement(p)) throw new Error(`unknown placement ${String(p)}`);
     this.#placement = p;
     this.#log.info({ placement: p }, 'placement changed');
+  }
+
+  /** The placement of queues arriving on port `id` from now on; undefined: back to the target-wide one. */
+  setPortPlacement(id: number, p: Placement | undefined): void {
+    if (p === undefined) {
+      if (this.#portPlacement.delete(id)) this.#log.info({ portId: id, placement: this.#placement }, 'port placement cleared');
+      return;
+    }
+    if (!isPlacement(p)) throw new Error(`unknown placement ${String(p)}`);
+    this.#portPlacement.set(id, p);
+    this.#log.info({ portId: id, placement: p }, 'port placement changed');
+  }
+
+  /** The policy a queue arriving on port `id` is placed by. */
+  placementFor(id: number): Placement {
+    return this.#portPlacement.get(id) ?? this.#placement;
   }
 
   /** Start every worker; rejects (and stops those that started) when any cannot start. */
@@ -296,7 +314,7 @@ export class WorkerPool implements QueueHandOff {
   #choose(h: HandedOffQueue, ctrl: Controller): number {
     const n = this.#workers.length;
     let i: number;
-    switch (this.#placement) {
+    switch (this.placementFor(h.portId)) {
       case 'single':
         i = 0;
         break;
@@ -328,7 +346,8 @@ export class WorkerPool implements QueueHandOff {
     const i = this.#choose(h, ctrl);
     const w = this.#workers[i];
     if (w === undefined) return undefined;
-    if (this.#placement === 'controller') this.#ctrlWorker.set(ctrl, i);
+    const policy = this.placementFor(h.portId);
+    if (policy === 'controller') this.#ctrlWorker.set(ctrl, i);
     const id = this.#nextId++;
     const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
     const msg: ToWorker = { t: 'queue', id, q: h, hostid: ctrl.hostid.toString('hex') };
@@ -338,7 +357,7 @@ export class WorkerPool implements QueueHandOff {
     const r = new RemoteQueue(id, w, h, ctrl, peer, this);
     this.#remote.set(id, r);
     w.queues.add(r);
-    this.#log.debug({ cntlid: h.cntlid, qid: h.qid, worker: i, placement: this.#placement }, 'queue handed to worker');
+    this.#log.debug({ cntlid: h.cntlid, qid: h.qid, worker: i, placement: policy }, 'queue handed to worker');
     return r;
   }
 
@@ -371,6 +390,7 @@ export class WorkerPool implements QueueHandOff {
   }
 
   removePort(id: number): Promise<void> {
+    this.#portPlacement.delete(id);
     return this.#broadcast((seq) => ({ t: 'port-remove', seq, id }));
   }
 

@@ -18,6 +18,10 @@ describe('target --workers / --placement', () => {
     [['--workers', 'two'], /^--workers two: not a worker count/],
     [['--workers', '1.5'], /^--workers 1\.5: not a worker count/],
     [['--placement', 'spread'], /^--placement spread: unknown policy; use single, controller, queue or host\n$/],
+    [['--port-placement', '1=spread'], /^--port-placement 1=spread: unknown policy "spread"; use single, controller, queue or host\n$/],
+    [['--port-placement', 'single'], /^--port-placement single: not ID=POLICY; use e\.g\. 2=single\n$/],
+    [['--port-placement', '1=single', '--port-placement', '1=queue'], /^--port-placement 1=queue: port 1 given twice; give one policy per port\n$/],
+    [['--listen', '127.0.0.1:0', '--port-placement', '9=single'], /^--port-placement 9=single: no port 9; the ports are 1\n$/],
   ] as const) {
     it(`${argv.join(' ')}: one line, exit 2`, async () => {
       const r = await run([...argv]);
@@ -42,6 +46,15 @@ describe('target --workers / --placement', () => {
         expect(r.err).toMatch(msg);
         expect(r.err.trim().split('\n')).toHaveLength(1);
       }
+      // ports[].placement: the field path and the fix.
+      const f = path.join(dir, 'port-placement.json');
+      await writeFile(f, JSON.stringify({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, placement: 'spread' }], subsystems: [] }));
+      const r = await run(['--config', f]);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/ports\[0\]\.placement: "spread" is not a placement; use single, controller, queue or host/);
+      expect(r.err.trim().split('\n')).toHaveLength(1);
+      const two = (await buildTargetConfig(parseTargetArgs(['--listen', '127.0.0.1:0', '--listen', '127.0.0.1:0', '--port-placement', '2=single']))).config;
+      expect(two.ports.map((p) => p.placement)).toEqual([undefined, 'single']);
       const cfg = (await buildTargetConfig(parseTargetArgs(['--workers', 'auto', '--placement', 'controller']))).config;
       expect(cfg.workers).toBe('auto');
       expect(cfg.placement).toBe('controller');
