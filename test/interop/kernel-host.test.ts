@@ -9,10 +9,20 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+
+/** The guest kernel of LAB_OUT (lab.env KVER), so a report says which kernel each project ran. */
+function labKernel(): string {
+  try {
+    return /^KVER=(.*)$/m.exec(readFileSync(path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'lab.env'), 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '(lab not built)';
+  }
+}
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -128,7 +138,7 @@ function targetWarnings(t: Target | undefined): string {
   return bad.length > 0 ? `\n--- target warnings/errors (last 20 of ${bad.length})\n${bad.slice(-20).join('\n')}` : '';
 }
 
-describe(`Linux kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nvmet (reference run)' : 'our target'}`, () => {
+describe(`Linux ${labKernel()} kernel host (nvme-cli, fio) against ${REFERENCE ? 'the kernel nvmet (reference run)' : 'our target'}`, () => {
   let dir: string | undefined;
   let target: Target | undefined;
   let labChild: ChildProcess | undefined;
