@@ -48,6 +48,15 @@ export const MAX_DH_IDS = 30;
 /** Secure channel concatenation (`sc_c`); only NONE is supported here (no TLS). */
 export const SecureChannel = { NONE: 0x00, NEW_TLS_PSK: 0x01, REPLACE_TLS_PSK: 0x02 } as const;
 
+/**
+ * AUTH_Negotiate SC_C as Linux sends and checks it (include/linux/nvme.h NVME_AUTH_SECP_*, host/auth.c
+ * nvme_auth_set_dhchap_negotiate_data, target/fabrics-cmd-auth.c nvmet_auth_negotiate), used for secure channel
+ * concatenation (TP 8018): NEWTLSPSK on the cleartext admin queue, REPLACETLSPSK when re-authenticating on the TLS
+ * one; SC (01h) is answered with CONCAT_MISMATCH, as nvmet does.
+ */
+export const ScC = { NOSC: 0x00, SC: 0x01, NEWTLSPSK: 0x02, REPLACETLSPSK: 0x03 } as const;
+export type ScC = (typeof ScC)[keyof typeof ScC];
+
 /** Hash function identifiers (NVMe Base 2.0 Figure 171). */
 export const HashId = { SHA256: 0x01, SHA384: 0x02, SHA512: 0x03 } as const;
 export type HashId = (typeof HashId)[keyof typeof HashId];

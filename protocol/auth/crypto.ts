@@ -60,6 +60,20 @@ export interface ResponseInput {
   transactionId: number;
   hostnqn: string;
   subsysnqn: string;
+  /** SC_C of the transaction's AUTH_Negotiate: the byte after T_ID (00h without secure channel concatenation). */
+  scC?: number;
+}
+
+function scCByte(scC: number | undefined): Buffer {
+  return scC === undefined || scC === 0 ? NUL : Buffer.from([scC & 0xff]);
+}
+
+/**
+ * Session key KS = H(g^xy mod p) (NVMe Base 2.1 §8.3.4.5.9), what Linux 7.x nvme_auth_gen_session_key returns;
+ * Linux 6.15..6.x keyed the generated PSK with the unhashed g^xy instead (see docs/tls.md).
+ */
+export function sessionKeyFromSecret(hashId: HashId, sharedSecret: Uint8Array): Buffer {
+  return digest(hashId, sharedSecret);
 }
 
 function seqTid(seqnum: number, transactionId: number): Buffer {
@@ -70,7 +84,7 @@ function seqTid(seqnum: number, transactionId: number): Buffer {
 }
 
 /**
- * Host response R1 = HMAC(Kh', C1 || S1(le32) || T_ID(le16) || 00h || "HostHost" || NQNh || 00h || NQNc)
+ * Host response R1 = HMAC(Kh', C1 || S1(le32) || T_ID(le16) || SC_C (00h) || "HostHost" || NQNh || 00h || NQNc)
  * (Linux nvme_auth_dhchap_setup_host_response / nvmet_auth_host_hash).
  */
 export function hostResponse(i: ResponseInput): Buffer {
@@ -79,7 +93,7 @@ export function hostResponse(i: ResponseInput): Buffer {
     i.key,
     i.challenge,
     seqTid(i.seqnum, i.transactionId),
-    NUL,
+    scCByte(i.scC),
     HOST_HOST,
     Buffer.from(i.hostnqn, 'utf8'),
     NUL,
@@ -88,7 +102,7 @@ export function hostResponse(i: ResponseInput): Buffer {
 }
 
 /**
- * Controller response R2 = HMAC(Kc', C2 || S2(le32) || T_ID(le16) || 00h || "Controller" || NQNc || 00h || NQNh)
+ * Controller response R2 = HMAC(Kc', C2 || S2(le32) || T_ID(le16) || SC_C (00h) || "Controller" || NQNc || 00h || NQNh)
  * (Linux nvme_auth_dhchap_setup_ctrl_response / nvmet_auth_ctrl_hash).
  */
 export function controllerResponse(i: ResponseInput): Buffer {
@@ -97,7 +111,7 @@ export function controllerResponse(i: ResponseInput): Buffer {
     i.key,
     i.challenge,
     seqTid(i.seqnum, i.transactionId),
-    NUL,
+    scCByte(i.scC),
     CONTROLLER,
     Buffer.from(i.subsysnqn, 'utf8'),
     NUL,

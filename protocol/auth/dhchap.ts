@@ -16,6 +16,7 @@ import {
   isHashId,
   LINUX_AUTH_RECEIVE_LENGTH,
   SecureChannel,
+  ScC,
 } from './constants.js';
 import {
   augmentedChallenge,
@@ -27,6 +28,8 @@ import {
   hostResponse,
   randomNonZeroU32,
   responsesEqual,
+  sessionKeyFromSecret,
+  hmac,
 } from './crypto.js';
 import type { FfdheGroupId, RandomBytes } from './crypto.js';
 import { DhchapAuthError } from './errors.js';
@@ -65,6 +68,27 @@ export interface DhchapResult {
   /** The controller proved knowledge of the controller key too. */
   bidirectional: boolean;
   transactionId: number;
+  /** Secure channel concatenation (TP 8018): present when AUTH_Negotiate carried NEWTLSPSK or REPLACETLSPSK. */
+  concat?: DhchapConcatResult;
+}
+
+/** The generated PSK of a concatenated transaction, HMAC(KS, C1 || C2) (NVMe Base 2.1 §8.3.4.5.9). Secret. */
+export interface DhchapConcatResult {
+  scC: number;
+  /** Keyed with KS = H(g^xy mod p): the specification and Linux 7.x. */
+  generatedPsk: Buffer;
+  /** Keyed with the unhashed g^xy: Linux 6.15..6.x. The controller offers both; the host sends one identity. */
+  legacyGeneratedPsk: Buffer;
+}
+
+/** Generated PSKs (both session key forms) from the DH shared secret and the two challenges. */
+export function generatedPsks(hashId: HashId, sharedSecret: Uint8Array, c1: Uint8Array, c2: Uint8Array): { generatedPsk: Buffer; legacyGeneratedPsk: Buffer } {
+  const ks = sessionKeyFromSecret(hashId, sharedSecret);
+  try {
+    return { generatedPsk: hmac(hashId, ks, c1, c2), legacyGeneratedPsk: hmac(hashId, sharedSecret, c1, c2) };
+  } finally {
+    ks.fill(0);
+  }
 }
 
 export function describeResult(r: DhchapResult): string {
@@ -103,6 +127,12 @@ export interface DhchapHostOptions {
   receiveLength?: number;
   randomBytes?: RandomBytes;
   nextSeqnum?: () => number;
+  /**
+   * Secure channel concatenation (TP 8018; Linux `nvme connect --concat`): 'new' sends SC_C NEWTLSPSK (cleartext
+   * admin queue), 'replace' REPLACETLSPSK (re-authentication over the TLS admin queue). Needs a DH group (not
+   * NULL); the Reply then carries a random C2 (CVALID=1) and S2 = 0 unless a controller key is set.
+   */
+  concat?: 'new' | 'replace';
 }
 
 /** One instruction for the initiator: issue a command, or stop. */
@@ -146,9 +176,11 @@ const HOST_TRANSITIONS: Record<DhchapHostState, readonly DhchapHostState[]> = {
 
 export class DhchapHost {
   #state: DhchapHostState = 'start';
-  readonly #o: Required<Omit<DhchapHostOptions, 'ctrlKey'>> & { ctrlKey: DhchapKey | undefined };
+  readonly #o: Required<Omit<DhchapHostOptions, 'ctrlKey' | 'concat'>> & { ctrlKey: DhchapKey | undefined };
+  readonly #scC: number;
   #neg: Negotiated | null = null;
   #sessionKey: Buffer | null = null;
+  #c1: Buffer | null = null;
   #s1 = 0;
   #s2 = 0;
   #c2: Buffer | null = null;
@@ -168,6 +200,7 @@ export class DhchapHost {
       randomBytes: opts.randomBytes ?? defaultRandomBytes,
       nextSeqnum: opts.nextSeqnum ?? defaultNextSeqnum,
     };
+    this.#scC = opts.concat === 'new' ? ScC.NEWTLSPSK : opts.concat === 'replace' ? ScC.REPLACETLSPSK : ScC.NOSC;
   }
 
   get state(): DhchapHostState {
@@ -201,7 +234,7 @@ export class DhchapHost {
         const payload = encodeAuthMessage({
           type: 'negotiate',
           tId: this.#o.transactionId,
-          scC: SecureChannel.NONE,
+          scC: this.#scC === ScC.NOSC ? SecureChannel.NONE : this.#scC,
           protocols: [{ authId: DHCHAP_AUTH_ID, hashIds: [...this.#o.hashes], dhGroupIds: [...this.#o.dhGroups] }],
         });
         return { kind: 'send', payload };
@@ -295,8 +328,12 @@ export class DhchapHost {
     if (m.dhGroupId === DhGroupId.NULL && m.dhValue.length !== 0) {
       return this.#failure2(FailureExplanation.INCORRECT_PAYLOAD, 'DH value with the NULL group');
     }
+    if (this.#scC !== ScC.NOSC && m.dhGroupId === DhGroupId.NULL) {
+      return this.#failure2(FailureExplanation.CONCAT_MISMATCH, 'secure channel concatenation needs a DH group, the controller chose NULL');
+    }
     this.#neg = { hashId: m.hashId, dhGroupId: m.dhGroupId, hl };
     this.#s1 = m.seqnum;
+    this.#c1 = Buffer.from(m.challenge);
     let hostDhValue: Buffer = Buffer.alloc(0);
     if (m.dhGroupId !== DhGroupId.NULL) {
       const kp = new DhKeyPair(m.dhGroupId as FfdheGroupId, this.#o.randomBytes);
@@ -314,17 +351,20 @@ export class DhchapHost {
       transactionId: this.#o.transactionId,
       hostnqn: this.#o.hostnqn,
       subsysnqn: this.#o.subsysnqn,
+      scC: this.#scC,
     });
     let c2: Buffer = Buffer.alloc(hl);
-    if (this.#o.ctrlKey) {
+    const concat = this.#scC !== ScC.NOSC;
+    if (this.#o.ctrlKey || concat) {
+      // Concatenation needs C2 for the generated PSK even without controller authentication (S2 = 0 then).
       c2 = Buffer.from(this.#o.randomBytes(hl));
       this.#c2 = c2;
-      this.#s2 = this.#o.nextSeqnum() >>> 0 || 1;
+      this.#s2 = this.#o.ctrlKey ? this.#o.nextSeqnum() >>> 0 || 1 : 0;
     }
     const reply: DhchapReply = {
       type: 'reply',
       tId: this.#o.transactionId,
-      cvalid: this.#o.ctrlKey !== undefined,
+      cvalid: this.#o.ctrlKey !== undefined || concat,
       seqnum: this.#s2,
       response: r1,
       challenge: c2,
@@ -351,16 +391,22 @@ export class DhchapHost {
         transactionId: this.#o.transactionId,
         hostnqn: this.#o.hostnqn,
         subsysnqn: this.#o.subsysnqn,
+        scC: this.#scC,
       });
       if (!responsesEqual(expected, m.response)) {
         return this.#failure2(FailureExplanation.FAILED, 'controller response R2 mismatch');
       }
-      this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: true, transactionId: this.#o.transactionId };
+      this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: true, transactionId: this.#o.transactionId, ...this.#concatResult(neg) };
       this.#setState('success2');
       return { kind: 'send', payload: encodeAuthMessage({ type: 'success2', tId: this.#o.transactionId }) };
     }
-    this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: false, transactionId: this.#o.transactionId };
+    this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: false, transactionId: this.#o.transactionId, ...this.#concatResult(neg) };
     return this.#finish();
+  }
+
+  #concatResult(neg: Negotiated): { concat?: DhchapConcatResult } {
+    if (this.#scC === ScC.NOSC || !this.#sessionKey || !this.#c1 || !this.#c2) return {};
+    return { concat: { scC: this.#scC, ...generatedPsks(neg.hashId, this.#sessionKey, this.#c1, this.#c2) } };
   }
 
   #finish(): DhchapHostStep {
@@ -372,6 +418,7 @@ export class DhchapHost {
   #wipe(): void {
     this.#sessionKey?.fill(0);
     this.#sessionKey = null;
+    this.#c1 = null;
     this.#c2 = null;
   }
 
@@ -397,6 +444,13 @@ export interface DhchapControllerOptions {
   dhGroups?: readonly DhGroupId[];
   randomBytes?: RandomBytes;
   nextSeqnum?: () => number;
+  /**
+   * Which SC_C this queue accepts besides NOSC (TP 8018, nvmet_auth_negotiate): 'new' on a cleartext admin queue of
+   * a port that offers concatenation, 'replace' on an admin queue already inside TLS, 'none' (default) elsewhere.
+   */
+  concat?: 'none' | 'new' | 'replace';
+  /** Hashes usable with concatenation (the generated PSK must suit a TLS suite); default SHA-256, SHA-384. */
+  concatHashes?: readonly HashId[];
 }
 
 export type DhchapControllerState =
@@ -438,6 +492,8 @@ export class DhchapController {
   readonly #o: Required<Omit<DhchapControllerOptions, 'ctrlKey'>> & { ctrlKey: DhchapKey | undefined };
   #authenticated = false;
   #tId = 0;
+  #scC: number = ScC.NOSC;
+  #concat: DhchapConcatResult | null = null;
   #neg: Negotiated | null = null;
   #keyPair: DhKeyPair | null = null;
   #sessionKey: Buffer | null = null;
@@ -459,6 +515,8 @@ export class DhchapController {
       dhGroups: opts.dhGroups ?? ALL_DH_GROUPS,
       randomBytes: opts.randomBytes ?? defaultRandomBytes,
       nextSeqnum: opts.nextSeqnum ?? defaultNextSeqnum,
+      concat: opts.concat ?? 'none',
+      concatHashes: opts.concatHashes ?? [HashId.SHA256, HashId.SHA384],
     };
   }
 
@@ -536,14 +594,22 @@ export class DhchapController {
     this.#tId = m.tId;
     this.#neg = null;
     this.#result = null;
-    if (m.scC !== SecureChannel.NONE) return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, 'secure channel concatenation not supported');
+    this.#concat = null;
+    this.#scC = m.scC;
+    if (m.scC !== ScC.NOSC) {
+      const want = this.#o.concat === 'new' ? ScC.NEWTLSPSK : this.#o.concat === 'replace' ? ScC.REPLACETLSPSK : null;
+      if (want === null) return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, `SC_C ${m.scC}: secure channel concatenation is not offered on this queue`);
+      if (m.scC !== want) return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, `SC_C ${m.scC}: this queue accepts only ${want === ScC.NEWTLSPSK ? 'NEWTLSPSK (cleartext admin queue)' : 'REPLACETLSPSK (admin queue inside TLS)'}`);
+    }
     if (m.protocols.length !== 1) return this.#toFailure1(FailureExplanation.HASH_UNUSABLE, `napd ${m.protocols.length}`);
     const p = m.protocols[0] as (typeof m.protocols)[number];
     if (p.authId !== DHCHAP_AUTH_ID) return this.#toFailure1(FailureExplanation.INCORRECT_PAYLOAD, `auth protocol ${p.authId}`);
-    const hashId = this.#o.hashes.find((h) => p.hashIds.includes(h));
-    if (hashId === undefined) return this.#toFailure1(FailureExplanation.HASH_UNUSABLE, 'no common hash function');
-    const dhGroupId = this.#o.dhGroups.find((g) => p.dhGroupIds.includes(g));
-    if (dhGroupId === undefined) return this.#toFailure1(FailureExplanation.DHGROUP_UNUSABLE, 'no common DH group');
+    const concat = m.scC !== ScC.NOSC;
+    const hashId = this.#o.hashes.find((h) => p.hashIds.includes(h) && (!concat || this.#o.concatHashes.includes(h)));
+    if (hashId === undefined) return this.#toFailure1(FailureExplanation.HASH_UNUSABLE, concat ? 'no common hash function usable for a TLS PSK' : 'no common hash function');
+    // nvmet: "NULL DH group invalid for secure channel concatenation" (there is no session key to derive from).
+    const dhGroupId = this.#o.dhGroups.find((g) => p.dhGroupIds.includes(g) && (!concat || g !== DhGroupId.NULL));
+    if (dhGroupId === undefined) return this.#toFailure1(concat ? FailureExplanation.CONCAT_MISMATCH : FailureExplanation.DHGROUP_UNUSABLE, concat ? 'no common non-NULL DH group for secure channel concatenation' : 'no common DH group');
     this.#neg = { hashId, dhGroupId, hl: hashLength(hashId) };
     this.#setState('challenge');
   }
@@ -568,8 +634,14 @@ export class DhchapController {
       transactionId: this.#tId,
       hostnqn: this.#o.hostnqn,
       subsysnqn: this.#o.subsysnqn,
+      scC: this.#scC,
     });
     if (!responsesEqual(expected, m.response)) return this.#toFailure1(FailureExplanation.FAILED, 'host response R1 mismatch');
+    if (this.#scC !== ScC.NOSC) {
+      // nvmet_auth_reply: concatenation without C2 ("invalid challenge"); the PSK needs both challenges.
+      if (!m.cvalid) return this.#toFailure1(FailureExplanation.FAILED, 'secure channel concatenation without a host challenge C2 (CVALID=0)');
+      this.#concat = { scC: this.#scC, ...generatedPsks(neg.hashId, this.#sessionKey as Buffer, this.#c1 as Buffer, m.challenge) };
+    }
     this.#s2 = m.seqnum;
     this.#c2 = m.cvalid && m.seqnum !== 0 ? m.challenge : null;
     // S2 = 0 or no C2: unidirectional, the host is authenticated now (nvmet).
@@ -648,11 +720,13 @@ export class DhchapController {
         transactionId: this.#tId,
         hostnqn: this.#o.hostnqn,
         subsysnqn: this.#o.subsysnqn,
+        scC: this.#scC,
       });
     }
     const res = this.#pad(encodeAuthMessage({ type: 'success1', tId: this.#tId, hl: neg.hl, response: r2 }), al);
     if (res.kind === 'status') return res;
-    this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: r2 !== null, transactionId: this.#tId };
+    this.#result = { hashId: neg.hashId, dhGroupId: neg.dhGroupId, bidirectional: r2 !== null, transactionId: this.#tId, ...(this.#concat ? { concat: this.#concat } : {}) };
+    this.#concat = null;
     if (r2) {
       this.#setState('await-success2');
     } else {

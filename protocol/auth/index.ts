@@ -14,6 +14,7 @@ export {
   hashLength,
   hostResponse,
   isValidPublicValue,
+  sessionKeyFromSecret,
 } from './crypto.js';
 export type { FfdheGroupId, RandomBytes, ResponseInput } from './crypto.js';
 export * from './keys.js';

@@ -12,10 +12,20 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+
+/** The guest kernel of LAB_OUT (lab.env KVER), so a report says which kernel each project ran. */
+function labKernel(): string {
+  try {
+    return /^KVER=(.*)$/m.exec(readFileSync(path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'lab.env'), 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '(lab not built)';
+  }
+}
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -144,7 +154,7 @@ function targetWarnings(t: Target | undefined): string {
 /** The suite: boot the lab, run guest/kernel-host.sh against the target started with `opts.targetArgs`. */
 export function kernelHostSuite(opts: KernelHostSuiteOptions = {}): void {
   const against = REFERENCE ? 'the kernel nvmet (reference run)' : `our target${opts.label !== undefined ? ` (${opts.label})` : ''}`;
-  describe(`Linux kernel host (nvme-cli, fio) against ${against}`, () => {
+  describe(`Linux ${labKernel()} kernel host (nvme-cli, fio) against ${against}`, () => {
     let dir: string | undefined;
     let target: Target | undefined;
     let labChild: ChildProcess | undefined;

@@ -1,14 +1,23 @@
 // Interop: our TypeScript initiator against the Linux 6.1 kernel nvmet target running in the qemu lab
 // (../shared/lab). Host 127.0.0.1:<free port> → qemu hostfwd → guest 10.0.2.15:4420.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import net from 'node:net';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir } from '../../harness/lab.js';
+import { checkLabReady, freePort, labDir } from '../../harness/lab.js';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
+
+/** The guest kernel of LAB_OUT (lab.env KVER), so a report says which kernel each project ran. */
+function labKernel(): string {
+  try {
+    return /^KVER=(.*)$/m.exec(readFileSync(path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'lab.env'), 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '(lab not built)';
+  }
+}
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
@@ -18,11 +27,11 @@ let out = '';
 let dataPort = 0;
 let ctlPort = 0;
 
-describe('initiator ↔ Linux kernel nvmet (qemu lab)', () => {
+describe(`initiator ↔ Linux ${labKernel()} kernel nvmet (qemu lab)`, () => {
   beforeAll(async () => {
     const dir = labDir();
-    const kernel = path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'vmlinux');
-    if (!existsSync(kernel)) throw new Error(`lab not built (${kernel} missing): run bash ${dir}/build.sh`);
+    // run.sh boots vmlinux when build.sh could extract it, else vmlinuz (the 7.x lab has only vmlinuz)
+    checkLabReady(dir);
     dataPort = await freePort();
     ctlPort = await freePort();
     lab = spawn(

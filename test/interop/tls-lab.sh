@@ -22,20 +22,35 @@ MIRROR=${LAB_TLS_MIRROR:-http://deb.debian.org/debian}
 say() { printf '[tls-lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 PKGS="nvme-cli,ktls-utils,keyutils,fio,kmod,iproute2,busybox,procps"
-STAMP_IN="$(cat "$0" "$LAB/guest/init" | sha256sum | cut -c1-16)"
+# LAB_TLS_KERNEL_LAB: a lab directory whose kernel/ and vmlinuz the guest boots (default: the auth lab's 6.12);
+# tls7-lab.sh points it at the newest-kernel lab.
+KLAB=${LAB_TLS_KERNEL_LAB:-}
+STAMP_IN="$( (cat "$0" "$LAB/guest/init"; echo "$KLAB"; [ -z "$KLAB" ] || cat "$KLAB/lab.env") | sha256sum | cut -c1-16)"
 if [ -f "$OUT/stamp" ] && [ "$(cat "$OUT/stamp")" = "$STAMP_IN" ] && [ -f "$OUT/initramfs.cpio" ]; then
     say "up to date ($OUT)"
     exit 0
 fi
 
-# The 6.12 kernel and its extracted module tree come from the auth lab.
-bash "$HERE/auth-lab.sh" >&2
-BPO=$(bash "$HERE/auth-lab.sh" --print-out)
+# The 6.12 kernel and its extracted module tree come from the auth lab (or LAB_TLS_KERNEL_LAB).
+if [ -n "$KLAB" ]; then
+    BPO=$KLAB
+    [ -f "$BPO/lab.env" ] || { echo "tls-lab.sh: LAB_TLS_KERNEL_LAB=$BPO has no lab.env (build that lab first)" >&2; exit 1; }
+else
+    bash "$HERE/auth-lab.sh" >&2
+    BPO=$(bash "$HERE/auth-lab.sh" --print-out)
+fi
 KVER=$(sed -n 's/^KVER=//p' "$BPO/lab.env")
 KDIR=$BPO/kernel/$KVER
 KMODDIR=$KDIR/lib/modules/$KVER
 [ -d "$KMODDIR" ] || KMODDIR=$KDIR/usr/lib/modules/$KVER
-grep -q '^CONFIG_NVME_TCP_TLS=y' "$KDIR/boot/config-$KVER" || { echo "tls-lab.sh: $KVER lacks CONFIG_NVME_TCP_TLS" >&2; exit 1; }
+# The 7.x repack ships no boot/config: then the module's TLS handshake symbol is the evidence.
+if [ -f "$KDIR/boot/config-$KVER" ]; then
+    grep -q '^CONFIG_NVME_TCP_TLS=y' "$KDIR/boot/config-$KVER" || { echo "tls-lab.sh: $KVER lacks CONFIG_NVME_TCP_TLS" >&2; exit 1; }
+else
+    f=$(find "$KMODDIR" -name 'nvme-tcp.ko*' | head -1)
+    case "$f" in *.xz) c="xz -dc" ;; *.zst) c="zstd -qdc" ;; *) c=cat ;; esac
+    $c "$f" | grep -aq tls_client_hello_psk || { echo "tls-lab.sh: $KVER nvme-tcp has no TLS (CONFIG_NVME_TCP_TLS)" >&2; exit 1; }
+fi
 
 command -v mmdebstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
 
@@ -44,6 +59,9 @@ R=$OUT/rootfs
 rm -rf "$R"
 # The mmdebstrap tarball is kept per package list: changing modules or files below repacks without a new download.
 ROOT_TAR=$OUT/trixie-$(echo "$PKGS" | sha256sum | cut -c1-12).tar
+# Reuse the default TLS lab's download when this is another output directory.
+DEF_TAR=/var/tmp/nvme-lab-tls/$(basename "$ROOT_TAR")
+[ -f "$ROOT_TAR" ] || [ ! -f "$DEF_TAR" ] || cp "$DEF_TAR" "$ROOT_TAR"
 if [ ! -f "$ROOT_TAR" ]; then
     say "mmdebstrap trixie ($PKGS)"
     mmdebstrap --quiet --variant=minbase --include="$PKGS" --aptopt='APT::Install-Recommends "false"' \
