@@ -9,6 +9,8 @@
 // 2. The newest-kernel lab (Linux 7.x, /var/tmp/nvme-lab-7): the same sequence against the guest's own nvmet
 //    (resv_enable=1) and against ours in one boot; both must give the same statuses and the same reports, except
 //    where docs/target.md names a deliberate difference (DIFFERENCES). Skipped, saying why, when that lab is absent.
+// 3. The 6.1 lab against our target with 2 workers, placement controller: the two hosts' queues on two workers
+//    (checked through GET /controllers mid-run), the same answers as with one process.
 import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -207,8 +209,8 @@ function stepOk(r: LabRun | undefined, name: string): void {
   expect(s?.status, `${name} failed in the guest:\n${s?.output ?? ''}`).toBe('PASS');
 }
 
-async function startOurs(dir: string): Promise<ChildTarget> {
-  return startChildTarget({ listen: '127.0.0.1:0', nqn: RESV_NQN, ram: '16M', api: true, extraArgs: ['--config', await configFile(dir)] });
+async function startOurs(dir: string, extra: string[] = []): Promise<ChildTarget> {
+  return startChildTarget({ listen: '127.0.0.1:0', nqn: RESV_NQN, ram: '16M', api: true, extraArgs: ['--config', await configFile(dir), ...extra] });
 }
 
 function hostAction(t: () => ChildTarget | undefined, log: string[]): (req: string) => Promise<void> {
@@ -216,6 +218,11 @@ function hostAction(t: () => ChildTarget | undefined, log: string[]): (req: stri
     const [verb, nsid, host] = req.split(' ');
     const api = t()?.api;
     if (api === undefined) throw new Error('no API');
+    if (verb === 'where') {
+      const ctrls = (await (await fetch(`${api}/controllers`)).json()) as Array<{ subnqn?: string; hostnqn: string; queues: Array<{ qid: number; worker?: number }> }>;
+      for (const c of ctrls) if (c.hostnqn === H1 || c.hostnqn === H2) log.push(`where ${c.hostnqn === H1 ? 1 : 2} ${c.queues.filter((q) => q.qid > 0).map((q) => String(q.worker)).join(',')}`);
+      return;
+    }
     const base = `${api}/subsystems/${encodeURIComponent(MASK_NQN)}/namespaces/${nsid ?? ''}/hosts`;
     const res = verb === 'attach'
       ? await fetch(base, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ nqn: host }) })
@@ -338,3 +345,42 @@ if (lab7Missing) {
     it.skip(`skipped: the newest-kernel lab is not built (${LAB7}/vmlinuz missing); run "bash ../shared/lab/build-newest-kernel.sh"`, () => {});
   });
 }
+
+describe('Linux 6.1 host, two host NQNs, against our target with 2 workers (placement controller: one host per worker)', () => {
+  let dir: string | undefined;
+  let target: ChildTarget | undefined;
+  const hold: { child?: ChildProcess } = {};
+  let run: LabRun | undefined;
+  let setupError: unknown;
+  const hostLog: string[] = [];
+
+  beforeAll(async () => {
+    try {
+      checkLabReady(labDir());
+      dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-resv-workers-'));
+      target = await startOurs(dir, ['--workers', '2', '--placement', 'controller']);
+      run = await bootResv(process.env.LAB_OUT ?? '/var/tmp/nvme-lab', ['TARGETS=ours', `RESV_NQN=${RESV_NQN}`], target.port, hostAction(() => target, hostLog), hold);
+    } catch (err) {
+      setupError = err;
+    }
+  });
+  afterAll(async () => {
+    await stopLab(hold.child, target ? { child: target.child, exited: target.stop() } : undefined, dir);
+  });
+
+  it('the two hosts I/O queues are on different workers', () => {
+    if (setupError !== undefined) throw setupError;
+    stepOk(run, 'ours-connect');
+    const w1 = /^where 1 (\S+)$/m.exec(hostLog.join('\n'))?.[1];
+    const w2 = /^where 2 (\S+)$/m.exec(hostLog.join('\n'))?.[1];
+    expect(w1, hostLog.join('\n')).toMatch(/^\d$/);
+    expect(w2, hostLog.join('\n')).toMatch(/^\d$/);
+    expect(w1).not.toBe(w2);
+  });
+
+  it('every nvme-cli status and resv-report is the one the spec requires, as with one process', () => {
+    if (setupError !== undefined) throw setupError;
+    stepOk(run, 'ours-sequence');
+    checkAgainstSpec(transcripts(run?.out ?? '').get('ours'));
+  });
+});

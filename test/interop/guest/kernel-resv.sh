@@ -174,6 +174,7 @@ disconnect_nqn() { nvme disconnect -n "$1" >/dev/null 2>&1; return 0; }
 resv_against() { # which addr port
     echo "@@TARGET $1"
     step "$1-connect" connect_both "$2" "$3" "$RESV_NQN" || { disconnect_nqn "$RESV_NQN"; return 1; }
+    [ "$1" = ours ] && echo "@@HOST where" >&3    # the host notes which worker serves each controller's queue
     step "$1-sequence" resv_sequence "$C1" "$C2"
     step "$1-disconnect" disconnect_nqn "$RESV_NQN"
 }
