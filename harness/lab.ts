@@ -68,8 +68,8 @@ export function parseSteps(out: string): Map<string, StepResult> {
  * per-connection socats together; collects stdout and stderr. `onStdout` sees each stdout chunk as it arrives (a
  * guest asking the host to act mid-run).
  */
-export function runLabScript(args: string[], onStdout?: (chunk: string) => void): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
-  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+export function runLabScript(args: string[], onStdout?: (chunk: string) => void, env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
+  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     const chunk = d.toString();

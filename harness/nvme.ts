@@ -125,10 +125,10 @@ export interface ChildTarget {
  * Runs `nvme-tcp target` (cli/main.ts through tsx) as a child, optionally behind a command prefix
  * (e.g. `ip netns exec NS`), and resolves once it prints its listening line.
  */
-export async function startChildTarget(o: { listen: string; nqn?: string; ram?: string; prefix?: string[]; timeoutMs?: number; /** also serve the management API on a free loopback port */ api?: boolean }): Promise<ChildTarget> {
+export async function startChildTarget(o: { listen: string; nqn?: string; ram?: string; prefix?: string[]; timeoutMs?: number; /** also serve the management API on a free loopback port */ api?: boolean; /** more `nvme-tcp target` flags (e.g. --config) */ extraArgs?: string[] }): Promise<ChildTarget> {
   const nqn = o.nqn ?? DEFAULT_BENCH_NQN;
   // `node --import tsx` rather than the tsx CLI: the CLI runs the script in a grandchild, whose CPU we could not read.
-  const args = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn', ...(o.api === true ? ['--api', '127.0.0.1:0'] : [])];
+  const args = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn', ...(o.api === true ? ['--api', '127.0.0.1:0'] : []), ...(o.extraArgs ?? [])];
   const [cmd, ...rest] = [...(o.prefix ?? []), ...args] as [string, ...string[]];
   const child = spawn(cmd, rest, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -1,7 +1,8 @@
 // TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
 // and the TCP listeners and translates config objects into core objects.
 import pino, { type Logger } from 'pino';
-import { InvalidArgumentError, formatUuid, validateNqn, validateNvmetName } from '../protocol/index.js';
+import { Buffer } from 'node:buffer';
+import { DNR, InvalidArgumentError, Status, formatUuid, validateNqn, validateNvmetName } from '../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
 import { nqnWarning } from './config/schema.js';
 import { parseSize } from './config/size.js';
@@ -9,7 +10,7 @@ import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '
 import { DEFAULT_HKDF_ENCODING, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type QueueCounters } from './core/index.js';
+import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, runResvCommand, type QueueCounters } from './core/index.js';
 import type { NamespaceCounters } from './core/namespace.js';
 import { TcpListener, TlsKeyStore, type TlsStats } from './transport/tcp/index.js';
 import { ShmBackend, WorkerPool, isPlacement, PLACEMENTS, type NsOpen, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from './workers/index.js';
@@ -172,6 +173,7 @@ export class TargetService {
         logger: this.#log,
         logLevel: this.#log.level,
         state: () => this.#workerState(),
+        resvCommand: (m) => this.#forwardedResv(m.nqn, m.nsid, m.hostid, m.opcode, m.cdw10, m.data),
         ...(this.#workerEntry !== undefined ? { entry: this.#workerEntry } : {}),
       });
       this.#poolStart = pool.start().then(() => {
@@ -224,6 +226,7 @@ export class TargetService {
       config,
       faults: { ...sub.faults },
       namespaces: [...sub.namespaces.values()].map((ns) => ({ config: ns.config, enabled: ns.enabled, open: nsOpen(ns) })),
+      resv: [...sub.reservations].map(([nsid, rs]) => [nsid, rs.replica()]),
     };
   }
 
@@ -248,6 +251,35 @@ export class TargetService {
     } catch (err) {
       this.#log.error({ err, file: this.#resvPath, subnqn: sub.nqn, nsid }, 'saving reservation state failed; it will not survive a restart');
     }
+  }
+
+  /** The latest replication of each namespace's reservation state to the workers (resolves when all applied it). */
+  readonly #resvSynced = new Map<string, Promise<void>>();
+
+  /** Send a namespace's changed reservation state to every worker; never rejects (a dead worker gets it on restart). */
+  #replicateResv(sub: Subsystem, nsid: number): void {
+    const pool = this.#pool;
+    const rs = sub.reservations.get(nsid);
+    if (pool === undefined || rs === undefined || this.#core.subsystems.get(sub.nqn) !== sub) return;
+    const key = resvStateKey(sub.nqn, nsid);
+    const p = pool.syncResv(sub.nqn, nsid, rs.replica()).catch((err: Error) => {
+      this.#log.error({ err: err.message, subnqn: sub.nqn, nsid }, 'reservation state not applied on a worker');
+    });
+    this.#resvSynced.set(key, p);
+    void p.then(() => {
+      if (this.#resvSynced.get(key) === p) this.#resvSynced.delete(key);
+    });
+  }
+
+  /** A Register / Acquire / Release from a worker queue, run on the one state; the status once every worker has it. */
+  async #forwardedResv(nqn: string, nsid: number, hostidHex: string, opcode: number, cdw10: number, data: string): Promise<number> {
+    const sub = this.#core.subsystems.get(nqn);
+    const ns = sub?.namespaces.get(nsid);
+    if (sub === undefined || ns === undefined || !ns.enabled) return Status.INVALID_NS | DNR;
+    const hostid = Buffer.from(hostidHex, 'hex');
+    const status = runResvCommand(sub.reservation(nsid), hostidHex, hostid, opcode, cdw10, Buffer.from(data, 'base64'));
+    if (status === 0) await sub.resvCommit?.(nsid);
+    return status;
   }
 
   /** Bring back a namespace's persisted reservations (target start, or the namespace added again). */
@@ -399,9 +431,12 @@ export class TargetService {
     for (const h of s.hosts ?? []) this.#warnName('host', h);
     await this.startWorkers();
     const sub = new Subsystem({ ...s, namespaces: [] });
-    // With workers, reservations are not offered (Subsystem.reservationsSupported says why).
-    if (this.#workerCount > 1) sub.reservationsSupported = false;
-    sub.onResvChanged = (x, nsid) => this.#resvChanged(x, nsid);
+    sub.onResvChanged = (x, nsid) => {
+      this.#resvChanged(x, nsid);
+      this.#replicateResv(x, nsid);
+    };
+    // With workers the primary owns the state; a change completes once every worker has it (docs/target.md).
+    if (this.#workerCount > 1) sub.resvCommit = (nsid) => this.#resvSynced.get(resvStateKey(sub.nqn, nsid)) ?? Promise.resolve();
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);

@@ -1,6 +1,8 @@
 // Public face of target/core: the controller model the transport and service drive.
 export { TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core.js';
-export { Subsystem, SUBSYS_DEFAULTS, CNTLID_MIN, CNTLID_MAX, type ControllerEntry } from './subsystem.js';
+export { Subsystem, SUBSYS_DEFAULTS, CNTLID_MIN, CNTLID_MAX, type ControllerEntry, type ResvForward } from './subsystem.js';
+export { runResvCommand } from './cmd/reservation.js';
+export type { ResvReplica } from './reservation.js';
 export { Controller, CONTROLLER_TRANSITIONS } from './controller.js';
 export { Request, NO_ERROR_LOCATION, type RequestQueue } from './request.js';
 export { LatencyHistogram, LATENCY_BOUNDS_US } from './stats.js';

@@ -86,6 +86,15 @@ export interface PersistedResv {
   registrants: Array<{ hostid: string; rkey: string }>;
 }
 
+/**
+ * What a worker process needs to decide conflicts and aborts exactly as the owner would: the persisted state plus
+ * the preempt-and-abort generations (docs/target.md, "Reservations with target workers").
+ */
+export interface ResvReplica extends PersistedResv {
+  abortGen: number;
+  abortedAt: Array<[string, number]>;
+}
+
 export interface ResvRegisterArgs {
   rrega: number;
   iekey: boolean;
@@ -322,6 +331,22 @@ export class ReservationState {
       ptpl: this.ptpl,
       registrants: [...this.registrants.values()].map((r) => ({ hostid: r.hostid.toString('hex'), rkey: r.rkey.toString() })),
     };
+  }
+
+  /** The owner's state for a worker's copy (replica, then applyReplica there). */
+  replica(): ResvReplica {
+    return { ...this.snapshot(), abortGen: this.abortGen, abortedAt: [...this.#abortedAt] };
+  }
+
+  /**
+   * Take over the owner's state on a worker, abort generations included, so a command there that passed its access
+   * check before a preempt-and-abort is aborted as the owner's own would be. Raises no notification: the owner did.
+   */
+  applyReplica(r: ResvReplica): void {
+    this.restore(r);
+    this.abortGen = r.abortGen;
+    this.#abortedAt.clear();
+    for (const [k, g] of r.abortedAt) this.#abortedAt.set(k, g);
   }
 
   /** Restore a persisted state (target start with PTPL on); malformed input throws before anything changes. */

@@ -30,6 +30,9 @@ export const CNTLID_MAX = 0xffef;
  * view, not by the Controller class, because Controller refers to its Subsystem: the two modules would import
  * each other.
  */
+/** How a worker hands a reservation command to the owner of the state (Subsystem.resvForward). */
+export type ResvForward = (ctrl: { hostKey: string; hostid: Buffer; cntlid: number }, nsid: number, opcode: number, cdw10: number, data: Buffer, done: (status: number) => void) => void;
+
 export interface ControllerEntry {
   readonly cntlid: number;
   readonly hostnqn: string;
@@ -92,11 +95,7 @@ export class Subsystem {
    * config: both are read on every I/O command and the config never changes after construction. */
   readonly maxTransfer: number;
   readonly ana: boolean;
-  /**
-   * Whether this controller offers reservations (ONCS bit 5, RESCAP, the four commands). Off with target workers:
-   * reservation state has one owner, and I/O queues on worker processes cannot consult it per command yet, so the
-   * subsystem says it has none rather than enforce them on some queues only (docs/target.md, "Target workers").
-   */
+  /** Whether this subsystem offers reservations (ONCS bit 5, RESCAP, the four commands, features 82h/83h). */
   reservationsSupported = true;
   /**
    * Reservation state per NSID, one object for all controllers (NVMe Base 2.0 §8.19). Kept by NSID rather than by
@@ -105,6 +104,16 @@ export class Subsystem {
   readonly reservations = new Map<number, ReservationState>();
   /** Called after a namespace's reservation state changed or went away (TargetService persists PTPL state). */
   onResvChanged: ((subsys: Subsystem, nsid: number) => void) | undefined = undefined;
+  /**
+   * On the owner of the reservation state with target workers: resolves once every worker applied the namespace's
+   * latest state (a successful Register / Acquire / Release completes only then). Undefined in one process.
+   */
+  resvCommit: ((nsid: number) => Promise<void>) | undefined = undefined;
+  /**
+   * On a worker process: sends Register / Acquire / Release to the owner of the state; `done` gets the status once
+   * every worker applied the result. Undefined where the state lives.
+   */
+  resvForward: ResvForward | undefined = undefined;
 
   constructor(
     readonly config: SubsystemConfig,

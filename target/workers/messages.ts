@@ -2,6 +2,7 @@
 // rides along with its 'queue' message). The primary owns all controller-wide state; a worker only serves the I/O
 // queues handed to it and mirrors what it needs to execute their commands (docs/target.md, "Target workers").
 import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
+import type { ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
 
 /** Placement policies: which worker gets a new I/O queue. */
@@ -22,6 +23,8 @@ export interface SubsysSpec {
   config: SubsystemConfig;
   faults: FaultConfig;
   namespaces: NsSpec[];
+  /** Reservation state per NSID, as the primary (its owner) has it; absent: none held anywhere. */
+  resv?: Array<[number, ResvReplica]>;
 }
 
 export interface PortSpec {
@@ -39,7 +42,11 @@ export type ToWorker =
   | { t: 'subsys-remove'; seq: number; nqn: string }
   | { t: 'port'; seq: number; spec: PortSpec }
   | { t: 'port-remove'; seq: number; id: number }
-  | { t: 'stop'; seq: number };
+  | { t: 'stop'; seq: number }
+  /** A namespace's reservation state changed on the primary: apply it, then ack. */
+  | { t: 'resv'; seq: number; nqn: string; nsid: number; r: ResvReplica }
+  /** The answer to a forwarded reservation command, sent once every worker applied its result. */
+  | { t: 'resv-done'; id: number; status: number };
 
 /** Per-queue counters in a report: [id, commands, bytesIn, bytesOut, errors, inFlight]. */
 export type QueueReport = [number, number, number, number, number, number];
@@ -71,6 +78,8 @@ export type FromWorker =
   | { t: 'init-failed'; reason: string }
   | { t: 'ack'; seq: number; error?: string }
   | { t: 'closed'; id: number }
+  /** Register / Acquire / Release from a worker queue, for the primary to run on the one state (data: base64 keys). */
+  | { t: 'resv-cmd'; id: number; nqn: string; nsid: number; hostid: string; opcode: number; cdw10: number; data: string }
   | WorkerReport;
 
 export function isPlacement(s: string): s is Placement {

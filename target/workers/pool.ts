@@ -10,7 +10,8 @@ import type net from 'node:net';
 import type { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { releaseFromServer } from '../../connection/index.js';
-import type { Controller, QueueHandle, QueueInfoView } from '../core/index.js';
+import { DNR, Status } from '../../protocol/index.js';
+import type { Controller, QueueHandle, QueueInfoView, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue, QueueHandOff } from '../transport/tcp/index.js';
 import { isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
 
@@ -40,6 +41,11 @@ export interface WorkerPoolOptions {
   entry?: string;
   /** Give up on a worker that is not ready after this long (default 30 s: tsx compiles on first start). */
   startTimeoutMs?: number;
+  /**
+   * Runs a reservation command a worker forwarded on the one state and resolves with its status once every worker
+   * applied the result (TargetService; without it such a command completes with Internal Error).
+   */
+  resvCommand?: (m: Extract<FromWorker, { t: 'resv-cmd' }>) => Promise<number>;
 }
 
 /** One worker as GET /workers and /metrics show it. */
@@ -251,9 +257,26 @@ export class WorkerPool implements QueueHandOff {
         }
         return;
       }
+      case 'resv-cmd':
+        return this.#onResvCmd(w, m);
       default:
         return;
     }
+  }
+
+  #onResvCmd(w: WorkerProc, m: Extract<FromWorker, { t: 'resv-cmd' }>): void {
+    const run = this.#opts.resvCommand;
+    const reply = (status: number): void => void this.#post(w, { t: 'resv-done', id: m.id, status });
+    if (run === undefined) return reply(Status.INTERNAL | DNR);
+    run(m).then(reply, (err: Error) => {
+      this.#log.error({ err: err.message, worker: w.index, subnqn: m.nqn, nsid: m.nsid }, 'forwarded reservation command failed');
+      reply(Status.INTERNAL | DNR);
+    });
+  }
+
+  /** A namespace's reservation state changed here: every worker applies it before the change may complete. */
+  syncResv(nqn: string, nsid: number, r: ResvReplica): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'resv', seq, nqn, nsid, r }));
   }
 
   #onReport(w: WorkerProc, m: WorkerReport): void {

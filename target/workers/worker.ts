@@ -7,7 +7,7 @@ import type net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { FileBackend, NullBackend, type NamespaceBackend } from '../backend/index.js';
-import { Controller, CorePort, Namespace, Subsystem, TargetCore } from '../core/index.js';
+import { Controller, CorePort, Namespace, Subsystem, TargetCore, type ResvForward, type ResvReplica } from '../core/index.js';
 import { encodeCc } from '../../protocol/index.js';
 import { TcpQueue } from '../transport/tcp/index.js';
 import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
@@ -72,6 +72,10 @@ export class WorkerRuntime {
         });
       case 'stop':
         return this.#ack(m.seq, () => this.stop());
+      case 'resv':
+        return this.#ack(m.seq, async () => this.#applyResv(m.nqn, m.nsid, m.r));
+      case 'resv-done':
+        return this.#resvDone(m.id, m.status);
       case 'init':
         return;
     }
@@ -106,7 +110,7 @@ export class WorkerRuntime {
     let sub = this.core.subsystems.get(nqn);
     if (sub === undefined) {
       sub = new Subsystem({ ...spec.config, namespaces: [] });
-      sub.reservationsSupported = false;
+      sub.resvForward = this.#forwardResv(nqn);
       this.core.subsystems.set(nqn, sub);
       this.#nsKeys.set(nqn, new Map());
     }
@@ -140,6 +144,34 @@ export class WorkerRuntime {
       sub.removeNamespace(nsid);
       void retire(e.ns);
     }
+    for (const [nsid, r] of spec.resv ?? []) if (sub.namespaces.has(nsid)) sub.reservation(nsid).applyReplica(r);
+  }
+
+  // --- reservations: the primary owns the state; this process keeps a copy for the I/O path's access checks -------
+
+  readonly #resvPending = new Map<number, (status: number) => void>();
+  #resvNextId = 1;
+
+  /** Subsystem.resvForward of subsystem `nqn`: Register / Acquire / Release go to the primary. */
+  #forwardResv(nqn: string): ResvForward {
+    return (ctrl, nsid, opcode, cdw10, data, done) => {
+      const id = this.#resvNextId++;
+      this.#resvPending.set(id, done);
+      this.#send({ t: 'resv-cmd', id, nqn, nsid, hostid: ctrl.hostid.toString('hex'), opcode, cdw10, data: data.toString('base64') });
+    };
+  }
+
+  #resvDone(id: number, status: number): void {
+    const done = this.#resvPending.get(id);
+    if (done === undefined) return;
+    this.#resvPending.delete(id);
+    done(status);
+  }
+
+  #applyResv(nqn: string, nsid: number, r: ResvReplica): void {
+    const sub = this.core.subsystems.get(nqn);
+    if (sub === undefined || !sub.namespaces.has(nsid)) return;
+    sub.reservation(nsid).applyReplica(r);
   }
 
   async #removeSubsystem(nqn: string): Promise<void> {

@@ -36,33 +36,59 @@ function payload(req: Request, len: number): Buffer {
   return Buffer.concat(d, req.dataLen);
 }
 
+/**
+ * Register / Acquire / Release on `rs` for host `hostKey` (hostid: its 128-bit identifier) from CDW10 and the data
+ * (the keys). The owner of the state runs this for its own queues and for commands a worker forwarded.
+ */
+export function runResvCommand(rs: ReservationState, hostKey: string, hostid: Buffer, opcode: number, cdw10: number, d: Buffer): number {
+  switch (opcode) {
+    case NvmOpcode.RESV_REGISTER:
+      return rs.register(hostKey, hostid, { ...decodeResvRegisterCdw10(cdw10), crkey: decodeResvKey(d, 0), nrkey: decodeResvKey(d, 1) });
+    case NvmOpcode.RESV_ACQUIRE:
+      return rs.acquire(hostKey, { ...decodeResvAcquireCdw10(cdw10), crkey: decodeResvKey(d, 0), prkey: decodeResvKey(d, 1) });
+    case NvmOpcode.RESV_RELEASE:
+      return rs.release(hostKey, { ...decodeResvReleaseCdw10(cdw10), crkey: decodeResvKey(d, 0) });
+    default:
+      return Status.INVALID_OPCODE | DNR;
+  }
+}
+
 /** Parse one of the four reservation opcodes for namespace `ns`; any other opcode is not ours (returns -1). */
 export function parseResvCmd(ctrl: Controller, req: Request, ns: Namespace): number {
-  const rs = ns.resv;
   switch (req.opcode) {
     case NvmOpcode.RESV_REGISTER:
-      return needData(req, RESV_REGISTER_DATA_SIZE, (r) => {
-        const f = decodeResvRegisterCdw10(r.cdw(10));
-        const d = payload(r, RESV_REGISTER_DATA_SIZE);
-        complete(r, rs.register(ctrl.hostKey, ctrl.hostid, { ...f, crkey: decodeResvKey(d, 0), nrkey: decodeResvKey(d, 1) }));
-      });
+      return needData(req, RESV_REGISTER_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_REGISTER_DATA_SIZE));
     case NvmOpcode.RESV_ACQUIRE:
-      return needData(req, RESV_ACQUIRE_DATA_SIZE, (r) => {
-        const f = decodeResvAcquireCdw10(r.cdw(10));
-        const d = payload(r, RESV_ACQUIRE_DATA_SIZE);
-        complete(r, rs.acquire(ctrl.hostKey, { ...f, crkey: decodeResvKey(d, 0), prkey: decodeResvKey(d, 1) }));
-      });
+      return needData(req, RESV_ACQUIRE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_ACQUIRE_DATA_SIZE));
     case NvmOpcode.RESV_RELEASE:
-      return needData(req, RESV_RELEASE_DATA_SIZE, (r) => {
-        const f = decodeResvReleaseCdw10(r.cdw(10));
-        const d = payload(r, RESV_RELEASE_DATA_SIZE);
-        complete(r, rs.release(ctrl.hostKey, { ...f, crkey: decodeResvKey(d, 0) }));
-      });
+      return needData(req, RESV_RELEASE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_RELEASE_DATA_SIZE));
     case NvmOpcode.RESV_REPORT:
-      return parseReport(req, rs);
+      return parseReport(req, ns.resv);
     default:
       return -1;
   }
+}
+
+/**
+ * A state-changing command. On a worker (subsys.resvForward) it goes to the owner, which answers once every worker
+ * applied the result; on the owner it completes once the workers have the new state (subsys.resvCommit), so no
+ * queue anywhere decides an I/O on the old state after the host saw the change.
+ */
+function executeChange(ctrl: Controller, r: Request, ns: Namespace, len: number): void {
+  const sub = ctrl.subsys;
+  const d = payload(r, len);
+  const fwd = sub.resvForward;
+  if (fwd !== undefined) {
+    fwd(ctrl, ns.nsid, r.opcode, r.cdw(10), Buffer.from(d.subarray(0, len)), (status) => complete(r, status));
+    return;
+  }
+  const status = runResvCommand(ns.resv, ctrl.hostKey, ctrl.hostid, r.opcode, r.cdw(10), d);
+  const commit = status === 0 ? sub.resvCommit?.(ns.nsid) : undefined;
+  if (commit === undefined) return complete(r, status);
+  commit.then(
+    () => complete(r, 0),
+    () => complete(r, Status.INTERNAL),
+  );
 }
 
 /** Register/Acquire/Release carry their keys host → controller; the SGL must cover them (nvmet_copy_from_sgl). */
