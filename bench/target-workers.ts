@@ -149,8 +149,23 @@ async function main(): Promise<void> {
     for (const t of targets) {
       t.child.proc.stdin?.write('quit\n');
     }
-    await new Promise((r) => setTimeout(r, 500));
-    for (const t of targets) t.child.proc.kill('SIGKILL');
+    // A graceful stop unlinks the shared-RAM files in /dev/shm; SIGKILL only for a target that hangs.
+    await Promise.all(
+      targets.map(
+        (t) =>
+          new Promise<void>((resolve) => {
+            if (t.child.proc.exitCode !== null || t.child.proc.signalCode !== null) return resolve();
+            const timer = setTimeout(() => {
+              t.child.proc.kill('SIGKILL');
+              resolve();
+            }, 10_000);
+            t.child.proc.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+          }),
+      ),
+    );
   }
 }
 
