@@ -4,7 +4,7 @@
 // Arms are interleaved per repetition so neighbour load hits all alike; each target's processes are pinned (worker i
 // to CPU i mod CPUs, the primary and the one-process target to CPU 0); CPU per I/O sums every target process
 // (/proc/<pid>/stat) and the clients' own CPU shows which side was bound.
-//   [NVME_BENCH_BACKEND=null] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32]
+//   [NVME_BENCH_BACKEND=null] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32] [--connect-only]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -88,6 +88,7 @@ async function main(): Promise<void> {
   const si = process.argv.indexOf('--server');
   if (si >= 0) return server(Number(process.argv[si + 1]), process.argv[si + 2] ?? 'queue');
   const seconds = Number(arg('seconds') ?? 3);
+  const connectOnly = process.argv.includes('--connect-only');
   const reps = Number(arg('reps') ?? 2);
   const qd = Number(arg('qd') ?? 32);
   const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
       targets.push({ name: a.name, child, port, pids });
     }
     const runs = new Map<string, Array<{ iops: number; cpuPerIo: number; clientCpuPerIo: number; targetCpuPct: number; clientCpuPct: number; p99: number }>>();
-    for (let r = 0; r < reps; r++) {
+    for (let r = 0; r < (connectOnly ? 0 : reps); r++) {
       for (const t of targets) {
         const cs = [client(bins.client, t.port, qd, seconds), client(bins.client, t.port, qd, seconds)];
         // CPU of target and clients over the middle of the run (the clients are gone before they could be read at the end).
@@ -129,6 +130,10 @@ async function main(): Promise<void> {
       }
     }
     const best = (name: string) => (runs.get(name) ?? []).reduce((b, x) => (x.iops > b.iops ? x : b));
+    if (connectOnly) {
+      await connectLatency(targets);
+      return;
+    }
     const base = best('workers 1');
     process.stdout.write(`\n2 controllers x 4 KiB randread QD${qd}, C clients, ${seconds} s x ${reps} interleaved, best of reps (${availableParallelism()} CPUs)\n`);
     process.stdout.write('arm                 IOPS     ratio   target CPU/IO µs  (ratio)  target CPU %  client CPU %  p99 µs\n');
@@ -139,28 +144,60 @@ async function main(): Promise<void> {
       );
     }
     for (const t of targets) process.stdout.write(`${t.name}: ${(await t.child.ask('workers')).slice(8)}\n`);
-    // Connect latency with the hand-off: our initiator connects admin + 8 I/O queues (parallel), median of 5.
-    const { connect } = await import('../initiator/index.js');
-    process.stdout.write('\nconnect (admin + 8 I/O queues, parallel), median of 5, ms:');
-    for (const t of targets) {
-      const ms: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        const t0 = performance.now();
-        const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: 8 });
-        ms.push(performance.now() - t0);
-        await h.disconnect();
-      }
-      ms.sort((a, b) => a - b);
-      process.stdout.write(`  ${t.name} ${(ms[2] as number).toFixed(2)}`);
-    }
-    process.stdout.write('\n');
+    await connectLatency(targets);
   } finally {
     for (const t of targets) {
       t.child.proc.stdin?.write('quit\n');
     }
-    await new Promise((r) => setTimeout(r, 500));
-    for (const t of targets) t.child.proc.kill('SIGKILL');
+    // A graceful stop unlinks the shared-RAM files in /dev/shm; SIGKILL only for a target that hangs.
+    await Promise.all(
+      targets.map(
+        (t) =>
+          new Promise<void>((resolve) => {
+            if (t.child.proc.exitCode !== null || t.child.proc.signalCode !== null) return resolve();
+            const timer = setTimeout(() => {
+              t.child.proc.kill('SIGKILL');
+              resolve();
+            }, 10_000);
+            t.child.proc.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+          }),
+      ),
+    );
   }
+}
+
+/**
+ * Connect latency with the hand-off, arms interleaved per round, median of 9 (our initiator, in this process):
+ * connect() of admin + 1 and admin + 8 I/O queues (parallel), and the first 4 KiB read on the last I/O queue right
+ * after connect() returned — with workers that read waits until the worker adopted the queue's socket, so it is the
+ * part of the hand-off a host can see (its Connect response comes from the primary before the hand-off).
+ */
+async function connectLatency(targets: Array<{ name: string; port: number }>): Promise<void> {
+  const { connect } = await import('../initiator/index.js');
+  const rows = new Map<string, { c1: number[]; c8: number[]; first: number[] }>();
+  for (const t of targets) rows.set(t.name, { c1: [], c8: [], first: [] });
+  for (let i = 0; i < 9; i++) {
+    for (const t of targets) {
+      const row = rows.get(t.name) as { c1: number[]; c8: number[]; first: number[] };
+      for (const n of [1, 8]) {
+        const t0 = performance.now();
+        const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: n });
+        const t1 = performance.now();
+        await h.namespace(1).read(0n, 8, undefined, { hctx: n - 1 });
+        const t2 = performance.now();
+        (n === 1 ? row.c1 : row.c8).push(t1 - t0);
+        if (n === 8) row.first.push(t2 - t1);
+        await h.disconnect();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  }
+  const med = (a: number[]): string => ([...a].sort((x, y) => x - y)[Math.floor(a.length / 2)] as number).toFixed(2);
+  process.stdout.write('\nconnect latency, median of 9 interleaved, ms: admin+1 I/O queue | admin+8 I/O queues (parallel) | first read after connect (8 queues)\n');
+  for (const [name, r] of rows) process.stdout.write(`${name.padEnd(18)} ${med(r.c1).padStart(8)} ${med(r.c8).padStart(8)} ${med(r.first).padStart(8)}\n`);
 }
 
 void main();

@@ -90,11 +90,25 @@ export class ShmBackend implements NamespaceBackend {
   write(offset: number, data: readonly Buffer[], _fua: boolean, cb: IoCallback): void {
     // FUA needs nothing more: RAM is as durable as it gets once the copy is in the page cache.
     try {
-      let pos = offset;
-      for (const b of data) {
-        let off = 0;
-        while (off < b.length) off += fs.writeSync(this.fd, b, off, b.length - off, pos + off);
-        pos += b.length;
+      // One pwritev for a command's pieces (in-capsule data or H2CData PDUs): one system call instead of one per piece
+      // (docs/target.md, "Target workers"). A short write (not seen on tmpfs) continues piece by piece.
+      let total = 0;
+      for (const b of data) total += b.length;
+      const n = data.length === 1 ? 0 : fs.writevSync(this.fd, data as Buffer[], offset);
+      if (n < total) {
+        let pos = offset;
+        let skip = n;
+        for (const b of data) {
+          if (skip >= b.length) {
+            skip -= b.length;
+            pos += b.length;
+            continue;
+          }
+          let off = skip;
+          skip = 0;
+          while (off < b.length) off += fs.writeSync(this.fd, b, off, b.length - off, pos + off);
+          pos += b.length;
+        }
       }
     } catch (err) {
       return cb(err as Error);
