@@ -449,6 +449,8 @@ export interface DhchapControllerOptions {
    * a port that offers concatenation, 'replace' on an admin queue already inside TLS, 'none' (default) elsewhere.
    */
   concat?: 'none' | 'new' | 'replace';
+  /** Refuse a Negotiate without concatenation (SC_C NOSC) with CONCAT_MISMATCH: the queue exists only for it. */
+  concatRequired?: boolean;
   /** Hashes usable with concatenation (the generated PSK must suit a TLS suite); default SHA-256, SHA-384. */
   concatHashes?: readonly HashId[];
 }
@@ -516,6 +518,7 @@ export class DhchapController {
       randomBytes: opts.randomBytes ?? defaultRandomBytes,
       nextSeqnum: opts.nextSeqnum ?? defaultNextSeqnum,
       concat: opts.concat ?? 'none',
+      concatRequired: opts.concatRequired ?? false,
       concatHashes: opts.concatHashes ?? [HashId.SHA256, HashId.SHA384],
     };
   }
@@ -596,6 +599,9 @@ export class DhchapController {
     this.#result = null;
     this.#concat = null;
     this.#scC = m.scC;
+    if (m.scC === ScC.NOSC && this.#o.concatRequired) {
+      return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, 'SC_C NOSC: this cleartext queue is admitted only for secure channel concatenation (NEWTLSPSK)');
+    }
     if (m.scC !== ScC.NOSC) {
       const want = this.#o.concat === 'new' ? ScC.NEWTLSPSK : this.#o.concat === 'replace' ? ScC.REPLACETLSPSK : null;
       if (want === null) return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, `SC_C ${m.scC}: secure channel concatenation is not offered on this queue`);

@@ -231,9 +231,13 @@ export const portSchema = obj({
   maxInFlightBytes: opt(int(4096, 1 << 30, 'bytes')),
   tls: opt(z.enum(['none', 'allowed', 'required'], { error: (iss) => `${show(iss.input)} is not a TLS mode; use none, allowed or required` })),
   tlsHandshakeTimeoutS: opt(int(1, 3600, 'seconds')),
+  tlsConcat: opt(bool),
 }).check(
   z.superRefine((p, ctx) => {
     checkFamily(p.addr, p.family, ctx, 'addr');
+    if (p.tlsConcat === true && (p.tls ?? 'none') === 'none') {
+      ctx.addIssue({ code: 'custom', path: ['tlsConcat'], message: 'needs a TLS port; set tls to "allowed" or "required" (the generated PSK is used inside TLS)' });
+    }
     for (const g of Object.keys(p.anaStates ?? {})) {
       if (Number(g) > 128) ctx.addIssue({ code: 'custom', path: ['anaStates', g], message: `ANA group ${g} is out of range; use 1..128` });
     }
