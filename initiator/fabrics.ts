@@ -94,7 +94,6 @@ export class FabricsConnector {
     if (r.concat !== undefined) {
       this.#concat?.psk.fill(0);
       this.#concat = { hashId: r.hashId, psk: r.concat.generatedPsk };
-      r.concat.legacyGeneratedPsk.fill(0);
     }
     this.#authenticatedQueues++;
     const info = describeAuth(r);

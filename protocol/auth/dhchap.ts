@@ -75,17 +75,19 @@ export interface DhchapResult {
 /** The generated PSK of a concatenated transaction, HMAC(KS, C1 || C2) (NVMe Base 2.1 §8.3.4.5.9). Secret. */
 export interface DhchapConcatResult {
   scC: number;
-  /** Keyed with KS = H(g^xy mod p): the specification and Linux 7.x. */
+  /** Keyed with KS = H(g^xy mod p). */
   generatedPsk: Buffer;
-  /** Keyed with the unhashed g^xy: Linux 6.15..6.x. The controller offers both; the host sends one identity. */
-  legacyGeneratedPsk: Buffer;
 }
 
-/** Generated PSKs (both session key forms) from the DH shared secret and the two challenges. */
-export function generatedPsks(hashId: HashId, sharedSecret: Uint8Array, c1: Uint8Array, c2: Uint8Array): { generatedPsk: Buffer; legacyGeneratedPsk: Buffer } {
+/**
+ * The generated PSK from the DH shared secret and the two challenges. Linux 6.15..6.x keys this HMAC with g^xy itself
+ * and 7.x with H(g^xy); both give the same bytes, because HMAC first hashes a key longer than its block (RFC 2104
+ * §2), and every FFDHE secret (256+ bytes) is longer than a SHA-256/384 block.
+ */
+export function generatedPsks(hashId: HashId, sharedSecret: Uint8Array, c1: Uint8Array, c2: Uint8Array): { generatedPsk: Buffer } {
   const ks = sessionKeyFromSecret(hashId, sharedSecret);
   try {
-    return { generatedPsk: hmac(hashId, ks, c1, c2), legacyGeneratedPsk: hmac(hashId, sharedSecret, c1, c2) };
+    return { generatedPsk: hmac(hashId, ks, c1, c2) };
   } finally {
     ks.fill(0);
   }

@@ -137,7 +137,7 @@ function afterAuthStep(q: QueueModel, auth: QueueAuth): void {
   if (concat !== undefined && q.ctrl !== undefined) {
     const r = auth.result;
     const hook = q.target.onGeneratedPsk;
-    const psks = [concat.generatedPsk, concat.legacyGeneratedPsk];
+    const psks = [concat.generatedPsk];
     if (hook !== undefined && r !== null) hook({ hostnqn: q.ctrl.hostnqn, subnqn: q.ctrl.subsys.nqn, hashId: r.hashId, scC: concat.scC, psks });
     else for (const p of psks) p.fill(0);
   }

@@ -117,8 +117,7 @@ export class TlsKeyStore {
 
   /**
    * Install the TLS PSKs a concatenated DH-HMAC-CHAP transaction produced for host/subsystem, replacing earlier ones of
-   * the pair (REPLACETLSPSK, or a new NEWTLSPSK after a reset): the identities differ in their digest, so each entry
-   * is one candidate the host may name (see protocol/auth DhchapConcatResult).
+   * the pair (REPLACETLSPSK, or a new NEWTLSPSK after a reset).
    */
   setGenerated(hostnqn: string, subnqn: string, entries: readonly { identity: string; psk: Buffer }[]): void {
     this.dropGenerated(hostnqn, subnqn);
