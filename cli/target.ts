@@ -26,6 +26,7 @@ import {
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { runCtlCli } from './ctl.js';
+import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
 
 const TARGET_USAGE = `usage: nvme-tcp target [options]
        nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)
@@ -503,9 +504,9 @@ export function startupLines(config: TargetConfig, bound: readonly BoundPort[]):
   for (const p of config.ports) if (p.tls !== undefined && p.tls !== 'none') lines.push(`nvme-tcp target: port ${p.id}: TLS ${p.tls}`);
   for (const p of config.ports) if (p.tlsConcat === true) lines.push(`nvme-tcp target: port ${p.id}: secure channel concatenation`);
   // OpenSSL's num_tickets is read from its configuration at process start only (docs/tls.md, NewSessionTicket).
-  const sslConf = process.env['OPENSSL_CONF'] !== undefined || [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('--openssl-config'));
-  if (!sslConf && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
-    lines.push('nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf');
+  // The CLI entry restarts itself with it (cli/openssl-reexec.ts) unless NVME_TCP_OPENSSL_REEXEC is set.
+  if (!hasOpensslConfig() && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
+    lines.push(`nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf (or unset ${REEXEC_ENV})`);
   }
   const hosts = bound.map((b) => {
     const p = config.ports.find((x) => x.id === b.id);
@@ -546,6 +547,11 @@ export interface TargetCliIo {
   signal?: AbortSignal;
   /** Called once the target listens, with the bound ports. */
   onReady?: (bound: BoundPort[]) => void;
+  /**
+   * The process's own script and arguments (process.argv.slice(1)) when runTargetCli is the process entry: with a TLS
+   * port and no OpenSSL configuration it then restarts itself with openssl-no-tickets.cnf (cli/openssl-reexec.ts).
+   */
+  reexec?: readonly string[];
 }
 
 const defaultIo: TargetCliIo = {
@@ -619,6 +625,8 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
     io.stderr(`${formatConfigError(err)}\n`);
     return err instanceof ConfigError ? 2 : 1;
   }
+
+  if (io.reexec !== undefined && needsOpensslReexec(built.config)) return reexecWithNoTickets(io.reexec);
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
