@@ -1,7 +1,8 @@
 // Secure channel concatenation interop (TP 8018) with the Linux host: the newest Debian kernel (trixie-backports 7.x)
 // with the trixie userland (tls7-lab.sh: tlshd, nvme-cli 2.13) runs `nvme connect --concat --dhchap-secret` against our
 // target (a TLS 'required' port with tlsConcat, the host's DH-HMAC-CHAP key, no TLS key): DH-HMAC-CHAP NEWTLSPSK in
-// cleartext, TLS on the generated PSK, fio verify, `nvme reset` (new PSK, new handshakes), disconnect. Then our
+// cleartext, TLS on the generated PSK, fio verify, re-authentication (REPLACETLSPSK), `nvme reset` (new PSK, new
+// handshakes), disconnect. Then our
 // initiator (concat) against the guest's nvmet offering concatenation, with verify.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -120,9 +121,14 @@ describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, t
     expect(steps.get('fio')?.status, why()).toBe('PASS');
   });
 
+  it('re-authentication inside TLS (dhchap_secret written): REPLACETLSPSK, a new PSK installed, I/O goes on', () => {
+    expect(steps.get('reauth')?.status, why()).toBe('PASS');
+    expect(logs.some((l) => l.includes('generated TLS PSK installed') && l.includes('"scC":3')), why()).toBe(true);
+  });
+
   it('nvme reset: a new DH-HMAC-CHAP transaction, a new PSK, new handshakes; verify passes', () => {
     expect(steps.get('reset')?.status, why()).toBe('PASS');
-    expect(installs(), why()).toBeGreaterThanOrEqual(2);
+    expect(installs(), why()).toBeGreaterThanOrEqual(3);
     expect(steps.get('disconnect')?.status, why()).toBe('PASS');
   });
 

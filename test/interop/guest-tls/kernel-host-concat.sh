@@ -49,6 +49,17 @@ if [ -n "$D" ]; then
         --verify=crc32c --do_verify=1 --output-format=terse >/dev/null; rc=$?
     [ $rc = 0 ] && pass fio || failstep fio $rc
 
+    # Re-authentication inside TLS (writing the secret starts it): SC_C REPLACETLSPSK, a new generated PSK for the next
+    # connections; the open TLS sessions go on.
+    step reauth
+    dmesg -c >/dev/null
+    printf '%s' "$SECRET" > /sys/class/nvme/$C/dhchap_secret; rc=$?
+    sleep 3
+    dmesg | grep -i -E 'nvme|auth|concat' | tail -n 6
+    fio --name=v1 --filename="$D" --rw=randwrite --bs=4k --size=2M --iodepth=4 --ioengine=libaio --direct=1 \
+        --verify=crc32c --do_verify=1 --output-format=terse >/dev/null; rc2=$?
+    [ $rc = 0 ] && [ $rc2 = 0 ] && [ "$(cat /sys/class/nvme/$C/state)" = live ] && pass reauth || failstep reauth "$rc/$rc2"
+
     step reset
     K1=$(cat /sys/class/nvme/$C/tls_key 2>/dev/null)
     dmesg -c >/dev/null
