@@ -54,6 +54,7 @@ const CONN: Opts = {
   'tls-key': { type: 'string' },
   'tls-identity-version': { type: 'string' },
   'tls-hkdf': { type: 'string' },
+  concat: { type: 'boolean' },
   'io-workers': { type: 'string' },
   'io-worker-cpus': { type: 'string' },
   'io-budget-us': { type: 'string' },
@@ -122,6 +123,7 @@ function connectOptions(v: Record<string, string | boolean | undefined>): Connec
   b('disable-sqflow', 'disable_sqflow');
   b('match-hw-queues', 'match_hw_queues');
   b('tls', 'tls');
+  b('concat', 'concat');
   s('tls-identity-version', 'tls_identity_version', true);
   s('tls-hkdf', 'tls_hkdf', false);
   if (typeof v['tls-key'] === 'string') o['tls_key'] = readKeyArg('tls-key', v['tls-key']);
@@ -389,7 +391,7 @@ const USAGE = `usage:
   nvme-tcp discover -a ADDR [-s PORT] [-q HOSTNQN] [-I HOSTID] [-g] [-G]
   nvme-tcp connect -a ADDR -s PORT -n NQN [-i N] [-W N] [-P N] [-Q QSIZE] [-k KATO] [-g] [-G] [-D] [-q HOSTNQN] [-I HOSTID]
                    [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]] [--tls --tls-key KEY|@FILE [--tls-identity-version 0|1]
-                   [--tls-hkdf rfc8446|pre-2025]]
+                   [--tls-hkdf rfc8446|pre-2025]] [-S DHCHAP_SECRET --concat (secure channel concatenation)]
                    [--queues-per-hctx N] [--match-hw-queues] [--connect-concurrency N] [--hold]
   nvme-tcp io verify -a ADDR -s PORT -n NQN [--size 64M] [--bs 4k] [connect flags]
   nvme-tcp queues [--set-worker QID=W [--pid PID]]

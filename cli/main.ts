@@ -30,13 +30,14 @@ interface Io {
 const defaultIo: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) };
 
 /** Dispatches `nvme-tcp <command> ...`; resolves to the exit status. */
-export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
+export async function main(argv: readonly string[], io: Io = defaultIo, entry = false): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     io.stdout(USAGE);
     return 0;
   }
-  if (cmd === 'target') return runTargetCli(rest);
+  // As the process entry the target may restart itself under an OpenSSL configuration (cli/openssl-reexec.ts).
+  if (cmd === 'target') return runTargetCli(rest, entry ? { reexec: process.argv.slice(1) } : {});
   if (INITIATOR_COMMANDS.has(cmd)) return (await import('./initiator.js')).runInitiatorCli(cmd, rest);
   if (cmd === 'bench') return (await import('./harness.js')).runBenchCli(rest);
   io.stderr(`nvme-tcp: unknown command ${JSON.stringify(cmd)}; run "nvme-tcp --help" for the list\n`);
@@ -45,7 +46,7 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
 
 const isEntry = process.argv[1] !== undefined && /(^|[\\/])(cli[\\/]main\.[cm]?[jt]s|nvme-tcp(\.mjs)?)$/.test(process.argv[1]);
 if (isEntry) {
-  main(process.argv.slice(2)).then(
+  main(process.argv.slice(2), defaultIo, true).then(
     (code) => {
       process.exitCode = code;
       // Whatever a subcommand leaves open (a stray handle) must not keep a finished CLI alive.

@@ -26,6 +26,7 @@ import {
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { runCtlCli } from './ctl.js';
+import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
 
 const TARGET_USAGE = `usage: nvme-tcp target [options]
        nvme-tcp target ctl ...          (manage a running target over its HTTP API; see ctl --help)
@@ -56,6 +57,10 @@ one 1 GiB RAM namespace, any host.
   --tls none|allowed|required
                            TLS 1.3 with PSKs (TP 8011) on the ports given with --listen (all ports without
                            --listen): allowed also takes cleartext hosts, required refuses them
+  --concat                 secure channel concatenation (TP 8018, nvme connect --concat) on the ports given with
+                           --listen (all ports without --listen): a host with a --dhchap-key authenticates its
+                           cleartext admin queue, then reconnects inside TLS with the PSK that generated. Needs
+                           --tls allowed or required
   --tls-key HOSTNQN=KEY|@FILE
                            that host's configured TLS PSK ("NVMeTLSkey-1:01:..:", as nvme gen-tls-key prints
                            it; @FILE reads it from a file); repeatable, one per host. SHA-256 keys only
@@ -97,6 +102,7 @@ const OPTIONS = {
   'dhchap-ctrl-key': { type: 'string', multiple: true },
   tls: { type: 'string' },
   'tls-key': { type: 'string', multiple: true },
+  concat: { type: 'boolean' },
   advertise: { type: 'string' },
   api: { type: 'string' },
   'write-back': { type: 'boolean' },
@@ -133,6 +139,8 @@ export interface TargetArgs {
   api?: string;
   /** --tls MODE */
   tls?: 'none' | 'allowed' | 'required';
+  /** --concat */
+  concat?: boolean;
   /** --tls-key HOSTNQN=KEY|@FILE (keys as read; never printed). */
   tlsKeys?: { hostnqn: string; key: string }[];
   writeBack: boolean;
@@ -240,6 +248,7 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (m !== 'none' && m !== 'allowed' && m !== 'required') throw new ConfigError(`--tls ${m}: unknown mode; use none, allowed or required`);
     args.tls = m;
   }
+  if (v.concat === true) args.concat = true;
   for (const spec of v['tls-key'] ?? []) {
     const k = parseTlsKeyFlag(spec);
     args.tlsKeys ??= [];
@@ -422,6 +431,13 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     const n = args.listen.length > 0 ? args.listen.length : config.ports.length;
     for (const p of config.ports.slice(0, n)) p.tls = args.tls;
   }
+  if (args.concat === true) {
+    const n = args.listen.length > 0 ? args.listen.length : config.ports.length;
+    for (const p of config.ports.slice(0, n)) {
+      if ((p.tls ?? 'none') === 'none') throw new ConfigError(`--concat: port ${p.id} has no TLS; add --tls allowed (or required): the generated PSK is used inside TLS`);
+      p.tlsConcat = true;
+    }
+  }
   for (const k of args.tlsKeys ?? []) {
     const hosts = (config.hosts ??= []);
     let h = hosts.find((x) => x.nqn === k.hostnqn);
@@ -507,10 +523,11 @@ export function startupLines(config: TargetConfig, bound: readonly BoundPort[]):
     if (h.tlsKey !== undefined) lines.push(`nvme-tcp target: host ${h.nqn} has a TLS key`);
   }
   for (const p of config.ports) if (p.tls !== undefined && p.tls !== 'none') lines.push(`nvme-tcp target: port ${p.id}: TLS ${p.tls}`);
+  for (const p of config.ports) if (p.tlsConcat === true) lines.push(`nvme-tcp target: port ${p.id}: secure channel concatenation`);
   // OpenSSL's num_tickets is read from its configuration at process start only (docs/tls.md, NewSessionTicket).
-  const sslConf = process.env['OPENSSL_CONF'] !== undefined || [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) => a.includes('--openssl-config'));
-  if (!sslConf && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
-    lines.push('nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf');
+  // The CLI entry restarts itself with it (cli/openssl-reexec.ts) unless NVME_TCP_OPENSSL_REEXEC is set.
+  if (!hasOpensslConfig() && config.ports.some((p) => p.tls !== undefined && p.tls !== 'none')) {
+    lines.push(`nvme-tcp target: warning: TLS sessions send a NewSessionTicket, which the Linux host refuses; start with OPENSSL_CONF=target/transport/tcp/openssl-no-tickets.cnf (or unset ${REEXEC_ENV})`);
   }
   const hosts = bound.map((b) => {
     const p = config.ports.find((x) => x.id === b.id);
@@ -551,6 +568,11 @@ export interface TargetCliIo {
   signal?: AbortSignal;
   /** Called once the target listens, with the bound ports. */
   onReady?: (bound: BoundPort[]) => void;
+  /**
+   * The process's own script and arguments (process.argv.slice(1)) when runTargetCli is the process entry: with a TLS
+   * port and no OpenSSL configuration it then restarts itself with openssl-no-tickets.cnf (cli/openssl-reexec.ts).
+   */
+  reexec?: readonly string[];
 }
 
 const defaultIo: TargetCliIo = {
@@ -624,6 +646,8 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
     io.stderr(`${formatConfigError(err)}\n`);
     return err instanceof ConfigError ? 2 : 1;
   }
+
+  if (io.reexec !== undefined && needsOpensslReexec(built.config)) return reexecWithNoTickets(io.reexec);
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);

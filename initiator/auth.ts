@@ -11,6 +11,7 @@ import {
   DhchapHost,
   DhchapKeyError,
   HASH_INFO,
+  HashId,
   LINUX_AUTH_RECEIVE_LENGTH,
   encodeAuthCmdInto,
   parseDhchapSecret,
@@ -42,9 +43,20 @@ export class AuthenticationRequiredError extends NvmeTcpError {
   }
 }
 
+/**
+ * Secure channel concatenation was asked for (concat) but the controller did not set ATR on the admin Connect, so no
+ * DH-HMAC-CHAP transaction ran and no TLS PSK was generated (Linux: "no PSK generated", -ENOKEY). Permanent.
+ */
+export class ConcatNotOfferedError extends NvmeTcpError {
+  readonly code = 'NVMEOF_ERR_CONCAT_NOT_OFFERED';
+  constructor() {
+    super('qid 0: secure channel concatenation: the controller did not ask for DH-HMAC-CHAP (no ATR), so no TLS PSK was generated; give the target a DH-HMAC-CHAP key for this host');
+  }
+}
+
 /** Authentication failures are never retried (Linux treats them as non-retryable connect errors). */
 export function isAuthFailure(e: unknown): boolean {
-  return e instanceof DhchapAuthError || e instanceof AuthenticationRequiredError;
+  return e instanceof DhchapAuthError || e instanceof AuthenticationRequiredError || e instanceof ConcatNotOfferedError;
 }
 
 /** Parse a `--dhchap-secret` / `--dhchap-ctrl-secret` value; the error names the option, never the secret. */
@@ -67,11 +79,14 @@ export interface QueueAuthParams {
   /** T_ID for this transaction (Linux: ctrl->transaction++, one counter per controller). */
   transactionId: number;
   timeoutMs: number;
+  /** Secure channel concatenation on this transaction (admin queue only): NEWTLSPSK or REPLACETLSPSK. */
+  concat?: 'new' | 'replace';
 }
 
 /** What the Connect response asks for: nothing, or authentication on this queue. Throws for what we cannot do. */
-export function authRequested(qid: number, dw0: number, hasKey: boolean): boolean {
-  if ((dw0 & CONNECT_AUTHREQ_ASCR) !== 0) throw new AuthenticationRequiredError(qid, 'secure-concatenation');
+export function authRequested(qid: number, dw0: number, hasKey: boolean, concat = false): boolean {
+  // Linux nvmf_connect_admin_queue: ASCR is fine when the host asked for concatenation itself.
+  if ((dw0 & CONNECT_AUTHREQ_ASCR) !== 0 && !(concat && qid === 0)) throw new AuthenticationRequiredError(qid, 'secure-concatenation');
   if ((dw0 & CONNECT_AUTHREQ_ATR) === 0) return false;
   if (!hasKey) throw new AuthenticationRequiredError(qid, 'no-key');
   return true;
@@ -91,6 +106,8 @@ export async function authenticateQueue(qp: QueuePair, p: QueueAuthParams): Prom
     ...(p.ctrlKey !== undefined ? { ctrlKey: p.ctrlKey } : {}),
     transactionId: p.transactionId,
     receiveLength: LINUX_AUTH_RECEIVE_LENGTH,
+    // Concatenation: the generated PSK's hash is the TLS suite's, and Node 20 has SHA-256 suites only.
+    ...(p.concat !== undefined ? { concat: p.concat, hashes: [HashId.SHA256] } : {}),
   });
   let step = host.next();
   for (;;) {

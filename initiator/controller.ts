@@ -11,7 +11,7 @@ import type { ControllerState } from './controller-state.js';
 import { CNTLID_DYNAMIC, type AnaStateName, type IdentifyController } from '../protocol/index.js';
 import type { AdminChannel, AdminSpec } from './admin.js';
 import { AenHandler, type AsyncEvent } from './aen.js';
-import { isAuthFailure } from './auth.js';
+import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
@@ -31,7 +31,7 @@ import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
 import { TcpQueue } from './transport/index.js';
-import { tlsCredentials, type TlsQueueCredentials } from './tls.js';
+import { concatCredentials, tlsCredentials, type TlsQueueCredentials } from './tls.js';
 
 export type { AsyncEvent } from './aen.js';
 export type { ControllerState } from './controller-state.js';
@@ -291,6 +291,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       label: `${o.nqn} q${qid}`,
       ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}),
       ...(o.tls !== undefined ? { tls: (this.#tlsCred ??= tlsCredentials(o.tls, o.hostnqn, o.nqn)) } : {}),
+      // Concatenation: cleartext until the admin queue's DH-HMAC-CHAP generated the PSK, TLS with it after.
+      ...(o.concat && this.#tlsCred !== undefined ? { tls: this.#tlsCred } : {}),
     });
     const qp = new QueuePair({ qid, tcp, tags, inlineLimit, onError: (q, err) => this.#queueError(q, err), onActivity: this.#keepAlive.noteActivity });
     await tcp.connect();
@@ -417,6 +419,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** Linux nvme_tcp_setup_ctrl: admin queue, enable, Identify, then (I/O controllers) queues, AEN and scan. */
   async #connectOnce(): Promise<void> {
     const o = this.opts;
+    if (o.concat) await this.#concatAdminPhase();
     this.#admin = await this.#openQueue(0, new TagSet(ADMIN_DEPTH - 1), ADMIN_INLINE);
     // Admin Connect: SQSIZE NVME_AQ_DEPTH − 1, KATO in ms, dynamic controller model.
     this.#cntlid = await this.#fabrics.connect(this.#admin, ADMIN_DEPTH - 1, o.keepAliveTmo * 1000, CNTLID_DYNAMIC);
@@ -434,6 +437,34 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       await this.#scanner.scan();
     }
     this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
+  }
+
+  /**
+   * Secure channel concatenation (TP 8018), as Linux nvme_tcp_setup_ctrl does it: a cleartext admin queue connects,
+   * authenticates with SC_C NEWTLSPSK, is enabled and identified, then is torn down; the generated PSK (a new one on
+   * every (re)connect: Linux revokes it on reset) is what the admin and I/O queues then handshake with.
+   */
+  async #concatAdminPhase(): Promise<void> {
+    const o = this.opts;
+    this.#tlsCred?.psk.fill(0);
+    this.#tlsCred = undefined;
+    const admin = await this.#openQueue(0, new TagSet(ADMIN_DEPTH - 1), ADMIN_INLINE);
+    this.#admin = admin;
+    await this.#fabrics.connect(admin, ADMIN_DEPTH - 1, o.keepAliveTmo * 1000, CNTLID_DYNAMIC, 'new');
+    const g = this.#fabrics.takeGeneratedPsk();
+    if (g === undefined) {
+      admin.close(new ConnectionClosedError('secure channel concatenation not offered'));
+      throw new ConcatNotOfferedError();
+    }
+    try {
+      await enableController(this);
+      await identifyController(this.#host);
+      this.#tlsCred = concatCredentials(g.hashId, g.psk, o.hostnqn, o.nqn);
+    } finally {
+      g.psk.fill(0);
+      admin.close(new ConnectionClosedError('secure channel concatenation: admin queue reconnects inside TLS'));
+    }
+    this.log.info({ identity: this.#tlsCred.identity }, 'secure channel concatenation: TLS PSK generated, reconnecting the admin queue inside TLS');
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ export class FabricsConnector {
   #authTid = 0;
   #authenticatedQueues = 0;
   #authInfo: AuthInfo | undefined;
+  /** The generated PSK of the admin queue's last concatenated transaction, until taken. */
+  #concat: { hashId: number; psk: Buffer } | undefined;
 
   constructor(opts: ResolvedOptions, log: Logger) {
     this.#opts = opts;
@@ -38,7 +40,7 @@ export class FabricsConnector {
    * Connect `qp` with in-capsule Connect data (always in-capsule, as Linux sends it), authenticate it when the
    * controller asks (ATR), mark it live and return the controller ID.
    */
-  async connect(qp: QueuePair, sqsize: number, kato: number, cntlid: number): Promise<number> {
+  async connect(qp: QueuePair, sqsize: number, kato: number, cntlid: number, concat?: 'new' | 'replace'): Promise<number> {
     const o = this.#opts;
     const c = await qp.submit({
       sqe: connectCmd({ qid: qp.qid, sqsize, kato, disableSqflow: o.disableSqflow }),
@@ -47,7 +49,7 @@ export class FabricsConnector {
       timeoutMs: o.adminTimeoutMs,
     });
     // ATR: authenticate this queue before anything else; ASCR is refused inside authRequested.
-    if (authRequested(qp.qid, c.dw0, o.hostKey !== undefined)) await this.#authenticate(qp);
+    if (authRequested(qp.qid, c.dw0, o.hostKey !== undefined, concat !== undefined)) await this.#authenticate(qp, qp.qid === 0 ? concat : undefined);
     qp.setLive();
     return decodeConnectResult(c.dw0).cntlid;
   }
@@ -68,7 +70,17 @@ export class FabricsConnector {
     this.#log.info({ qid, ...info, worker: true }, info.bidirectional ? 'authenticated; controller authenticated' : 'authenticated');
   }
 
-  async #authenticate(qp: QueuePair): Promise<void> {
+  /**
+   * The generated PSK (spec session key form, KS = H(g^xy)) of the last concatenated admin-queue transaction, once;
+   * the caller derives the TLS identity from it and wipes it.
+   */
+  takeGeneratedPsk(): { hashId: number; psk: Buffer } | undefined {
+    const c = this.#concat;
+    this.#concat = undefined;
+    return c;
+  }
+
+  async #authenticate(qp: QueuePair, concat?: 'new' | 'replace'): Promise<void> {
     const o = this.#opts;
     const r = await authenticateQueue(qp, {
       hostnqn: o.hostnqn,
@@ -77,7 +89,12 @@ export class FabricsConnector {
       ctrlKey: o.ctrlKey,
       transactionId: this.#authTid++ & 0xffff,
       timeoutMs: o.adminTimeoutMs,
+      ...(concat !== undefined ? { concat } : {}),
     });
+    if (r.concat !== undefined) {
+      this.#concat?.psk.fill(0);
+      this.#concat = { hashId: r.hashId, psk: r.concat.generatedPsk };
+    }
     this.#authenticatedQueues++;
     const info = describeAuth(r);
     if (qp.qid === 0) this.#authInfo = info;

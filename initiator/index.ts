@@ -27,7 +27,7 @@ export {
   TimeoutError,
   TransportFatalError,
 } from './errors.js';
-export { AuthenticationRequiredError, DhchapAuthError, isAuthFailure } from './auth.js';
+export { AuthenticationRequiredError, ConcatNotOfferedError, DhchapAuthError, isAuthFailure } from './auth.js';
 export { checkHost, routeInterface, nicQueueCounts } from './topology.js';
 export { kernelTlsReport, type KernelTlsReport } from './tls.js';
 export type { HostReport, NicQueues } from './topology.js';

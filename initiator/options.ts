@@ -83,6 +83,12 @@ export interface ConnectOptions {
   tls_identity_version?: 0 | 1;
   /** HkdfLabel encoding of the derivation: "rfc8446" (default) or "pre-2025" (older libnvme); docs/tls.md. */
   tls_hkdf?: 'rfc8446' | 'pre-2025';
+  /**
+   * Secure channel concatenation (TP 8018; nvme-cli --concat, Linux 6.15+): DH-HMAC-CHAP on a cleartext admin queue
+   * with SC_C NEWTLSPSK generates the TLS PSK, then the admin queue reconnects and every queue runs inside TLS with it.
+   * Needs dhchap_secret; not with tls/tls_key (the PSK is generated, not configured) or io_workers. docs/tls.md.
+   */
+  concat?: boolean;
   /** pino logger; default silent. */
   logger?: Logger;
 }
@@ -129,6 +135,8 @@ export interface ResolvedOptions {
   ioBudgetUs: number;
   /** TLS (tls/tls_key); the key prints redacted. */
   tls: TlsOptions | undefined;
+  /** Secure channel concatenation (concat). */
+  concat: boolean;
   logger: Logger | undefined;
 }
 
@@ -138,6 +146,7 @@ const KNOWN = new Set<string>([
   'data_digest', 'duplicate_connect', 'disable_sqflow', 'tos', 'queues_per_hctx', 'match_hw_queues', 'connect_concurrency',
   'io_timeout', 'admin_timeout', 'max_retries', 'logger', 'dhchap_secret', 'dhchap_ctrl_secret',
   'io_workers', 'io_worker_cpus', 'io_budget_us', 'tls', 'tls_key', 'tls_identity_version', 'tls_hkdf',
+  'concat',
 ]);
 
 /** The CPUs this process may run on (Linux /proc/self/status Cpus_allowed_list); undefined where that is unknown. */
@@ -357,6 +366,15 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
   const ioWorkers = resolveIoWorkers(o);
   const tls = resolveTls(o);
   if (tls !== undefined && ioWorkers.ioWorkers > 0) throw new InvalidArgumentError('io_workers', 'not supported together with tls (io workers open their own sockets, in cleartext)');
+  const concat = bool(o, 'concat');
+  // Linux nvmf_parse_options refuses the same combinations ("Secure concatenation over TLS is not supported", "Need
+  // to enable DH-CHAP for secure concatenation").
+  if (concat) {
+    if (tls !== undefined) throw new InvalidArgumentError('concat', 'not together with tls/tls_key: concatenation generates its TLS PSK from DH-HMAC-CHAP; drop one');
+    if (auth.hostKey === undefined) throw new InvalidArgumentError('concat', 'needs dhchap_secret: the TLS PSK is generated from the DH-HMAC-CHAP session key');
+    if (ioWorkers.ioWorkers > 0) throw new InvalidArgumentError('io_workers', 'not supported together with concat (io workers open their own sockets, in cleartext)');
+    if (discovery) throw new InvalidArgumentError('concat', 'not for discovery (nvme connect --concat only)');
+  }
   const logger = resolveLogger(o);
   return {
     ...target,
@@ -376,6 +394,7 @@ export function resolveOptions(raw: unknown, mode: 'connect' | 'discover' = 'con
     ...auth,
     ...ioWorkers,
     tls,
+    concat,
     logger,
   };
 }

@@ -7,7 +7,7 @@ import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './b
 import { nqnWarning } from './config/schema.js';
 import { parseSize } from './config/size.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
-import { DEFAULT_HKDF_ENCODING, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
+import { DEFAULT_HKDF_ENCODING, TlsKeyError, deriveConcatTlsPsk, parseTlsKey } from '../protocol/tls/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
 import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, runResvCommand, type QueueCounters } from './core/index.js';
@@ -146,6 +146,7 @@ export class TargetService {
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#icReqTimeoutMs = Math.max(1, Math.round((opts.icReqTimeoutS ?? 10) * 1000));
     this.#core = new TargetCore(this.#log);
+    this.#core.onGeneratedPsk = (e) => this.#installGeneratedPsk(e);
     // NVME_TCP_TARGET_WORKERS / NVME_TCP_TARGET_PLACEMENT: defaults for services that set neither (lets a whole
     // suite, e.g. test/interop, run against workers without changing its code).
     const envWorkers = process.env.NVME_TCP_TARGET_WORKERS;
@@ -346,6 +347,21 @@ export class TargetService {
     this.#log.info({ hostnqn: h.nqn, hash: key.hash, hkdf: h.tlsHkdf ?? DEFAULT_HKDF_ENCODING }, 'host TLS key set');
   }
 
+  /**
+   * Secure channel concatenation (TP 8018): the TLS identities and PSKs of a generated PSK, one per session-key form
+   * (protocol/auth DhchapConcatResult), for the host's reconnect inside TLS. Only SHA-256 is ever negotiated here.
+   */
+  #installGeneratedPsk(e: { hostnqn: string; subnqn: string; hashId: number; scC: number; psks: Buffer[] }): void {
+    const hash = e.hashId === 2 ? 2 : 1;
+    const entries = e.psks.map((p) => {
+      const d = deriveConcatTlsPsk(hash, p, e.hostnqn, e.subnqn);
+      p.fill(0);
+      return d;
+    });
+    this.#tlsKeys.setGenerated(e.hostnqn, e.subnqn, entries);
+    this.#log.info({ hostnqn: e.hostnqn, subnqn: e.subnqn, scC: e.scC, hash: `0${hash}` }, 'secure channel concatenation: generated TLS PSK installed');
+  }
+
   clearHostTlsKey(hostnqn: string): void {
     if (!this.#tlsKeys.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no TLS key for ${hostnqn}`);
     this.#tlsHosts.delete(hostnqn);
@@ -362,6 +378,8 @@ export class TargetService {
   clearHostAuth(hostnqn: string): void {
     if (!this.#core.hostAuth.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no authentication keys for ${hostnqn}`);
     this.#hostConfigs.delete(hostnqn);
+    // Generated PSKs came from these keys: new TLS sessions on them end with the keys (open sessions continue).
+    this.#tlsKeys.dropGenerated(hostnqn);
     this.#log.info({ hostnqn }, 'host authentication keys cleared');
   }
 
@@ -381,12 +399,16 @@ export class TargetService {
     if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (NVMe/TCP 1.0 §3.6.2.3)');
     if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
     if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
+    if (p.tlsConcat === true && (p.tls ?? 'none') === 'none') throw new InvalidArgumentError('ports.tlsConcat', 'needs a TLS port; set tls to "allowed" or "required"');
     await this.startWorkers();
     const port = new CorePort(p);
     const pool = this.#pool;
     if (pool !== undefined) await pool.syncPort(this.#portSpec(port));
     const tlsMode = p.tls ?? 'none';
-    const tls = tlsMode === 'none' ? undefined : { mode: tlsMode, keys: this.#tlsKeys, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000) };
+    const tls =
+      tlsMode === 'none'
+        ? undefined
+        : { mode: tlsMode, keys: this.#tlsKeys, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000), ...(p.tlsConcat === true ? { concat: true } : {}) };
     const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);

@@ -45,9 +45,6 @@ export const PROTOCOL_DESCRIPTOR_SIZE = 64;
 export const MAX_HASH_IDS = 30;
 export const MAX_DH_IDS = 30;
 
-/** Secure channel concatenation (`sc_c`); only NONE is supported here (no TLS). */
-export const SecureChannel = { NONE: 0x00, NEW_TLS_PSK: 0x01, REPLACE_TLS_PSK: 0x02 } as const;
-
 /**
  * AUTH_Negotiate SC_C as Linux sends and checks it (include/linux/nvme.h NVME_AUTH_SECP_*, host/auth.c
  * nvme_auth_set_dhchap_negotiate_data, target/fabrics-cmd-auth.c nvmet_auth_negotiate), used for secure channel

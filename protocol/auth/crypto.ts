@@ -68,10 +68,7 @@ function scCByte(scC: number | undefined): Buffer {
   return scC === undefined || scC === 0 ? NUL : Buffer.from([scC & 0xff]);
 }
 
-/**
- * Session key KS = H(g^xy mod p) (NVMe Base 2.1 §8.3.4.5.9), what Linux 7.x nvme_auth_gen_session_key returns;
- * Linux 6.15..6.x keyed the generated PSK with the unhashed g^xy instead (see docs/tls.md).
- */
+/** Session key KS = H(g^xy mod p) (NVMe Base 2.1 §8.3.4.5.9; Linux 7.x nvme_auth_gen_session_key). */
 export function sessionKeyFromSecret(hashId: HashId, sharedSecret: Uint8Array): Buffer {
   return digest(hashId, sharedSecret);
 }

@@ -15,7 +15,6 @@ import {
   isDhGroupId,
   isHashId,
   LINUX_AUTH_RECEIVE_LENGTH,
-  SecureChannel,
   ScC,
 } from './constants.js';
 import {
@@ -75,17 +74,19 @@ export interface DhchapResult {
 /** The generated PSK of a concatenated transaction, HMAC(KS, C1 || C2) (NVMe Base 2.1 §8.3.4.5.9). Secret. */
 export interface DhchapConcatResult {
   scC: number;
-  /** Keyed with KS = H(g^xy mod p): the specification and Linux 7.x. */
+  /** Keyed with KS = H(g^xy mod p). */
   generatedPsk: Buffer;
-  /** Keyed with the unhashed g^xy: Linux 6.15..6.x. The controller offers both; the host sends one identity. */
-  legacyGeneratedPsk: Buffer;
 }
 
-/** Generated PSKs (both session key forms) from the DH shared secret and the two challenges. */
-export function generatedPsks(hashId: HashId, sharedSecret: Uint8Array, c1: Uint8Array, c2: Uint8Array): { generatedPsk: Buffer; legacyGeneratedPsk: Buffer } {
+/**
+ * The generated PSK from the DH shared secret and the two challenges. Linux 6.15..6.x keys this HMAC with g^xy itself
+ * and 7.x with H(g^xy); both give the same bytes, because HMAC first hashes a key longer than its block (RFC 2104
+ * §2), and every FFDHE secret (256+ bytes) is longer than a SHA-256/384 block.
+ */
+export function generatedPsks(hashId: HashId, sharedSecret: Uint8Array, c1: Uint8Array, c2: Uint8Array): { generatedPsk: Buffer } {
   const ks = sessionKeyFromSecret(hashId, sharedSecret);
   try {
-    return { generatedPsk: hmac(hashId, ks, c1, c2), legacyGeneratedPsk: hmac(hashId, sharedSecret, c1, c2) };
+    return { generatedPsk: hmac(hashId, ks, c1, c2) };
   } finally {
     ks.fill(0);
   }
@@ -234,7 +235,7 @@ export class DhchapHost {
         const payload = encodeAuthMessage({
           type: 'negotiate',
           tId: this.#o.transactionId,
-          scC: this.#scC === ScC.NOSC ? SecureChannel.NONE : this.#scC,
+          scC: this.#scC,
           protocols: [{ authId: DHCHAP_AUTH_ID, hashIds: [...this.#o.hashes], dhGroupIds: [...this.#o.dhGroups] }],
         });
         return { kind: 'send', payload };
@@ -449,6 +450,8 @@ export interface DhchapControllerOptions {
    * a port that offers concatenation, 'replace' on an admin queue already inside TLS, 'none' (default) elsewhere.
    */
   concat?: 'none' | 'new' | 'replace';
+  /** Refuse a Negotiate without concatenation (SC_C NOSC) with CONCAT_MISMATCH: the queue exists only for it. */
+  concatRequired?: boolean;
   /** Hashes usable with concatenation (the generated PSK must suit a TLS suite); default SHA-256, SHA-384. */
   concatHashes?: readonly HashId[];
 }
@@ -516,6 +519,7 @@ export class DhchapController {
       randomBytes: opts.randomBytes ?? defaultRandomBytes,
       nextSeqnum: opts.nextSeqnum ?? defaultNextSeqnum,
       concat: opts.concat ?? 'none',
+      concatRequired: opts.concatRequired ?? false,
       concatHashes: opts.concatHashes ?? [HashId.SHA256, HashId.SHA384],
     };
   }
@@ -596,6 +600,9 @@ export class DhchapController {
     this.#result = null;
     this.#concat = null;
     this.#scC = m.scC;
+    if (m.scC === ScC.NOSC && this.#o.concatRequired) {
+      return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, 'SC_C NOSC: this cleartext queue is admitted only for secure channel concatenation (NEWTLSPSK)');
+    }
     if (m.scC !== ScC.NOSC) {
       const want = this.#o.concat === 'new' ? ScC.NEWTLSPSK : this.#o.concat === 'replace' ? ScC.REPLACETLSPSK : null;
       if (want === null) return this.#toFailure1(FailureExplanation.CONCAT_MISMATCH, `SC_C ${m.scC}: secure channel concatenation is not offered on this queue`);

@@ -108,3 +108,20 @@ export function deriveTlsPsk(
     retained.fill(0);
   }
 }
+
+/**
+ * Identity and TLS PSK for the generated PSK of secure channel concatenation (TP 8018; Linux nvme_auth_secure_concat /
+ * nvmet_auth_insert_psk, nvme_tls_psk_refresh): always a version 1 identity `NVMe1G<hh> <hostnqn> <subnqn> <digest>`,
+ * the digest and the TLS PSK derived from the generated PSK as for a retained one (context "<hh> <digest>").
+ */
+export function deriveConcatTlsPsk(
+  hash: TlsHash,
+  generatedPsk: Uint8Array,
+  hostnqn: string,
+  subnqn: string,
+  encoding: HkdfLabelEncoding = DEFAULT_HKDF_ENCODING,
+): DerivedTlsPsk {
+  const digest = derivePskDigest(hash, generatedPsk, hostnqn, subnqn);
+  const identity = formatTlsIdentity({ version: 1, type: 'G', hash, hostnqn, subnqn, digest });
+  return { identity, psk: deriveTlsPskFrom(hash, generatedPsk, `0${hash} ${digest}`, encoding) };
+}

@@ -8,6 +8,7 @@ import {
   TlsIdentityError,
   TlsKeyError,
   assertSupportedHash,
+  deriveConcatTlsPsk,
   deriveGeneratedPsk,
   derivePskDigest,
   deriveRetainedPsk,
@@ -195,5 +196,17 @@ describe('nvme-cli 2.13 vectors (pre-2025 encoding)', () => {
     const d = deriveTlsPsk(key, 'nqn.h', 'nqn.s', 1, 'pre-2025');
     expect(d.identity).toBe('NVMe1R01 nqn.h nqn.s CnwZCTRKd3WwLDu+6HDgabbPeOYlfazRY1xXTdeg/I0=');
     expect(d.psk.toString('hex')).toBe('23251dd4c8b7f60325bbfd88a968ef5064fd47b2f8b4f241bcc618322cf48408');
+  });
+});
+
+// Secure channel concatenation: Linux nvme_tls_psk_refresh names the generated PSK "NVMe1G%02d <host> <sub> <digest>";
+// with the kunit inputs above the digest and TLS PSK are the published ones.
+describe('generated PSK → identity NVMe1G01 and TLS PSK (deriveConcatTlsPsk)', () => {
+  it('kernel vector, hash 01', () => {
+    const fill = (n: number, f: (i: number) => number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => f(i)));
+    const psk = deriveGeneratedPsk(1, fill(32, (i) => 0x41 + i), fill(32, (i) => i), fill(32, (i) => 0xff - i));
+    const d = deriveConcatTlsPsk(1, psk, 'hostnqn', 'subsysnqn');
+    expect(d.identity).toBe('NVMe1G01 hostnqn subsysnqn OldoKuTfKddMuyCznAZojkWD7P4D9/AtzDzLimtOxqI=');
+    expect(d.psk.toString('hex')).toBe('3c17da628474a04d2247c4cab47968c915388193f7c071bd9489cc3666cd7cc8');
   });
 });

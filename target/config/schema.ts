@@ -232,9 +232,13 @@ export const portSchema = obj({
   tls: opt(z.enum(['none', 'allowed', 'required'], { error: (iss) => `${show(iss.input)} is not a TLS mode; use none, allowed or required` })),
   tlsHandshakeTimeoutS: opt(int(1, 3600, 'seconds')),
   placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: (iss) => `${show(iss.input)} is not a placement; use single, controller, queue or host (or omit it for the target-wide one)` })),
+  tlsConcat: opt(bool),
 }).check(
   z.superRefine((p, ctx) => {
     checkFamily(p.addr, p.family, ctx, 'addr');
+    if (p.tlsConcat === true && (p.tls ?? 'none') === 'none') {
+      ctx.addIssue({ code: 'custom', path: ['tlsConcat'], message: 'needs a TLS port; set tls to "allowed" or "required" (the generated PSK is used inside TLS)' });
+    }
     for (const g of Object.keys(p.anaStates ?? {})) {
       if (Number(g) > 128) ctx.addIssue({ code: 'custom', path: ['anaStates', g], message: `ANA group ${g} is out of range; use 1..128` });
     }

@@ -59,6 +59,13 @@ export interface PortConfig {
    * `placement`; changeable at runtime (PUT /ports/:id/placement). Omitted: the target-wide policy.
    */
   placement?: 'single' | 'controller' | 'queue' | 'host';
+  /**
+   * Secure channel concatenation (TP 8018; Linux `nvme connect --concat`, docs/tls.md): a host with a DH-HMAC-CHAP
+   * key authenticates its cleartext admin queue with SC_C NEWTLSPSK, and the PSK that generates is what its queues then
+   * use inside TLS. Needs tls 'allowed' or 'required' (on 'required' the cleartext admin queue is admitted for this
+   * alone). Default false.
+   */
+  tlsConcat?: boolean;
 }
 
 export type BackendConfig =

@@ -114,7 +114,19 @@ export interface QueueAuthOptions {
   logger: Logger;
   qid: number;
   cntlid: number;
+  /** Secure channel concatenation this queue accepts (TP 8018): see DhchapControllerOptions.concat. */
+  concat?: 'none' | 'new' | 'replace';
+  /** Only a NEWTLSPSK transaction may run (cleartext admin queue of a TLS 'required' port). */
+  concatRequired?: boolean;
+  /** The queue starts authenticated (a TLS session on a generated PSK: nvmet sets no ATR) and may re-authenticate. */
+  preAuthenticated?: boolean;
 }
+
+/**
+ * Node 20 does TLS 1.3 external PSKs with SHA-256 suites only (protocol/tls SHA384_UNSUPPORTED), so a concatenated
+ * transaction picks SHA-256: the generated PSK's hash is the TLS suite's.
+ */
+const CONCAT_HASHES: readonly HashId[] = [HashId.SHA256];
 
 /**
  * The authentication state of one queue (nvmet_sq: dhchap_step/tid/c1/c2/s1/s2 and `authenticated`).
@@ -137,6 +149,18 @@ export class QueueAuth {
   constructor(o: QueueAuthOptions) {
     this.#o = o;
     this.#session = this.#newSession();
+    if (o.preAuthenticated === true) this.#carried = true;
+  }
+
+  /** The result whose generated PSK was handed out (a re-authentication's new result is handed out again). */
+  #concatTaken: DhchapResult | null = null;
+
+  /** The generated PSK of a finished concatenated transaction, once (the caller installs it and wipes it). */
+  takeConcat(): NonNullable<DhchapResult['concat']> | undefined {
+    const r = this.#session.state === 'authenticated' ? this.#session.result : null;
+    if (r === null || r.concat === undefined || this.#concatTaken === r) return undefined;
+    this.#concatTaken = r;
+    return r.concat;
   }
 
   #newSession(): DhchapController {
@@ -148,6 +172,8 @@ export class QueueAuth {
       ...(a.ctrlKey !== undefined ? { ctrlKey: a.ctrlKey } : {}),
       ...(a.hashes !== undefined ? { hashes: a.hashes } : {}),
       ...(a.dhGroups !== undefined ? { dhGroups: a.dhGroups } : {}),
+      ...(this.#o.concat !== undefined ? { concat: this.#o.concat, concatHashes: CONCAT_HASHES } : {}),
+      ...(this.#o.concatRequired === true ? { concatRequired: true } : {}),
     });
   }
 

@@ -11,6 +11,16 @@ import type { CoreStats } from './types.js';
 /** The well-known discovery NQN (NVMe Base 2.0 §4.5). */
 export const WELL_KNOWN_DISCOVERY_NQN = DISCOVERY_NQN;
 
+/** A generated PSK to install: host, subsystem, the DH-HMAC-CHAP hash (= TLS identity hash) and the candidate PSKs. */
+export interface GeneratedPskEvent {
+  hostnqn: string;
+  subnqn: string;
+  hashId: number;
+  scC: number;
+  /** Generated PSKs, preferred first (protocol/auth DhchapConcatResult). Secret: the receiver wipes them. */
+  psks: Buffer[];
+}
+
 export class TargetCore {
   readonly subsystems = new Map<string, Subsystem>();
   readonly ports = new Map<number, CorePort>();
@@ -21,6 +31,11 @@ export class TargetCore {
   genctr = 1n;
   /** Per-host DH-HMAC-CHAP keys (nvmet hosts/<nqn>/dhchap_*). */
   readonly hostAuth = new AuthRegistry();
+  /**
+   * Installs the TLS PSK a concatenated DH-HMAC-CHAP transaction generated (TP 8018); set by the service, which owns
+   * the TLS key store. Unset: concatenation completes but no TLS session can use its PSK.
+   */
+  onGeneratedPsk: ((e: GeneratedPskEvent) => void) | undefined = undefined;
   readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
   readonly startedAt = Date.now();
 

@@ -7,7 +7,7 @@ export { Controller, CONTROLLER_TRANSITIONS } from './controller.js';
 export { Request, NO_ERROR_LOCATION, type RequestQueue } from './request.js';
 export { LatencyHistogram, LATENCY_BOUNDS_US } from './stats.js';
 export type { CoreStats, QueueState, ControllerState, QueueCounters, QueueInfoView, QueueHandle, ReqDir, ReqState, AenKind, Transitions } from './types.js';
-export type { QueueModel, QueueTransportOps } from './queue-model.js';
+export type { QueueModel, QueueTransportOps, TlsPskInfo } from './queue-model.js';
 export { CorePort, PORT_DEFAULTS, FABRICS_IN_CAPSULE_MAX, ANA_STATE_CODE } from './port.js';
 export { Namespace, formatUuid } from './namespace.js';
 export { CoreQueue, QUEUE_TRANSITIONS } from './queue.js';

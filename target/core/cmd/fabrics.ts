@@ -133,6 +133,14 @@ function executeAuthReceive(req: Request): void {
  * whichever queue failed. Deferred one turn so the Failure1 data and its completion are written first.
  */
 function afterAuthStep(q: QueueModel, auth: QueueAuth): void {
+  const concat = q.qid === 0 ? auth.takeConcat() : undefined;
+  if (concat !== undefined && q.ctrl !== undefined) {
+    const r = auth.result;
+    const hook = q.target.onGeneratedPsk;
+    const psks = [concat.generatedPsk];
+    if (hook !== undefined && r !== null) hook({ hostnqn: q.ctrl.hostnqn, subnqn: q.ctrl.subsys.nqn, hashId: r.hashId, scC: concat.scC, psks });
+    else for (const p of psks) p.fill(0);
+  }
   if (!auth.failed) return;
   const ctrl = q.ctrl;
   if (ctrl === undefined) return;
@@ -187,6 +195,20 @@ function executeConnect(req: Request): void {
     req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
     return fail(Status.CONNECT_INVALID_HOST | DNR, 'host not allowed');
   }
+  // Secure channel concatenation (TP 8018): a generated PSK names one host and subsystem; a cleartext connection on a
+  // TLS 'required' port is there only to authenticate an admin queue with NEWTLSPSK (docs/tls.md).
+  const psk = q.ops.tlsPsk;
+  if (psk?.type === 'G' && (psk.hostnqn !== cd.hostnqn || psk.subnqn !== cd.subnqn)) {
+    req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
+    return fail(Status.CONNECT_INVALID_HOST | DNR, `the generated TLS PSK was made for host ${psk.hostnqn} and ${psk.subnqn}`);
+  }
+  if (q.ops.concatOnly === true) {
+    if (qid !== 0) return fail(invalidParam(req, false, ConnectCmdOffset.qid), 'cleartext I/O queue on a port that requires TLS (only the admin queue may authenticate in cleartext, for secure channel concatenation)');
+    if (subsys.kind === 'discovery' || target.hostAuth.get(cd.hostnqn) === undefined) {
+      req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
+      return fail(Status.CONNECT_INVALID_HOST | DNR, 'cleartext connection on a port that requires TLS: secure channel concatenation needs a DH-HMAC-CHAP key for this host (hosts[].dhchapKey)');
+    }
+  }
   const mqes = subsys.maxQueueSize - 1;
   if (sqsize === 0 || sqsize > mqes) return fail(invalidParam(req, false, ConnectCmdOffset.sqsize), `sqsize ${sqsize} (MQES ${mqes})`);
 
@@ -221,12 +243,31 @@ function executeConnect(req: Request): void {
   q.setState('live');
   target.stats.connectsOk++;
   // ATR on the admin Connect and on every I/O Connect (nvmet_execute_{admin,io}_connect): Linux authenticates each queue.
+  // A TLS session on a generated PSK is authenticated already (nvmet_has_auth is false on TLS queues); its admin queue
+  // may re-authenticate with REPLACETLSPSK. A cleartext admin queue on a concatenation port may use NEWTLSPSK.
   const hostAuth = ctrl.hostAuth;
-  if (hostAuth !== undefined) {
-    q.auth = new QueueAuth({ hostnqn: ctrl.hostnqn, subsysnqn: subsys.nqn, auth: hostAuth, katoMs: ctrl.katoMs, stats: target.hostAuth.stats, logger: target.logger, qid, cntlid: ctrl.cntlid });
+  const generated = psk?.type === 'G';
+  const port = q.port.config;
+  const concatPort = port.tlsConcat === true && (port.tls ?? 'none') !== 'none';
+  const concat: 'none' | 'new' | 'replace' = qid !== 0 || !concatPort ? 'none' : q.ops.tls === true ? 'replace' : 'new';
+  const atr = hostAuth !== undefined && !generated;
+  if (hostAuth !== undefined && (atr || qid === 0)) {
+    q.auth = new QueueAuth({
+      hostnqn: ctrl.hostnqn,
+      subsysnqn: subsys.nqn,
+      auth: hostAuth,
+      katoMs: ctrl.katoMs,
+      stats: target.hostAuth.stats,
+      logger: target.logger,
+      qid,
+      cntlid: ctrl.cntlid,
+      concat,
+      ...(q.ops.concatOnly === true ? { concatRequired: true } : {}),
+      ...(atr ? {} : { preAuthenticated: true }),
+    });
   }
-  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr: hostAuth !== undefined });
-  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: hostAuth !== undefined }, 'queue connected');
+  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr, ascr: q.ops.concatOnly === true });
+  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
   const delay = subsys.faults.connectLatencyMs ?? 0;
   if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
   else q.complete(req, 0);

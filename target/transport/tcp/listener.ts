@@ -18,6 +18,8 @@ export interface TcpListenerTls {
   mode: 'allowed' | 'required';
   keys: TlsKeyStore;
   handshakeTimeoutMs: number;
+  /** Secure channel concatenation (TP 8018) offered on this port. */
+  concat?: boolean;
 }
 
 export class TcpListener {
@@ -94,7 +96,9 @@ export class TcpListener {
 
   /** `fresh`: nothing was read from the socket yet, so libuv can read into the shared buffer (#rx). */
   #startQueue(a: TlsAccepted, fresh = false): void {
-    const opts: TcpQueueOptions = fresh ? { ...this.opts, rxBuffer: this.#rx } : { ...this.opts, tls: a.tls };
+    const opts: TcpQueueOptions = fresh
+      ? { ...this.opts, rxBuffer: this.#rx }
+      : { ...this.opts, tls: a.tls, ...(a.tlsPsk !== undefined ? { tlsPsk: a.tlsPsk } : {}), ...(a.concatOnly === true ? { concatOnly: true } : {}) };
     const q = new TcpQueue(this.target, this.port, a.socket, opts, (closed) => {
       this.target.stats.connectionsActive--;
       this.queues.delete(closed);

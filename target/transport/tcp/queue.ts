@@ -20,7 +20,7 @@ import {
   type Pdu,
 } from '../../../protocol/index.js';
 import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -47,6 +47,10 @@ export interface TcpQueueOptions {
   rxBuffer?: Buffer;
   /** The socket is a TLS session (TP 8011); shown per queue in GET /controllers. */
   tls?: boolean;
+  /** The TLS session's PSK identity (secure channel concatenation needs the kind and the NQNs at Connect). */
+  tlsPsk?: TlsPskInfo;
+  /** Cleartext on a 'required' port with concatenation: an admin queue for DH-HMAC-CHAP NEWTLSPSK only. */
+  concatOnly?: boolean;
   /** Moves I/O queues to worker processes once connected (target/workers); unset: every queue stays here. */
   handOff?: QueueHandOff;
 }
@@ -179,6 +183,8 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     };
     this.#icReqTimeoutMs = opts.icReqTimeoutMs;
     this.tls = opts.tls === true;
+    if (opts.tlsPsk !== undefined) this.tlsPsk = opts.tlsPsk;
+    if (opts.concatOnly === true) this.concatOnly = true;
     if (resume !== undefined) {
       // Handed off by the primary after Connect: IC and Connect happened there; go straight to live.
       this.#conn = TcpConnection.resume(accepted, connOpts, resume.conn);
@@ -195,6 +201,8 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /** The connection runs over TLS 1.3 (TP 8011). */
   readonly tls: boolean;
+  readonly tlsPsk?: TlsPskInfo;
+  readonly concatOnly?: boolean;
 
   readonly #icReqTimeoutMs: number;
   readonly #handOff: QueueHandOff | undefined;
