@@ -5,7 +5,7 @@
 // on two workers. Namespace host masks reach the workers before the affected host's AEN.
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
-import { NvmOpcode, NvmeStatusError, ONCS_RESERVATIONS, Status, encodeResvAcquireCdw10, encodeResvCmd, encodeResvKeys, encodeResvRegisterCdw10, encodeResvReleaseCdw10, encodeResvReleaseData } from '../../protocol/index.js';
+import { FeatureId, NvmOpcode, NvmeStatusError, ONCS_RESERVATIONS, RESV_PERSIST_PTPL, RESV_REPORT_EDS, Status, decodeResvStatus, encodeSetFeaturesCmd, encodeResvAcquireCdw10, encodeResvCmd, encodeResvKeys, encodeResvRegisterCdw10, encodeResvReleaseCdw10, encodeResvReleaseData } from '../../protocol/index.js';
 import { TargetService } from '../../target/index.js';
 import type { Placement } from '../../target/workers/index.js';
 
@@ -62,6 +62,13 @@ const acquire = (c: Controller, hctx: number, crkey: bigint, rtype: number, racq
   resv(c, hctx, NvmOpcode.RESV_ACQUIRE, encodeResvAcquireCdw10({ racqa, iekey: false, rtype }), encodeResvKeys(crkey, prkey));
 const release = (c: Controller, hctx: number, crkey: bigint, rtype: number, rrela = 0): Promise<unknown> =>
   resv(c, hctx, NvmOpcode.RESV_RELEASE, encodeResvReleaseCdw10({ rrela, iekey: false, rtype }), encodeResvReleaseData(crkey));
+/** Reservation Report (extended data structure) on one chosen hctx. */
+async function reportOn(c: Controller, hctx: number): Promise<ReturnType<typeof decodeResvStatus>> {
+  const buf = Buffer.alloc(4096);
+  const sqe = encodeResvCmd({ opcode: NvmOpcode.RESV_REPORT, cid: 0, nsid: 1, cdw10: buf.length / 4 - 1, cdw11: RESV_REPORT_EDS });
+  await c.execIo(() => ({ sqe, c2h: buf, timeoutMs: 5000 }), { write: false, hctx });
+  return decodeResvStatus(buf, true);
+}
 const write = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).write(0n, block, { hctx });
 const read = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).read(0n, 1, undefined, { hctx });
 
@@ -158,6 +165,26 @@ describe('target workers: reservations', () => {
     }
     expect(await acq).toBe(0);
     expect(await sc(write(b, 1))).toBe(CONFLICT);
+  }, 60_000);
+
+  it('Set Features Reservation Persistence completes only after every worker applied it; a Report on either worker then shows PTPLS', async () => {
+    const { t, port } = await start(2, 'queue');
+    const a = await host(port, HOST_A, 2);
+    expect(await sc(register(a, 0, KEY_A))).toBe(0);
+    expect(new Set(workersOf(t, HOST_A))).toEqual(new Set([0, 1]));
+    const pid = t.workers()[1]?.pid as number;
+    process.kill(pid, 'SIGSTOP');
+    let done = false;
+    let set: Promise<number | string>;
+    try {
+      set = sc(a.adminCommand(encodeSetFeaturesCmd({ cid: 0, fid: FeatureId.RESV_PERSIST, nsid: 1, cdw11: RESV_PERSIST_PTPL }))).then((s) => ((done = true), s));
+      await new Promise((r) => setTimeout(r, 400));
+      expect(done, 'Set Features 83h completed while worker 1 had not applied it').toBe(false);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect(await set).toBe(0);
+    for (const hctx of [0, 1]) expect((await reportOn(a, hctx)).ptpls, `PTPLS on hctx ${hctx}`).toBe(true);
   }, 60_000);
 
   it('a restarted worker starts from the primary state (the holder is still enforced on it)', async () => {

@@ -411,7 +411,14 @@ export function parseSetFeatures(ctrl: Controller, req: Request): number {
       req.execute = (r) => {
         ns.resv.setPtpl((v & RESV_PERSIST_PTPL) !== 0);
         r.dw0 = v & RESV_PERSIST_PTPL;
-        done(r, 0);
+        // With target workers the Reservation Report (PTPLS) is answered from each worker's copy: complete once every
+        // worker has the new state, as a Register/Acquire/Release does (subsys.resvCommit).
+        const commit = ctrl.subsys.resvCommit?.(ns.nsid);
+        if (commit === undefined) return done(r, 0);
+        commit.then(
+          () => done(r, 0),
+          () => done(r, Status.INTERNAL),
+        );
       };
       return 0;
     }
