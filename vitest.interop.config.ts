@@ -14,6 +14,8 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'interop', include: ['test/interop/**/*.test.ts'] } },
       { extends: true, test: { name: 'kernel-6.12', include: KERNEL_MATRIX, env: { LAB_OUT: '/var/tmp/nvme-lab-bpo' }, sequence: { groupOrder: 1 } } },
+      // The TLS suite on the TLS lab built over the 7.x kernel (tls7-lab.sh); ensureLab() keeps that kernel.
+      { extends: true, test: { name: 'tls-7', include: ['test/interop/tls-kernel.test.ts'], env: { LAB_TLS_OUT: process.env['LAB_TLS7_OUT'] ?? '/var/tmp/nvme-lab-tls7', LAB_TLS_KERNEL_LAB: process.env['LAB7_OUT'] ?? '/var/tmp/nvme-lab-7' }, sequence: { groupOrder: 3 } } },
       { extends: true, test: { name: 'kernel-7', include: KERNEL_MATRIX, env: { LAB_OUT: process.env['LAB7_OUT'] ?? '/var/tmp/nvme-lab-7' }, sequence: { groupOrder: 2 } } },
     ],
   },

@@ -45,7 +45,16 @@ function labEncoding(): HkdfLabelEncoding {
   return Number(v[1]) === 1 && Number(v[2]) < 16 ? 'pre-2025' : 'rfc8446';
 }
 
-describe('TLS: Linux host (tlshd, nvme-cli --tls, kernel 6.12) → our target', () => {
+/** The guest kernel of this TLS lab (lab.env KVER): the suite runs on the 6.12 lab and, as project tls-7, on 7.x. */
+function labKernel(): string {
+  try {
+    return /^KVER=(.*)$/m.exec(readFileSync(path.join(LAB_OUT, 'lab.env'), 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '(lab not built)';
+  }
+}
+
+describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel()}) → our target`, () => {
   let target: TargetProc | undefined;
   let dir: string | undefined;
   let lab: ChildProcess | undefined;
