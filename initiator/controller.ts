@@ -131,8 +131,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       get adminQueue() {
         return self.#admin;
       },
-      get live() {
-        return self.#state === 'live';
+      get keepAliveWanted() {
+        // nvme_keep_alive_finish re-arms while LIVE or CONNECTING: keep-alive spans the I/O queue setup.
+        return self.#state === 'live' || self.#state === 'connecting';
       },
       openQueue: (qid, tags, inline) => (this.opts.ioWorkers > 0 ? this.#openRemoteQueue(qid, tags, inline) : this.#openQueue(qid, tags, inline)),
       connectQueue: async (qp, sqsize) => {
@@ -142,7 +143,10 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       workerCpu: (w) => this.#workers?.handle(w)?.cpu,
       keepAliveFailed: (err) => {
         this.log.warn({ err }, 'keep-alive failed');
-        this.#errorRecovery(err);
+        // While connecting the admin queue is what failed: closing it fails the setup in progress, which the
+        // reconnect loop (or start()) then handles, as nvme_tcp_timeout stops the queue outside LIVE.
+        if (this.#state === 'connecting') this.#admin?.close(new ConnectionClosedError('keep-alive failed during setup', { cause: err }));
+        else this.#errorRecovery(err);
       },
     };
   }
@@ -428,12 +432,16 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#identify = id;
     this.maxTransferBytes = maxTransferBytes(id);
     this.#scanner.ana.configure(id, this.maxTransferBytes);
+    // Keep-alive from here, before the I/O queues (Linux 6.7+ nvme_init_ctrl_finish, "start keep-alive after admin
+    // queue setup"): the controller's KATO runs from the admin Connect (NVMe Base 2.0 §3.9), and I/O queue setup can
+    // outlast it (many queues behind slow Connects, io workers starting on a busy CPU). The tick re-arms while
+    // connecting, so a slow setup keeps the controller alive and the keep-alive carries on once it is live.
+    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
     if (!o.discovery) {
       await this.#io.setup(o, this.#queueLimit, id, this.#cap);
       await this.#aen.configure(id);
       await this.#scanner.scan();
     }
-    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
   }
 
   // ---------------------------------------------------------------------------------------------
