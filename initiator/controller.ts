@@ -532,7 +532,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     else if (st === 'dead') io.ioDone(this.#lossError ?? new ConnectionClosedError('controller lost'));
     else if (io.failfast === true) io.ioDone(new ConnectionClosedError(`controller is ${st}`));
     else if (this.#ioFailFast) io.ioDone(new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting'));
-    else this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+    else this.#waitForLive(io, builder, hctx, retries);
+  }
+
+  /** Its own method so that submitIo's parameters are not context-allocated on every call (docs/performance.md). */
+  #waitForLive(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
+    this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
   }
 
   #pickIoHctx(i: number, write: boolean, poll: boolean): Hctx {
@@ -544,32 +549,38 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** Where the queues report callback-API completions; one object per controller. */
   readonly #ioSink: IoSink = {
     ioCompleted: (io, builder, hctx, retries, err) => {
-      if (err === undefined) {
-        io.ioDone(undefined);
-        return;
-      }
-      if (err instanceof NvmeStatusError) {
-        // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
-        const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
-        if (wait === undefined) {
-          io.ioDone(err);
-          return;
-        }
-        this.ioRetries++;
-        this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
-        if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
-        else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
-        return;
-      }
-      const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
-      if (!requeue) {
+      if (err === undefined) io.ioDone(undefined);
+      else this.#ioFailed(io, builder, hctx, retries, err);
+    },
+  };
+
+  /**
+   * A callback-API command failed: retry, requeue or report it. Apart from ioCompleted because its closures would
+   * make V8 allocate a context for every completion, failed or not (docs/performance.md, "Host path, third pass").
+   */
+  #ioFailed(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error): void {
+    if (err instanceof NvmeStatusError) {
+      // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
+      const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
+      if (wait === undefined) {
         io.ioDone(err);
         return;
       }
-      if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
-      else this.submitIo(io, builder, hctx, retries);
-    },
-  };
+      this.ioRetries++;
+      this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
+      if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
+      else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
+      return;
+    }
+    const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
+    if (!requeue) {
+      io.ioDone(err);
+      return;
+    }
+    if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+    else this.submitIo(io, builder, hctx, retries);
+  }
+
 
   #retryPolicy(): RetryPolicy {
     const id = this.#identify;
