@@ -38,6 +38,13 @@ export interface ConnectionHandler {
   onFatal(finding: ConnectionFatal): void;
   /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
   onInternalError?(err: unknown): void;
+  /**
+   * Host role, no digests: CapsuleResp and C2HData without a PDU object (PduReaderOptions.onCapsuleResp,
+   * onC2HDataHeader, onC2HDataEnd; the hot path of reads). Set all three or none; only while the connection is open.
+   */
+  onCapsuleResp?(buf: Buffer, cqeOff: number): void;
+  onC2HDataHeader?(cccid: number, datao: number, datal: number, flags: number): Buffer | undefined;
+  onC2HDataEnd?(cccid: number, datal: number, flags: number): void;
   /** Before the first PDU of a received chunk. */
   onChunkStart?(): void;
   /** After the last PDU of a received chunk, before that chunk's batch is flushed. */
@@ -196,6 +203,17 @@ export class TcpConnection {
       onPdu: (pdu) => this.#onPdu(pdu),
       onFatal: (f) => this.fatal(f),
       ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
+      ...(h.onCapsuleResp !== undefined && h.onC2HDataHeader !== undefined && h.onC2HDataEnd !== undefined
+        ? {
+            onCapsuleResp: (buf: Buffer, at: number) => {
+              if (this.#state === 'open') h.onCapsuleResp?.(buf, at);
+            },
+            onC2HDataHeader: (cccid: number, datao: number, datal: number, flags: number) => (this.#state === 'open' ? h.onC2HDataHeader?.(cccid, datao, datal, flags) : undefined),
+            onC2HDataEnd: (cccid: number, datal: number, flags: number) => {
+              if (this.#state === 'open') h.onC2HDataEnd?.(cccid, datal, flags);
+            },
+          }
+        : {}),
       ...(opts.maxDataLength !== undefined ? { maxDataLength: opts.maxDataLength } : {}),
       ...(opts.maxInCapsuleData !== undefined ? { maxInCapsuleData: opts.maxInCapsuleData } : {}),
       reusesChunks: this.#reuse,

@@ -77,7 +77,19 @@ export function namespaceBlockTarget(ns: Namespace | MultipathNamespace, capacit
   };
   // A single controller's namespace has the callback API: the engine then allocates nothing per I/O (the BlockIo is an
   // initiator IoRequest as is). A multipath head keeps the promise path.
-  if (ns instanceof Namespace) t.submit = (io) => ns.submit(io, hctxOf(io.ctx));
+  if (ns instanceof Namespace) {
+    // The hctx of the last context, remembered: mapping a context per I/O (a string to number conversion by default)
+    // was ~2 % of the host's CPU (docs/performance.md, "Host path, third pass"); a submitter's context never changes.
+    let lastCtx: SubmitContext | undefined;
+    let lastHctx = 0;
+    t.submit = (io) => {
+      if (io.ctx !== lastCtx) {
+        lastCtx = io.ctx;
+        lastHctx = hctxOf(io.ctx);
+      }
+      ns.submit(io, lastHctx);
+    };
+  }
   // With io workers, engine buffers from the controller's shared pool are used by the workers in place (no copy).
   const only = ctrls.length === 1 ? ctrls[0] : undefined;
   if (only !== undefined) t.allocBuffer = (bytes) => only.allocIoBuffer(bytes);

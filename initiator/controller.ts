@@ -131,8 +131,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       get adminQueue() {
         return self.#admin;
       },
-      get live() {
-        return self.#state === 'live';
+      get keepAliveWanted() {
+        // nvme_keep_alive_finish re-arms while LIVE or CONNECTING: keep-alive spans the I/O queue setup.
+        return self.#state === 'live' || self.#state === 'connecting';
       },
       openQueue: (qid, tags, inline) => (this.opts.ioWorkers > 0 ? this.#openRemoteQueue(qid, tags, inline) : this.#openQueue(qid, tags, inline)),
       connectQueue: async (qp, sqsize) => {
@@ -142,7 +143,10 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       workerCpu: (w) => this.#workers?.handle(w)?.cpu,
       keepAliveFailed: (err) => {
         this.log.warn({ err }, 'keep-alive failed');
-        this.#errorRecovery(err);
+        // While connecting the admin queue is what failed: closing it fails the setup in progress, which the
+        // reconnect loop (or start()) then handles, as nvme_tcp_timeout stops the queue outside LIVE.
+        if (this.#state === 'connecting') this.#admin?.close(new ConnectionClosedError('keep-alive failed during setup', { cause: err }));
+        else this.#errorRecovery(err);
       },
     };
   }
@@ -431,12 +435,16 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#identify = id;
     this.maxTransferBytes = maxTransferBytes(id);
     this.#scanner.ana.configure(id, this.maxTransferBytes);
+    // Keep-alive from here, before the I/O queues (Linux 6.7+ nvme_init_ctrl_finish, "start keep-alive after admin
+    // queue setup"): the controller's KATO runs from the admin Connect (NVMe Base 2.0 §3.9), and I/O queue setup can
+    // outlast it (many queues behind slow Connects, io workers starting on a busy CPU). The tick re-arms while
+    // connecting, so a slow setup keeps the controller alive and the keep-alive carries on once it is live.
+    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
     if (!o.discovery) {
       await this.#io.setup(o, this.#queueLimit, id, this.#cap);
       await this.#aen.configure(id);
       await this.#scanner.scan();
     }
-    this.#keepAlive.start(o.keepAliveTmo, id.ctratt);
   }
 
   /**
@@ -555,7 +563,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     else if (st === 'dead') io.ioDone(this.#lossError ?? new ConnectionClosedError('controller lost'));
     else if (io.failfast === true) io.ioDone(new ConnectionClosedError(`controller is ${st}`));
     else if (this.#ioFailFast) io.ioDone(new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting'));
-    else this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+    else this.#waitForLive(io, builder, hctx, retries);
+  }
+
+  /** Its own method so that submitIo's parameters are not context-allocated on every call (docs/performance.md). */
+  #waitForLive(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
+    this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
   }
 
   #pickIoHctx(i: number, write: boolean, poll: boolean): Hctx {
@@ -567,32 +580,38 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** Where the queues report callback-API completions; one object per controller. */
   readonly #ioSink: IoSink = {
     ioCompleted: (io, builder, hctx, retries, err) => {
-      if (err === undefined) {
-        io.ioDone(undefined);
-        return;
-      }
-      if (err instanceof NvmeStatusError) {
-        // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
-        const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
-        if (wait === undefined) {
-          io.ioDone(err);
-          return;
-        }
-        this.ioRetries++;
-        this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
-        if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
-        else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
-        return;
-      }
-      const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
-      if (!requeue) {
+      if (err === undefined) io.ioDone(undefined);
+      else this.#ioFailed(io, builder, hctx, retries, err);
+    },
+  };
+
+  /**
+   * A callback-API command failed: retry, requeue or report it. Apart from ioCompleted because its closures would
+   * make V8 allocate a context for every completion, failed or not (docs/performance.md, "Host path, third pass").
+   */
+  #ioFailed(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error): void {
+    if (err instanceof NvmeStatusError) {
+      // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
+      const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
+      if (wait === undefined) {
         io.ioDone(err);
         return;
       }
-      if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
-      else this.submitIo(io, builder, hctx, retries);
-    },
-  };
+      this.ioRetries++;
+      this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
+      if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
+      else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
+      return;
+    }
+    const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
+    if (!requeue) {
+      io.ioDone(err);
+      return;
+    }
+    if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+    else this.submitIo(io, builder, hctx, retries);
+  }
+
 
   #retryPolicy(): RetryPolicy {
     const id = this.#identify;

@@ -12,7 +12,7 @@ import type { Completion, QueuePair, SubmitSpec } from './queue-pair.js';
 const OK: Completion = { dw0: 0, dw1: 0, status: 0 };
 
 interface FakeKaHost extends KeepAliveHost {
-  live: boolean;
+  keepAliveWanted: boolean;
   failed: Error[];
 }
 
@@ -20,7 +20,7 @@ function kaHost(result: () => Promise<Completion>): { host: FakeKaHost; sent: Su
   const sent: SubmitSpec[] = [];
   const queue = { submit: (s: SubmitSpec) => (sent.push(s), result()) } as unknown as QueuePair;
   const host: FakeKaHost = {
-    live: true,
+    keepAliveWanted: true,
     adminQueue: queue,
     failed: [] as Error[],
     keepAliveFailed(err: Error): void {
@@ -70,7 +70,7 @@ describe('KeepAlive', () => {
     vi.useFakeTimers();
     const off = kaHost(() => Promise.resolve(OK));
     new KeepAlive(off.host).start(0, 0);
-    off.host.live = false;
+    off.host.keepAliveWanted = false;
     new KeepAlive(off.host).start(2, 0);
     await vi.advanceTimersByTimeAsync(10_000);
     expect(off.sent).toHaveLength(0);
@@ -79,6 +79,40 @@ describe('KeepAlive', () => {
     new KeepAlive(bad.host).start(2, 0);
     await vi.advanceTimersByTimeAsync(1000);
     expect(bad.host.failed.map((e) => e.message)).toEqual(['timed out']);
+  });
+
+  it('keeps re-arming for as long as the host wants it (connecting or live) and stops when it no longer does', async () => {
+    vi.useFakeTimers();
+    const { host, sent } = kaHost(() => Promise.resolve(OK));
+    const ka = new KeepAlive(host);
+    ka.start(2, 0);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(sent).toHaveLength(3);
+    expect(ka.completed).toBe(3);
+    host.keepAliveWanted = false;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(sent).toHaveLength(3);
+  });
+
+  it('a Keep Alive completing after stop/start does not arm a second timer', async () => {
+    vi.useFakeTimers();
+    let release: (c: Completion) => void = () => undefined;
+    const { host, sent } = kaHost(() => new Promise<Completion>((r) => (release = r)));
+    const ka = new KeepAlive(host);
+    ka.start(2, 0);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(sent).toHaveLength(1);
+    const stale = release;
+    ka.start(2, 0); // a reconnect re-arms while the old command is still out
+    stale(OK);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(sent).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(sent).toHaveLength(2);
+    release(OK);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(sent).toHaveLength(3);
+    ka.stop();
   });
 });
 

@@ -21,7 +21,7 @@ class FakeTcp {
   }
   respond(cid: number, status = 0): void {
     const h = this.handlers as TcpQueueHandlers;
-    h.onResponse(encodeCqe({ cid, status }), h.command(cid), cid);
+    h.onResponse(encodeCqe({ cid, status }), 0, h.command(cid), cid);
   }
 }
 
@@ -75,7 +75,7 @@ describe('QueuePair SGL and CID', () => {
     const cqe = encodeCqe({ cid, status: 0x0281 });
     expect(cqe.readUInt16LE(CqeOffset.status) >>> 1).toBe(0x0281);
     const h = tcp.handlers as TcpQueueHandlers;
-    h.onResponse(cqe, h.command(cid), cid);
+    h.onResponse(cqe, 0, h.command(cid), cid);
     await expect(p).rejects.toMatchObject({ status: 0x0281 });
   });
 });

@@ -13,6 +13,7 @@ import {
   statusName,
 } from '../protocol/index.js';
 import type { HostCommand, TcpQueue } from './transport/index.js';
+import { wr32 } from '../protocol/le.js';
 
 /** What a command completed with (CQE fields the caller may need). */
 export interface Completion {
@@ -226,8 +227,12 @@ export interface QueuePairOptions {
  */
 function setSgl(sqe: Buffer, length: number, inCapsule: boolean): void {
   const at = SqeOffset.dptr;
-  sqe.fill(0, at, at + SGL_DESC_SIZE);
-  sqe.writeUInt32LE(length, at + SglOffset.length);
+  // Plain stores of the 16 descriptor bytes (address 0, length, reserved 0, type): Buffer.fill's argument checks were
+  // ~1 % of the host's CPU per I/O (docs/performance.md, "Host path, third pass").
+  wr32(sqe, at, 0);
+  wr32(sqe, at + 4, 0);
+  wr32(sqe, at + SglOffset.length, length);
+  wr32(sqe, at + SGL_DESC_SIZE - 4, 0);
   sqe[at + SglOffset.type] = inCapsule ? SglType.DATA_BLOCK_OFFSET : SglType.TRANSPORT_DATA_BLOCK;
 }
 
@@ -248,6 +253,14 @@ export class QueuePair implements IoQueue {
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;
   #timerPeriod = 0;
+  /**
+   * Milliseconds since #epoch, read once per timeout scan and when the scan starts, not per command: a clock read
+   * per command left a 16-byte number behind each time (docs/performance.md, "Host path, third pass"). A command's
+   * deadline is this plus its timeout plus one scan period, so it never expires early and at most two periods late
+   * (blk-mq's timeout scan is as coarse).
+   */
+  #clock = 0;
+  readonly #epoch = Date.now();
   #errorReported = false;
   readonly counters: QueueCounters = { submitted: 0, completed: 0, errors: 0, bytes: 0 };
   /**
@@ -267,7 +280,7 @@ export class QueuePair implements IoQueue {
     this.#slots = Array.from({ length: opts.tags.size }, () => new CommandSlot());
     opts.tcp.setHandlers({
       command: (cid) => this.#lookup(cid),
-      onResponse: (cqe, cmd, cid) => this.#complete(cqe, cmd as CommandSlot | undefined, cid),
+      onResponse: (buf, at, cmd, cid) => this.#complete(buf, at, cmd as CommandSlot | undefined, cid),
       onClose: (err) => this.#closed(err),
     });
     if (opts.tcp.closed) this.#state = 'closed';
@@ -340,10 +353,10 @@ export class QueuePair implements IoQueue {
     setSgl(sqe, dataLen, inCapsule);
     return new Promise<Completion>((resolve, reject) => {
       const p = this.#slotFor(cid, reserved);
-      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, Date.now() + spec.timeoutMs, reserved, dataLen);
+      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, this.#deadline(spec.timeoutMs), reserved, dataLen);
       p.resolve = resolve;
       p.reject = reject;
-      this.#started(spec.timeoutMs);
+      this.#started();
       this.tcp.sendCapsule(sqe, inCapsule ? h2c : undefined);
     });
   }
@@ -355,8 +368,7 @@ export class QueuePair implements IoQueue {
   submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
     const cid = this.tags.tryGet();
     if (cid === undefined) {
-      // More requests than tags: wait for one (a closure, only on this overflow path).
-      this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
+      this.#waitForTag(io, builder, sink, hctx, retries, timeoutMs);
       return;
     }
     if (this.#state === 'closed') {
@@ -371,23 +383,36 @@ export class QueuePair implements IoQueue {
     const inCapsule = io.write && len <= this.inlineLimit;
     setSgl(sqe, len, inCapsule);
     const p = this.#slots[cid & 0xfff] as CommandSlot;
-    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, Date.now() + timeoutMs, false, len);
+    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, this.#deadline(timeoutMs), false, len);
     p.io = io;
     p.builder = builder;
     p.sink = sink;
     p.hctx = hctx;
     p.retries = retries;
-    this.#started(timeoutMs);
+    this.#started();
     this.tcp.sendCapsule(sqe, inCapsule ? data : undefined);
   }
 
-  #started(timeoutMs: number): void {
-    this.#inFlight++;
-    this.counters.submitted++;
-    this.#armTimer(timeoutMs);
+  /**
+   * More requests than tags: wait for one. The closure lives in its own method: a closure over submitIo's parameters
+   * made V8 allocate their context on every submitIo call, taken or not (88 bytes per I/O, docs/performance.md).
+   */
+  #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
+    this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
   }
 
-  #complete(cqe: Buffer | undefined, p: CommandSlot | undefined, cid: number): void {
+  #started(): void {
+    this.#inFlight++;
+    this.counters.submitted++;
+  }
+
+  /** Arms the timeout scan (if it is not running) and returns the deadline of a command submitted now. */
+  #deadline(timeoutMs: number): number {
+    this.#armTimer(timeoutMs);
+    return this.#clock + timeoutMs + this.#timerPeriod;
+  }
+
+  #complete(cqe: Buffer | undefined, at: number, p: CommandSlot | undefined, cid: number): void {
     if (p === undefined || (!p.reserved && !this.tags.matches(cid))) {
       // Linux nvme_tcp_process_nvme_cqe: a CQE for no known command ("got bad cqe.command_id") → error recovery.
       this.#reportError(new ConnectionClosedError(`queue ${this.qid}: completion for unknown cid 0x${cid.toString(16)}`));
@@ -395,9 +420,10 @@ export class QueuePair implements IoQueue {
       return;
     }
     this.#opts.onActivity?.();
-    // The CQE fields read in place (cqe is a view valid only during this call); status is the Linux-style 15-bit value.
-    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw0);
-    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(CqeOffset.status) >>> 1;
+    // The CQE fields read in place (at `at` in cqe, valid only during this call); status is the Linux-style 15-bit value.
+    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw0);
+    const dw1 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw1);
+    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(at + CqeOffset.status) >>> 1;
     const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
     if (status !== 0) this.counters.errors++;
@@ -411,7 +437,7 @@ export class QueuePair implements IoQueue {
     this.#release(p);
     if (io !== undefined) {
       this.completionDw0 = dw0;
-      this.completionDw1 = cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1);
+      this.completionDw1 = dw1;
       (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, status === 0 ? undefined : new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }
@@ -419,7 +445,7 @@ export class QueuePair implements IoQueue {
       reject?.(new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }
-    resolve?.({ dw0, dw1: cqe === undefined ? 0 : cqe.readUInt32LE(CqeOffset.dw1), status: cqeStatus });
+    resolve?.({ dw0, dw1, status: cqeStatus });
   }
 
   /** Fail one command with a transport-side error (timeout, teardown): already removed from the in-flight set. */
@@ -445,6 +471,7 @@ export class QueuePair implements IoQueue {
       if (period >= this.#timerPeriod) return;
       clearInterval(this.#timer);
     }
+    this.#clock = Date.now() - this.#epoch;
     this.#timerPeriod = period;
     this.#timer = setInterval(() => this.#scan(), period);
     this.#timer.unref();
@@ -456,7 +483,7 @@ export class QueuePair implements IoQueue {
       this.#timer = undefined;
       return;
     }
-    const now = Date.now();
+    const now = (this.#clock = Date.now() - this.#epoch);
     let expired: CommandSlot | undefined;
     for (const p of this.#slots) {
       if (p.active && p.deadline <= now) {

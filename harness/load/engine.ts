@@ -490,13 +490,17 @@ class CloneRun {
     return new Promise<void>((resolve) => {
       this.finished = resolve;
       this.active = slots.length;
-      for (const s of slots) this.issue(s);
+      for (const s of slots) this.issue(s, performance.now());
     });
   }
 
-  /** Start the slot's next I/O, or retire the slot when the job is over. */
-  private issue(slot: IoSlot): void {
-    if (this.done()) {
+  /**
+   * Start the slot's next I/O, or retire the slot when the job is over. `now` is the completion time of its last I/O:
+   * one clock read per I/O serves as both that I/O's end and the next one's start (each read leaves a 16-byte number
+   * behind; three per I/O were most of the engine's garbage, docs/performance.md "Host path, third pass").
+   */
+  private issue(slot: IoSlot, now: number): void {
+    if (this.done(now)) {
       this.retire();
       return;
     }
@@ -512,7 +516,7 @@ class CloneRun {
     slot.blocks = bs / run.bsz;
     slot.bs = bs;
     slot.buf = (isRead ? slot.views[k] : this.writeViews[k]) as Buffer;
-    slot.t0 = performance.now();
+    slot.t0 = now;
     try {
       (run.target.submit as (io: BlockIo) => void)(slot);
     } catch (e) {
@@ -529,8 +533,9 @@ class CloneRun {
       this.retire();
       return;
     }
-    run.recordCompletion(this.st, this.cloneStats, !slot.write, slot.bs, slot.t0, performance.now());
-    this.issue(slot);
+    const now = performance.now();
+    run.recordCompletion(this.st, this.cloneStats, !slot.write, slot.bs, slot.t0, now);
+    this.issue(slot, now);
   }
 
   private retire(): void {
@@ -568,9 +573,9 @@ class CloneRun {
     return o;
   }
 
-  private done(): boolean {
+  private done(now = performance.now()): boolean {
     if (this.st.stop || this.workload.opts.signal?.aborted === true) return true;
-    if (performance.now() >= this.measureEnd) return true;
+    if (now >= this.measureEnd) return true;
     return this.j.runtimeMs === undefined && this.issuedBytes >= this.j.ioSize;
   }
 

@@ -8,6 +8,7 @@ import {
   ConnectionClosedError,
   DataPduOffset,
   Fes,
+  PduFlag,
   PduType,
   TimeoutError,
   TransportFatalError,
@@ -17,6 +18,7 @@ import {
   packDigests,
 } from '../../protocol/index.js';
 import type { C2HDataPdu, CapsuleCmdPdu, H2CDataPdu, IcRespPdu, Pdu, R2TPdu } from '../../protocol/index.js';
+import { rd16 } from '../../protocol/le.js';
 import { tlsConnect, type TlsQueueCredentials } from '../tls.js';
 
 /** A command as the transport needs to see it: where its data comes from or goes to. */
@@ -37,8 +39,11 @@ export interface HostCommand {
 export interface TcpQueueHandlers {
   /** Find the in-flight command a CID belongs to. */
   command(cid: number): HostCommand | undefined;
-  /** A CapsuleResp arrived (cqe is a view valid only during the call) or a C2HData with SUCCESS completed one. */
-  onResponse(cqe: Buffer | undefined, cmd: HostCommand | undefined, cid: number): void;
+  /**
+   * A CapsuleResp arrived (its CQE at `cqeOff` in `buf`, valid only during the call) or a C2HData with SUCCESS
+   * completed one (`buf` undefined).
+   */
+  onResponse(buf: Buffer | undefined, cqeOff: number, cmd: HostCommand | undefined, cid: number): void;
   /** The connection is gone (fatal PDU error, TermReq, socket error or close); called once. */
   onClose(err: Error): void;
 }
@@ -81,6 +86,8 @@ const ALLOWED: Readonly<Record<QueueState, readonly QueueState[]>> = {
 };
 
 const NO_DATA: Buffer[] = [];
+/** Command Identifier in a CQE (NVMe Base 2.0 §4.2.1, Dword 3 bits 15:0). */
+const CQE_CID = 12;
 const EMPTY = Buffer.alloc(0);
 /** Receive buffer: large enough for a 128 KiB C2HData PDU per read. */
 const RX_BUFFER = 256 * 1024;
@@ -110,7 +117,23 @@ export class TcpQueue {
     onConnect: () => this.#sendIcReq(),
     onSocketError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })),
     onClose: () => this.#fail(new ConnectionClosedError(`${this.#label()}: connection closed by ${this.#opts.host}:${this.#opts.port}`)),
+    // The read path without PDU objects (PduReaderOptions.onCapsuleResp / onC2HData*): nothing allocated per I/O.
+    onCapsuleResp: (buf, at) => {
+      const cid = rd16(buf, at + CQE_CID);
+      this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
+    },
+    onC2HDataHeader: (cccid, datao, datal, flags) => this.#c2hDataHeader(cccid, datao, datal, (flags & PduFlag.DATA_SUCCESS) !== 0),
+    onC2HDataEnd: (cccid, _datal, flags) => {
+      const cmd = this.#dataCmd;
+      this.#dataCmd = undefined;
+      if (cmd === undefined) return;
+      cmd.c2hReceived = this.#dataEnd;
+      if ((flags & PduFlag.DATA_SUCCESS) !== 0) this.#handlers?.onResponse(undefined, 0, cmd, cccid);
+    },
   };
+  /** The command a direct C2HData is being copied for, and where its data ends. */
+  #dataCmd: HostCommand | undefined;
+  #dataEnd = 0;
 
   constructor(opts: TcpQueueOptions) {
     this.#opts = opts;
@@ -215,8 +238,8 @@ export class TcpQueue {
         this.#handleIcResp(pdu);
         return;
       case PduType.CAPSULE_RESP: {
-        const cid = pdu.cqe.readUInt16LE(12);
-        this.#handlers?.onResponse(pdu.cqe, this.#handlers.command(cid), cid);
+        const cid = pdu.cqe.readUInt16LE(CQE_CID);
+        this.#handlers?.onResponse(pdu.cqe, 0, this.#handlers.command(cid), cid);
         return;
       }
       case PduType.C2H_DATA:
@@ -272,7 +295,24 @@ export class TcpQueue {
     }
     cmd.c2hReceived = off;
     // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp (checkC2HData: only with all data in).
-    if (pdu.success) this.#handlers?.onResponse(undefined, cmd, pdu.cccid);
+    if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
+  }
+
+  /** #handleC2HData's checks for a direct C2HData: the buffer to copy into, or undefined once the connection ends. */
+  #c2hDataHeader(cccid: number, datao: number, datal: number, success: boolean): Buffer | undefined {
+    const cmd = this.#handlers?.command(cccid);
+    if (cmd === undefined || cmd.c2h === undefined) {
+      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${cccid.toString(16)}`);
+      return undefined;
+    }
+    const finding = checkC2HData(datao, datal, success, cmd.c2hReceived, cmd.c2h.length);
+    if (finding !== undefined) {
+      this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${cccid.toString(16)})` });
+      return undefined;
+    }
+    this.#dataCmd = cmd;
+    this.#dataEnd = datao + datal;
+    return cmd.c2h;
   }
 
   /** R2T (TCP 1.0 §3.6.2.10; Linux nvme_tcp_handle_r2t): answer with H2CData chunks ≤ MAXH2CDATA, DATA_LAST on the last one. */
@@ -324,7 +364,7 @@ export class TcpQueue {
     for (const d of pdu.data) len += d.length;
     cmd.c2hReceived = pdu.datao + len;
     cmd.transportStatus = DATA_XFER_ERROR;
-    if (pdu.success) this.#handlers?.onResponse(undefined, cmd, pdu.cccid);
+    if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
   }
 
   /** A target broke the protocol: H2CTermReq with the finding, then close (TCP 1.0 §3.6.2.4); onFatal follows. */

@@ -33,6 +33,20 @@ export interface PduReaderOptions {
    * chunk; views handed to onPdu stay valid only during that call, as always.
    */
   reusesChunks?: boolean;
+  /**
+   * Host role, no digests: a CapsuleResp is handed over as the chunk and the CQE's offset in it instead of a PDU
+   * object and a view (valid only during the call). Hot path: nothing is allocated per response.
+   */
+  onCapsuleResp?: (buf: Buffer, cqeOff: number) => void;
+  /**
+   * Host role, no digests: a C2HData header asks for the buffer its data goes to; the reader copies the data there
+   * at `datao` as it arrives (across chunks, no view and no staging copy: Linux nvme_tcp_recv_data copies straight
+   * into the request), then calls onC2HDataEnd. The callee checks the PDU against its command (TCP 1.0 §3.6.2.9)
+   * and returns undefined after it ended the connection; the reader then stops. `flags` are the CH flags (LAST,
+   * SUCCESS).
+   */
+  onC2HDataHeader?: (cccid: number, datao: number, datal: number, flags: number) => Buffer | undefined;
+  onC2HDataEnd?: (cccid: number, datal: number, flags: number) => void;
 }
 
 type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
@@ -42,6 +56,9 @@ const NO_DATA: Buffer[] = [];
 
 /** A CapsuleResp without header digest: CH + 16-byte CQE (§3.6.2.7). */
 const CAPSULE_RESP_PLEN = 24;
+/** C2HData header without header digest, and so its data offset with PDA 0 (§3.6.2.9). */
+const C2H_DATA_HLEN = 24;
+const C2H_DATA_FLAGS = PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS;
 
 export class PduReader {
   #state: State = 'ch';
@@ -51,6 +68,13 @@ export class PduReader {
   #fastCmd = false;
   /** Host role, IC done, no header digests: the CapsuleResp fast path applies. */
   #fastResp = false;
+  /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
+  #fastData = false;
+  /** Direct C2HData in progress: where its data goes, the PDU's datao, cccid and flags. */
+  #direct: Buffer | undefined;
+  #directAt = 0;
+  #directCid = 0;
+  #directFlags = 0;
   #hdgst = false;
   #ddgst = false;
   #pda = 0;
@@ -85,6 +109,7 @@ export class PduReader {
   setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
     this.#fastCmd = this.#icDone && this.#opts.role === 'controller' && !hdgst;
     this.#fastResp = this.#icDone && this.#opts.role === 'host' && !hdgst;
+    this.#fastData = this.#fastResp && !ddgst && pda === 0 && this.#opts.onC2HDataHeader !== undefined && this.#opts.onC2HDataEnd !== undefined;
     this.#hdgst = hdgst;
     this.#ddgst = ddgst;
     this.#pda = pda;
@@ -137,9 +162,19 @@ export class PduReader {
             rd32(chunk, off + 4) === CAPSULE_RESP_PLEN
           ) {
             // Host-side twin of the fast path above: a CapsuleResp without header digest has exactly this CH.
-            const cqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_RESP_PLEN);
+            const at = off;
             off += CAPSULE_RESP_PLEN;
-            this.#opts.onPdu({ type: PduType.CAPSULE_RESP, cqe });
+            const onResp = this.#opts.onCapsuleResp;
+            if (onResp !== undefined) onResp(chunk, at + CH_SIZE);
+            else this.#opts.onPdu({ type: PduType.CAPSULE_RESP, cqe: chunk.subarray(at + CH_SIZE, at + CAPSULE_RESP_PLEN) });
+            break;
+          }
+          if (this.#fastData && this.#chHave === 0 && n - off >= C2H_DATA_HLEN && chunk[off] === PduType.C2H_DATA && this.#directHeader(chunk, off)) {
+            off += C2H_DATA_HLEN;
+            if (this.#direct === undefined) {
+              this.#state = 'failed';
+              return;
+            }
             break;
           }
           if (this.#chHave === 0 && n - off >= CH_SIZE) {
@@ -183,6 +218,18 @@ export class PduReader {
         }
         case 'data': {
           const take = Math.min(this.#dataLen - this.#dataHave, n - off);
+          const direct = this.#direct;
+          if (direct !== undefined) {
+            chunk.copy(direct, this.#directAt + this.#dataHave, off, off + take);
+            this.#dataHave += take;
+            off += take;
+            if (this.#dataHave === this.#dataLen) {
+              this.#direct = undefined;
+              this.#state = 'ch';
+              this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
+            }
+            break;
+          }
           const view = chunk.subarray(off, off + take);
           if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
           else this.#data.push(view);
@@ -208,6 +255,7 @@ export class PduReader {
   /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
   #detach(chunk: Buffer): void {
     if (this.#state !== 'data' && this.#state !== 'ddgst') return;
+    if (this.#direct !== undefined) return;
     if (this.#head.buffer === chunk.buffer) this.#head = Buffer.from(this.#head);
     if (this.#staging) return;
     if (this.#stage === undefined || this.#stage.length < this.#dataLen) this.#stage = Buffer.allocUnsafeSlow(this.#dataLen);
@@ -215,6 +263,34 @@ export class PduReader {
     for (const d of this.#data) at += d.copy(this.#stage, at);
     this.#data = [];
     this.#staging = true;
+  }
+
+  /**
+   * A whole C2HData header at `off` with exactly the CH and datal that validatePduHeader and validatePduSpecific
+   * accept without digests at PDA 0 (hlen 24, pdo 24, only LAST/SUCCESS, SUCCESS only with LAST, datal = plen − 24 > 0,
+   * within maxDataLength): start the direct copy and return true. Anything else returns false and takes the general
+   * path, which reports the finding.
+   */
+  #directHeader(chunk: Buffer, off: number): boolean {
+    const flags = chunk[off + 1] as number;
+    if ((flags & ~C2H_DATA_FLAGS) !== 0 || (flags & C2H_DATA_FLAGS) === PduFlag.DATA_SUCCESS) return false;
+    if (chunk[off + 2] !== C2H_DATA_HLEN || chunk[off + 3] !== C2H_DATA_HLEN) return false;
+    const datal = rd32(chunk, off + 16);
+    if (datal === 0 || rd32(chunk, off + 4) !== C2H_DATA_HLEN + datal) return false;
+    const max = this.#opts.maxDataLength ?? 0;
+    if (max > 0 && datal > max) return false;
+    this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), datal, flags);
+    return true;
+  }
+
+  #startDirect(cccid: number, datao: number, datal: number, flags: number): void {
+    this.#direct = (this.#opts.onC2HDataHeader as NonNullable<PduReaderOptions['onC2HDataHeader']>)(cccid, datao, datal, flags);
+    this.#directAt = datao;
+    this.#directCid = cccid;
+    this.#directFlags = flags;
+    this.#dataLen = datal;
+    this.#dataHave = 0;
+    this.#state = 'data';
   }
 
   #fail(f: FatalFinding, header: Buffer): void {
@@ -269,6 +345,14 @@ export class PduReader {
       return false;
     }
     if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
+    if (this.#fastData && type === PduType.C2H_DATA) {
+      // A C2HData header that straddled reads: validated above, now the direct copy as in #directHeader.
+      this.#startDirect(rd16(head, 8), rd32(head, 12), this.#dataLen, head[1] as number);
+      this.#head = this.#ch;
+      if (this.#direct !== undefined) return true;
+      this.#state = 'failed';
+      return false;
+    }
     this.#data = [];
     this.#staging = false;
     this.#dataHave = 0;
@@ -295,6 +379,14 @@ export class PduReader {
     if (this.#staging) {
       this.#data = [(this.#stage as Buffer).subarray(0, this.#dataLen)];
       this.#staging = false;
+    }
+    if (dataDigestOk && head[0] === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined) {
+      // A CapsuleResp that straddled reads (or carries a header digest, already checked): the same in-place call.
+      this.#state = 'ch';
+      this.#head = this.#ch;
+      this.#data = [];
+      this.#opts.onCapsuleResp(head, CH_SIZE);
+      return;
     }
     const pdu = decodePduHeader(head, this.#data, this.#dataLen);
     this.#state = 'ch';
