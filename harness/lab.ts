@@ -1,6 +1,6 @@
 // Host-side helpers for the qemu lab (../shared/lab) shared by the kernel-interop scenario and the interop suites.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -101,4 +101,66 @@ export async function stopLab(
       clearTimeout(t);
     }
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+}
+
+/** A guest that serves the host and then blocks in lab-wait-host (the kernel target side of a suite). */
+export interface WaitingLab {
+  child: ChildProcess;
+  /** Everything the guest and run.sh printed so far. */
+  out(): string;
+  /** Releases lab-wait-host through the control port, waits up to 60 s for the guest to end, else ends its process group. */
+  release(): Promise<void>;
+}
+
+/**
+ * Boots `bash ARGS` (run.sh with a `--hostfwd CTL:5999` control forward and a guest script ending in lab-wait-host)
+ * and resolves once the guest printed ===LAB-READY===; rejects with the output when it ends first or takes longer
+ * than `readyTimeoutMs` (default 300 s), after ending it.
+ */
+export async function startWaitingLab(args: string[], o: { ctlPort: number; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number }): Promise<WaitingLab> {
+  const { child, done } = runLabScript(args, undefined, o.env);
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const kill = (): void => {
+    if (child.pid === undefined || child.exitCode !== null) return;
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  };
+  const lab: WaitingLab = {
+    child,
+    out: () => out,
+    release: async () => {
+      if (child.exitCode !== null) return;
+      await new Promise<void>((resolve) => {
+        const s = net.connect(o.ctlPort, '127.0.0.1', () => s.end());
+        s.once('close', () => resolve());
+        s.once('error', () => resolve());
+      });
+      const ended = await Promise.race([done.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 60_000))]);
+      if (!ended) kill();
+    },
+  };
+  const deadline = Date.now() + (o.readyTimeoutMs ?? 300_000);
+  while (!out.includes('===LAB-READY===')) {
+    if (child.exitCode !== null) throw new Error(`lab ended before READY (rc ${String(child.exitCode)}):\n${out}`);
+    if (Date.now() > deadline) {
+      kill();
+      throw new Error(`lab not ready within ${Math.round((o.readyTimeoutMs ?? 300_000) / 1000)} s:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return lab;
+}
+
+/** The guest kernel of a lab directory (lab.env KVER; default LAB_OUT), so a suite's title says which kernel ran. */
+export function labKernel(labOut: string = process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab'): string {
+  try {
+    return /^KVER=(.*)$/m.exec(readFileSync(path.join(labOut, 'lab.env'), 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '(lab not built)';
+  }
 }

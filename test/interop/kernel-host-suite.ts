@@ -16,16 +16,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
-
-/** The guest kernel of LAB_OUT (lab.env KVER), so a report says which kernel each project ran. */
-function labKernel(): string {
-  try {
-    return /^KVER=(.*)$/m.exec(readFileSync(path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'lab.env'), 'utf8'))?.[1] ?? '?';
-  } catch {
-    return '(lab not built)';
-  }
-}
+import { checkLabReady, labDir, labKernel, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');

@@ -1,29 +1,16 @@
 // Interop: our TypeScript initiator against the Linux 6.1 kernel nvmet target running in the qemu lab
 // (../shared/lab). Host 127.0.0.1:<free port> → qemu hostfwd → guest 10.0.2.15:4420.
-import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, freePort, labDir } from '../../harness/lab.js';
+import { checkLabReady, freePort, labDir, labKernel, startWaitingLab, type WaitingLab } from '../../harness/lab.js';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
-
-/** The guest kernel of LAB_OUT (lab.env KVER), so a report says which kernel each project ran. */
-function labKernel(): string {
-  try {
-    return /^KVER=(.*)$/m.exec(readFileSync(path.join(process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', 'lab.env'), 'utf8'))?.[1] ?? '?';
-  } catch {
-    return '(lab not built)';
-  }
-}
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
 
-let lab: ChildProcess | undefined;
-let out = '';
+let lab: WaitingLab | undefined;
 let dataPort = 0;
 let ctlPort = 0;
 
@@ -34,34 +21,14 @@ describe(`initiator ↔ Linux ${labKernel()} kernel nvmet (qemu lab)`, () => {
     checkLabReady(dir);
     dataPort = await freePort();
     ctlPort = await freePort();
-    lab = spawn(
-      'bash',
+    lab = await startWaitingLab(
       [path.join(dir, 'run.sh'), '--timeout', '900', '--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none', '--env', 'WAIT_S=800', path.join(here, 'guest-target', 'kernel-target.sh')],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { ctlPort },
     );
-    lab.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    lab.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-    const deadline = Date.now() + 300_000;
-    while (!out.includes('===LAB-READY===')) {
-      if (lab.exitCode !== null) throw new Error(`lab ended before READY (rc ${lab.exitCode}):\n${out}`);
-      if (Date.now() > deadline) throw new Error(`lab not ready within 300 s:\n${out}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
   });
 
   afterAll(async () => {
-    if (lab === undefined) return;
-    const p = lab;
-    if (p.exitCode === null) {
-      // Release lab-wait-host: one TCP connection to the control port.
-      await new Promise<void>((resolve) => {
-        const s = net.connect(ctlPort, '127.0.0.1', () => s.end());
-        s.on('close', () => resolve());
-        s.on('error', () => resolve());
-      });
-      const ended = await Promise.race([new Promise<boolean>((r) => p.once('exit', () => r(true))), new Promise<boolean>((r) => setTimeout(() => r(false), 60_000))]);
-      if (!ended) p.kill('SIGTERM');
-    }
+    await lab?.release();
   });
 
   it('discovers the kernel target: current discovery entry first, then the subsystem', async () => {

@@ -11,8 +11,7 @@ import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
-import { freePort, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
+import { freePort, labDir, parseSteps, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 
@@ -140,8 +139,8 @@ describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, t
 describe('secure channel concatenation: our initiator (concat) → Linux 7.x nvmet (tlshd server side)', () => {
   const OUR_HOST = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000302';
   const OUR_SECRET = generateDhchapKey({ hmac: 1, hostnqn: OUR_HOST }).format();
-  let lab: ChildProcess | undefined;
-  let out = '';
+  let lab: WaitingLab | undefined;
+  const out = (): string => lab?.out() ?? '';
   let dataPort = 0;
   let ctlPort = 0;
 
@@ -152,34 +151,18 @@ describe('secure channel concatenation: our initiator (concat) → Linux 7.x nvm
     const args = [path.join(labDir(), 'run.sh'), '--timeout', '400', '--mem', '2048', '--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none'];
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN: OUR_HOST, SECRET: OUR_SECRET, WAIT_S: '300' })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'nvmet-concat.sh'));
-    lab = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LAB_OUT } });
-    lab.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    lab.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-    const deadline = Date.now() + 300_000;
-    while (!out.includes('===LAB-READY===')) {
-      if (lab.exitCode !== null) throw new Error(`lab ended before READY (rc ${String(lab.exitCode)}):\n${out}`);
-      if (Date.now() > deadline) throw new Error(`lab not ready within 300 s:\n${out}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    lab = await startWaitingLab(args, { ctlPort, env: { LAB_OUT } });
   }, 600_000);
 
   afterAll(async () => {
-    const p = lab;
-    if (p === undefined || p.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      const s = net.connect(ctlPort, '127.0.0.1', () => s.end());
-      s.on('close', () => resolve());
-      s.on('error', () => resolve());
-    });
-    const ended = await Promise.race([new Promise<boolean>((r) => p.once('exit', () => r(true))), new Promise<boolean>((r) => setTimeout(() => r(false), 60_000))]);
-    if (!ended && p.pid !== undefined) process.kill(-p.pid, 'SIGTERM');
+    await lab?.release();
     const dump = process.env['TLS_INTEROP_DUMP'];
-    if (dump !== undefined) writeFileSync(path.join(dump, 'tls-concat-nvmet.log'), out);
+    if (dump !== undefined) writeFileSync(path.join(dump, 'tls-concat-nvmet.log'), out());
   }, 120_000);
 
   it('connects with concat (NEWTLSPSK in cleartext, then TLS on the generated PSK), verifies 4 KiB and 128 KiB, disconnects', async () => {
     const c = await connect({ traddr: '127.0.0.1', trsvcid: dataPort, nqn: SUBNQN, hostnqn: OUR_HOST, nr_io_queues: 2, dhchap_secret: OUR_SECRET, concat: true, io_timeout: 60, admin_timeout: 60 }).catch((e: unknown) => {
-      throw new Error(`${String(e)}\nlab output tail:\n${out.slice(-4000)}`);
+      throw new Error(`${String(e)}\nlab output tail:\n${out().slice(-4000)}`);
     });
     try {
       expect(c.authInfo).toMatchObject({ hash: 'hmac(sha256)' });

@@ -10,8 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
-import { freePort, labDir, parseSteps, type StepResult } from '../../harness/lab.js';
+import { freePort, labDir, labKernel, parseSteps, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { deriveTlsPsk, formatTlsKey, parseTlsKey, type HkdfLabelEncoding } from '../../protocol/tls/index.js';
 
@@ -45,16 +44,7 @@ function labEncoding(): HkdfLabelEncoding {
   return Number(v[1]) === 1 && Number(v[2]) < 16 ? 'pre-2025' : 'rfc8446';
 }
 
-/** The guest kernel of this TLS lab (lab.env KVER): the suite runs on the 6.12 lab and, as project tls-7, on 7.x. */
-function labKernel(): string {
-  try {
-    return /^KVER=(.*)$/m.exec(readFileSync(path.join(LAB_OUT, 'lab.env'), 'utf8'))?.[1] ?? '?';
-  } catch {
-    return '(lab not built)';
-  }
-}
-
-describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel()}) → our target`, () => {
+describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) → our target`, () => {
   let target: TargetProc | undefined;
   let dir: string | undefined;
   let lab: ChildProcess | undefined;
@@ -189,8 +179,8 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel()}) → our
 
 describe('TLS: our initiator → Linux nvmet with a TLS-required port (tlshd server side)', () => {
   const OUR_HOST = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000202';
-  let lab: ChildProcess | undefined;
-  let out = '';
+  let lab: WaitingLab | undefined;
+  const out = (): string => lab?.out() ?? '';
   let dataPort = 0;
   let ctlPort = 0;
 
@@ -201,29 +191,13 @@ describe('TLS: our initiator → Linux nvmet with a TLS-required port (tlshd ser
     const args = [path.join(labDir(), 'run.sh'), '--timeout', '400', '--mem', '2048', '--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none'];
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN: OUR_HOST, KEY, WAIT_S: '300' })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'nvmet-tls.sh'));
-    lab = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LAB_OUT } });
-    lab.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    lab.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-    const deadline = Date.now() + 300_000;
-    while (!out.includes('===LAB-READY===')) {
-      if (lab.exitCode !== null) throw new Error(`lab ended before READY (rc ${String(lab.exitCode)}):\n${out}`);
-      if (Date.now() > deadline) throw new Error(`lab not ready within 300 s:\n${out}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    lab = await startWaitingLab(args, { ctlPort, env: { LAB_OUT } });
   }, 600_000);
 
   afterAll(async () => {
-    const p = lab;
-    if (p === undefined || p.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      const s = net.connect(ctlPort, '127.0.0.1', () => s.end());
-      s.on('close', () => resolve());
-      s.on('error', () => resolve());
-    });
-    const ended = await Promise.race([new Promise<boolean>((r) => p.once('exit', () => r(true))), new Promise<boolean>((r) => setTimeout(() => r(false), 60_000))]);
-    if (!ended && p.pid !== undefined) process.kill(-p.pid, 'SIGTERM');
+    await lab?.release();
     const dump = process.env['TLS_INTEROP_DUMP'];
-    if (dump !== undefined) writeFileSync(path.join(dump, 'tls-nvmet.log'), out);
+    if (dump !== undefined) writeFileSync(path.join(dump, 'tls-nvmet.log'), out());
   }, 120_000);
 
   it('connects over TLS (2 I/O queues), verifies 4 KiB and 128 KiB writes, disconnects', async () => {
