@@ -164,3 +164,55 @@ export function labKernel(labOut: string = process.env['LAB_OUT'] ?? '/var/tmp/n
     return '(lab not built)';
   }
 }
+
+/** `nvme-tcp target` started by an interop suite as a user would (a child process), and what it logged. */
+export interface CliTarget {
+  child: ChildProcess;
+  /** The first port it listens on. */
+  port: number;
+  /** The management API's port when `--api` was given. */
+  apiPort: number | undefined;
+  /** Every stdout and stderr line so far (the suites grep it for warnings and debug lines). */
+  log: string[];
+  exited: Promise<number | null>;
+}
+
+/**
+ * Starts `node [nodeArgs] --import tsx cli/main.ts target ARGS` and resolves once it prints where it listens (and,
+ * with `--api`, the API's address); rejects with its log when it exits first or takes over 30 s. `log` may be a
+ * list the caller keeps across restarts.
+ */
+export async function startCliTarget(args: readonly string[], o: { nodeArgs?: readonly string[]; log?: string[] } = {}): Promise<CliTarget> {
+  const argv = [...(o.nodeArgs ?? []), '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', ...args];
+  const child = spawn(process.execPath, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = o.log ?? [];
+  const wantApi = args.includes('--api');
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const ports = await new Promise<{ port: number; apiPort: number | undefined }>((resolve, reject) => {
+    let buf = '';
+    let port: number | undefined;
+    let apiPort: number | undefined;
+    const timer = setTimeout(() => reject(new Error(`target did not start within 30 s:\n${log.join('\n')}`)), 30_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        log.push(line);
+        port ??= Number(/^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line)?.[1] ?? NaN) || undefined;
+        apiPort ??= Number(/^nvme-tcp target: management API on http:\/\/127\.0\.0\.1:(\d+)/.exec(line)?.[1] ?? NaN) || undefined;
+        if (port !== undefined && (!wantApi || apiPort !== undefined)) {
+          clearTimeout(timer);
+          resolve({ port, apiPort });
+        }
+      }
+    });
+    child.stderr?.on('data', (d: Buffer) => log.push(...d.toString().trimEnd().split('\n')));
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`target exited with ${String(code)} before listening:\n${log.join('\n')}`));
+    });
+  });
+  return { child, ...ports, log, exited };
+}

@@ -9,14 +9,13 @@
 //
 // One suite, several target set-ups: kernel-host.test.ts runs it against the one-process target,
 // kernel-host-workers.test.ts against `--workers 2 --placement queue` (docs/target.md "Target workers").
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, labKernel, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, labKernel, parseSteps, startCliTarget, type CliTarget, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -53,12 +52,6 @@ const STEPS = [
   'no-controllers-left',
 ] as const;
 
-interface Target {
-  child: ChildProcess;
-  port: number;
-  log: string[];
-  exited: Promise<number | null>;
-}
 
 export interface KernelHostSuiteOptions {
   /** Words after the describe title naming the target set-up. */
@@ -69,56 +62,10 @@ export interface KernelHostSuiteOptions {
   checks?: Readonly<Record<string, (log: readonly string[]) => void>>;
 }
 
-/** Starts `nvme-tcp target` as a user would and resolves once it prints where it listens. */
-async function startTarget(dir: string, extra: readonly string[]): Promise<Target> {
-  const args = [
-    '--import',
-    'tsx',
-    path.join(repoRoot, 'cli', 'main.ts'),
-    'target',
-    '--listen',
-    '127.0.0.1:0',
-    '--nqn',
-    NQN,
-    '--ram',
-    '64M',
-    '--file',
-    `${path.join(dir, 'ns2.img')}:64M`,
-    '--advertise',
-    `${GUEST_ADDR}:${GUEST_PORT}`,
-    '--log-level',
-    'debug',
-    ...extra,
-  ];
-  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
-  const log: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`target did not start within 30 s:\n${log.join('\n')}`)), 30_000);
-    const onLine = (line: string): void => {
-      log.push(line);
-      const m = /^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    };
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        onLine(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    });
-    child.stderr?.on('data', (d: Buffer) => log.push(...d.toString().trimEnd().split('\n')));
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`target exited with ${String(code)} before listening:\n${log.join('\n')}`));
-    });
-  });
-  return { child, port, log, exited };
+/** `nvme-tcp target` as a user starts it: RAM nsid 1, a file nsid 2, advertising the guest-side address. */
+function startTarget(dir: string, extra: readonly string[]): Promise<CliTarget> {
+  const args = ['--listen', '127.0.0.1:0', '--nqn', NQN, '--ram', '64M', '--file', `${path.join(dir, 'ns2.img')}:64M`, '--advertise', `${GUEST_ADDR}:${GUEST_PORT}`, '--log-level', 'debug'];
+  return startCliTarget([...args, ...extra]);
 }
 
 /** Runs the guest script in the lab; resolves with the exit code and everything it printed. */
@@ -130,7 +77,7 @@ function runLab(lab: string, env: string[], forwardPort: number | undefined): { 
   return runLabScript(args);
 }
 
-function targetWarnings(t: Target | undefined): string {
+function targetWarnings(t: CliTarget | undefined): string {
   if (!t) return '';
   const bad = t.log.filter((l) => {
     try {
@@ -147,7 +94,7 @@ export function kernelHostSuite(opts: KernelHostSuiteOptions = {}): void {
   const against = REFERENCE ? 'the kernel nvmet (reference run)' : `our target${opts.label !== undefined ? ` (${opts.label})` : ''}`;
   describe(`Linux ${labKernel()} kernel host (nvme-cli, fio) against ${against}`, () => {
     let dir: string | undefined;
-    let target: Target | undefined;
+    let target: CliTarget | undefined;
     let labChild: ChildProcess | undefined;
     let lab: { code: number | null; out: string } | undefined;
     let steps = new Map<string, StepResult>();

@@ -4,13 +4,13 @@
 // count) and a cntlid range across three hosts. The target runs as the CLI (`nvme-tcp target --config ... --api`);
 // the guest reaches it and its management API through two guestfwd forwards and drives each change itself over HTTP
 // (guest/mgmt-parity.sh), so every change lands at a known point of the host's view.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+import { checkLabReady, labDir, parseSteps, runLabScript, startCliTarget, stopLab, type CliTarget, type StepResult } from '../../harness/lab.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
@@ -18,15 +18,8 @@ const GUEST_ADDR = '10.0.2.100';
 const LAB_TIMEOUT_S = 420;
 const STEPS = ['connect-testnqn', 'disable-enable', 'remap-disabled', 'remap-live', 'qid-max', 'cntlid-range'] as const;
 
-interface Target {
-  child: ChildProcess;
-  port: number;
-  apiPort: number;
-  log: string[];
-  exited: Promise<number | null>;
-}
 
-async function startTarget(dir: string): Promise<Target> {
+async function startTarget(dir: string): Promise<CliTarget> {
   const cfgPath = path.join(dir, 'target.json');
   await writeFile(
     cfgPath,
@@ -38,41 +31,12 @@ async function startTarget(dir: string): Promise<Target> {
       ],
     }),
   );
-  const args = ['--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), 'target', '--config', cfgPath, '--api', '127.0.0.1:0', '--log-level', 'info'];
-  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
-  const log: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const ports = await new Promise<{ port: number; apiPort: number }>((resolve, reject) => {
-    let buf = '';
-    let port: number | undefined;
-    const timer = setTimeout(() => reject(new Error(`target did not start within 30 s:\n${log.join('\n')}`)), 30_000);
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        log.push(line);
-        port ??= Number(/^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line)?.[1] ?? NaN) || undefined;
-        const api = /^nvme-tcp target: management API on http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
-        if (api && port !== undefined) {
-          clearTimeout(timer);
-          resolve({ port, apiPort: Number(api[1]) });
-        }
-      }
-    });
-    child.stderr?.on('data', (d: Buffer) => log.push(...d.toString().trimEnd().split('\n')));
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`target exited with ${String(code)} before listening:\n${log.join('\n')}`));
-    });
-  });
-  return { child, ...ports, log, exited };
+  return startCliTarget(['--config', cfgPath, '--api', '127.0.0.1:0', '--log-level', 'info']);
 }
 
 describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
   let dir: string | undefined;
-  let target: Target | undefined;
+  let target: CliTarget | undefined;
   let labChild: ChildProcess | undefined;
   let lab: { code: number | null; out: string } | undefined;
   let steps = new Map<string, StepResult>();
@@ -85,7 +49,7 @@ describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
       dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-parity-'));
       target = await startTarget(dir);
       const args = [path.join(labPath, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none'];
-      args.push('--guestfwd', `${GUEST_ADDR}:4420:${target.port}`, '--guestfwd', `${GUEST_ADDR}:8080:${target.apiPort}`, GUEST_SCRIPT);
+      args.push('--guestfwd', `${GUEST_ADDR}:4420:${target.port}`, '--guestfwd', `${GUEST_ADDR}:8080:${String(target.apiPort)}`, GUEST_SCRIPT);
       const run = runLabScript(args);
       labChild = run.child;
       lab = await run.done;

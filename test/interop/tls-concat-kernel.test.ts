@@ -11,7 +11,7 @@ import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, parseSteps, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, parseSteps, startCliTarget, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 
@@ -33,7 +33,7 @@ function ensureLab(): void {
 
 describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, tlshd) → our target', () => {
   let child: ChildProcess | undefined;
-  let exited: Promise<void> | undefined;
+  let exited: Promise<number | null> | undefined;
   let dir: string | undefined;
   let lab: ChildProcess | undefined;
   let out = '';
@@ -53,28 +53,10 @@ describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, t
       }),
       { mode: 0o600 },
     );
-    const c = spawn(process.execPath, [`--openssl-config=${NO_TICKETS}`, '--import', 'tsx', path.join(ROOT, 'cli', 'main.ts'), 'target', '--config', cfg, '--log-level', 'debug'], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = c;
-    exited = new Promise<void>((r) => c.once('exit', () => r()));
-    const port = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      c.stdout?.on('data', (d: Buffer) => {
-        buf += d.toString();
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          logs.push(line);
-          const m = /listening on 127\.0\.0\.1:(\d+)/.exec(line);
-          if (m) resolve(Number(m[1]));
-        }
-      });
-      c.stderr?.on('data', (d: Buffer) => logs.push(d.toString()));
-      c.once('exit', (code) => reject(new Error(`target exited ${String(code)}: ${logs.slice(-5).join('\n')}`)));
-    });
+    const t = await startCliTarget(['--config', cfg, '--log-level', 'debug'], { nodeArgs: [`--openssl-config=${NO_TICKETS}`], log: logs });
+    child = t.child;
+    exited = t.exited;
+    const port = t.port;
     const args = [path.join(labDir(), 'run.sh'), '--timeout', '480', '--mem', '2048', '--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:${GUEST_PORT}:${port}`];
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN, HOSTID, SECRET })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'kernel-host-concat.sh'));

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, labKernel, parseSteps, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, labKernel, parseSteps, startCliTarget, startWaitingLab, type CliTarget, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { deriveTlsPsk, formatTlsKey, parseTlsKey, type HkdfLabelEncoding } from '../../protocol/tls/index.js';
 
@@ -25,11 +25,6 @@ const KEY = formatTlsKey(1, randomBytes(32));
 const ROOT = path.resolve(here, '..', '..');
 const NO_TICKETS = path.join(ROOT, 'target', 'transport', 'tcp', 'openssl-no-tickets.cnf');
 
-interface TargetProc {
-  child: ChildProcess;
-  exited: Promise<void>;
-  port: number;
-}
 
 function ensureLab(): void {
   const r = spawnSync('bash', [path.join(here, 'tls-lab.sh')], { encoding: 'utf8', env: { ...process.env, LAB_TLS_OUT: LAB_OUT } });
@@ -45,7 +40,7 @@ function labEncoding(): HkdfLabelEncoding {
 }
 
 describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) → our target`, () => {
-  let target: TargetProc | undefined;
+  let target: CliTarget | undefined;
   let dir: string | undefined;
   let lab: ChildProcess | undefined;
   let out = '';
@@ -57,7 +52,7 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
    * The target as its own process, started with openssl-no-tickets.cnf: OpenSSL's configuration is read once at process
    * start, and without NumTickets = 0 the NewSessionTicket breaks the kernel host (docs/tls.md).
    */
-  async function startTarget(port: number, dir: string): Promise<TargetProc> {
+  async function startTarget(port: number, dir: string): Promise<CliTarget> {
     const cfg = path.join(dir, 'target.json');
     writeFileSync(
       cfg,
@@ -68,28 +63,7 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
       }),
       { mode: 0o600 },
     );
-    const child = spawn(process.execPath, [`--openssl-config=${NO_TICKETS}`, '--import', 'tsx', path.join(ROOT, 'cli', 'main.ts'), 'target', '--config', cfg, '--log-level', 'debug'], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    const bound = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      child.stdout?.on('data', (d: Buffer) => {
-        buf += d.toString();
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          logs.push(line);
-          const m = /listening on 127\.0\.0\.1:(\d+)/.exec(line);
-          if (m) resolve(Number(m[1]));
-        }
-      });
-      child.stderr?.on('data', (d: Buffer) => logs.push(d.toString()));
-      child.once('exit', (c) => reject(new Error(`target exited ${String(c)}: ${logs.slice(-5).join('\n')}`)));
-    });
-    return { child, exited, port: bound };
+    return startCliTarget(['--config', cfg, '--log-level', 'debug'], { nodeArgs: [`--openssl-config=${NO_TICKETS}`], log: logs });
   }
 
   beforeAll(async () => {
