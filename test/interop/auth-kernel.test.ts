@@ -5,15 +5,14 @@
 //      disconnect; wrong host key, wrong controller key, missing key and an unanswerable bidirectional request refused.
 //   2. Our initiator → Linux nvmet with dhchap_key / dhchap_ctrl_key / dhchap_hash / dhchap_dhgroup in configfs, keys
 //      made in the guest by `nvme gen-dhchap-key`; wrong key refused.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir } from '../../harness/lab.js';
+import { freePort, labDir, parseSteps, runLabScript, startWaitingLab, stopLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { DhchapAuthError, connect, type ConnectOptions, type Controller } from '../../initiator/index.js';
 import { FailureExplanation, generateDhchapKey, parseDhchapSecret, type KeyTransform } from '../../protocol/auth/index.js';
 import { TargetService, type HostConfig } from '../../target/index.js';
@@ -26,6 +25,14 @@ const GUEST_ADDR = '10.0.2.100';
 const GUEST_PORT = 4420;
 
 
+/** `run.sh` of the shared lab booting the 6.12 guest (LAB_OUT) with ARGS, ENV and the guest SCRIPT. */
+function labArgs(script: string, args: string[], env: Record<string, string>): string[] {
+  const a = [path.join(labDir(), 'run.sh'), '--timeout', '480', ...args];
+  for (const [k, v] of Object.entries(env)) a.push('--env', `${k}=${v}`);
+  a.push(script);
+  return a;
+}
+
 /** Build the 6.12 lab when missing (idempotent; needs root and Debian's apt, as CI has). */
 function ensureAuthLab(): void {
   if (existsSync(path.join(LAB_OUT, 'vmlinuz')) && existsSync(path.join(LAB_OUT, 'initramfs.cpio.gz'))) return;
@@ -34,56 +41,10 @@ function ensureAuthLab(): void {
 }
 
 
-interface LabRun {
-  child: ChildProcess;
-  out: () => string;
-  done: Promise<number | null>;
-}
-
-function runLab(script: string, args: string[], env: Record<string, string>): LabRun {
-  const a = [path.join(labDir(), 'run.sh'), '--timeout', '480', ...args];
-  for (const [k, v] of Object.entries(env)) a.push('--env', `${k}=${v}`);
-  a.push(script);
-  const child = spawn('bash', a, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LAB_OUT } });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, out: () => out, done };
-}
-
-function killLab(r: LabRun | undefined): void {
-  if (r?.child.pid !== undefined && r.child.exitCode === null) {
-    try {
-      process.kill(-r.child.pid, 'SIGTERM');
-    } catch {
-      // already gone
-    }
-  }
-}
-
 /** AUTH_INTEROP_DUMP=DIR keeps each lab run's full output (guest script, dmesg excerpts) for inspection. */
 function dump(name: string, text: string): void {
   const dir = process.env['AUTH_INTEROP_DUMP'];
   if (dir !== undefined) writeFileSync(path.join(dir, `${name}.log`), text);
-}
-
-function steps(out: string): Map<string, { pass: boolean; text: string }> {
-  const m = new Map<string, { pass: boolean; text: string }>();
-  let cur: { name: string; lines: string[] } | undefined;
-  for (const line of out.split('\n')) {
-    const s = /^@@STEP (\S+) (BEGIN|PASS|FAIL)/.exec(line);
-    if (!s) {
-      cur?.lines.push(line);
-      continue;
-    }
-    if (s[2] === 'BEGIN') cur = { name: s[1] as string, lines: [] };
-    else {
-      m.set(s[1] as string, { pass: s[2] === 'PASS', text: [...(cur?.lines ?? []), line].join('\n') });
-      cur = undefined;
-    }
-  }
-  return m;
 }
 
 interface Case {
@@ -131,8 +92,8 @@ interface LogLine {
 
 describe('DH-HMAC-CHAP: Linux host (nvme-cli, kernel 6.12) → our target', () => {
   let svc: TargetService | undefined;
-  let lab: LabRun | undefined;
-  let result = new Map<string, { pass: boolean; text: string }>();
+  let labChild: ChildProcess | undefined;
+  let result = new Map<string, StepResult>();
   let out = '';
   const logs: string[] = [];
 
@@ -173,15 +134,15 @@ describe('DH-HMAC-CHAP: Linux host (nvme-cli, kernel 6.12) → our target', () =
       hosts,
     });
     const port = (svc.boundPorts()[0] as { port: number }).port;
-    lab = runLab(path.join(here, 'guest-auth', 'kernel-host-auth.sh'), ['--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:${GUEST_PORT}:${port}`], env);
-    await lab.done;
-    out = lab.out();
-    result = steps(out);
+    const run = runLabScript(labArgs(path.join(here, 'guest-auth', 'kernel-host-auth.sh'), ['--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:${GUEST_PORT}:${port}`], env), undefined, { LAB_OUT });
+    labChild = run.child;
+    out = (await run.done).out;
+    result = parseSteps(out);
     dump('kernel-host', out);
   });
 
   afterAll(async () => {
-    killLab(lab);
+    await stopLab(labChild, undefined, undefined);
     await svc?.stop();
   });
 
@@ -198,7 +159,7 @@ describe('DH-HMAC-CHAP: Linux host (nvme-cli, kernel 6.12) → our target', () =
     it(`${c.name}: ${c.expect === 'ok' ? 'authenticates every queue, fio verify passes' : 'is refused'}`, () => {
       const r = result.get(c.name);
       expect(r, `no result for ${c.name}; lab output tail:\n${out.slice(-4000)}`).toBeDefined();
-      expect(r?.pass, r?.text).toBe(true);
+      expect(r?.status, r?.output).toBe('PASS');
       const host = hostOf(i).nqn;
       const mine = parsed().filter((l) => l.hostnqn === host);
       const ok = mine.filter((l) => l.msg === 'host authenticated');
@@ -228,7 +189,7 @@ describe('DH-HMAC-CHAP: Linux host (nvme-cli, kernel 6.12) → our target', () =
 });
 
 describe('DH-HMAC-CHAP: our initiator → Linux nvmet (kernel 6.12, configfs dhchap_*)', () => {
-  let lab: LabRun | undefined;
+  let lab: WaitingLab | undefined;
   let dataPort = 0;
   let ctlPort = 0;
   let keys: { host: string; ctrl: string; hostnqn: string } | undefined;
@@ -238,13 +199,7 @@ describe('DH-HMAC-CHAP: our initiator → Linux nvmet (kernel 6.12, configfs dhc
     ensureAuthLab();
     dataPort = await freePort();
     ctlPort = await freePort();
-    lab = runLab(path.join(here, 'guest-auth', 'kernel-target-auth.sh'), ['--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none'], { SUBNQN, WAIT_S: '400' });
-    const deadline = Date.now() + 240_000;
-    while (!lab.out().includes('===LAB-READY===')) {
-      if (lab.child.exitCode !== null) throw new Error(`lab ended before READY (rc ${lab.child.exitCode}):\n${lab.out()}`);
-      if (Date.now() > deadline) throw new Error(`no READY within 240 s:\n${lab.out()}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    lab = await startWaitingLab(labArgs(path.join(here, 'guest-auth', 'kernel-target-auth.sh'), ['--hostfwd', `${dataPort}:4420`, '--hostfwd', `${ctlPort}:5999`, '--guestfwd', 'none'], { SUBNQN, WAIT_S: '400' }), { ctlPort, env: { LAB_OUT }, readyTimeoutMs: 240_000 });
     const m = /@@KEYS host=(\S+) ctrl=(\S+) hostnqn=(\S+)/.exec(lab.out());
     if (!m) throw new Error(`guest printed no keys:\n${lab.out()}`);
     keys = { host: m[1] as string, ctrl: m[2] as string, hostnqn: m[3] as string };
@@ -252,16 +207,8 @@ describe('DH-HMAC-CHAP: our initiator → Linux nvmet (kernel 6.12, configfs dhc
 
   afterAll(async () => {
     for (const c of ctrls) await c.disconnect().catch(() => undefined);
-    if (lab !== undefined && lab.child.exitCode === null) {
-      await new Promise<void>((resolve) => {
-        const s = net.connect(ctlPort, '127.0.0.1', () => s.end());
-        s.once('error', () => resolve());
-        s.once('close', () => resolve());
-      });
-      await Promise.race([lab.done, new Promise((r) => setTimeout(r, 30_000))]);
-    }
+    await lab?.release();
     dump('kernel-target', lab?.out() ?? '');
-    killLab(lab);
   });
 
   const k = (): { host: string; ctrl: string; hostnqn: string } => {
