@@ -423,7 +423,10 @@ class FuzzSession {
     for (;;) {
       const s = await this.child.sample(true);
       const d = s.debug;
-      if ((d.controllers === this.hctrls.length && d.queues === expectQueues && d.connections === expectConnections && d.pendingRequests === 0) || performance.now() > until) return s;
+      // Workers learn of a fuzzed queue's close on their own: settled once they hold only the healthy I/O queues.
+      const workerQueues = s.workers?.reduce((n, w) => n + w.queues, 0);
+      const workersSettled = workerQueues === undefined || expectConnections === expectQueues || workerQueues === expectQueues - this.hctrls.length;
+      if ((d.controllers === this.hctrls.length && d.queues === expectQueues && d.connections === expectConnections && d.pendingRequests === 0 && workersSettled) || performance.now() > until) return s;
       await new Promise((r) => setTimeout(r, 200));
     }
   }
