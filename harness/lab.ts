@@ -182,9 +182,10 @@ export interface CliTarget {
  * with `--api`, the API's address); rejects with its log when it exits first or takes over 30 s. `log` may be a
  * list the caller keeps across restarts.
  */
-export async function startCliTarget(args: readonly string[], o: { nodeArgs?: readonly string[]; log?: string[] } = {}): Promise<CliTarget> {
+export async function startCliTarget(args: readonly string[], o: { nodeArgs?: readonly string[]; log?: string[]; /** the whole environment (default: this process's) */ env?: NodeJS.ProcessEnv; onSpawn?: (child: ChildProcess) => void } = {}): Promise<CliTarget> {
   const argv = [...(o.nodeArgs ?? []), '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', ...args];
-  const child = spawn(process.execPath, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], ...(o.env === undefined ? {} : { env: o.env }) });
+  o.onSpawn?.(child);
   const log = o.log ?? [];
   const wantApi = args.includes('--api');
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -3,15 +3,13 @@
 // Real processes: the CLI as a user starts it, a TLS 1.3 PSK client that watches for tickets ('session' events), and
 // SIGTERM passed on to the restarted child (exit 0, no child left). NVME_TCP_OPENSSL_REEXEC=0 is the control: the
 // process stays as started, warns, and its sessions do send tickets.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import tls from 'node:tls';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startCliTarget, type CliTarget } from '../../harness/lab.js';
 import { deriveTlsPsk, formatTlsKey, parseTlsKey } from '../../protocol/tls/index.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NQN = 'nqn.2024-01.io.test:reexec';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:5e5e5e5e-0000-4000-8000-000000000005';
 const KEY = formatTlsKey(1, Buffer.alloc(32, 0x33));
@@ -21,44 +19,11 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
 
-interface Started {
-  child: ChildProcess;
-  port: number;
-  lines: string[];
-  exited: Promise<number | null>;
-}
-
-async function startTarget(env: NodeJS.ProcessEnv): Promise<Started> {
+/** The CLI as a user starts it, without OPENSSL_CONF (plus ENV), one TLS-allowed port with the host's key. */
+function startTarget(env: NodeJS.ProcessEnv): Promise<CliTarget> {
   const { OPENSSL_CONF: _drop, ...clean } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'cli', 'main.ts'), 'target', '--listen', '127.0.0.1:0', '--nqn', NQN, '--ram', '4M', '--tls', 'allowed', '--tls-key', `${HOST}=${KEY}`], {
-    cwd: ROOT,
-    env: { ...clean, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  const lines: string[] = [];
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in 30 s:\n${lines.join('\n')}`)), 30_000);
-    let buf = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        lines.push(line);
-        const m = /^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(line);
-        if (m) {
-          clearTimeout(timer);
-          resolve(Number(m[1]));
-        }
-      }
-    });
-    child.stderr?.on('data', (d: Buffer) => lines.push(d.toString()));
-    void exited.then((c) => reject(new Error(`target exited ${String(c)}:\n${lines.join('\n')}`)));
-  });
-  return { child, port, lines, exited };
+  const args = ['--listen', '127.0.0.1:0', '--nqn', NQN, '--ram', '4M', '--tls', 'allowed', '--tls-key', `${HOST}=${KEY}`];
+  return startCliTarget(args, { env: { ...clean, ...env }, onSpawn: (c) => children.push(c) });
 }
 
 /** One TLS 1.3 PSK session as our host would open it; counts NewSessionTickets ('session' events) for 500 ms. */
@@ -97,7 +62,7 @@ function childPids(pid: number): number[] {
 describe('target CLI: NewSessionTicket setting is automatic', { timeout: 60_000 }, () => {
   it('restarts itself under openssl-no-tickets.cnf: no warning, no ticket; SIGTERM reaches the child, exit 0', async () => {
     const t = await startTarget({});
-    expect(t.lines.some((l) => l.includes('warning: TLS sessions send a NewSessionTicket'))).toBe(false);
+    expect(t.log.some((l) => l.includes('warning: TLS sessions send a NewSessionTicket'))).toBe(false);
     expect(await ticketsSeen(t.port)).toBe(0);
     const kids = childPids(t.child.pid as number);
     expect(kids.length).toBe(1);
@@ -108,7 +73,7 @@ describe('target CLI: NewSessionTicket setting is automatic', { timeout: 60_000 
 
   it(`control: with NVME_TCP_OPENSSL_REEXEC=0 it stays as started, warns, and sends tickets`, async () => {
     const t = await startTarget({ NVME_TCP_OPENSSL_REEXEC: '0' });
-    expect(t.lines.some((l) => l.includes('warning: TLS sessions send a NewSessionTicket'))).toBe(true);
+    expect(t.log.some((l) => l.includes('warning: TLS sessions send a NewSessionTicket'))).toBe(true);
     expect(await ticketsSeen(t.port)).toBeGreaterThan(0);
     expect(childPids(t.child.pid as number)).toEqual([]);
     t.child.kill('SIGTERM');
