@@ -18,6 +18,12 @@ export interface NamespaceBackend {
   readonly kind: 'ram' | 'file' | 'null';
   /** Capacity in bytes. */
   readonly size: number;
+  /**
+   * Read data are valid only until the read callback returns (the backend reuses one buffer for every read): whoever
+   * keeps them longer copies them first. The shared-RAM backend of target workers says so, because a fresh buffer per
+   * read costs page faults that dwarf the copy (docs/target.md, "Target workers").
+   */
+  readonly transientReads?: boolean;
   /** Read `length` bytes at `offset` (in range, checked by the caller). Returned buffers may be shared: never write into them. */
   read(offset: number, length: number, cb: ReadCallback, wantCrc?: boolean): void;
   /** Write the concatenation of `data` at `offset`; with `fua` the data is durable before `cb`. The backend copies or consumes `data` before `cb`. */

@@ -39,6 +39,8 @@ export class Request {
   out: Buffer[] | undefined = undefined;
   /** CRC32C of all of `out` when the backend supplied it (then `out` is immutable: NamespaceBackend.read). */
   outCrc: number | undefined = undefined;
+  /** `out` is valid only until this completion is handed to the transport (NamespaceBackend.transientReads). */
+  outTransient = false;
   dw0 = 0;
   dw1 = 0;
   status = 0;
@@ -74,6 +76,7 @@ export class Request {
     this.data = undefined;
     this.out = undefined;
     this.outCrc = undefined;
+    this.outTransient = false;
     this.dw0 = 0;
     this.dw1 = 0;
     this.status = 0;

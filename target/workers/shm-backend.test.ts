@@ -41,7 +41,7 @@ describe('ShmBackend', () => {
     b.writeZeroes(4096, 512, true, (err) => expect(err).toBeNull());
     expect(read(a, 4096, 512).every((x) => x === 0)).toBe(true);
     expect(read(a, 4608, 100).equals(data.subarray(512, 612))).toBe(true);
-    // Each read gets its own bytes: a later write does not change an earlier read's buffer.
+    // A copy taken in the callback keeps its bytes: a later write does not change it.
     const before = read(a, 8192, 16);
     b.write(8192, [Buffer.alloc(16, 0xee)], false, () => undefined);
     expect(before.equals(data.subarray(4096, 4112))).toBe(true);
@@ -49,6 +49,23 @@ describe('ShmBackend', () => {
     expect(existsSync(a.path)).toBe(true);
     await a.close();
     expect(existsSync(a.path)).toBe(false);
+  });
+
+  it('lends every read the same buffer (transientReads): callers copy what they keep', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
+    dirs.push(dir);
+    const a = ShmBackend.create(1 << 20, dir);
+    expect(a.transientReads).toBe(true);
+    a.write(0, [Buffer.alloc(4096, 0x11), Buffer.alloc(4096, 0x22)], false, (err) => expect(err).toBeNull());
+    let first: Buffer | undefined;
+    a.read(0, 4096, (_e, d) => (first = d[0]));
+    expect(first?.every((x) => x === 0x11)).toBe(true);
+    let second: Buffer | undefined;
+    a.read(4096, 4096, (_e, d) => (second = d[0]));
+    expect(second?.every((x) => x === 0x22)).toBe(true);
+    // The first read's view now shows the second read's bytes: nothing may hold a lent buffer past its callback.
+    expect(first?.every((x) => x === 0x22)).toBe(true);
+    await a.close();
   });
 
   it('a write in many pieces (one pwritev) lands contiguously, between untouched bytes', async () => {

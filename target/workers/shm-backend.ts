@@ -9,8 +9,8 @@ import path from 'node:path';
 import type { IoCallback, NamespaceBackend, ReadCallback } from '../backend/index.js';
 
 const ZERO_SLAB = Buffer.alloc(256 * 1024);
-/** Read buffers are carved from slabs of this size, never reused (a view may still be queued on a socket). */
-const READ_SLAB = 1024 * 1024;
+/** Initial size of the one read buffer (grown to the largest read seen). */
+const READ_BUF = 128 * 1024;
 
 let seq = 0;
 
@@ -26,9 +26,14 @@ export function shmDir(): string {
 
 export class ShmBackend implements NamespaceBackend {
   readonly kind = 'ram';
+  /**
+   * Every read lands in the same buffer, valid until the callback returns. Fresh memory per read (the first design:
+   * views carved from new 1 MiB slabs) page-faulted on every 4 KiB read, ~3–8 µs each here, more than the read itself;
+   * the transport copies a lent payload into its pooled send buffers instead (docs/target.md, "Target workers").
+   */
+  readonly transientReads = true;
   #closed = false;
-  #slab: Buffer = Buffer.allocUnsafeSlow(READ_SLAB);
-  #slabOff = 0;
+  #buf: Buffer = Buffer.allocUnsafeSlow(READ_BUF);
 
   private constructor(
     readonly path: string,
@@ -58,19 +63,9 @@ export class ShmBackend implements NamespaceBackend {
     return new ShmBackend(p, fd, size, false);
   }
 
-  #alloc(len: number): Buffer {
-    if (len > READ_SLAB) return Buffer.allocUnsafeSlow(len);
-    if (this.#slabOff + len > READ_SLAB) {
-      this.#slab = Buffer.allocUnsafeSlow(READ_SLAB);
-      this.#slabOff = 0;
-    }
-    const b = this.#slab.subarray(this.#slabOff, this.#slabOff + len);
-    this.#slabOff += len;
-    return b;
-  }
-
   read(offset: number, length: number, cb: ReadCallback): void {
-    const buf = this.#alloc(length);
+    if (length > this.#buf.length) this.#buf = Buffer.allocUnsafeSlow(length);
+    const buf = this.#buf.subarray(0, length);
     let done = 0;
     try {
       while (done < length) {

@@ -227,6 +227,39 @@ describe('target workers: placement, shared namespaces and controller-wide state
     expect(t.listControllers().some((x) => x.cntlid === cntlid && x.subnqn === NQN)).toBe(false);
     await c.disconnect().catch(() => undefined);
   }, 30_000);
+
+  it('concurrent reads on workers each return their own blocks (the shared-RAM read buffer is reused per read)', async () => {
+    // The workers' RAM backend lends every read the same buffer (transientReads): a payload the transport sent as a
+    // view instead of a copy would show the bytes of a later read. Many reads per received chunk (beyond the batch's
+    // copy budget), reads split over several C2HData PDUs (256 KiB > c2hDataSize) and reads held by commandLatencyUs.
+    const c = await host(port, HOST_A, { nr_io_queues: 1, queue_size: 128 });
+    try {
+      expect(ioWorkers(t, c.cntlid)[0]).toBeDefined();
+      const ns = c.namespace(1);
+      const small = Array.from({ length: 96 }, (_, i) => pattern(4096, 7000 + i));
+      const big = Array.from({ length: 4 }, (_, i) => pattern(256 * 1024, 8000 + i));
+      await ns.write(0n, Buffer.concat(small));
+      for (const [i, b] of big.entries()) await ns.write(BigInt(1024 + i * 512), b);
+      for (let round = 0; round < 3; round++) {
+        const reads = [
+          ...small.map((_, i) => ns.read(BigInt(i * 8), 8)),
+          ...big.map((_, i) => ns.read(BigInt(1024 + i * 512), 512)),
+        ];
+        const got = await Promise.all(reads);
+        for (const [i, b] of small.entries()) expect(got[i]?.equals(b), `4 KiB block ${i}, round ${round}`).toBe(true);
+        for (const [i, b] of big.entries()) expect(got[small.length + i]?.equals(b), `256 KiB region ${i}, round ${round}`).toBe(true);
+      }
+      t.setFaults(NQN, { commandLatencyUs: 3000 });
+      try {
+        const got = await Promise.all(small.slice(0, 24).map((_, i) => ns.read(BigInt(i * 8), 8)));
+        for (const [i, b] of got.entries()) expect(b.equals(small[i] as Buffer), `delayed block ${i}`).toBe(true);
+      } finally {
+        t.setFaults(NQN, {});
+      }
+    } finally {
+      await c.disconnect();
+    }
+  }, 30_000);
 });
 
 describe('target workers: faults and lifecycle', () => {

@@ -159,6 +159,11 @@ function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
   const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
   if (lat > 0) {
+    // Data a backend lends only for the callback (transientReads) must outlive the delay: keep a copy.
+    if (req.outTransient && req.out !== undefined) {
+      req.out = [Buffer.concat(req.out)];
+      req.outTransient = false;
+    }
     // Node timers count whole ms from the loop's cached clock and can fire up to ~1 ms early: wait out the remainder.
     const due = performance.now() + lat / 1000;
     const fire = (): void => {
@@ -210,6 +215,7 @@ function executeRead(req: Request): void {
       }
       req.out = bufs;
       req.outCrc = crc;
+      req.outTransient = ns.backend.transientReads === true;
       deliver(req, 0);
     },
     wantCrc,

@@ -492,7 +492,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
       const success = this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-      this.#sendC2H(req.cid, out, success, req.outCrc);
+      this.#sendC2H(req.cid, out, success, req.outCrc, req.outTransient);
       skipResp = success;
     }
     if (!skipResp) {
@@ -545,16 +545,17 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /**
    * `crc`: the backend's CRC32C of all of `out`, which also promises `out` never changes; otherwise, with data digests
-   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX).
+   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX). `transient`: the backend lends
+   * `out` only until this call returns (NamespaceBackend.transientReads), so every payload is copied (snapshotted) too.
    */
-  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined): void {
+  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined, transient: boolean): void {
     const max = this.#c2hMax;
     let total = 0;
     for (const b of out) total += b.length;
     const pdu = this.#c2h;
     pdu.cccid = cid;
     const conn = this.#conn;
-    const snapshot = conn.framing.ddgst && crc === undefined;
+    const snapshot = transient || (conn.framing.ddgst && crc === undefined);
     if (total <= max) {
       // Small payloads are copied into the slab while the batch's copy budget lasts: a lone read (QD1) or a QD32 batch
       // then leaves as one contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
