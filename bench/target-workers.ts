@@ -4,19 +4,22 @@
 // Arms are interleaved per repetition so neighbour load hits all alike; each target's processes are pinned (worker i
 // to CPU i mod CPUs, the primary and the one-process target to CPU 0); CPU per I/O sums every target process
 // (/proc/<pid>/stat) and the clients' own CPU shows which side was bound.
-//   [NVME_BENCH_BACKEND=null] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32] [--connect-only]
+//   [NVME_BENCH_BACKEND=null|file] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32] [--connect-only]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Child, buildBaseline } from './perf-target.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
 const NS_BYTES = Number(process.env.NVME_BENCH_NS_MIB ?? 64) * 1024 * 1024;
-/** NVME_BENCH_BACKEND=null: no data (separates the data plane from the RAM namespace's cost). */
-const BACKEND = process.env.NVME_BENCH_BACKEND === 'null' ? ('null' as const) : ('ram' as const);
+/**
+ * NVME_BENCH_BACKEND=null: no data (separates the data plane from the RAM namespace's cost); =file: a file namespace
+ * in the temp directory (the same backend in one process and in workers, so the arms differ only in the data plane).
+ */
+const BACKEND = process.env.NVME_BENCH_BACKEND === 'null' ? ('null' as const) : process.env.NVME_BENCH_BACKEND === 'file' ? ('file' as const) : ('ram' as const);
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -37,7 +40,10 @@ function cpuUs(pid: number): number {
 async function server(workers: number, placement: string): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService({ workers, placement: placement as 'queue' });
-  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: BACKEND, size: NS_BYTES } }] }] });
+  const file = path.join(tmpdir(), `nvme-tcp-ts-bench-${process.pid}.img`);
+  const backend = BACKEND === 'file' ? { type: 'file' as const, path: file, size: NS_BYTES } : { type: BACKEND, size: NS_BYTES };
+  process.once('exit', () => rmSync(file, { force: true }));
+  await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend }] }] });
   const port = svc.boundPorts()[0]?.port ?? 0;
   if (BACKEND === 'null') return ready(svc, port);
   // Real data everywhere (as perf-target.ts does), written through our initiator.
@@ -55,8 +61,10 @@ async function server(workers: number, placement: string): Promise<void> {
 }
 
 function ready(svc: import('../target/service.js').TargetService, port: number): void {
-  const cpus = availableParallelism();
-  for (const w of svc.workers()) if (w.pid !== undefined) spawnSync('taskset', ['-p', '-c', String(w.index % cpus), String(w.pid)], { stdio: 'ignore' });
+  // Every CPU of the machine: this process runs under `taskset -c 0`, so availableParallelism() would say 1 here and
+  // put every worker on CPU 0 (what the first two passes measured by mistake).
+  const cpus = osCpus().length;
+  for (const w of svc.workers()) if (w.pid !== undefined) spawnSync('taskset', ['-a', '-p', '-c', String(w.index % cpus), String(w.pid)], { stdio: 'ignore' });
   process.stdout.write(`PORT ${port}\n`);
   process.stdout.write(`PIDS ${[process.pid, ...svc.workers().map((w) => w.pid)].join(',')}\n`);
   process.stdin.setEncoding('utf8');
