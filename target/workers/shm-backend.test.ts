@@ -1,11 +1,12 @@
 // ShmBackend: two instances over one tmpfs file (what the primary and each worker hold) see each other's writes at
-// once; reads beyond written data are zeros; the owner removes the file on close, an opener does not.
-import { existsSync } from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
+// once; reads beyond written data are zeros; the file has no name once created (a SIGKILLed primary leaves nothing
+// behind), the memory goes with the owner's close; stale files of dead primaries are swept.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ShmBackend } from './shm-backend.js';
+import { ShmBackend, sweepStale } from './shm-backend.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -87,5 +88,36 @@ describe('ShmBackend', () => {
     expect(read(a, 0, 1000).every((x) => x === 0x5a)).toBe(true);
     expect(read(a, 1000 + total, 1 << 10).every((x) => x === 0x5a)).toBe(true);
     await a.close();
+  });
+
+  it('leaves no name behind: a killed primary frees its namespaces with its last open descriptor', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
+    dirs.push(dir);
+    const a = ShmBackend.create(1 << 20, dir);
+    expect(readdirSync(dir)).toEqual([]);
+    expect(a.path).toBe(`/proc/${process.pid}/fd/${a.fd}`);
+    // An opener (a worker, also a restarted one) still reaches the same memory through the creator's descriptor.
+    const b = ShmBackend.open(a.path, a.size);
+    b.write(0, [Buffer.alloc(512, 0x42)], false, (err) => expect(err).toBeNull());
+    expect(read(a, 0, 512).every((x) => x === 0x42)).toBe(true);
+    await b.close();
+    await a.close();
+    expect(existsSync(a.path)).toBe(false);
+  });
+
+  it('sweeps files of primaries that are gone, keeps those of live ones and foreign names', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
+    dirs.push(dir);
+    // A pid that certainly ended: a child that has exited and been reaped.
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid as number;
+    const live = process.ppid;
+    for (const n of [`nvme-tcp-ts-${dead}-1.ram`, `nvme-tcp-ts-${dead}-7.ram`, `nvme-tcp-ts-${live}-1.ram`, 'other.ram', `nvme-tcp-ts-${dead}-1.img`]) writeFileSync(path.join(dir, n), 'x');
+    expect(sweepStale(dir).sort()).toEqual([`nvme-tcp-ts-${dead}-1.ram`, `nvme-tcp-ts-${dead}-7.ram`]);
+    expect(readdirSync(dir).sort()).toEqual([`nvme-tcp-ts-${dead}-1.img`, `nvme-tcp-ts-${live}-1.ram`, 'other.ram'].sort());
+    // create() sweeps as well.
+    writeFileSync(path.join(dir, `nvme-tcp-ts-${dead}-2.ram`), 'x');
+    const a = ShmBackend.create(4096, dir);
+    expect(existsSync(path.join(dir, `nvme-tcp-ts-${dead}-2.ram`))).toBe(false);
+    void a.close();
   });
 });

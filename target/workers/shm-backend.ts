@@ -13,6 +13,42 @@ const ZERO_SLAB = Buffer.alloc(256 * 1024);
 const READ_BUF = 128 * 1024;
 
 let seq = 0;
+const NAME = /^nvme-tcp-ts-(\d+)-\d+\.ram$/;
+
+/** Whether process `pid` exists (EPERM: it does, someone else's). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Remove shared namespaces left by primaries that no longer run (killed before they could unlink, or from a system
+ * without /proc). A file whose pid is alive is kept, even if that pid now belongs to an unrelated process.
+ */
+export function sweepStale(dir = shmDir()): string[] {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return removed;
+  }
+  for (const n of names) {
+    const m = NAME.exec(n);
+    if (m === null || Number(m[1]) === process.pid || alive(Number(m[1]))) continue;
+    try {
+      fs.rmSync(path.join(dir, n), { force: true });
+      removed.push(n);
+    } catch {
+      // Not ours to remove (another user's file): leave it.
+    }
+  }
+  return removed;
+}
 
 /** Where shared namespaces live: /dev/shm when present (tmpfs on Linux), else the temp directory. */
 export function shmDir(): string {
@@ -36,15 +72,22 @@ export class ShmBackend implements NamespaceBackend {
   #buf: Buffer = Buffer.allocUnsafeSlow(READ_BUF);
 
   private constructor(
+    /** What an opener opens: /proc/<creator>/fd/<fd> once the name is unlinked, else the file's name. */
     readonly path: string,
     readonly fd: number,
     readonly size: number,
-    /** The creator unlinks the file on close; the others only close it. */
-    readonly owner: boolean,
+    /** The file's name while it still has one (the creator unlinks it on close). */
+    readonly linked: string | undefined,
   ) {}
 
-  /** A new zero-filled (sparse) shared namespace of `size` bytes, owned by the caller. */
+  /**
+   * A new zero-filled (sparse) shared namespace of `size` bytes, owned by the caller. Where /proc can reopen the
+   * open file, its name is unlinked at once and openers use /proc/<pid>/fd/<fd>: the memory then goes with the last
+   * process that holds it, so a SIGKILLed primary and its workers leave nothing in /dev/shm. Stale files of dead
+   * primaries (older versions, systems without /proc) are swept first.
+   */
   static create(size: number, dir = shmDir()): ShmBackend {
+    sweepStale(dir);
     const p = path.join(dir, `nvme-tcp-ts-${process.pid}-${++seq}.ram`);
     const fd = fs.openSync(p, 'w+', 0o600);
     try {
@@ -54,13 +97,23 @@ export class ShmBackend implements NamespaceBackend {
       fs.rmSync(p, { force: true });
       throw err;
     }
-    return new ShmBackend(p, fd, size, true);
+    const proc = `/proc/${process.pid}/fd/${fd}`;
+    let reopenable = false;
+    try {
+      fs.closeSync(fs.openSync(proc, 'r+'));
+      reopenable = true;
+    } catch {
+      // No /proc (or not reopenable here): keep the name until close.
+    }
+    if (!reopenable) return new ShmBackend(p, fd, size, p);
+    fs.rmSync(p, { force: true });
+    return new ShmBackend(proc, fd, size, undefined);
   }
 
   /** Open an existing shared namespace (a worker). */
   static open(p: string, size: number): ShmBackend {
     const fd = fs.openSync(p, 'r+');
-    return new ShmBackend(p, fd, size, false);
+    return new ShmBackend(p, fd, size, undefined);
   }
 
   read(offset: number, length: number, cb: ReadCallback): void {
@@ -134,6 +187,6 @@ export class ShmBackend implements NamespaceBackend {
     if (this.#closed) return;
     this.#closed = true;
     fs.closeSync(this.fd);
-    if (this.owner) fs.rmSync(this.path, { force: true });
+    if (this.linked !== undefined) fs.rmSync(this.linked, { force: true });
   }
 }
