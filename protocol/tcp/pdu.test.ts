@@ -247,6 +247,17 @@ describe('batching encoders produce the same bytes', () => {
     expect(Buffer.concat(batch.take()).toString('hex')).toBe(want.toString('hex'));
   });
 
+  it('PduBatch.add writes every byte of every row over a reused slab full of garbage (reserved bytes, padding)', () => {
+    // Fill the slab with 0xee through a copied payload, then recycle it: the next batch starts at the same bytes.
+    const junk: Pdu = { type: PduType.H2C_DATA, cccid: 1, ttag: 1, datao: 0, last: true, data: [Buffer.alloc(32 * 1024, 0xee)] };
+    const copying = new PduBatch(64 * 1024, 1 << 20);
+    copying.add(junk, FR.plain);
+    copying.take();
+    copying.recycle(false);
+    for (const c of CASES) copying.add(c.fields, c.framing);
+    expect(Buffer.concat(copying.take()).toString('hex')).toBe(Buffer.concat(CASES.map((c) => c.bytes)).toString('hex'));
+  });
+
   it('PduBatch.addC2HData and addCapsuleResp match add()', () => {
     const rows = CASES.filter((c) => c.fields.type === PduType.C2H_DATA || c.fields.type === PduType.CAPSULE_RESP);
     expect(rows.length).toBeGreaterThan(10);

@@ -196,6 +196,7 @@ function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, dat
   // The per-command replies have monomorphic writers (PduBatch calls them directly); same bytes as below.
   if (pdu.type === PduType.C2H_DATA) return writeC2HDataHeader(head, o, pdu, framing, datalen);
   if (pdu.type === PduType.CAPSULE_RESP) return writeCapsuleRespHeader(head, o, pdu, framing);
+  if (pdu.type === PduType.CAPSULE_CMD) return writeCapsuleCmdHeader(head, o, pdu, framing, datalen);
   const info = PDU_INFO[pdu.type];
   const hlen = info.hlen;
   const hdgst = info.hdgst && framing.hdgst;
@@ -226,9 +227,6 @@ function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, dat
       head.writeUInt16LE(pdu.fes, o + 8);
       head.writeUInt32LE(pdu.fei >>> 0, o + 10);
       pdu.errorData.copy(head, o + TERM_REQ_HLEN, 0, Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA));
-      break;
-    case PduType.CAPSULE_CMD:
-      pdu.sqe.copy(head, o + CH_SIZE, 0, 64);
       break;
     case PduType.H2C_DATA:
       wr16(head, o + 8, pdu.cccid);
@@ -275,6 +273,36 @@ function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: P
   wr32(head, o + 20, 0);
   if (hdgst) writeHeaderDigest(head, o, DATA_PDU_HLEN);
   if (headLen > DATA_PDU_HLEN + hd) head.fill(0, o + DATA_PDU_HLEN + hd, o + headLen);
+  return headLen;
+}
+
+/** The SQE a CapsuleCmd carries after its CH (§3.6.2.6). */
+const SQE_BYTES = CAPSULE_CMD_HLEN - CH_SIZE;
+
+/**
+ * CapsuleCmd header (§3.6.2.6): CH and the 64-byte SQE, then HDGST and padding up to PDO when in-capsule data
+ * follows. The host's per-command writer: byte stores and one TypedArray.set, no argument-checked fill/copy.
+ */
+function writeCapsuleCmdHeader(head: Buffer, o: number, pdu: CapsuleCmdPdu, framing: PduFraming, datalen: number): number {
+  const hdgst = framing.hdgst;
+  const hasData = datalen > 0;
+  const hd = hdgst ? DIGEST_SIZE : 0;
+  const pdo = hasData ? dataOffset(CAPSULE_CMD_HLEN, hdgst, framing.pda) : 0;
+  const headLen = hasData ? pdo : CAPSULE_CMD_HLEN + hd;
+  const ddgst = hasData && framing.ddgst;
+  head[o] = PduType.CAPSULE_CMD;
+  head[o + 1] = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
+  head[o + 2] = CAPSULE_CMD_HLEN;
+  head[o + 3] = pdo;
+  wr32(head, o + 4, headLen + datalen + (ddgst ? DIGEST_SIZE : 0));
+  const sqe = pdu.sqe;
+  if (sqe.length === SQE_BYTES) head.set(sqe, o + CH_SIZE);
+  else {
+    head.set(sqe.length > SQE_BYTES ? sqe.subarray(0, SQE_BYTES) : sqe, o + CH_SIZE);
+    if (sqe.length < SQE_BYTES) head.fill(0, o + CH_SIZE + sqe.length, o + CAPSULE_CMD_HLEN);
+  }
+  if (hdgst) writeHeaderDigest(head, o, CAPSULE_CMD_HLEN);
+  if (headLen > CAPSULE_CMD_HLEN + hd) head.fill(0, o + CAPSULE_CMD_HLEN + hd, o + headLen);
   return headLen;
 }
 
