@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { constants as perfConstants, monitorEventLoopDelay, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import type { Histogram } from 'hdr-histogram-js';
 import { formatBs } from './job-file.js';
-import { cdfPoints, newHistogram, recordNs, summarize } from './stats.js';
+import { LatencyRecorder, cdfPoints, newHistogram, summarize } from './stats.js';
 import type {
   BlockIo,
   BlockTarget,
@@ -118,6 +118,8 @@ const newCounters = (): Counters => ({ readIos: 0, writeIos: 0, readBytes: 0, wr
 interface JobState {
   spec: JobSpec;
   hists: Hists;
+  /** Where the I/Os record their latencies; folded into hists.read / hists.write after the run. */
+  latency: { read: LatencyRecorder; write: LatencyRecorder };
   counters: Counters;
   clones: { clone: number; hctx: string; ios: number }[];
   startedAt: number;
@@ -278,7 +280,9 @@ class WorkloadRun {
         hctx: spec.hctx === undefined ? `${spec.name}.${c}` : spec.numjobs > 1 ? `${spec.hctx}.${c}` : spec.hctx,
         ios: 0,
       }));
-      return { spec, hists: newHists(), counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
+      const hists = newHists();
+      const latency = { read: new LatencyRecorder(hists.read), write: new LatencyRecorder(hists.write) };
+      return { spec, hists, latency, counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
     });
     this.states.push(...groupStates);
     this.currentGroup = groupStates;
@@ -334,6 +338,8 @@ class WorkloadRun {
   foldHistograms(): void {
     for (const h of [this.total.all, this.total.read, this.total.write]) h.reset();
     for (const st of this.states) {
+      st.latency.read.flush();
+      st.latency.write.flush();
       st.hists.all.reset();
       st.hists.all.add(st.hists.read);
       st.hists.all.add(st.hists.write);
@@ -356,7 +362,7 @@ class WorkloadRun {
     if (t1 < st.measureFrom) return;
     // One histogram record per I/O: the job's read or write histogram. The job's "all" and the run's totals are sums
     // of those, folded once after the run (foldHistograms); four records per I/O were ~10 % of the host's CPU.
-    recordNs(isRead ? st.hists.read : st.hists.write, (t1 - t0) * 1e6);
+    (isRead ? st.latency.read : st.latency.write).record((t1 - t0) * 1e6);
     count(st.counters, isRead, bs);
     count(this.totalCounters, isRead, bs);
     cloneStats.ios++;
