@@ -13,7 +13,7 @@ import {
   statusName,
 } from '../protocol/index.js';
 import type { HostCommand, TcpQueue } from './transport/index.js';
-import { wr32 } from '../protocol/le.js';
+import { rd16, rd32, wr16, wr32 } from '../protocol/le.js';
 
 /** What a command completed with (CQE fields the caller may need). */
 export interface Completion {
@@ -253,6 +253,8 @@ export class QueuePair implements IoQueue {
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;
   #timerPeriod = 0;
+  /** The timeout #armTimer last looked at. */
+  #timerFor = -1;
   /**
    * Milliseconds since #epoch, read once per timeout scan and when the scan starts, not per command: a clock read
    * per command left a 16-byte number behind each time (docs/performance.md, "Host path, third pass"). A command's
@@ -346,7 +348,7 @@ export class QueuePair implements IoQueue {
       return Promise.reject(this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
     }
     const sqe = spec.sqe;
-    sqe.writeUInt16LE(cid, SqeOffset.cid);
+    wr16(sqe, SqeOffset.cid, cid);
     const h2c = spec.h2c !== undefined && spec.h2c.length > 0 ? spec.h2c : undefined;
     const inCapsule = h2c !== undefined && (spec.forceInCapsule === true || h2c.length <= this.inlineLimit);
     const dataLen = h2c?.length ?? spec.c2h?.length ?? 0;
@@ -378,7 +380,9 @@ export class QueuePair implements IoQueue {
     }
     const sqe = this.#sqe;
     const len = builder.buildIoSqe(sqe, io);
-    sqe.writeUInt16LE(cid, SqeOffset.cid);
+    // Plain stores and loads (protocol/le.ts) on the per-command path: Buffer's read/write methods validate their
+    // arguments on every call (docs/performance.md, "Host path, fourth pass").
+    wr16(sqe, SqeOffset.cid, cid);
     const data = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
     const inCapsule = io.write && len <= this.inlineLimit;
     setSgl(sqe, len, inCapsule);
@@ -421,9 +425,9 @@ export class QueuePair implements IoQueue {
     }
     this.#opts.onActivity?.();
     // The CQE fields read in place (at `at` in cqe, valid only during this call); status is the Linux-style 15-bit value.
-    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw0);
-    const dw1 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw1);
-    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(at + CqeOffset.status) >>> 1;
+    const dw0 = cqe === undefined ? 0 : rd32(cqe, at + CqeOffset.dw0);
+    const dw1 = cqe === undefined ? 0 : rd32(cqe, at + CqeOffset.dw1);
+    const cqeStatus = cqe === undefined ? 0 : rd16(cqe, at + CqeOffset.status) >>> 1;
     const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
     if (status !== 0) this.counters.errors++;
@@ -466,6 +470,9 @@ export class QueuePair implements IoQueue {
    * I/O); its period follows the shortest timeout seen so far.
    */
   #armTimer(timeoutMs: number): void {
+    // Per command: the scan runs and was armed for this timeout already (one comparison, not the period's arithmetic).
+    if (timeoutMs === this.#timerFor && this.#timer !== undefined) return;
+    this.#timerFor = timeoutMs;
     const period = Math.max(10, Math.min(1000, Math.floor(timeoutMs / 4)));
     if (this.#timer !== undefined) {
       if (period >= this.#timerPeriod) return;
