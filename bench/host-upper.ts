@@ -4,8 +4,10 @@
 // batch of responses. No kernel, no target and no other process share the measurement, so trees can be compared in
 // one process: with --before DIR both trees' modules are loaded and their runs alternate. Prints host CPU per I/O.
 // Not part of npm test.
-//   npx tsx bench/host-upper.ts [--before DIR] [--rounds 7] [--seconds 1] [--qd 32]
+//   npx tsx bench/host-upper.ts [--before DIR] [--rounds 7] [--seconds 1] [--qd 32] [--alloc]
+// --alloc: one run of this tree under V8's sampling heap profiler instead, allocation sites by bytes per I/O.
 import { Buffer } from 'node:buffer';
+import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -108,6 +110,32 @@ async function makeRun(root: string): Promise<Run> {
     if (r.totals.errors > 0) throw new Error(r.errorMessages.join('; '));
     return { ios: r.totals.ios, cpuUs: c.user + c.system };
   };
+}
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
+}
+
+if (process.argv.includes('--alloc')) {
+  const run = await makeRun(path.resolve(HERE, '..'));
+  await run();
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  const { ios } = await run();
+  const { profile } = (await session.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: HeapNode } };
+  const sites = new Map<string, number>();
+  const walk = (n: HeapNode, stack: string[]): void => {
+    const cf = n.callFrame;
+    const s = [...stack, `${cf.functionName || '(anon)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}`];
+    if (n.selfSize > 0) sites.set(s.slice(-3).reverse().join(' < '), (sites.get(s.slice(-3).reverse().join(' < ')) ?? 0) + n.selfSize);
+    for (const c of n.children) walk(c, s);
+  };
+  walk(profile.head, []);
+  for (const [k, b] of [...sites].sort((p, q) => q[1] - p[1]).slice(0, 15)) console.log(`${(b / ios).toFixed(1).padStart(8)} B/IO  ${k}`);
+  process.exit(0);
 }
 
 const arms: [string, Run][] = [['this tree', await makeRun(path.resolve(HERE, '..'))]];
