@@ -33,8 +33,10 @@ interface TcpHandlers {
 /** TcpQueue's surface as QueuePair uses it; every command sent in a tick is answered in the next. */
 class AnsweringTcp {
   #h: TcpHandlers | undefined;
-  #pending: number[] = [];
-  #spare: number[] = [];
+  /** CIDs sent since the last answer, and a second array to swap in while answering (nothing allocated per tick). */
+  #pending = new Int32Array(4096);
+  #spare = new Int32Array(4096);
+  #count = 0;
   #scheduled = false;
   readonly #cqe = Buffer.alloc(16);
   readonly #data = Buffer.alloc(BS, 0x5a);
@@ -51,7 +53,7 @@ class AnsweringTcp {
   }
 
   sendCapsule(sqe: Buffer): void {
-    this.#pending.push(sqe.readUInt16LE(2));
+    this.#pending[this.#count++] = (sqe[2] as number) | ((sqe[3] as number) << 8);
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(this.#tick);
@@ -63,9 +65,12 @@ class AnsweringTcp {
   #answer(): void {
     this.#scheduled = false;
     const batch = this.#pending;
+    const n = this.#count;
     this.#pending = this.#spare;
+    this.#count = 0;
     const h = this.#h as TcpHandlers;
-    for (const cid of batch) {
+    for (let i = 0; i < n; i++) {
+      const cid = batch[i] as number;
       const cmd = h.command(cid);
       if (cmd === undefined || cmd.c2h === undefined) throw new Error(`no read command for cid ${cid}`);
       cmd.c2h.set(this.#data);
@@ -73,7 +78,6 @@ class AnsweringTcp {
       this.#cqe.writeUInt16LE(cid, 12);
       h.onResponse(this.#cqe, 0, cmd, cid);
     }
-    batch.length = 0;
     this.#spare = batch;
   }
 }
