@@ -33,6 +33,8 @@ function arg(name: string): string | undefined {
 interface ArmResult {
   iops: number;
   cpuPct: number;
+  /** User-mode share of cpuPct (system calls and the loopback TCP stack excluded). */
+  userPct?: number;
   gcPct: number;
   /** Median and p99 completion latency (engine arms), µs. */
   p50Us?: number;
@@ -101,6 +103,7 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
     out = {
       iops: r.totals.iops,
       cpuPct: r.cpu.percentOfCore,
+      userPct: (r.cpu.userMs / r.wallMs) * 100,
       gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100,
       p50Us: r.totals.latencyUs.p50,
       p99Us: r.totals.latencyUs.p99,
@@ -134,7 +137,7 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
       for (const e of obs.takeRecords()) gcMs += e.duration;
       obs.disconnect();
       stop = true;
-      return { iops: Math.round((ios / wall) * 1000), cpuPct: ((cpu.user + cpu.system) / 1000 / wall) * 100, gcPct: (gcMs / wall) * 100 };
+      return { iops: Math.round((ios / wall) * 1000), cpuPct: ((cpu.user + cpu.system) / 1000 / wall) * 100, userPct: (cpu.user / 1000 / wall) * 100, gcPct: (gcMs / wall) * 100 };
     };
     if (arm === 'loop-cb') {
       if (typeof (ns as { submit?: unknown }).submit !== 'function') throw new Error('this checkout has no Namespace.submit');
@@ -260,7 +263,8 @@ async function main(): Promise<void> {
           const j = JSON.parse(lines.find((l) => l.startsWith('{')) as string) as { iops: number };
           const tm = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s/.exec(lines[lines.length - 1] as string);
           const cpuS = tm === null ? NaN : Number(tm[1]) * 60 + Number(tm[2]) + Number(tm[3]) * 60 + Number(tm[4]);
-          return { iops: j.iops, cpuPct: (cpuS / seconds) * 100, gcPct: 0 };
+          const userS = tm === null ? NaN : Number(tm[1]) * 60 + Number(tm[2]);
+          return { iops: j.iops, cpuPct: (cpuS / seconds) * 100, userPct: (userS / seconds) * 100, gcPct: 0 };
         },
       });
     } else {
@@ -290,8 +294,8 @@ async function main(): Promise<void> {
     `# host path: target (C, or ours for @ts arms) on CPU 1, host on CPU 0, randread (4 KiB QD${QD} unless the arm says), 1 hctx, ${seconds} s × ${reps} reps interleaved (median, [min–max])`,
     '',
     // Host CPU µs per I/O and GC as a share of host CPU hold up better than IOPS on a machine shared with other load.
-    '| arm | IOPS | ÷ C client | host CPU % | host CPU µs/IO | busiest host thread % | p50 µs | p99 µs | GC % of wall | GC % of host CPU | target CPU % | bound |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| arm | IOPS | ÷ C client | host CPU % | host CPU µs/IO | host user µs/IO | busiest host thread % | p50 µs | p99 µs | GC % of wall | GC % of host CPU | target CPU % | bound |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const [name, xs] of rows) {
     const iops = xs.map((x) => x.r.iops);
@@ -299,14 +303,26 @@ async function main(): Promise<void> {
     const cpu = med(xs.map((x) => x.r.cpuPct));
     const tcpu = med(xs.map((x) => x.tcpu));
     const busy = xs.every((x) => x.r.busiestPct !== undefined) ? med(xs.map((x) => x.r.busiestPct as number)) : undefined;
-    const opt = (f: (r: ArmResult) => number | undefined): string => (xs.every((x) => f(x.r) !== undefined) ? med(xs.map((x) => f(x.r) as number)).toFixed(0) : '–');
+    const opt = (f: (r: ArmResult) => number | undefined, digits = 0): string => (xs.every((x) => f(x.r) !== undefined) ? med(xs.map((x) => f(x.r) as number)).toFixed(digits) : '–');
     // Bound as in harness reports: the busiest host thread above 90 % of a CPU, or the host process above 90 % of
     // the one CPU every host arm is pinned to (io workers share it).
     const hostBound = (busy ?? 0) > 90 || cpu > 90;
     const bound = hostBound && tcpu > 90 ? 'both' : hostBound ? 'host' : tcpu > 90 ? 'target' : 'neither';
     lines.push(
-      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => (x.r.cpuPct * 1e4) / x.r.iops)).toFixed(2)} | ${busy === undefined ? '–' : busy.toFixed(0)} | ${opt((r) => r.p50Us)} | ${opt((r) => r.p99Us)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${med(xs.map((x) => (x.r.cpuPct > 0 ? (x.r.gcPct / x.r.cpuPct) * 100 : 0))).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
+      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => (x.r.cpuPct * 1e4) / x.r.iops)).toFixed(2)} | ${opt((r) => (r.userPct === undefined ? undefined : (r.userPct * 1e4) / r.iops), 2)} | ${busy === undefined ? '–' : busy.toFixed(0)} | ${opt((r) => r.p50Us)} | ${opt((r) => r.p99Us)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${med(xs.map((x) => (x.r.cpuPct > 0 ? (x.r.gcPct / x.r.cpuPct) * 100 : 0))).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
     );
+  }
+  // Paired by rep (each after-arm ran next to its before-arm): the median of the per-rep ratios cancels the drift of a
+  // shared machine better than a ratio of medians.
+  for (const [name, xs] of rows) {
+    const bs = rows.get(`${name} (before)`);
+    if (bs === undefined) continue;
+    const per = (r: ArmResult, pct: number | undefined): number => ((pct ?? NaN) * 1e4) / r.iops;
+    const ratio = (f: (r: ArmResult) => number): string => {
+      const rs = xs.map((x, i) => f(x.r) / f((bs[i] as { r: ArmResult }).r)).filter(Number.isFinite);
+      return rs.length === 0 ? '–' : `${med(rs).toFixed(3)} [${Math.min(...rs).toFixed(3)}–${Math.max(...rs).toFixed(3)}]`;
+    };
+    lines.push('', `${name} ÷ before, paired by rep: IOPS ${ratio((r) => r.iops)}, host CPU µs/IO ${ratio((r) => per(r, r.cpuPct))}, host user µs/IO ${ratio((r) => per(r, r.userPct))}`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -13,7 +13,7 @@ import {
   statusName,
 } from '../protocol/index.js';
 import type { HostCommand, TcpQueue } from './transport/index.js';
-import { wr32 } from '../protocol/le.js';
+import { rd16, rd32, wr16, wr32 } from '../protocol/le.js';
 
 /** What a command completed with (CQE fields the caller may need). */
 export interface Completion {
@@ -139,6 +139,7 @@ class CommandSlot implements HostCommand {
   transportStatus = 0;
   active = false;
   reserved = false;
+  /** Reserved-CID commands only; a tag's deadline is in QueuePair's #deadlines. */
   deadline = 0;
   bytes = 0;
   /** Promise API: the command's settle functions. */
@@ -151,7 +152,7 @@ class CommandSlot implements HostCommand {
   hctx = 0;
   retries = 0;
 
-  arm(cid: number, h2c: Buffer | undefined, c2h: Buffer | undefined, deadline: number, reserved: boolean, bytes: number): void {
+  arm(cid: number, h2c: Buffer | undefined, c2h: Buffer | undefined, reserved: boolean, bytes: number): void {
     this.cid = cid;
     this.h2c = h2c;
     this.c2h = c2h;
@@ -160,7 +161,6 @@ class CommandSlot implements HostCommand {
     this.transportStatus = 0;
     this.active = true;
     this.reserved = reserved;
-    this.deadline = deadline;
     this.bytes = bytes;
   }
 
@@ -245,6 +245,8 @@ export class QueuePair implements IoQueue {
   #state: QueuePairState = 'connecting';
   /** Slot per tag (index = CID bits 11:0); a slot is in flight on this queue while `active` and its cid matches. */
   readonly #slots: CommandSlot[];
+  /** Deadline of the command in each slot (ms since #epoch), valid while the slot is active. */
+  readonly #deadlines: Float64Array;
   /** Commands on reserved CIDs outside the tag set (the AER): rare, so a map. */
   readonly #reserved = new Map<number, CommandSlot>();
   #inFlight = 0;
@@ -253,6 +255,13 @@ export class QueuePair implements IoQueue {
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;
   #timerPeriod = 0;
+  /** The timeout #armTimer last looked at. */
+  #timerFor = -1;
+  /**
+   * The scan's timer callback, made once: an arrow function inside #armTimer made V8 allocate #armTimer's context on
+   * every call, ~40 bytes per I/O (docs/performance.md, "Host path, fourth pass").
+   */
+  readonly #scanTick = (): void => this.#scan();
   /**
    * Milliseconds since #epoch, read once per timeout scan and when the scan starts, not per command: a clock read
    * per command left a 16-byte number behind each time (docs/performance.md, "Host path, third pass"). A command's
@@ -278,6 +287,7 @@ export class QueuePair implements IoQueue {
     this.inlineLimit = opts.inlineLimit;
     this.#opts = opts;
     this.#slots = Array.from({ length: opts.tags.size }, () => new CommandSlot());
+    this.#deadlines = new Float64Array(opts.tags.size);
     opts.tcp.setHandlers({
       command: (cid) => this.#lookup(cid),
       onResponse: (buf, at, cmd, cid) => this.#complete(buf, at, cmd as CommandSlot | undefined, cid),
@@ -346,14 +356,15 @@ export class QueuePair implements IoQueue {
       return Promise.reject(this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
     }
     const sqe = spec.sqe;
-    sqe.writeUInt16LE(cid, SqeOffset.cid);
+    wr16(sqe, SqeOffset.cid, cid);
     const h2c = spec.h2c !== undefined && spec.h2c.length > 0 ? spec.h2c : undefined;
     const inCapsule = h2c !== undefined && (spec.forceInCapsule === true || h2c.length <= this.inlineLimit);
     const dataLen = h2c?.length ?? spec.c2h?.length ?? 0;
     setSgl(sqe, dataLen, inCapsule);
     return new Promise<Completion>((resolve, reject) => {
       const p = this.#slotFor(cid, reserved);
-      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, this.#deadline(spec.timeoutMs), reserved, dataLen);
+      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, reserved, dataLen);
+      this.#setDeadline(p, spec.timeoutMs);
       p.resolve = resolve;
       p.reject = reject;
       this.#started();
@@ -378,12 +389,15 @@ export class QueuePair implements IoQueue {
     }
     const sqe = this.#sqe;
     const len = builder.buildIoSqe(sqe, io);
-    sqe.writeUInt16LE(cid, SqeOffset.cid);
+    // Plain stores and loads (protocol/le.ts) on the per-command path: Buffer's read/write methods validate their
+    // arguments on every call (docs/performance.md, "Host path, fourth pass").
+    wr16(sqe, SqeOffset.cid, cid);
     const data = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
     const inCapsule = io.write && len <= this.inlineLimit;
     setSgl(sqe, len, inCapsule);
     const p = this.#slots[cid & 0xfff] as CommandSlot;
-    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, this.#deadline(timeoutMs), false, len);
+    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, false, len);
+    this.#setDeadline(p, timeoutMs);
     p.io = io;
     p.builder = builder;
     p.sink = sink;
@@ -406,10 +420,14 @@ export class QueuePair implements IoQueue {
     this.counters.submitted++;
   }
 
-  /** Arms the timeout scan (if it is not running) and returns the deadline of a command submitted now. */
-  #deadline(timeoutMs: number): number {
+  /**
+   * Arms the timeout scan (if it is not running) and sets the deadline of `p`, submitted now. A tag's deadline goes
+   * into a Float64Array, where a double is stored without boxing it.
+   */
+  #setDeadline(p: CommandSlot, timeoutMs: number): void {
     this.#armTimer(timeoutMs);
-    return this.#clock + timeoutMs + this.#timerPeriod;
+    if (p.reserved) p.deadline = this.#clock + timeoutMs + this.#timerPeriod;
+    else this.#deadlines[p.cid & 0xfff] = this.#clock + timeoutMs + this.#timerPeriod;
   }
 
   #complete(cqe: Buffer | undefined, at: number, p: CommandSlot | undefined, cid: number): void {
@@ -421,9 +439,9 @@ export class QueuePair implements IoQueue {
     }
     this.#opts.onActivity?.();
     // The CQE fields read in place (at `at` in cqe, valid only during this call); status is the Linux-style 15-bit value.
-    const dw0 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw0);
-    const dw1 = cqe === undefined ? 0 : cqe.readUInt32LE(at + CqeOffset.dw1);
-    const cqeStatus = cqe === undefined ? 0 : cqe.readUInt16LE(at + CqeOffset.status) >>> 1;
+    const dw0 = cqe === undefined ? 0 : rd32(cqe, at + CqeOffset.dw0);
+    const dw1 = cqe === undefined ? 0 : rd32(cqe, at + CqeOffset.dw1);
+    const cqeStatus = cqe === undefined ? 0 : rd16(cqe, at + CqeOffset.status) >>> 1;
     const status = p.transportStatus !== 0 ? p.transportStatus : cqeStatus;
     this.counters.completed++;
     if (status !== 0) this.counters.errors++;
@@ -466,6 +484,9 @@ export class QueuePair implements IoQueue {
    * I/O); its period follows the shortest timeout seen so far.
    */
   #armTimer(timeoutMs: number): void {
+    // Per command: the scan runs and was armed for this timeout already (one comparison, not the period's arithmetic).
+    if (timeoutMs === this.#timerFor && this.#timer !== undefined) return;
+    this.#timerFor = timeoutMs;
     const period = Math.max(10, Math.min(1000, Math.floor(timeoutMs / 4)));
     if (this.#timer !== undefined) {
       if (period >= this.#timerPeriod) return;
@@ -473,7 +494,7 @@ export class QueuePair implements IoQueue {
     }
     this.#clock = Date.now() - this.#epoch;
     this.#timerPeriod = period;
-    this.#timer = setInterval(() => this.#scan(), period);
+    this.#timer = setInterval(this.#scanTick, period);
     this.#timer.unref();
   }
 
@@ -485,8 +506,10 @@ export class QueuePair implements IoQueue {
     }
     const now = (this.#clock = Date.now() - this.#epoch);
     let expired: CommandSlot | undefined;
-    for (const p of this.#slots) {
-      if (p.active && p.deadline <= now) {
+    const slots = this.#slots;
+    for (let i = 0; i < slots.length; i++) {
+      const p = slots[i] as CommandSlot;
+      if (p.active && (this.#deadlines[i] as number) <= now) {
         expired = p;
         break;
       }

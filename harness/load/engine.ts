@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { constants as perfConstants, monitorEventLoopDelay, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import type { Histogram } from 'hdr-histogram-js';
 import { formatBs } from './job-file.js';
-import { cdfPoints, newHistogram, recordNs, summarize } from './stats.js';
+import { LatencyRecorder, cdfPoints, newHistogram, summarize } from './stats.js';
 import type {
   BlockIo,
   BlockTarget,
@@ -118,6 +118,8 @@ const newCounters = (): Counters => ({ readIos: 0, writeIos: 0, readBytes: 0, wr
 interface JobState {
   spec: JobSpec;
   hists: Hists;
+  /** Where the I/Os record their latencies; folded into hists.read / hists.write after the run. */
+  latency: { read: LatencyRecorder; write: LatencyRecorder };
   counters: Counters;
   clones: { clone: number; hctx: string; ios: number }[];
   startedAt: number;
@@ -278,7 +280,9 @@ class WorkloadRun {
         hctx: spec.hctx === undefined ? `${spec.name}.${c}` : spec.numjobs > 1 ? `${spec.hctx}.${c}` : spec.hctx,
         ios: 0,
       }));
-      return { spec, hists: newHists(), counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
+      const hists = newHists();
+      const latency = { read: new LatencyRecorder(hists.read), write: new LatencyRecorder(hists.write) };
+      return { spec, hists, latency, counters: newCounters(), clones, startedAt: groupStart, measureFrom: groupStart + spec.rampMs, endedAt: groupStart + spec.rampMs, stop: false };
     });
     this.states.push(...groupStates);
     this.currentGroup = groupStates;
@@ -325,6 +329,26 @@ class WorkloadRun {
     await Promise.all(Array.from({ length: j.iodepth }, () => worker()));
   }
 
+  /**
+   * The callback path's clock: one reading per batch of completions (all those delivered in one task, e.g. one socket
+   * read), set by refreshClock and reset by a microtask after that task, the way blk-mq caches the time per plug;
+   * −1: not read in this task yet. Reading the clock per I/O cost ~5 % of the host's CPU (docs/performance.md, "Host
+   * path, fourth pass"). A later completion of the batch gets the batch's first reading, as does the I/O it starts,
+   * so both ends of each latency are taken alike (within one batch's handling time, a few µs per I/O). Read from
+   * this field, not passed around: a double passed to or returned from a call that is not inlined is boxed anew.
+   */
+  batchTime = -1;
+  private readonly endBatch = (): void => {
+    this.batchTime = -1;
+  };
+
+  refreshClock(): void {
+    if (this.batchTime < 0) {
+      this.batchTime = performance.now();
+      queueMicrotask(this.endBatch);
+    }
+  }
+
   recordMismatches(found: VerifyMismatch[]): void {
     this.mismatchCount += found.length;
     for (const m of found) if (this.mismatches.length < MAX_MISMATCHES) this.mismatches.push(m);
@@ -334,6 +358,8 @@ class WorkloadRun {
   foldHistograms(): void {
     for (const h of [this.total.all, this.total.read, this.total.write]) h.reset();
     for (const st of this.states) {
+      st.latency.read.flush();
+      st.latency.write.flush();
       st.hists.all.reset();
       st.hists.all.add(st.hists.read);
       st.hists.all.add(st.hists.write);
@@ -354,13 +380,28 @@ class WorkloadRun {
     this.tickIos++;
     this.tickBytes += bs;
     if (t1 < st.measureFrom) return;
+    st.endedAt = t1;
+    this.countIo(st, cloneStats, isRead, bs, Math.round((t1 - t0) * 1e6));
+  }
+
+  /** recordCompletion for a callback-path slot that completed at batchTime. */
+  recordSlot(st: JobState, cloneStats: { ios: number }, slot: IoSlot): void {
+    const t1 = this.batchTime;
+    this.tickIos++;
+    this.tickBytes += slot.bs;
+    if (t1 < st.measureFrom) return;
+    st.endedAt = t1;
+    // Whole nanoseconds: an integer below 2^30 is passed on unboxed.
+    this.countIo(st, cloneStats, !slot.write, slot.bs, Math.round((t1 - slot.t0) * 1e6));
+  }
+
+  private countIo(st: JobState, cloneStats: { ios: number }, isRead: boolean, bs: number, latencyNs: number): void {
     // One histogram record per I/O: the job's read or write histogram. The job's "all" and the run's totals are sums
     // of those, folded once after the run (foldHistograms); four records per I/O were ~10 % of the host's CPU.
-    recordNs(isRead ? st.hists.read : st.hists.write, (t1 - t0) * 1e6);
+    (isRead ? st.latency.read : st.latency.write).record(latencyNs);
     count(st.counters, isRead, bs);
     count(this.totalCounters, isRead, bs);
     cloneStats.ios++;
-    st.endedAt = t1;
   }
 
   overlaps(lba: number, blocks: number): boolean {
@@ -490,21 +531,21 @@ class CloneRun {
     return new Promise<void>((resolve) => {
       this.finished = resolve;
       this.active = slots.length;
-      for (const s of slots) this.issue(s, performance.now());
+      this.workload.refreshClock();
+      for (const s of slots) this.issue(s);
     });
   }
 
   /**
-   * Start the slot's next I/O, or retire the slot when the job is over. `now` is the completion time of its last I/O:
-   * one clock read per I/O serves as both that I/O's end and the next one's start (each read leaves a 16-byte number
-   * behind; three per I/O were most of the engine's garbage, docs/performance.md "Host path, third pass").
+   * Start the slot's next I/O, or retire the slot when the job is over. Its start time is the workload's batchTime,
+   * the completion time of the slot's last I/O: one reading serves as both that I/O's end and the next one's start.
    */
-  private issue(slot: IoSlot, now: number): void {
-    if (this.done(now)) {
+  private issue(slot: IoSlot): void {
+    const run = this.workload;
+    if (this.ended() || run.batchTime >= this.measureEnd) {
       this.retire();
       return;
     }
-    const run = this.workload;
     const j = this.j;
     const k = this.pickBsIndex();
     const bs = (j.bssplit[k] as { bs: number }).bs;
@@ -516,7 +557,7 @@ class CloneRun {
     slot.blocks = bs / run.bsz;
     slot.bs = bs;
     slot.buf = (isRead ? slot.views[k] : this.writeViews[k]) as Buffer;
-    slot.t0 = now;
+    slot.t0 = run.batchTime;
     try {
       (run.target.submit as (io: BlockIo) => void)(slot);
     } catch (e) {
@@ -533,9 +574,9 @@ class CloneRun {
       this.retire();
       return;
     }
-    const now = performance.now();
-    run.recordCompletion(this.st, this.cloneStats, !slot.write, slot.bs, slot.t0, now);
-    this.issue(slot, now);
+    run.refreshClock();
+    run.recordSlot(this.st, this.cloneStats, slot);
+    this.issue(slot);
   }
 
   private retire(): void {
@@ -574,8 +615,12 @@ class CloneRun {
   }
 
   private done(now = performance.now()): boolean {
+    return this.ended() || now >= this.measureEnd;
+  }
+
+  /** Over for a reason other than time: stopped, aborted, or io_size issued (a size-based job). */
+  private ended(): boolean {
     if (this.st.stop || this.workload.opts.signal?.aborted === true) return true;
-    if (now >= this.measureEnd) return true;
     return this.j.runtimeMs === undefined && this.issuedBytes >= this.j.ioSize;
   }
 

@@ -14,6 +14,81 @@ export function recordNs(h: Histogram, ns: number): void {
   h.recordValue(Math.min(HIGHEST_NS, Math.max(1, Math.round(ns))));
 }
 
+/** HDR layout at 3 significant digits: values below 2048 exact, then 1024 sub-buckets per power of two. */
+const SUB_HALF_MAG = 10;
+/** Values below 2^31 ns (2.1 s) are indexed with Math.clz32; slower ones go to the histogram directly. */
+const FAST_LIMIT = 2 ** 31;
+const FAST_SLOTS = ((31 - 1 - SUB_HALF_MAG) << SUB_HALF_MAG) + 2 * (1 << SUB_HALF_MAG);
+
+/** Counts index of a value in [1, FAST_LIMIT): HDR's bucket and sub-bucket, computed with integer operations. */
+function slotOf(v: number): number {
+  // floor(log2 v) − 10: how far v is shifted to land in the top half of the sub-buckets (≤ 0: exact).
+  const e = 21 - Math.clz32(v);
+  return e <= 0 ? v : (e << SUB_HALF_MAG) + (v >>> e);
+}
+
+/** Lowest value of a counts index (the inverse of slotOf). */
+function slotValue(idx: number): number {
+  if (idx < 2 << SUB_HALF_MAG) return idx;
+  const e = (idx >> SUB_HALF_MAG) - 1;
+  return (idx - (e << SUB_HALF_MAG)) * 2 ** e;
+}
+
+/**
+ * recordNs for the per-I/O path: one index computation and one counter increment, folded into `into` later
+ * (flush). hdr-histogram-js's recordValue (floating-point log2 and divisions, several calls) was ~5 % of the host's
+ * CPU per I/O (docs/performance.md, "Host path, fourth pass"). The indexing is HDR's own at 3 significant digits
+ * (newHistogram), and flush records each bucket's count at a value inside it (the exact minimum and maximum in
+ * theirs), so the histogram ends up with the same counts, total, minimum and maximum as if each value had been
+ * recorded in it.
+ */
+export class LatencyRecorder {
+  readonly #counts = new Float64Array(FAST_SLOTS);
+  #min = FAST_LIMIT;
+  #max = 0;
+  #n = 0;
+
+  constructor(readonly into: Histogram) {}
+
+  record(ns: number): void {
+    let v = Math.round(ns);
+    if (v < 1) v = 1;
+    if (v >= FAST_LIMIT) {
+      recordNs(this.into, v);
+      return;
+    }
+    const i = slotOf(v);
+    this.#counts[i] = (this.#counts[i] as number) + 1;
+    if (v > this.#max) this.#max = v;
+    if (v < this.#min) this.#min = v;
+    this.#n++;
+  }
+
+  /** Move everything recorded so far into `into`. */
+  flush(): void {
+    if (this.#n === 0) return;
+    const counts = this.#counts;
+    const min = this.#min;
+    const max = this.#max;
+    const minIdx = slotOf(min);
+    const maxIdx = slotOf(max);
+    for (let i = minIdx; i <= maxIdx; i++) {
+      const c = counts[i] as number;
+      if (c === 0) continue;
+      counts[i] = 0;
+      // The extremes' buckets are recorded at the extremes themselves (same bucket, so the same counts): the
+      // histogram's exact minimum and maximum come out as recorded.
+      if (i === maxIdx) {
+        this.into.recordValue(max);
+        if (c > 1) this.into.recordValueWithCount(i === minIdx ? min : max, c - 1);
+      } else this.into.recordValueWithCount(i === minIdx ? min : slotValue(i), c);
+    }
+    this.#min = FAST_LIMIT;
+    this.#max = 0;
+    this.#n = 0;
+  }
+}
+
 const round1 = (us: number): number => Math.round(us * 10) / 10;
 
 export function summarize(h: Histogram): LatencySummary {

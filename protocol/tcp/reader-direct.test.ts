@@ -70,6 +70,40 @@ describe('PduReader direct host read path', () => {
     });
   }
 
+  it('copies from the current read when later reads put other PDUs at the same offsets of the same or another buffer', () => {
+    // Reads 1–2 through one buffer, read 3 through another: every PDU lands at an offset an earlier read used too,
+    // with other data and, for the second PDU, other lengths.
+    const dests = [Buffer.alloc(64), Buffer.alloc(64)];
+    const r = new PduReader({
+      role: 'host',
+      reusesChunks: true,
+      onPdu: (p) => {
+        if (p.type === PduType.IC_RESP) r.setFraming(false, false, 0);
+      },
+      onFatal: (f) => {
+        throw new Error(`fatal ${f.fes}`);
+      },
+      onC2HDataHeader: (cccid) => dests[cccid],
+      onC2HDataEnd: () => undefined,
+    });
+    r.push(B.icResp({}));
+    const rxA = Buffer.alloc(256);
+    const rxB = Buffer.alloc(256);
+    for (const [rx, seed, len2] of [
+      [rxA, 1, 40],
+      [rxA, 7, 64],
+      [rxB, 13, 40],
+    ] as const) {
+      const d0 = B.pattern(64, seed, 3);
+      const d1 = B.pattern(len2, seed + 1, 5);
+      const n = Buffer.concat([B.c2hData({ cccid: 0, datao: 0, data: d0 }), B.c2hData({ cccid: 1, datao: 0, data: d1 })]).copy(rx);
+      r.push(rx.subarray(0, n));
+      rx.fill(0xee);
+      expect(dests[0]?.equals(d0)).toBe(true);
+      expect(dests[1]?.subarray(0, len2).equals(d1)).toBe(true);
+    }
+  });
+
   it('a malformed C2HData header leaves the direct path and fails as the general path does', () => {
     const cases: Array<[Buffer, [number, number]]> = [
       [B.c2hData({ cccid: 3, datao: 0, success: true, data: a }), [Fes.INVALID_HEADER_FIELD, 1]],
