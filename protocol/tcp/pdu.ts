@@ -254,11 +254,9 @@ function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, dat
 /** C2HData header (§3.6.2.9): CH, CCCID, DATAO, DATAL, reserved; HDGST and padding up to PDO. */
 function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: PduFraming, datalen: number): number {
   const hdgst = framing.hdgst;
-  const hasData = datalen > 0;
-  const hd = hdgst ? DIGEST_SIZE : 0;
-  const pdo = hasData ? dataOffset(DATA_PDU_HLEN, hdgst, framing.pda) : 0;
-  const headLen = hasData ? pdo : DATA_PDU_HLEN + hd;
-  const ddgst = hasData && framing.ddgst;
+  const pdo = pdoOf(DATA_PDU_HLEN, framing, datalen);
+  const headLen = headLenOf(DATA_PDU_HLEN, hdgst, pdo);
+  const ddgst = datalen > 0 && framing.ddgst;
   const flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0) | (pdu.last ? PduFlag.DATA_LAST : 0) | (pdu.success ? PduFlag.DATA_SUCCESS : 0);
   head[o] = PduType.C2H_DATA;
   head[o + 1] = flags;
@@ -271,8 +269,24 @@ function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: P
   wr32(head, o + 12, pdu.datao);
   wr32(head, o + 16, datalen);
   wr32(head, o + 20, 0);
-  if (hdgst) writeHeaderDigest(head, o, DATA_PDU_HLEN);
-  if (headLen > DATA_PDU_HLEN + hd) head.fill(0, o + DATA_PDU_HLEN + hd, o + headLen);
+  return finishHeader(head, o, DATA_PDU_HLEN, hdgst, headLen);
+}
+
+/** PDO (§3.6.1.2): where data starts, after the header, its HDGST and padding to the alignment asked for; 0 without data. */
+function pdoOf(hlen: number, framing: PduFraming, datalen: number): number {
+  return datalen > 0 ? dataOffset(hlen, framing.hdgst, framing.pda) : 0;
+}
+
+/** Bytes before the data: up to PDO when there is data, else the header and its HDGST. */
+function headLenOf(hlen: number, hdgst: boolean, pdo: number): number {
+  return pdo > 0 ? pdo : hlen + (hdgst ? DIGEST_SIZE : 0);
+}
+
+/** HDGST after the `hlen` header bytes, then zero padding up to `headLen`; returns `headLen`. */
+function finishHeader(head: Buffer, o: number, hlen: number, hdgst: boolean, headLen: number): number {
+  if (hdgst) writeHeaderDigest(head, o, hlen);
+  const padFrom = hlen + (hdgst ? DIGEST_SIZE : 0);
+  if (headLen > padFrom) head.fill(0, o + padFrom, o + headLen);
   return headLen;
 }
 
@@ -285,11 +299,9 @@ const SQE_BYTES = CAPSULE_CMD_HLEN - CH_SIZE;
  */
 function writeCapsuleCmdHeader(head: Buffer, o: number, pdu: CapsuleCmdPdu, framing: PduFraming, datalen: number): number {
   const hdgst = framing.hdgst;
-  const hasData = datalen > 0;
-  const hd = hdgst ? DIGEST_SIZE : 0;
-  const pdo = hasData ? dataOffset(CAPSULE_CMD_HLEN, hdgst, framing.pda) : 0;
-  const headLen = hasData ? pdo : CAPSULE_CMD_HLEN + hd;
-  const ddgst = hasData && framing.ddgst;
+  const pdo = pdoOf(CAPSULE_CMD_HLEN, framing, datalen);
+  const headLen = headLenOf(CAPSULE_CMD_HLEN, hdgst, pdo);
+  const ddgst = datalen > 0 && framing.ddgst;
   head[o] = PduType.CAPSULE_CMD;
   head[o + 1] = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
   head[o + 2] = CAPSULE_CMD_HLEN;
@@ -301,9 +313,7 @@ function writeCapsuleCmdHeader(head: Buffer, o: number, pdu: CapsuleCmdPdu, fram
     head.set(sqe.length > SQE_BYTES ? sqe.subarray(0, SQE_BYTES) : sqe, o + CH_SIZE);
     if (sqe.length < SQE_BYTES) head.fill(0, o + CH_SIZE + sqe.length, o + CAPSULE_CMD_HLEN);
   }
-  if (hdgst) writeHeaderDigest(head, o, CAPSULE_CMD_HLEN);
-  if (headLen > CAPSULE_CMD_HLEN + hd) head.fill(0, o + CAPSULE_CMD_HLEN + hd, o + headLen);
-  return headLen;
+  return finishHeader(head, o, CAPSULE_CMD_HLEN, hdgst, headLen);
 }
 
 /** HDGST (§3.6.1.3): CRC32C of the `hlen` header bytes at `o`, written right after them. */
