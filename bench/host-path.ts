@@ -17,6 +17,7 @@ import path from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { busiestThread, sampleThreads } from '../harness/load/threads.js';
+import { arg } from './args.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..');
@@ -24,11 +25,6 @@ const NQN = 'nqn.2024-01.io.nvme-ts:bench';
 const QD = 32;
 const BS = 4096;
 const NS_MIB = 256;
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
 
 interface ArmResult {
   iops: number;

@@ -7,13 +7,9 @@ import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { arg } from './args.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
 
 const BS = Number(arg('bs') ?? 4096);
 const ROUNDS = Number(arg('rounds') ?? 9);

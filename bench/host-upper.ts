@@ -10,13 +10,9 @@ import { Buffer } from 'node:buffer';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { arg } from './args.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
 
 const ROUNDS = Number(arg('rounds') ?? 7);
 const SECONDS = Number(arg('seconds') ?? 1);

@@ -12,6 +12,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { arg } from './args.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
 /** Namespace size (and C target RAM): NVME_BENCH_NS_MIB, default 256. */
@@ -42,11 +43,6 @@ export interface ClientResult {
   p50us: number;
   p99us: number;
   maxus: number;
-}
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
 /** Build the C target and client with `cc -O2` (SSE4.2 CRC32C when the compiler accepts it). */

@@ -12,6 +12,7 @@ import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Child, buildBaseline } from './perf-target.js';
+import { arg } from './args.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
 const NS_BYTES = Number(process.env.NVME_BENCH_NS_MIB ?? 64) * 1024 * 1024;
@@ -20,11 +21,6 @@ const NS_BYTES = Number(process.env.NVME_BENCH_NS_MIB ?? 64) * 1024 * 1024;
  * in the temp directory (the same backend in one process and in workers, so the arms differ only in the data plane).
  */
 const BACKEND = process.env.NVME_BENCH_BACKEND === 'null' ? ('null' as const) : process.env.NVME_BENCH_BACKEND === 'file' ? ('file' as const) : ('ram' as const);
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
 
 /** utime+stime in µs (clock ticks of 10 ms). */
 function cpuUs(pid: number): number {
