@@ -43,13 +43,15 @@ KVER=$(sed -n 's/^KVER=//p' "$BPO/lab.env")
 KDIR=$BPO/kernel/$KVER
 KMODDIR=$KDIR/lib/modules/$KVER
 [ -d "$KMODDIR" ] || KMODDIR=$KDIR/usr/lib/modules/$KVER
-# The 7.x repack ships no boot/config: then the module's TLS handshake symbol is the evidence.
+# The 7.x repack ships no boot/config: then the module's TLS code is the evidence (nvme_tcp_start_tls; 7.3 no longer
+# names tls_client_hello_psk in the module, older ones have both). grep -c reads to the end: with -q it stops at the
+# first match, the decompressor dies of SIGPIPE and pipefail fails the check.
 if [ -f "$KDIR/boot/config-$KVER" ]; then
     grep -q '^CONFIG_NVME_TCP_TLS=y' "$KDIR/boot/config-$KVER" || { echo "tls-lab.sh: $KVER lacks CONFIG_NVME_TCP_TLS" >&2; exit 1; }
 else
     f=$(find "$KMODDIR" -name 'nvme-tcp.ko*' | head -1)
     case "$f" in *.xz) c="xz -dc" ;; *.zst) c="zstd -qdc" ;; *) c=cat ;; esac
-    $c "$f" | grep -aq tls_client_hello_psk || { echo "tls-lab.sh: $KVER nvme-tcp has no TLS (CONFIG_NVME_TCP_TLS)" >&2; exit 1; }
+    $c "$f" | grep -acE 'nvme_tcp_start_tls|tls_client_hello_psk' >/dev/null || { echo "tls-lab.sh: $KVER nvme-tcp has no TLS (CONFIG_NVME_TCP_TLS)" >&2; exit 1; }
 fi
 
 command -v mmdebstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
