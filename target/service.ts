@@ -893,6 +893,12 @@ export class TargetService {
     const backend = reuse ?? (await openBackend(cfg, this.#workerCount > 1));
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);
+      // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
+      if (backend instanceof ShmBackend) {
+        const nqn = sub.nqn;
+        const nsid = cfg.nsid;
+        backend.setCoherence((off, len, done) => (this.#pool === undefined ? done() : this.#pool.invalidate(nqn, nsid, off, len, done)));
+      }
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
       for (const other of this.#core.allNamespaces()) {
         if (other === replacing) continue;

@@ -4,6 +4,7 @@
 import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
 import type { ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
+import type { InvRange } from './coherence.js';
 
 /** Placement policies: which worker gets a new I/O queue. */
 export const PLACEMENTS = ['single', 'controller', 'queue', 'host'] as const;
@@ -46,7 +47,11 @@ export type ToWorker =
   /** A namespace's reservation state changed on the primary: apply it, then ack. */
   | { t: 'resv'; seq: number; nqn: string; nsid: number; r: ResvReplica }
   /** The answer to a forwarded reservation command, sent once every worker applied its result. */
-  | { t: 'resv-done'; id: number; status: number };
+  | { t: 'resv-done'; id: number; status: number }
+  /** Another process wrote these ranges of shared RAM namespaces: drop them from the read cache, then 'inv-ack'. */
+  | { t: 'inv'; seq: number; r: InvRange[] }
+  /** Every other worker dropped the ranges of this worker's 'inv' `seq`: its writes may complete. */
+  | { t: 'inv-done'; seq: number };
 
 /** Per-queue counters in a report: [id, commands, bytesIn, bytesOut, errors, inFlight]. */
 export type QueueReport = [number, number, number, number, number, number];
@@ -80,6 +85,9 @@ export type FromWorker =
   | { t: 'closed'; id: number }
   /** Register / Acquire / Release from a worker queue, for the primary to run on the one state (data: base64 keys). */
   | { t: 'resv-cmd'; id: number; nqn: string; nsid: number; hostid: string; opcode: number; cdw10: number; data: string }
+  /** Writes here changed these ranges of shared RAM namespaces: have the other workers drop them, then 'inv-done'. */
+  | { t: 'inv'; seq: number; r: InvRange[] }
+  | { t: 'inv-ack'; seq: number }
   | WorkerReport;
 
 export function isPlacement(s: string): s is Placement {

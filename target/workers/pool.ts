@@ -13,6 +13,7 @@ import { releaseFromServer } from '../../connection/index.js';
 import { DNR, Status } from '../../protocol/index.js';
 import type { Controller, QueueHandle, QueueInfoView, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue, QueueHandOff } from '../transport/tcp/index.js';
+import { InvalidationBatcher, type InvRange } from './coherence.js';
 import { isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
 
 /** Worker process states: starting (forked, no 'ready' yet), ready, stopping (told to stop), dead (exited). */
@@ -132,6 +133,11 @@ export class WorkerPool implements QueueHandOff {
   #seq = 1;
   readonly #acks = new Map<number, { left: number; errors: string[]; resolve: () => void }>();
   #stopping = false;
+  /** Cache invalidations relayed to workers, by relay sequence: the workers yet to answer, and what runs then. */
+  readonly #invs = new Map<number, { waiting: Set<WorkerProc>; finish: () => void }>();
+  #invSeq = 1;
+  /** Writes in this process (queues that stay here: TLS, DH-HMAC-CHAP) to shared RAM namespaces. */
+  readonly #ownInv = new InvalidationBatcher((r, done) => this.#relayInv(r, undefined, done));
 
   constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
@@ -261,9 +267,39 @@ export class WorkerPool implements QueueHandOff {
       }
       case 'resv-cmd':
         return this.#onResvCmd(w, m);
+      case 'inv':
+        return this.#relayInv(m.r, w, () => void this.#post(w, { t: 'inv-done', seq: m.seq }));
+      case 'inv-ack': {
+        const p = this.#invs.get(m.seq);
+        if (p !== undefined && p.waiting.delete(w) && p.waiting.size === 0) {
+          this.#invs.delete(m.seq);
+          p.finish();
+        }
+        return;
+      }
       default:
         return;
     }
+  }
+
+  /**
+   * A write in shared RAM namespace `nqn`/`nsid` (in this process) reached the file: `done` once every worker dropped
+   * its cached copy of the range (ShmBackend's CoherenceHook for the creator's backend).
+   */
+  invalidate(nqn: string, nsid: number, offset: number, length: number, done: () => void): void {
+    this.#ownInv.add(nqn, nsid, offset, length, done);
+  }
+
+  /**
+   * Tell every worker but `from` to drop `ranges` from its read cache, then `finish`. A worker that exits meanwhile
+   * counts as answered: its cache went with it, and a restarted one starts empty.
+   */
+  #relayInv(ranges: InvRange[], from: WorkerProc | undefined, finish: () => void): void {
+    const seq = this.#invSeq++;
+    const waiting = new Set<WorkerProc>();
+    for (const w of this.#workers) if (w !== from && w.state !== 'dead' && this.#post(w, { t: 'inv', seq, r: ranges })) waiting.add(w);
+    if (waiting.size === 0) return finish();
+    this.#invs.set(seq, { waiting, finish });
   }
 
   #onResvCmd(w: WorkerProc, m: Extract<FromWorker, { t: 'resv-cmd' }>): void {
@@ -311,6 +347,12 @@ export class WorkerPool implements QueueHandOff {
     for (const a of this.#acks.values()) {
       a.errors.push(`worker ${w.index} exited`);
       if (--a.left === 0) a.resolve();
+    }
+    for (const [seq, p] of this.#invs) {
+      if (p.waiting.delete(w) && p.waiting.size === 0) {
+        this.#invs.delete(seq);
+        p.finish();
+      }
     }
     if (expected) return;
     this.#log.error({ worker: w.index, pid: child.pid, code, signal, queues: lost.length }, `worker ${w.index} died; its queues are dropped, restarting it`);

@@ -90,6 +90,55 @@ describe('ShmBackend', () => {
     await a.close();
   });
 
+  it('a cached opener reads its copy until told a range changed; its writes wait for the hook, then read back', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
+    dirs.push(dir);
+    const a = ShmBackend.create(4 << 20, dir);
+    const told: Array<[number, number]> = [];
+    const pending: Array<() => void> = [];
+    const b = ShmBackend.open(a.path, a.size, (off, len, done) => {
+      told.push([off, len]);
+      pending.push(done);
+    });
+    expect(read(b, 0, 8192).every((x) => x === 0)).toBe(true);
+    // The creator writes without telling b: b still reads its cached zeros, so reads are served from the copy.
+    a.write(0, [Buffer.alloc(8192, 0x33)], false, (err) => expect(err).toBeNull());
+    expect(read(b, 0, 8192).every((x) => x === 0)).toBe(true);
+    // Invalidation is per 4 KiB block: the first block is re-read from the file, the second stays cached.
+    b.invalidate(100, 1);
+    const mixed = read(b, 0, 8192);
+    expect(mixed.subarray(0, 4096).every((x) => x === 0x33)).toBe(true);
+    expect(mixed.subarray(4096).every((x) => x === 0)).toBe(true);
+    // b's own write: in the file and in b's copy at once, completed only when the hook says every other copy is gone.
+    let completed = false;
+    b.write(4096 + 512, [Buffer.alloc(512, 0x44)], false, (err) => {
+      expect(err).toBeNull();
+      completed = true;
+    });
+    expect(told).toEqual([[4608, 512]]);
+    expect(completed).toBe(false);
+    expect(read(a, 4608, 512).every((x) => x === 0x44)).toBe(true);
+    const own = read(b, 4096, 4096);
+    expect(own.subarray(0, 512).every((x) => x === 0)).toBe(true);
+    expect(own.subarray(512, 1024).every((x) => x === 0x44)).toBe(true);
+    (pending.shift() as () => void)();
+    expect(completed).toBe(true);
+    // A read across the 1 MiB edge of the cache's pieces, and Write Zeroes through the hook.
+    const edge = Buffer.from(Array.from({ length: 12288 }, (_, i) => (i * 11 + 1) & 0xff));
+    a.write((1 << 20) - 4096, [edge], false, () => undefined);
+    expect(read(b, (1 << 20) - 4096, 12288).equals(edge)).toBe(true);
+    b.writeZeroes((1 << 20) - 512, 1024, false, (err) => expect(err).toBeNull());
+    expect(told.at(-1)).toEqual([(1 << 20) - 512, 1024]);
+    (pending.shift() as () => void)();
+    const z = read(b, (1 << 20) - 4096, 12288);
+    expect(z.subarray(0, 3584).equals(edge.subarray(0, 3584))).toBe(true);
+    expect(z.subarray(3584, 4608).every((x) => x === 0)).toBe(true);
+    expect(z.subarray(4608).equals(edge.subarray(4608))).toBe(true);
+    expect(read(a, (1 << 20) - 512, 1024).every((x) => x === 0)).toBe(true);
+    await b.close();
+    await a.close();
+  });
+
   it('leaves no name behind: a killed primary frees its namespaces with its last open descriptor', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
     dirs.push(dir);

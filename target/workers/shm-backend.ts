@@ -11,6 +11,55 @@ import type { IoCallback, NamespaceBackend, ReadCallback } from '../backend/inde
 const ZERO_SLAB = Buffer.alloc(256 * 1024);
 /** Initial size of the one read buffer (grown to the largest read seen). */
 const READ_BUF = 128 * 1024;
+/** Granule of a worker's read cache: one 4 KiB block (the Linux host's page size). */
+const BLOCK_SHIFT = 12;
+/** The cache's memory comes in 1 MiB pieces, allocated when a read first touches one (untouched pieces cost nothing). */
+const PIECE_SHIFT = 20;
+const PIECE = 1 << PIECE_SHIFT;
+
+/**
+ * Told of every write and Write Zeroes a cached opener made (after the file has it), with the callback that completes
+ * the command: it calls `done` once every other opener dropped its cached copy of those bytes (WorkerRuntime asks the
+ * primary to relay the range to the other workers, and waits for their answers).
+ */
+export type CoherenceHook = (offset: number, length: number, done: () => void) => void;
+
+/**
+ * A worker's private copy of the blocks it has read, so a read costs a copy instead of a pread (docs/target.md,
+ * "Target workers": 4.6 µs per pread here, more than the rest of a 4 KiB read). The file stays the one truth: a block
+ * is filled from it when a read finds it invalid, a write goes to the file first and then into the cache, and a
+ * write in another worker invalidates the range here before that write may complete, so a read that starts after any
+ * write completed sees it (NVMe Base 2.0 §3.4.4: no ordering between commands still executing).
+ */
+class ReadCache {
+  readonly #pieces: (Buffer | undefined)[];
+  /** One byte per block: 1 = the cached copy equals the file. */
+  readonly valid: Uint8Array;
+  constructor(readonly size: number) {
+    this.#pieces = new Array<Buffer | undefined>(Math.ceil(size / PIECE)).fill(undefined);
+    this.valid = new Uint8Array(Math.ceil(size / (1 << BLOCK_SHIFT)));
+  }
+
+  piece(i: number): Buffer {
+    let p = this.#pieces[i];
+    if (p === undefined) {
+      p = Buffer.allocUnsafeSlow(Math.min(PIECE, this.size - i * PIECE));
+      this.#pieces[i] = p;
+    }
+    return p;
+  }
+
+  /** The piece if it exists (a write never allocates one). */
+  has(i: number): Buffer | undefined {
+    return this.#pieces[i];
+  }
+
+  /** Blocks overlapping [offset, offset + length) are no longer known to match the file. */
+  invalidate(offset: number, length: number): void {
+    if (length <= 0) return;
+    this.valid.fill(0, offset >>> BLOCK_SHIFT, ((offset + length - 1) >>> BLOCK_SHIFT) + 1);
+  }
+}
 
 let seq = 0;
 const NAME = /^nvme-tcp-ts-(\d+)-\d+\.ram$/;
@@ -60,6 +109,12 @@ export function shmDir(): string {
   return os.tmpdir();
 }
 
+function dataLength(data: readonly Buffer[]): number {
+  let n = 0;
+  for (const b of data) n += b.length;
+  return n;
+}
+
 export class ShmBackend implements NamespaceBackend {
   readonly kind = 'ram';
   /**
@@ -70,6 +125,8 @@ export class ShmBackend implements NamespaceBackend {
   readonly transientReads = true;
   #closed = false;
   #buf: Buffer = Buffer.allocUnsafeSlow(READ_BUF);
+  #cache: ReadCache | undefined;
+  #coherence: CoherenceHook | undefined;
 
   private constructor(
     /** What an opener opens: /proc/<creator>/fd/<fd> once the name is unlinked, else the file's name. */
@@ -110,13 +167,37 @@ export class ShmBackend implements NamespaceBackend {
     return new ShmBackend(proc, fd, size, undefined);
   }
 
-  /** Open an existing shared namespace (a worker). */
-  static open(p: string, size: number): ShmBackend {
+  /**
+   * Open an existing shared namespace (a worker). With `coherence`, reads are served from a private cache of the
+   * blocks this process has read, and every write is reported to the hook, which completes it once the other openers
+   * dropped their copies (ReadCache).
+   */
+  static open(p: string, size: number, coherence?: CoherenceHook): ShmBackend {
     const fd = fs.openSync(p, 'r+');
-    return new ShmBackend(p, fd, size, undefined);
+    const b = new ShmBackend(p, fd, size, undefined);
+    if (coherence !== undefined) {
+      b.#cache = new ReadCache(size);
+      b.#coherence = coherence;
+    }
+    return b;
+  }
+
+  /**
+   * The creator's writes (queues that stay in the primary: TLS, DH-HMAC-CHAP) go through `hook` too, so the workers'
+   * caches drop what they change; the creator itself reads the file and caches nothing.
+   */
+  setCoherence(hook: CoherenceHook | undefined): void {
+    this.#coherence = hook;
+  }
+
+  /** Another opener changed [offset, offset + length): drop this process's cached copy of it. */
+  invalidate(offset: number, length: number): void {
+    this.#cache?.invalidate(offset, length);
   }
 
   read(offset: number, length: number, cb: ReadCallback): void {
+    const c = this.#cache;
+    if (c !== undefined) return this.#readCached(c, offset, length, cb);
     if (length > this.#buf.length) this.#buf = Buffer.allocUnsafeSlow(length);
     const buf = this.#buf.subarray(0, length);
     let done = 0;
@@ -133,6 +214,91 @@ export class ShmBackend implements NamespaceBackend {
       return cb(err as Error, []);
     }
     cb(null, [buf]);
+  }
+
+  /** Views of the cache, after filling the invalid blocks of the range from the file (one pread per run of them). */
+  #readCached(c: ReadCache, offset: number, length: number, cb: ReadCallback): void {
+    const end = offset + length;
+    const first = offset >>> PIECE_SHIFT;
+    const last = (end - 1) >>> PIECE_SHIFT;
+    try {
+      if (first === last) {
+        const p = c.piece(first);
+        const base = first * PIECE;
+        this.#fill(c, p, base, offset, end);
+        return cb(null, [p.subarray(offset - base, end - base)]);
+      }
+      const out: Buffer[] = [];
+      for (let i = first; i <= last; i++) {
+        const p = c.piece(i);
+        const base = i * PIECE;
+        const from = Math.max(offset, base);
+        const to = Math.min(end, base + p.length);
+        this.#fill(c, p, base, from, to);
+        out.push(p.subarray(from - base, to - base));
+      }
+      cb(null, out);
+    } catch (err) {
+      cb(err as Error, []);
+    }
+  }
+
+  /** Make the blocks of [from, to) (inside piece `p` at namespace offset `base`) valid. */
+  #fill(c: ReadCache, p: Buffer, base: number, from: number, to: number): void {
+    const v = c.valid;
+    const b1 = (to - 1) >>> BLOCK_SHIFT;
+    for (let b = from >>> BLOCK_SHIFT; b <= b1; b++) {
+      if (v[b] === 1) continue;
+      let e = b + 1;
+      while (e <= b1 && v[e] === 0) e++;
+      const start = b << BLOCK_SHIFT;
+      const stop = Math.min(e << BLOCK_SHIFT, base + p.length);
+      let done = 0;
+      while (start + done < stop) {
+        const n = fs.readSync(this.fd, p, start - base + done, stop - start - done, start + done);
+        if (n === 0) {
+          p.fill(0, start - base + done, stop - base);
+          break;
+        }
+        done += n;
+      }
+      v.fill(1, b, e);
+      b = e - 1;
+    }
+  }
+
+  /**
+   * After the file has [offset, offset + length): copy `data` (or zeros) into the pieces this process holds, so its
+   * own reads see the write, and mark fully written blocks valid; a partly written block keeps its state (its other
+   * bytes are as current as they were). Then the other openers drop theirs before `cb` (CoherenceHook).
+   */
+  #written(offset: number, length: number, data: readonly Buffer[] | undefined, cb: IoCallback): void {
+    const c = this.#cache;
+    const hook = this.#coherence;
+    if (hook === undefined) return cb(null);
+    if (c === undefined) return hook(offset, length, () => cb(null));
+    let pos = offset;
+    for (const chunk of data ?? [undefined]) {
+      const len = chunk === undefined ? length : chunk.length;
+      let off = 0;
+      while (off < len) {
+        const i = (pos + off) >>> PIECE_SHIFT;
+        const base = i * PIECE;
+        const n = Math.min(len - off, base + PIECE - (pos + off));
+        const p = c.has(i);
+        if (p !== undefined) {
+          if (chunk === undefined) p.fill(0, pos + off - base, pos + off - base + n);
+          else chunk.copy(p, pos + off - base, off, off + n);
+        }
+        off += n;
+      }
+      pos += len;
+    }
+    // Whole blocks inside the range now equal the file where this process holds their piece.
+    const firstFull = (offset + (1 << BLOCK_SHIFT) - 1) >>> BLOCK_SHIFT;
+    const endFull = (offset + length) >>> BLOCK_SHIFT;
+    for (let b = firstFull; b < endFull; b++) if (c.has(b >>> (PIECE_SHIFT - BLOCK_SHIFT)) !== undefined) c.valid[b] = 1;
+    hook(offset, length, () => cb(null));
   }
 
   write(offset: number, data: readonly Buffer[], _fua: boolean, cb: IoCallback): void {
@@ -159,9 +325,13 @@ export class ShmBackend implements NamespaceBackend {
         }
       }
     } catch (err) {
+      // What reached the file is unknown: nothing cached of the range may be trusted, here or elsewhere.
+      this.#cache?.invalidate(offset, dataLength(data));
+      const hook = this.#coherence;
+      if (hook !== undefined) return hook(offset, dataLength(data), () => cb(err as Error));
       return cb(err as Error);
     }
-    cb(null);
+    this.#written(offset, dataLength(data), data, cb);
   }
 
   flush(cb: IoCallback): void {
@@ -178,9 +348,12 @@ export class ShmBackend implements NamespaceBackend {
         left -= n;
       }
     } catch (err) {
+      this.#cache?.invalidate(offset, length);
+      const hook = this.#coherence;
+      if (hook !== undefined) return hook(offset, length, () => cb(err as Error));
       return cb(err as Error);
     }
-    cb(null);
+    this.#written(offset, length, undefined, cb);
   }
 
   async close(): Promise<void> {

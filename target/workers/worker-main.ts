@@ -33,6 +33,17 @@ process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
     return;
   }
   const r = rt;
+  // Cache invalidations are answered at once, not behind queued changes: a write in another process waits for it.
+  // Without a runtime (still starting) nothing is cached yet, so the answer is true already.
+  if (m.t === 'inv') {
+    r?.invalidate(m.r);
+    send({ t: 'inv-ack', seq: m.seq });
+    return;
+  }
+  if (m.t === 'inv-done') {
+    r?.invDone(m.seq);
+    return;
+  }
   if (r === undefined) {
     if (m.t === 'stop') process.exit(0);
     return;

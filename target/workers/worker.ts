@@ -12,6 +12,7 @@ import { encodeCc } from '../../protocol/index.js';
 import { TcpQueue } from '../transport/tcp/index.js';
 import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
 import { ShmBackend } from './shm-backend.js';
+import { InvalidationBatcher, type InvRange } from './coherence.js';
 
 /** How often the primary hears about activity (keep-alive under TBKAS) and counters. */
 export const REPORT_INTERVAL_MS = 200;
@@ -35,6 +36,14 @@ export class WorkerRuntime {
   readonly #lag = monitorEventLoopDelay({ resolution: 10 });
   #timer: NodeJS.Timeout | undefined;
   #stopping = false;
+  /** Writes waiting for the other workers to drop what they cached of the ranges ('inv' → 'inv-done'). */
+  readonly #invWaiting = new Map<number, () => void>();
+  #invSeq = 1;
+  readonly #inv = new InvalidationBatcher((r, done) => {
+    const seq = this.#invSeq++;
+    this.#invWaiting.set(seq, done);
+    this.#send({ t: 'inv', seq, r });
+  });
 
   constructor(
     readonly index: number,
@@ -76,6 +85,10 @@ export class WorkerRuntime {
         return this.#ack(m.seq, async () => this.#applyResv(m.nqn, m.nsid, m.r));
       case 'resv-done':
         return this.#resvDone(m.id, m.status);
+      case 'inv':
+        return this.invalidate(m.r);
+      case 'inv-done':
+        return this.invDone(m.seq);
       case 'init':
         return;
     }
@@ -130,7 +143,7 @@ export class WorkerRuntime {
         sub.setNamespaceEnabled(have.ns, n.enabled);
         continue;
       }
-      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n));
+      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done)));
       keys.set(nsid, { ns, key });
       if (have === undefined) sub.addNamespace(ns);
       else {
@@ -145,6 +158,24 @@ export class WorkerRuntime {
       void retire(e.ns);
     }
     for (const [nsid, r] of spec.resv ?? []) if (sub.namespaces.has(nsid)) sub.reservation(nsid).applyReplica(r);
+  }
+
+  // --- shared RAM read caches: the file is the truth, each worker's cache is a copy (ShmBackend) -------------------
+
+  /** Another process wrote these ranges: drop them here (answered at once, ahead of queued changes). */
+  invalidate(ranges: InvRange[]): void {
+    for (const [nqn, nsid, off, len] of ranges) {
+      const b = this.#nsKeys.get(nqn)?.get(nsid)?.ns.backend;
+      if (b instanceof ShmBackend) b.invalidate(off, len);
+    }
+  }
+
+  /** The other workers dropped the ranges of 'inv' `seq`: the writes behind it complete. */
+  invDone(seq: number): void {
+    const done = this.#invWaiting.get(seq);
+    if (done === undefined) return;
+    this.#invWaiting.delete(seq);
+    done();
   }
 
   // --- reservations: the primary owns the state; this process keeps a copy for the I/O path's access checks -------
@@ -292,13 +323,13 @@ export class WorkerRuntime {
   }
 }
 
-async function openNs(n: NsSpec): Promise<NamespaceBackend> {
+async function openNs(n: NsSpec, coherence: (offset: number, length: number, done: () => void) => void): Promise<NamespaceBackend> {
   const o = n.open;
   switch (o.kind) {
     case 'file':
       return FileBackend.open(o.readOnly ? { path: o.path, readOnly: true } : { path: o.path });
     case 'shm':
-      return ShmBackend.open(o.path, o.size);
+      return ShmBackend.open(o.path, o.size, coherence);
     case 'null':
       return new NullBackend(o.size);
   }

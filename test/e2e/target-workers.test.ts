@@ -12,6 +12,7 @@ import { RawPeer } from '../../harness/peers/raw-peer.js';
 import { TargetService, type ControllerInfo } from '../../target/index.js';
 import { PLACEMENTS, type Placement } from '../../target/workers/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
+import { generateDhchapKey } from '../../protocol/auth/index.js';
 
 const NQN = 'nqn.2024-01.io.test:workers';
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';
@@ -258,6 +259,91 @@ describe('target workers: placement, shared namespaces and controller-wide state
       }
     } finally {
       await c.disconnect();
+    }
+  }, 30_000);
+});
+
+describe('target workers: read caches of a shared RAM namespace', () => {
+  // Each worker serves RAM reads from its own copy of the blocks it read (ShmBackend's ReadCache); a write on another
+  // worker, or on a queue the primary kept (DH-HMAC-CHAP), must drop that copy before the write completes. Every read
+  // below first fills the reading worker's cache with the old bytes, so a missed invalidation shows as stale data.
+  const HOST_AUTH = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000ac';
+  const key = generateDhchapKey({ hmac: 1, hostnqn: HOST_AUTH }).format();
+  let t: TargetService;
+  let port: number;
+  beforeAll(async () => {
+    t = new TargetService({ workers: 2, placement: 'queue' });
+    await t.apply({
+      ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
+      subsystems: [{ nqn: NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '8M' } }] }],
+      hosts: [{ nqn: HOST_AUTH, dhchapKey: key }],
+    });
+    port = (t.boundPorts()[0] as { port: number }).port;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('a write on one worker is seen by the next read on the other: partial blocks, Write Zeroes, 1 MiB piece edges', async () => {
+    const c = await host(port, HOST_A, { nr_io_queues: 2 });
+    try {
+      const w = ioWorkers(t, c.cntlid);
+      expect(new Set(w).size, `queues on both workers: ${JSON.stringify(w)}`).toBe(2);
+      const ns = c.namespace(1);
+      // 512-byte LBAs; the cache's 1 MiB pieces meet at LBA 2048, its 4 KiB blocks every 8 LBAs.
+      const lba = 2040n;
+      const n = 16;
+      const expectRead = async (want: Buffer, why: string): Promise<void> => {
+        for (const hctx of [0, 1]) expect((await ns.read(lba, n, undefined, { hctx })).equals(want), `${why}, read on hctx ${hctx}`).toBe(true);
+      };
+      const want = pattern(n * 512, 1);
+      await ns.write(lba, want, { hctx: 0 });
+      await expectRead(want, 'whole range across the piece edge');
+      // One 512-byte LBA inside a cached 4 KiB block, from either side.
+      for (const [i, hctx] of [[7, 1], [8, 0], [3, 0], [12, 1]] as const) {
+        const one = pattern(512, 100 + i);
+        await ns.write(lba + BigInt(i), one, { hctx });
+        one.copy(want, i * 512);
+        await expectRead(want, `partial block LBA +${i} written on hctx ${hctx}`);
+      }
+      await ns.writeZeroes(lba + 6n, 4, {}, { hctx: 1 });
+      want.fill(0, 6 * 512, 10 * 512);
+      await expectRead(want, 'Write Zeroes across the piece edge');
+      // Alternating sides, each read right after the other side's write completed.
+      for (let i = 0; i < 40; i++) {
+        const b = BigInt((i * 37) % 1024) * 8n;
+        const data = pattern(4096, 500 + i);
+        await ns.write(b, data, { hctx: i % 2 });
+        expect((await ns.read(b, 8, undefined, { hctx: (i + 1) % 2 })).equals(data), `block ${b} round ${i}`).toBe(true);
+      }
+    } finally {
+      await c.disconnect();
+    }
+  }, 30_000);
+
+  it('writes on a queue the primary kept (DH-HMAC-CHAP) reach the workers\' caches; theirs reach the primary', async () => {
+    const a = await host(port, HOST_A, { nr_io_queues: 2 });
+    const p = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, hostnqn: HOST_AUTH, nr_io_queues: 1, dhchap_secret: key });
+    try {
+      expect(ioWorkers(t, p.cntlid)).toEqual([undefined]);
+      const nsA = a.namespace(1);
+      const nsP = p.namespace(1);
+      for (let i = 0; i < 6; i++) {
+        const lba = BigInt(4096 + i * 64);
+        const old = pattern(8192, 900 + i);
+        await nsA.write(lba, old, { hctx: i % 2 });
+        // Both workers cache the old bytes, then the primary overwrites them.
+        for (const hctx of [0, 1]) expect((await nsA.read(lba, 16, undefined, { hctx })).equals(old)).toBe(true);
+        const next = pattern(8192, 950 + i);
+        await nsP.write(lba, next);
+        for (const hctx of [0, 1]) expect((await nsA.read(lba, 16, undefined, { hctx })).equals(next), `after the primary's write ${i}, hctx ${hctx}`).toBe(true);
+        const last = pattern(8192, 990 + i);
+        await nsA.write(lba, last, { hctx: (i + 1) % 2 });
+        expect((await nsP.read(lba, 16)).equals(last), `the primary reads worker write ${i}`).toBe(true);
+      }
+    } finally {
+      await p.disconnect();
+      await a.disconnect();
     }
   }, 30_000);
 });
