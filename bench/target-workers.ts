@@ -4,7 +4,11 @@
 // Arms are interleaved per repetition so neighbour load hits all alike; each target's processes are pinned (worker i
 // to CPU i mod CPUs, the primary and the one-process target to CPU 0); CPU per I/O sums every target process
 // (/proc/<pid>/stat) and the clients' own CPU shows which side was bound.
+// With RAM namespaces a fourth arm runs workers 2 `queue` with the workers' read caches off (workerCache false: a pread
+// per read), and --writes adds 4 KiB random writes through our initiator (QD1 latency, 2 x QD16 rate), where a write on
+// workers waits for the other workers to drop their cached copies.
 //   [NVME_BENCH_BACKEND=null|file] npx tsx bench/target-workers.ts [--seconds 3] [--reps 2] [--qd 32] [--connect-only]
+//     [--writes]
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -33,11 +37,11 @@ function cpuUs(pid: number): number {
   }
 }
 
-async function server(workers: number, placement: string): Promise<void> {
+async function server(workers: number, placement: string, cache: boolean): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService({ workers, placement: placement as 'queue' });
   const file = path.join(tmpdir(), `nvme-tcp-ts-bench-${process.pid}.img`);
-  const backend = BACKEND === 'file' ? { type: 'file' as const, path: file, size: NS_BYTES } : { type: BACKEND, size: NS_BYTES };
+  const backend = BACKEND === 'file' ? { type: 'file' as const, path: file, size: NS_BYTES } : BACKEND === 'ram' ? { type: 'ram' as const, size: NS_BYTES, workerCache: cache } : { type: BACKEND, size: NS_BYTES };
   process.once('exit', () => rmSync(file, { force: true }));
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend }] }] });
   const port = svc.boundPorts()[0]?.port ?? 0;
@@ -90,7 +94,7 @@ function client(bin: string, port: number, qd: number, seconds: number): { done:
 
 async function main(): Promise<void> {
   const si = process.argv.indexOf('--server');
-  if (si >= 0) return server(Number(process.argv[si + 1]), process.argv[si + 2] ?? 'queue');
+  if (si >= 0) return server(Number(process.argv[si + 1]), process.argv[si + 2] ?? 'queue', process.argv[si + 3] !== 'nocache');
   const seconds = Number(arg('seconds') ?? 3);
   const connectOnly = process.argv.includes('--connect-only');
   const reps = Number(arg('reps') ?? 2);
@@ -101,6 +105,7 @@ async function main(): Promise<void> {
     { name: 'workers 1', args: ['1', 'queue'] },
     { name: 'workers 2 single', args: ['2', 'single'] },
     { name: 'workers 2 queue', args: ['2', 'queue'] },
+    ...(BACKEND === 'ram' ? [{ name: 'w2 queue nocache', args: ['2', 'queue', 'nocache'] }] : []),
   ];
   const targets: Array<{ name: string; child: Child; port: number; pids: number[] }> = [];
   try {
@@ -138,6 +143,7 @@ async function main(): Promise<void> {
       await connectLatency(targets);
       return;
     }
+    if (process.argv.includes('--writes')) await writeCost(targets);
     const base = best('workers 1');
     process.stdout.write(`\n2 controllers x 4 KiB randread QD${qd}, C clients, ${seconds} s x ${reps} interleaved, best of reps (${availableParallelism()} CPUs)\n`);
     process.stdout.write('arm                 IOPS     ratio   target CPU/IO µs  (ratio)  target CPU %  client CPU %  p99 µs\n');
@@ -171,6 +177,63 @@ async function main(): Promise<void> {
       ),
     );
   }
+}
+
+/**
+ * 4 KiB random writes through our initiator (in this process, so the rate is host-bound; latency is the figure), arms
+ * interleaved per round, 5 rounds: QD1 p50/p99 over 400 writes alternating the two I/O queues (two workers under
+ * `queue`), and the rate of 2 queues x QD16 over 1 s. 512 of the blocks written are read back (on the other queue).
+ */
+async function writeCost(targets: Array<{ name: string; port: number }>): Promise<void> {
+  const { connect } = await import('../initiator/index.js');
+  const rows = new Map<string, { p50: number[]; p99: number[]; rate: number[] }>();
+  for (const t of targets) rows.set(t.name, { p50: [], p99: [], rate: [] });
+  const blocks = NS_BYTES / 4096;
+  for (let round = 0; round < 5; round++) {
+    for (const t of targets) {
+      const row = rows.get(t.name) as { p50: number[]; p99: number[]; rate: number[] };
+      const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: 2, queue_size: 32 });
+      const ns = h.namespace(1);
+      const spb = 4096 / ns.blockSize;
+      const lat: number[] = [];
+      const written = new Map<number, number>();
+      const data = (b: number, v: number): Buffer => Buffer.alloc(4096, (b * 7 + v) & 0xff);
+      for (let i = 0; i < 400; i++) {
+        const b = (i * 2654435761) % blocks;
+        const t0 = performance.now();
+        await ns.write(BigInt(b * spb), data(b, round + i), { hctx: i % 2 });
+        lat.push((performance.now() - t0) * 1000);
+        written.set(b, round + i);
+      }
+      lat.sort((x, y) => x - y);
+      row.p50.push(lat[200] as number);
+      row.p99.push(lat[396] as number);
+      let n = 0;
+      const end = performance.now() + 1000;
+      const loop = async (hctx: number, k: number): Promise<void> => {
+        let j = k;
+        while (performance.now() < end) {
+          const b = (j * 40503 + hctx * 7919) % blocks;
+          j += 17;
+          await ns.write(BigInt(b * spb), data(b, 99), { hctx });
+          written.set(b, 99);
+          n++;
+        }
+      };
+      await Promise.all(Array.from({ length: 32 }, (_, k) => loop(k % 2, k)));
+      row.rate.push(n);
+      let k = 0;
+      for (const [b, v] of written) {
+        if (k++ >= 512) break;
+        const got = await ns.read(BigInt(b * spb), spb, undefined, { hctx: (b & 1) ^ 1 });
+        if (!got.equals(data(b, v))) throw new Error(`${t.name}: block ${b} reads back wrong`);
+      }
+      await h.disconnect();
+    }
+  }
+  const med = (a: number[]): number => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)] as number;
+  process.stdout.write('\n4 KiB random writes (our initiator, host-bound rate), median of 5 interleaved rounds: QD1 p50 | p99 µs | 2 x QD16 writes/s\n');
+  for (const [name, r] of rows) process.stdout.write(`${name.padEnd(18)} ${med(r.p50).toFixed(0).padStart(8)} ${med(r.p99).toFixed(0).padStart(8)} ${med(r.rate).toFixed(0).padStart(10)}\n`);
 }
 
 /**

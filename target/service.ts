@@ -894,7 +894,7 @@ export class TargetService {
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);
       // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
-      if (backend instanceof ShmBackend) {
+      if (backend instanceof ShmBackend && workerCache(cfg)) {
         const nqn = sub.nqn;
         const nsid = cfg.nsid;
         backend.setCoherence((off, len, done) => (this.#pool === undefined ? done() : this.#pool.invalidate(nqn, nsid, off, len, done)));
@@ -953,10 +953,15 @@ function canonical(v: unknown): unknown {
   return out;
 }
 
+/** Whether workers cache a shared RAM namespace's blocks (BackendConfig workerCache, default true). */
+function workerCache(cfg: NamespaceConfig): boolean {
+  return cfg.backend.type !== 'ram' || cfg.backend.workerCache !== false;
+}
+
 /** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */
 function nsOpen(ns: Namespace): NsOpen {
   const b = ns.backend;
-  if (b instanceof ShmBackend) return { kind: 'shm', path: b.path, size: b.size };
+  if (b instanceof ShmBackend) return { kind: 'shm', path: b.path, size: b.size, cache: workerCache(ns.config) };
   if (b instanceof FileBackend) return { kind: 'file', path: b.path, readOnly: ns.readOnly };
   if (b instanceof NullBackend) return { kind: 'null', size: b.size };
   throw new InvalidArgumentError('namespaces.backend', `namespace ${ns.nsid}: a process-local RAM backend cannot be shared with workers`);

@@ -162,6 +162,8 @@ const rejections: [string, Mutate, string][] = [
   ['size not a block multiple', all(set('subsystems.0.namespaces.0.blockSize', 4096), set('subsystems.0.namespaces.0.backend.size', 6144)), 'config: subsystems[0].namespaces[0].backend.size: 6144 (6144 bytes) is not a positive multiple of the block size 4096'],
   ['zero size', set('subsystems.0.namespaces.0.backend.size', 0), 'config: subsystems[0].namespaces[0].backend.size: 0 (0 bytes) is not a positive multiple of the block size 512'],
   ['backend type', set('subsystems.0.namespaces.0.backend', { type: 'disk', size: '1G' }), 'config: subsystems[0].namespaces[0].backend.type: "disk" is not a backend type; use ram, file or null'],
+  ['workerCache not a boolean', set('subsystems.0.namespaces.0.backend', { type: 'ram', size: '1G', workerCache: 'no' }), 'config: subsystems[0].namespaces[0].backend.workerCache: expected true or false, got "no"'],
+  ['workerCache on a file backend', set('subsystems.0.namespaces.0.backend', { type: 'file', path: '/x', workerCache: false }), 'config: subsystems[0].namespaces[0].backend: unknown key "workerCache"; allowed: type, path, size'],
   ['backend without type', set('subsystems.0.namespaces.0.backend', { size: '1G' }), 'config: subsystems[0].namespaces[0].backend.type: is missing; add "ram", "file" or "null"'],
   ['file without path', set('subsystems.0.namespaces.0.backend', { type: 'file' }), 'config: subsystems[0].namespaces[0].backend.path: is missing; add a file path'],
   ['ram key on file backend', set('subsystems.0.namespaces.0.backend', { type: 'file', path: '/x', sise: '1G' }), 'config: subsystems[0].namespaces[0].backend: unknown key "sise"; did you mean "size"?'],

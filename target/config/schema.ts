@@ -252,7 +252,7 @@ const backendMsg = (iss: { input?: unknown }) => {
 const backendSchema = z.discriminatedUnion(
   'type',
   [
-    obj({ type: z.literal('ram', { error: backendMsg }), size: sizeSchema }),
+    obj({ type: z.literal('ram', { error: backendMsg }), size: sizeSchema, workerCache: opt(bool) }),
     obj({
       type: z.literal('file', { error: backendMsg }),
       path: str('a file path').min(1, { error: 'is empty; give the path of a regular file' }),

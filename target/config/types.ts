@@ -69,7 +69,16 @@ export interface PortConfig {
 }
 
 export type BackendConfig =
-  | { type: 'ram'; size: SizeSpec }
+  | {
+      type: 'ram';
+      size: SizeSpec;
+      /**
+       * With workers > 1: each worker keeps its own copy of the blocks it reads (up to `size` more memory per worker), so
+       * a read is a copy instead of a pread of the shared tmpfs file (docs/target.md, "Target workers"). Default true;
+       * false keeps one copy in all, at ~2.7× the CPU per read.
+       */
+      workerCache?: boolean;
+    }
   | { type: 'file'; path: string; /** create or extend to this size; omit to use the file's size */ size?: SizeSpec }
   | { type: 'null'; size: SizeSpec };
 

@@ -11,7 +11,7 @@ export const PLACEMENTS = ['single', 'controller', 'queue', 'host'] as const;
 export type Placement = (typeof PLACEMENTS)[number];
 
 /** How a worker opens a namespace's blocks (the primary created them). */
-export type NsOpen = { kind: 'file'; path: string; readOnly: boolean } | { kind: 'shm'; path: string; size: number } | { kind: 'null'; size: number };
+export type NsOpen = { kind: 'file'; path: string; readOnly: boolean } | { kind: 'shm'; path: string; size: number; cache: boolean } | { kind: 'null'; size: number };
 
 export interface NsSpec {
   config: NamespaceConfig;

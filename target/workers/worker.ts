@@ -329,7 +329,7 @@ async function openNs(n: NsSpec, coherence: (offset: number, length: number, don
     case 'file':
       return FileBackend.open(o.readOnly ? { path: o.path, readOnly: true } : { path: o.path });
     case 'shm':
-      return ShmBackend.open(o.path, o.size, coherence);
+      return o.cache ? ShmBackend.open(o.path, o.size, coherence) : ShmBackend.open(o.path, o.size);
     case 'null':
       return new NullBackend(o.size);
   }

@@ -263,7 +263,7 @@ describe('target workers: placement, shared namespaces and controller-wide state
   }, 30_000);
 });
 
-describe('target workers: read caches of a shared RAM namespace', () => {
+describe.each([true, false])('target workers: read caches of a shared RAM namespace (workerCache %s)', (workerCache) => {
   // Each worker serves RAM reads from its own copy of the blocks it read (ShmBackend's ReadCache); a write on another
   // worker, or on a queue the primary kept (DH-HMAC-CHAP), must drop that copy before the write completes. Every read
   // below first fills the reading worker's cache with the old bytes, so a missed invalidation shows as stale data.
@@ -275,7 +275,7 @@ describe('target workers: read caches of a shared RAM namespace', () => {
     t = new TargetService({ workers: 2, placement: 'queue' });
     await t.apply({
       ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
-      subsystems: [{ nqn: NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '8M' } }] }],
+      subsystems: [{ nqn: NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '8M', workerCache } }] }],
       hosts: [{ nqn: HOST_AUTH, dhchapKey: key }],
     });
     port = (t.boundPorts()[0] as { port: number }).port;
