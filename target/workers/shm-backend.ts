@@ -303,11 +303,10 @@ export class ShmBackend implements NamespaceBackend {
 
   write(offset: number, data: readonly Buffer[], _fua: boolean, cb: IoCallback): void {
     // FUA needs nothing more: RAM is as durable as it gets once the copy is in the page cache.
+    const total = dataLength(data);
     try {
       // One pwritev for a command's pieces (in-capsule data or H2CData PDUs): one system call instead of one per piece
       // (docs/target.md, "Target workers"). A short write (not seen on tmpfs) continues piece by piece.
-      let total = 0;
-      for (const b of data) total += b.length;
       const n = data.length === 1 ? 0 : fs.writevSync(this.fd, data as Buffer[], offset);
       if (n < total) {
         let pos = offset;
@@ -325,13 +324,17 @@ export class ShmBackend implements NamespaceBackend {
         }
       }
     } catch (err) {
-      // What reached the file is unknown: nothing cached of the range may be trusted, here or elsewhere.
-      this.#cache?.invalidate(offset, dataLength(data));
-      const hook = this.#coherence;
-      if (hook !== undefined) return hook(offset, dataLength(data), () => cb(err as Error));
-      return cb(err as Error);
+      return this.#failed(offset, total, err as Error, cb);
     }
-    this.#written(offset, dataLength(data), data, cb);
+    this.#written(offset, total, data, cb);
+  }
+
+  /** A write that failed part-way: what reached the file is unknown, so no copy of the range may be trusted anywhere. */
+  #failed(offset: number, length: number, err: Error, cb: IoCallback): void {
+    this.#cache?.invalidate(offset, length);
+    const hook = this.#coherence;
+    if (hook === undefined) return cb(err);
+    hook(offset, length, () => cb(err));
   }
 
   flush(cb: IoCallback): void {
@@ -348,10 +351,7 @@ export class ShmBackend implements NamespaceBackend {
         left -= n;
       }
     } catch (err) {
-      this.#cache?.invalidate(offset, length);
-      const hook = this.#coherence;
-      if (hook !== undefined) return hook(offset, length, () => cb(err as Error));
-      return cb(err as Error);
+      return this.#failed(offset, length, err as Error, cb);
     }
     this.#written(offset, length, undefined, cb);
   }

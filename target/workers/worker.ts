@@ -85,10 +85,6 @@ export class WorkerRuntime {
         return this.#ack(m.seq, async () => this.#applyResv(m.nqn, m.nsid, m.r));
       case 'resv-done':
         return this.#resvDone(m.id, m.status);
-      case 'inv':
-        return this.invalidate(m.r);
-      case 'inv-done':
-        return this.invDone(m.seq);
       case 'init':
         return;
     }
