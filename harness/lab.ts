@@ -63,13 +63,16 @@ export function parseSteps(out: string): Map<string, StepResult> {
   return steps;
 }
 
+const LAB_BOOT = path.join(REPO_ROOT, 'harness', 'lab-boot.sh');
+
 /**
  * Runs `bash ARGS` (run.sh and its options) in its own process group, so stopLab can end run.sh, qemu and the
  * per-connection socats together; collects stdout and stderr. `onStdout` sees each stdout chunk as it arrives (a
- * guest asking the host to act mid-run).
+ * guest asking the host to act mid-run). It goes through lab-boot.sh, which boots again a guest whose kernel died
+ * before the script began.
  */
 export function runLabScript(args: string[], onStdout?: (chunk: string) => void, env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
-  const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) });
+  const child = spawn('bash', [LAB_BOOT, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     const chunk = d.toString();

@@ -4,7 +4,7 @@
 //   3. our initiator (this process) runs the engine against that nvmet (host -> hostfwd -> guest): the same randread,
 //      then a 4 KiB randrw with verify=crc32c.
 // The full run also runs the interop vitest suites. Figures are from an emulated (TCG) guest, not comparable to the host's.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { access, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -12,7 +12,7 @@ import path from 'node:path';
 import { connect } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
-import { freePort } from '../lab.js';
+import { freePort, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
@@ -85,25 +85,28 @@ function parseFigures(out: string): Map<string, Figure> {
  * (lab-wait-host); `onReady` must release the guest (a connection to the control port) when it is done.
  */
 function runLab(args: string[], timeoutMs: number, ctx: ScenarioContext, onReady: () => Promise<void>): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    const child: ChildProcess = spawn('bash', [path.join(LAB_DIR, 'run.sh'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let readySeen = false;
-    let hostDone: Promise<void> = Promise.resolve();
-    child.stdout?.on('data', (b: Buffer) => {
-      out += b.toString();
-      for (const l of b.toString().split('\n')) if (l.startsWith('FIGURE') || l.startsWith('###')) ctx.log(`guest: ${l}`);
-      if (!readySeen && out.includes('===LAB-READY===')) {
-        readySeen = true;
-        hostDone = onReady();
-      }
-    });
-    child.stderr?.on('data', (b: Buffer) => (out += b.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      void hostDone.then(() => resolve({ code: code ?? -1, out }));
-    });
+  let seen = '';
+  let readySeen = false;
+  let hostDone: Promise<void> = Promise.resolve();
+  const { child, done } = runLabScript([path.join(LAB_DIR, 'run.sh'), ...args], (chunk) => {
+    seen += chunk;
+    for (const l of chunk.split('\n')) if (l.startsWith('FIGURE') || l.startsWith('###')) ctx.log(`guest: ${l}`);
+    if (!readySeen && seen.includes('===LAB-READY===')) {
+      readySeen = true;
+      hostDone = onReady();
+    }
+  });
+  const timer = setTimeout(() => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }, timeoutMs);
+  return done.then(async ({ code, out }) => {
+    clearTimeout(timer);
+    await hostDone;
+    return { code: code ?? -1, out };
   });
 }
 

@@ -4,14 +4,14 @@
 // cleartext, TLS on the generated PSK, fio verify, re-authentication (REPLACETLSPSK), `nvme reset` (new PSK, new
 // handshakes), disconnect. Then our
 // initiator (concat) against the guest's nvmet offering concatenation, with verify.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, parseSteps, startCliTarget, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, parseSteps, runLabScript, startCliTarget, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 
@@ -60,11 +60,9 @@ describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, t
     const args = [path.join(labDir(), 'run.sh'), '--timeout', '480', '--mem', '2048', '--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:${GUEST_PORT}:${port}`];
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN, HOSTID, SECRET })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'kernel-host-concat.sh'));
-    const l = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LAB_OUT } });
-    lab = l;
-    l.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-    l.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-    await new Promise<void>((r) => l.once('exit', () => r()));
+    const run = runLabScript(args, undefined, { LAB_OUT });
+    lab = run.child;
+    out = (await run.done).out;
     steps = parseSteps(out);
     const dump = process.env['TLS_INTEROP_DUMP'];
     if (dump !== undefined) writeFileSync(path.join(dump, 'tls-concat-kernel-host.log'), `${out}\n---- target log ----\n${logs.join('\n')}`);

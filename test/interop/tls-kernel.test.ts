@@ -2,7 +2,7 @@
 // keyutils, Debian's 6.12 kernel) inserts our configured PSK with `nvme check-tls-key --insert`, connects to our
 // target with `nvme connect --tls`, runs fio verify, reconnects after the target restarts, disconnects. Whether the
 // kernel host accepts the NewSessionTicket a Node TLS server sends after the handshake is answered by the connect step.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Buffer } from 'node:buffer';
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, labKernel, parseSteps, startCliTarget, startWaitingLab, type CliTarget, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, labKernel, parseSteps, runLabScript, startCliTarget, startWaitingLab, type CliTarget, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { deriveTlsPsk, formatTlsKey, parseTlsKey, type HkdfLabelEncoding } from '../../protocol/tls/index.js';
 
@@ -75,11 +75,13 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
     const args = [path.join(labDir(), 'run.sh'), '--timeout', '400', '--mem', '2048', '--hostfwd', 'none', '--guestfwd', `${GUEST_ADDR}:${GUEST_PORT}:${port}`];
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN, HOSTID, KEY })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'kernel-host-tls.sh'));
-    lab = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LAB_OUT } });
     let restarted = false;
-    const onData = (d: Buffer): void => {
-      out += d.toString();
-      if (!restarted && out.includes('@@RESTART-TARGET')) {
+    let seen = '';
+    const run = runLabScript(
+      args,
+      (chunk) => {
+        seen += chunk;
+        if (restarted || !seen.includes('@@RESTART-TARGET')) return;
         restarted = true;
         const old = target;
         void (async () => {
@@ -87,11 +89,11 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
           await old?.exited;
           target = await startTarget(port, dir as string);
         })();
-      }
-    };
-    lab.stdout?.on('data', onData);
-    lab.stderr?.on('data', onData);
-    await new Promise<void>((r) => lab?.once('exit', () => r()));
+      },
+      { LAB_OUT },
+    );
+    lab = run.child;
+    out = (await run.done).out;
     steps = parseSteps(out);
     const dump = process.env['TLS_INTEROP_DUMP'];
     if (dump !== undefined) writeFileSync(path.join(dump, 'tls-kernel-host.log'), `${out}\n---- target log ----\n${logs.join('\n')}`);
