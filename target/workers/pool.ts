@@ -131,7 +131,7 @@ export class WorkerPool implements QueueHandOff {
   /** controller placement: the worker of each controller that has queues placed (gone with the controller). */
   readonly #ctrlWorker = new WeakMap<Controller, number>();
   #seq = 1;
-  readonly #acks = new Map<number, { left: number; errors: string[]; resolve: () => void }>();
+  readonly #acks = new Map<number, { waiting: Set<WorkerProc>; errors: string[]; resolve: () => void }>();
   #stopping = false;
   /** Cache invalidations relayed to workers, by relay sequence: the workers yet to answer, and what runs then. */
   readonly #invs = new Map<number, { waiting: Set<WorkerProc>; finish: () => void }>();
@@ -258,8 +258,9 @@ export class WorkerPool implements QueueHandOff {
       case 'ack': {
         const a = this.#acks.get(m.seq);
         if (a === undefined) return;
+        if (!a.waiting.delete(w)) return;
         if (m.error !== undefined) a.errors.push(`worker ${w.index}: ${m.error}`);
-        if (--a.left === 0) {
+        if (a.waiting.size === 0) {
           this.#acks.delete(m.seq);
           a.resolve();
         }
@@ -344,9 +345,13 @@ export class WorkerPool implements QueueHandOff {
     w.setState('dead');
     const lost = [...w.queues];
     for (const r of lost) this.#dropQueue(r, 'worker exited');
-    for (const a of this.#acks.values()) {
+    for (const [seq, a] of this.#acks) {
+      if (!a.waiting.delete(w)) continue;
       a.errors.push(`worker ${w.index} exited`);
-      if (--a.left === 0) a.resolve();
+      if (a.waiting.size === 0) {
+        this.#acks.delete(seq);
+        a.resolve();
+      }
     }
     for (const [seq, p] of this.#invs) {
       if (p.waiting.delete(w) && p.waiting.size === 0) {
@@ -435,9 +440,9 @@ export class WorkerPool implements QueueHandOff {
     const seq = this.#seq++;
     const m = make(seq);
     const done = new Promise<string[]>((resolve) => {
-      const a = { left: 0, errors: [] as string[], resolve: () => resolve(a.errors) };
-      for (const w of live) if (this.#post(w, m)) a.left++;
-      if (a.left === 0) resolve(a.errors);
+      const a = { waiting: new Set<WorkerProc>(), errors: [] as string[], resolve: () => resolve(a.errors) };
+      for (const w of live) if (this.#post(w, m)) a.waiting.add(w);
+      if (a.waiting.size === 0) resolve(a.errors);
       else this.#acks.set(seq, a);
     });
     const errors = await done;
