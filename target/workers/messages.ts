@@ -51,7 +51,14 @@ export type ToWorker =
   /** Another process wrote these ranges of shared RAM namespaces: drop them from the read cache, then 'inv-ack'. */
   | { t: 'inv'; seq: number; r: InvRange[] }
   /** Every other worker dropped the ranges of this worker's 'inv' `seq`: its writes may complete. */
-  | { t: 'inv-done'; seq: number };
+  | { t: 'inv-done'; seq: number }
+  /**
+   * Worker `index` is live: invalidations for it go over the socket that rides along (PeerMesh), or through the
+   * primary's relay when none came (the link could not be made). Then 'ack'.
+   */
+  | { t: 'peer'; seq: number; index: number }
+  /** Worker `index` exited: no invalidation waits for it any more. */
+  | { t: 'peer-gone'; index: number };
 
 /** Per-queue counters in a report: [id, commands, bytesIn, bytesOut, errors, inFlight]. */
 export type QueueReport = [number, number, number, number, number, number];

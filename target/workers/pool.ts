@@ -6,7 +6,10 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type net from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { releaseFromServer } from '../../connection/index.js';
@@ -136,6 +139,8 @@ export class WorkerPool implements QueueHandOff {
   /** Cache invalidations relayed to workers, by relay sequence: the workers yet to answer, and what runs then. */
   readonly #invs = new Map<number, { waiting: Set<WorkerProc>; finish: () => void }>();
   #invSeq = 1;
+  /** Workers becoming ready, one at a time (#link). */
+  #joining: Promise<void> = Promise.resolve();
   /** Writes in this process (queues that stay here: TLS, DH-HMAC-CHAP) to shared RAM namespaces. */
   readonly #ownInv = new InvalidationBatcher((r, done) => this.#relayInv(r, undefined, done));
 
@@ -210,8 +215,13 @@ export class WorkerPool implements QueueHandOff {
         if (m.t === 'ready') {
           clearTimeout(timer);
           child.off('message', onMsg);
-          w.setState('ready');
-          resolve();
+          // Linked to every ready worker before it may get a queue (PeerMesh), one joiner at a time so that two
+          // workers starting together are linked to each other too.
+          this.#joining = this.#joining.then(async () => {
+            if (w.child !== child || w.state !== 'starting') return;
+            await this.#link(w);
+            if (w.child === child && w.setState('ready')) resolve();
+          });
         } else if (m.t === 'init-failed') {
           clearTimeout(timer);
           child.off('message', onMsg);
@@ -231,6 +241,46 @@ export class WorkerPool implements QueueHandOff {
     const st = this.#opts.state();
     this.#post(w, { t: 'init', index: w.index, logLevel: this.#opts.logLevel, ports: st.ports, subsystems: st.subsystems });
     return ready;
+  }
+
+  /**
+   * Link `w` with every ready worker: a connected Unix socket pair per two, one end handed to each with 'peer', made
+   * through a listener in a fresh private directory that lives only meanwhile. Resolves once both ends of every link
+   * answered (or the process at one end exited). A pair that cannot be made still makes each a member of the
+   * other's mesh, without a socket: their invalidations then go through the relay.
+   */
+  async #link(w: WorkerProc): Promise<void> {
+    const others = this.#workers.filter((o) => o !== w && o.state === 'ready');
+    if (others.length === 0) return;
+    let maker: SocketPairs | undefined;
+    try {
+      maker = await SocketPairs.open();
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message, worker: w.index }, 'worker links could not be made; invalidations go through the primary');
+    }
+    try {
+      for (const o of others) {
+        let pair: [net.Socket, net.Socket] | undefined;
+        try {
+          pair = await maker?.pair();
+        } catch (err) {
+          this.#log.warn({ err: (err as Error).message, worker: w.index, peer: o.index }, 'worker link could not be made; invalidations go through the primary');
+        }
+        const seq = this.#seq++;
+        const a = { waiting: new Set<WorkerProc>(), errors: [] as string[], resolve: () => undefined as void };
+        const answered = new Promise<void>((resolve) => (a.resolve = resolve));
+        // An end that could not be sent is closed here (else the listener would wait for it forever).
+        if (this.#post(o, { t: 'peer', seq, index: w.index }, pair?.[0])) a.waiting.add(o);
+        else pair?.[0].destroy();
+        if (this.#post(w, { t: 'peer', seq, index: o.index }, pair?.[1])) a.waiting.add(w);
+        else pair?.[1].destroy();
+        if (a.waiting.size === 0) continue;
+        this.#acks.set(seq, a);
+        await answered;
+      }
+    } finally {
+      await maker?.close();
+    }
   }
 
   #post(w: WorkerProc, m: ToWorker, socket?: net.Socket): boolean {
@@ -359,6 +409,7 @@ export class WorkerPool implements QueueHandOff {
         p.finish();
       }
     }
+    for (const o of this.#workers) if (o !== w && o.state !== 'dead') this.#post(o, { t: 'peer-gone', index: w.index });
     if (expected) return;
     this.#log.error({ worker: w.index, pid: child.pid, code, signal, queues: lost.length }, `worker ${w.index} died; its queues are dropped, restarting it`);
     if (!wasReady) return;
@@ -531,4 +582,48 @@ function fnv1a(s: string): number {
 
 function workerNodeArgs(): string[] {
   return (process.env.NVME_TCP_WORKER_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
+}
+
+/** Connected Unix socket pairs (Node has no socketpair()): a listener in a private 0700 directory, one pair at a time. */
+class SocketPairs {
+  private constructor(
+    readonly dir: string,
+    readonly server: net.Server,
+  ) {}
+
+  static async open(): Promise<SocketPairs> {
+    const dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-ts-links-'));
+    const server = net.createServer({ pauseOnConnect: true });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(path.join(dir, 's'), () => resolve());
+      });
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+    return new SocketPairs(dir, server);
+  }
+
+  /** Both ends paused, so nothing is read here before they reach their workers. */
+  async pair(): Promise<[net.Socket, net.Socket]> {
+    const accepted = new Promise<net.Socket>((resolve) => this.server.once('connection', resolve));
+    const c = net.connect(path.join(this.dir, 's'));
+    c.pause();
+    await new Promise<void>((resolve, reject) => {
+      c.once('connect', resolve);
+      c.once('error', reject);
+    });
+    return [c, await accepted];
+  }
+
+  /**
+   * Stop listening and remove the directory. Not waiting for 'close': a server whose sockets went to child processes
+   * emits it only once those children closed them (child_process tracks sent server sockets), i.e. never here.
+   */
+  async close(): Promise<void> {
+    this.server.close();
+    await rm(this.dir, { recursive: true, force: true });
+  }
 }

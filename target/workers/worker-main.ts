@@ -44,6 +44,17 @@ process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
     r?.invDone(m.seq);
     return;
   }
+  // Links are taken at once too: the primary hands this worker queues only after both ends answered.
+  if (m.t === 'peer') {
+    if (r !== undefined) r.mesh.add(m.index, socket);
+    else socket?.destroy();
+    send({ t: 'ack', seq: m.seq });
+    return;
+  }
+  if (m.t === 'peer-gone') {
+    r?.mesh.gone(m.index);
+    return;
+  }
   if (r === undefined) {
     if (m.t === 'stop') process.exit(0);
     return;

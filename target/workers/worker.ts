@@ -13,6 +13,7 @@ import { TcpQueue } from '../transport/tcp/index.js';
 import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
 import { ShmBackend } from './shm-backend.js';
 import { InvalidationBatcher, type InvRange } from './coherence.js';
+import { PeerMesh } from './mesh.js';
 
 /** How often the primary hears about activity (keep-alive under TBKAS) and counters. */
 export const REPORT_INTERVAL_MS = 200;
@@ -36,14 +37,19 @@ export class WorkerRuntime {
   readonly #lag = monitorEventLoopDelay({ resolution: 10 });
   #timer: NodeJS.Timeout | undefined;
   #stopping = false;
-  /** Writes waiting for the other workers to drop what they cached of the ranges ('inv' → 'inv-done'). */
+  /** Writes waiting for the primary's relay to the other workers ('inv' → 'inv-done'). */
   readonly #invWaiting = new Map<number, () => void>();
   #invSeq = 1;
-  readonly #inv = new InvalidationBatcher((r, done) => {
-    const seq = this.#invSeq++;
-    this.#invWaiting.set(seq, done);
-    this.#send({ t: 'inv', seq, r });
-  });
+  /** Links to the other workers, which carry cache invalidations without the primary (PeerMesh). */
+  readonly mesh = new PeerMesh(
+    (r) => this.invalidate(r),
+    (r, done) => {
+      const seq = this.#invSeq++;
+      this.#invWaiting.set(seq, done);
+      this.#send({ t: 'inv', seq, r });
+    },
+  );
+  readonly #inv = new InvalidationBatcher((r, done) => this.mesh.send(r, done));
 
   constructor(
     readonly index: number,
@@ -315,6 +321,7 @@ export class WorkerRuntime {
     const qs = [...this.#queues.values()];
     await Promise.all(qs.map((q) => q.drain(2000)));
     for (const q of qs) q.close('target stopping');
+    this.mesh.close();
     for (const m of this.#nsKeys.values()) for (const e of m.values()) await e.ns.backend.close();
   }
 }

@@ -321,6 +321,29 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
     }
   }, 30_000);
 
+  it('a restarted worker is linked again: writes on either side drop the other\'s cached copy', async () => {
+    // Worker 1 dies; its replacement must get links to worker 0 (PeerMesh) before it serves a queue, and worker 0
+    // must stop waiting for the dead one. Each round reads the block on both sides first, so both caches hold it.
+    process.kill(t.workers()[1]?.pid as number, 'SIGKILL');
+    await until('worker 1 restarted', () => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000);
+    const c = await host(port, HOST_A, { nr_io_queues: 2 });
+    try {
+      expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(2);
+      const ns = c.namespace(1);
+      for (let i = 0; i < 20; i++) {
+        const b = 4096n + BigInt(i) * 8n;
+        const old = pattern(4096, 700 + i);
+        await ns.write(b, old, { hctx: 0 });
+        for (const hctx of [0, 1]) expect((await ns.read(b, 8, undefined, { hctx })).equals(old)).toBe(true);
+        const next = pattern(4096, 800 + i);
+        await ns.write(b, next, { hctx: (i + 1) % 2 });
+        for (const hctx of [0, 1]) expect((await ns.read(b, 8, undefined, { hctx })).equals(next), `round ${i}, written on hctx ${(i + 1) % 2}, read on ${hctx}`).toBe(true);
+      }
+    } finally {
+      await c.disconnect();
+    }
+  }, 60_000);
+
   it('writes on a queue the primary kept (DH-HMAC-CHAP) reach the workers\' caches; theirs reach the primary', async () => {
     const a = await host(port, HOST_A, { nr_io_queues: 2 });
     const p = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, hostnqn: HOST_AUTH, nr_io_queues: 1, dhchap_secret: key });
