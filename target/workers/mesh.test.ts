@@ -90,7 +90,7 @@ describe('PeerMesh', () => {
     let done = 0;
     a.m.send(R1, () => done++);
     await tick();
-    expect(frames.join('')).toContain('"i":1');
+    expect(frames.join('')).toMatch(/^\{"s":\d+,"h":\[\]\}\n\{"i":\d+,"r":/);
     y.destroy();
     await tick();
     expect(a.relayed).toEqual([R1]);
@@ -129,5 +129,56 @@ describe('PeerMesh', () => {
     expect(done).toBe(2);
     expect(b.relayed).toEqual([]);
     y.destroy();
+  });
+
+  it('holds: a piece is cached only once every peer recorded it; a later link learns them in its sync; gone forgets them', async () => {
+    const K = 'nqn.2024-01.io.test:a\n1\n/dev/shm/x';
+    const a = mesh();
+    const b = mesh();
+    // No peers yet: granted at once, and recorded for links made later.
+    expect(a.m.hold(K, 3, () => undefined)).toBe(true);
+    const [x, y] = await pair();
+    let aSynced = false;
+    let bSynced = false;
+    a.m.add(1, x, () => (aSynced = true));
+    b.m.add(0, y, () => (bSynced = true));
+    expect(aSynced || bSynced).toBe(false);
+    await tick();
+    expect([aSynced, bSynced]).toEqual([true, true]);
+    expect(b.m.peersHold(K, 3, 3)).toBe(true);
+    expect(b.m.peersHold(K, 0, 2)).toBe(false);
+    expect(b.m.peersHold('other', 3, 3)).toBe(false);
+    expect(a.m.peersHold(K, 0, 100)).toBe(false);
+    // With a peer: answered by it, only then granted.
+    let granted: boolean | undefined;
+    expect(b.m.hold(K, 7, (ok) => (granted = ok))).toBeUndefined();
+    expect(granted).toBeUndefined();
+    await tick();
+    expect(granted).toBe(true);
+    expect(a.m.peersHold(K, 5, 9)).toBe(true);
+    // The peer exits: its holds go with it.
+    a.m.gone(1);
+    expect(a.m.peersHold(K, 7, 7)).toBe(false);
+    b.m.close();
+  });
+
+  it('holds: a link that breaks refuses holds in flight and every new one, and makes every piece count as held', async () => {
+    const K = 'k';
+    const [x, y] = await pair();
+    const a = mesh();
+    a.m.add(1, x);
+    y.resume(); // reads, never answers
+    let granted: boolean | undefined;
+    expect(a.m.hold(K, 1, (ok) => (granted = ok))).toBeUndefined();
+    await tick();
+    expect(granted).toBeUndefined();
+    y.destroy();
+    await tick();
+    expect(granted).toBe(false);
+    expect(a.m.hold(K, 2, () => undefined)).toBe(false);
+    expect(a.m.peersHold(K, 9, 9)).toBe(true);
+    a.m.gone(1);
+    expect(a.m.peersHold(K, 9, 9)).toBe(false);
+    expect(a.m.hold(K, 2, () => undefined)).toBe(true);
   });
 });

@@ -25,6 +25,17 @@ const PIECE = 1 << PIECE_SHIFT;
 export type CoherenceHook = (offset: number, length: number, done: () => void) => void;
 
 /**
+ * Which 1 MiB pieces other openers cache (PeerMesh holds): a cached opener asks before it caches a piece, and a write
+ * to pieces no other opener holds completes without the CoherenceHook.
+ */
+export interface PieceHolds {
+  /** Whether another opener may cache bytes of pieces `first`..`last`. */
+  peersHold(first: number, last: number): boolean;
+  /** May this opener cache piece `i`? true: now; false: not now (read the file); undefined: `then` answers later. */
+  hold(i: number, then: (ok: boolean) => void): boolean | undefined;
+}
+
+/**
  * A worker's private copy of the blocks it has read, so a read costs a copy instead of a pread (docs/target.md,
  * "Target workers": 4.6 µs per pread here, more than the rest of a 4 KiB read). The file stays the one truth: a block
  * is filled from it when a read finds it invalid, a write goes to the file first and then into the cache, and a
@@ -35,9 +46,17 @@ class ReadCache {
   readonly #pieces: (Buffer | undefined)[];
   /** One byte per block: 1 = the cached copy equals the file. */
   readonly valid: Uint8Array;
-  constructor(readonly size: number) {
+  /** Per piece: 1 = may be cached (held, or no PieceHolds), 2 = asked, 0 = neither. */
+  readonly held: Uint8Array;
+  /** Reads waiting for a piece's hold to be answered. */
+  readonly waiters = new Map<number, Array<(ok: boolean) => void>>();
+  constructor(
+    readonly size: number,
+    readonly holds: PieceHolds | undefined,
+  ) {
     this.#pieces = new Array<Buffer | undefined>(Math.ceil(size / PIECE)).fill(undefined);
     this.valid = new Uint8Array(Math.ceil(size / (1 << BLOCK_SHIFT)));
+    this.held = new Uint8Array(this.#pieces.length).fill(holds === undefined ? 1 : 0);
   }
 
   piece(i: number): Buffer {
@@ -172,11 +191,11 @@ export class ShmBackend implements NamespaceBackend {
    * blocks this process has read, and every write is reported to the hook, which completes it once the other openers
    * dropped their copies (ReadCache).
    */
-  static open(p: string, size: number, coherence?: CoherenceHook): ShmBackend {
+  static open(p: string, size: number, coherence?: CoherenceHook, holds?: PieceHolds): ShmBackend {
     const fd = fs.openSync(p, 'r+');
     const b = new ShmBackend(p, fd, size, undefined);
     if (coherence !== undefined) {
-      b.#cache = new ReadCache(size);
+      b.#cache = new ReadCache(size, holds);
       b.#coherence = coherence;
     }
     return b;
@@ -198,6 +217,10 @@ export class ShmBackend implements NamespaceBackend {
   read(offset: number, length: number, cb: ReadCallback): void {
     const c = this.#cache;
     if (c !== undefined) return this.#readCached(c, offset, length, cb);
+    this.#readFile(offset, length, cb);
+  }
+
+  #readFile(offset: number, length: number, cb: ReadCallback): void {
     if (length > this.#buf.length) this.#buf = Buffer.allocUnsafeSlow(length);
     const buf = this.#buf.subarray(0, length);
     let done = 0;
@@ -221,6 +244,11 @@ export class ShmBackend implements NamespaceBackend {
     const end = offset + length;
     const first = offset >>> PIECE_SHIFT;
     const last = (end - 1) >>> PIECE_SHIFT;
+    for (let i = first; i <= last; i++) {
+      if (c.held[i] === 1) continue;
+      // Not ours to cache yet: ask (PieceHolds), then read again; refused, this read goes to the file.
+      return this.#whenHeld(c, i, (ok) => (ok ? this.#readCached(c, offset, length, cb) : this.#readFile(offset, length, cb)));
+    }
     try {
       if (first === last) {
         const p = c.piece(first);
@@ -241,6 +269,27 @@ export class ShmBackend implements NamespaceBackend {
     } catch (err) {
       cb(err as Error, []);
     }
+  }
+
+  #whenHeld(c: ReadCache, i: number, then: (ok: boolean) => void): void {
+    const w = c.waiters.get(i);
+    if (w !== undefined) {
+      w.push(then);
+      return;
+    }
+    const r = (c.holds as PieceHolds).hold(i, (ok) => {
+      c.held[i] = ok ? 1 : 0;
+      const ws = c.waiters.get(i) ?? [];
+      c.waiters.delete(i);
+      for (const f of ws) f(ok);
+    });
+    if (r === undefined) {
+      c.held[i] = 2;
+      c.waiters.set(i, [then]);
+      return;
+    }
+    if (r) c.held[i] = 1;
+    then(r);
   }
 
   /** Make the blocks of [from, to) (inside piece `p` at namespace offset `base`) valid. */
@@ -298,6 +347,8 @@ export class ShmBackend implements NamespaceBackend {
     const firstFull = (offset + (1 << BLOCK_SHIFT) - 1) >>> BLOCK_SHIFT;
     const endFull = (offset + length) >>> BLOCK_SHIFT;
     for (let b = firstFull; b < endFull; b++) if (c.has(b >>> (PIECE_SHIFT - BLOCK_SHIFT)) !== undefined) c.valid[b] = 1;
+    // No other opener holds these pieces: none has a copy to drop (PieceHolds; checked after the file has the bytes).
+    if (c.holds !== undefined && length > 0 && !c.holds.peersHold(offset >>> PIECE_SHIFT, (offset + length - 1) >>> PIECE_SHIFT)) return cb(null);
     hook(offset, length, () => cb(null));
   }
 

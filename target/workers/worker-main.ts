@@ -44,11 +44,14 @@ process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
     r?.invDone(m.seq);
     return;
   }
-  // Links are taken at once too: the primary hands this worker queues only after both ends answered.
+  // Links are taken at once too: the primary hands either worker queues only after both ends answered, each once the
+  // other recorded its cache holds.
   if (m.t === 'peer') {
-    if (r !== undefined) r.mesh.add(m.index, socket);
-    else socket?.destroy();
-    send({ t: 'ack', seq: m.seq });
+    if (r !== undefined) r.mesh.add(m.index, socket, () => send({ t: 'ack', seq: m.seq }));
+    else {
+      socket?.destroy();
+      send({ t: 'ack', seq: m.seq });
+    }
     return;
   }
   if (m.t === 'peer-gone') {

@@ -11,7 +11,7 @@ import { Controller, CorePort, Namespace, Subsystem, TargetCore, type ResvForwar
 import { encodeCc } from '../../protocol/index.js';
 import { TcpQueue } from '../transport/tcp/index.js';
 import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
-import { ShmBackend } from './shm-backend.js';
+import { ShmBackend, type CoherenceHook, type PieceHolds } from './shm-backend.js';
 import { InvalidationBatcher, type InvRange } from './coherence.js';
 import { PeerMesh } from './mesh.js';
 
@@ -145,7 +145,7 @@ export class WorkerRuntime {
         sub.setNamespaceEnabled(have.ns, n.enabled);
         continue;
       }
-      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done)));
+      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done), this.#holds(nqn, nsid, n)));
       keys.set(nsid, { ns, key });
       if (have === undefined) sub.addNamespace(ns);
       else {
@@ -163,6 +163,17 @@ export class WorkerRuntime {
   }
 
   // --- shared RAM read caches: the file is the truth, each worker's cache is a copy (ShmBackend) -------------------
+
+  /**
+   * The pieces of a shared RAM namespace that peers cache, keyed by the namespace and its file (a namespace replaced
+   * under the same NSID is another key; the old key's holds only cost extra invalidations).
+   */
+  #holds(nqn: string, nsid: number, n: NsSpec): PieceHolds | undefined {
+    if (n.open.kind !== 'shm') return undefined;
+    const key = `${nqn}\n${nsid}\n${n.open.path}`;
+    const mesh = this.mesh;
+    return { peersHold: (first, last) => mesh.peersHold(key, first, last), hold: (i, then) => mesh.hold(key, i, then) };
+  }
 
   /** Another process wrote these ranges: drop them here (answered at once, ahead of queued changes). */
   invalidate(ranges: InvRange[]): void {
@@ -326,13 +337,13 @@ export class WorkerRuntime {
   }
 }
 
-async function openNs(n: NsSpec, coherence: (offset: number, length: number, done: () => void) => void): Promise<NamespaceBackend> {
+async function openNs(n: NsSpec, coherence: CoherenceHook, holds: PieceHolds | undefined): Promise<NamespaceBackend> {
   const o = n.open;
   switch (o.kind) {
     case 'file':
       return FileBackend.open(o.readOnly ? { path: o.path, readOnly: true } : { path: o.path });
     case 'shm':
-      return o.cache ? ShmBackend.open(o.path, o.size, coherence) : ShmBackend.open(o.path, o.size);
+      return o.cache ? ShmBackend.open(o.path, o.size, coherence, holds) : ShmBackend.open(o.path, o.size);
     case 'null':
       return new NullBackend(o.size);
   }
