@@ -51,7 +51,7 @@ commands:
   ana set <portid> <grpid> <${ANA_STATE_NAMES.join('|')}>
   faults set <subnqn> [--command-latency-us N] [--connect-latency-ms N] [--fail-next COUNT:STATUS] | --clear
   controllers          every controller and queue; with target workers, each I/O queue's "worker"
-  workers              worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag
+  workers              worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag, cache invalidations
   placement set <single|controller|queue|host>   placement for queues connected from now on
   placement set <single|controller|queue|host|default> --portid N
                        that port's own placement for its new queues (default: back to the target-wide one)

@@ -345,6 +345,20 @@ export function createMetrics(service: MetricsSource): TargetMetrics {
       }
     },
   });
+  new Counter({
+    name: 'nvme_tcp_worker_cache_invalidations_total',
+    help: 'Shared RAM writes of each worker by how other workers\' read caches dropped the range: batches sent over worker links (direct) or through the primary (relayed), and writes no other worker held a piece of (unasked).',
+    labelNames: ['worker', 'path'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of workers()) {
+        this.inc({ worker: String(w.index), path: 'direct' }, w.invalidations.direct);
+        this.inc({ worker: String(w.index), path: 'relayed' }, w.invalidations.relayed);
+        this.inc({ worker: String(w.index), path: 'unasked' }, w.invalidations.unasked);
+      }
+    },
+  });
   new Gauge({
     name: 'nvme_tcp_worker_event_loop_lag_seconds',
     help: 'Event-loop delay of each worker process over its last report interval, mean and max.',

@@ -80,6 +80,9 @@ export interface WorkerReport {
   lagMaxMs: number;
   /** Commands completed, bytes received and sent, over the worker's life. */
   ios: number;
+  /** Shared RAM writes and cache invalidations, over the worker's life: [batches sent to peers directly, batches
+   * relayed through the primary, writes no peer held a piece of (nothing sent)]. */
+  inv: [number, number, number];
   bytesIn: number;
   bytesOut: number;
 }

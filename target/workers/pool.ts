@@ -66,6 +66,9 @@ export interface WorkerView {
   ios: number;
   bytesIn: number;
   bytesOut: number;
+  /** Read-cache invalidation batches this worker sent over its links and through the primary, and its shared RAM
+   * writes that needed none (no peer held the pieces). */
+  invalidations: { direct: number; relayed: number; unasked: number };
 }
 
 const ENTRY = fileURLToPath(new URL('./worker-main.ts', import.meta.url));
@@ -538,6 +541,7 @@ export class WorkerPool implements QueueHandOff {
         ios: r?.ios ?? 0,
         bytesIn: r?.bytesIn ?? 0,
         bytesOut: r?.bytesOut ?? 0,
+        invalidations: { direct: r?.inv[0] ?? 0, relayed: r?.inv[1] ?? 0, unasked: r?.inv[2] ?? 0 },
       };
     });
   }

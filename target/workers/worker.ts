@@ -50,6 +50,8 @@ export class WorkerRuntime {
     },
   );
   readonly #inv = new InvalidationBatcher((r, done) => this.mesh.send(r, done));
+  /** Writes to shared RAM pieces no peer held: completed without an invalidation. */
+  #unasked = 0;
 
   constructor(
     readonly index: number,
@@ -172,7 +174,14 @@ export class WorkerRuntime {
     if (n.open.kind !== 'shm') return undefined;
     const key = `${nqn}\n${nsid}\n${n.open.path}`;
     const mesh = this.mesh;
-    return { peersHold: (first, last) => mesh.peersHold(key, first, last), hold: (i, then) => mesh.hold(key, i, then) };
+    return {
+      peersHold: (first, last) => {
+        if (mesh.peersHold(key, first, last)) return true;
+        this.#unasked++;
+        return false;
+      },
+      hold: (i, then) => mesh.hold(key, i, then),
+    };
   }
 
   /** Another process wrote these ranges: drop them here (answered at once, ahead of queued changes). */
@@ -316,7 +325,8 @@ export class WorkerRuntime {
     const mean = Number.isNaN(lag.mean) ? 0 : lag.mean / 1e6;
     const max = lag.max / 1e6;
     lag.reset();
-    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut });
+    const inv = this.mesh.counts;
+    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut, inv: [inv.direct, inv.relayed, this.#unasked] });
   }
 
   /** Counters of queues already closed (so the worker's totals never go backwards). */

@@ -192,4 +192,49 @@ describe('/metrics', () => {
     expect(one(samples, `${name}_count`, l)).toBe(11);
     expect(one(samples, `${name}_sum`, l)).toBeCloseTo(0.0042, 9);
   });
+
+  it('per worker (workers 2, placement queue): commands, bytes, CPU, lag, queues, restarts and cache invalidations', async () => {
+    const t = new TargetService({ workers: 2, placement: 'queue' });
+    cleanups.push(() => t.stop());
+    await t.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '4M' } }] }] });
+    const port = (t.boundPorts()[0] as { port: number }).port;
+    const api = await startApi(t, { listen: '127.0.0.1:0' });
+    cleanups.push(() => api.close());
+    const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2 });
+    cleanups.push(() => c.disconnect());
+    const ns = c.namespace(1);
+    // Per I/O queue (one per worker): W writes of 4 KiB, each block then read on the other queue, so every write
+    // after the first round finds the block held by the other worker's cache and sends it an invalidation.
+    const W = 12;
+    for (let i = 0; i < W; i++) {
+      for (const hctx of [0, 1]) await ns.write(BigInt((i * 2 + hctx) * 8), Buffer.alloc(4096, i + 1), { hctx });
+      for (const hctx of [0, 1]) await ns.read(BigInt((i * 2 + hctx) * 8), 8, undefined, { hctx: 1 - hctx });
+    }
+    for (const hctx of [0, 1]) for (let i = 0; i < W; i++) await ns.write(BigInt((i * 2 + hctx) * 8), Buffer.alloc(4096, 99), { hctx });
+    const perWorker = 3 * W;
+    let samples: Sample[] = [];
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      samples = (await scrape(api)).samples;
+      const n = pick(samples, 'nvme_tcp_worker_commands_total');
+      if ((n.length === 2 && n.every((v) => v === perWorker)) || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (const w of ['0', '1']) {
+      expect(one(samples, 'nvme_tcp_worker_commands_total', { worker: w }), `worker ${w} commands`).toBe(perWorker);
+      // Received: at least the written data; sent: at least the read data (PDU headers come on top).
+      expect(one(samples, 'nvme_tcp_worker_bytes_total', { worker: w, direction: 'in' })).toBeGreaterThanOrEqual(2 * W * 4096);
+      expect(one(samples, 'nvme_tcp_worker_bytes_total', { worker: w, direction: 'out' })).toBeGreaterThanOrEqual(W * 4096);
+      expect(one(samples, 'nvme_tcp_worker_cpu_seconds_total', { worker: w, mode: 'user' })).toBeGreaterThan(0);
+      for (const stat of ['mean', 'max']) expect(one(samples, 'nvme_tcp_worker_event_loop_lag_seconds', { worker: w, stat })).toBeGreaterThanOrEqual(0);
+      expect(one(samples, 'nvme_tcp_worker_queues', { worker: w })).toBe(1);
+      expect(one(samples, 'nvme_tcp_worker_restarts_total', { worker: w })).toBe(0);
+      // One write at a time, so one batch per write or none: the last W writes of each worker hit a piece the other
+      // worker holds (it read there), so they went over the link; nothing went through the primary.
+      const direct = one(samples, 'nvme_tcp_worker_cache_invalidations_total', { worker: w, path: 'direct' });
+      expect(direct).toBeGreaterThanOrEqual(W);
+      expect(direct + one(samples, 'nvme_tcp_worker_cache_invalidations_total', { worker: w, path: 'unasked' })).toBe(2 * W);
+      expect(one(samples, 'nvme_tcp_worker_cache_invalidations_total', { worker: w, path: 'relayed' })).toBe(0);
+    }
+  }, 30_000);
 });

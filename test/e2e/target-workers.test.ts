@@ -321,6 +321,35 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
     }
   }, 30_000);
 
+  it.runIf(workerCache)('a write to pieces no other worker holds asks no one; once the other reads them, it asks', async () => {
+    // Pieces 6 and 7 of the 8 MiB namespace (LBA 12288+): no other test here reads them.
+    const c1 = await host(port, HOST_A, { nr_io_queues: 1 });
+    const c2 = await host(port, HOST_B, { nr_io_queues: 1 });
+    const extra: Controller[] = [];
+    try {
+      const x = ioWorkers(t, c1.cntlid)[0] as number;
+      // 'queue' placement goes round-robin: connect until a controller lands on the other worker.
+      let reader = c2;
+      while (ioWorkers(t, reader.cntlid)[0] === x) extra.push((reader = await host(port, HOST_B, { nr_io_queues: 1 })));
+      const inv = (): { direct: number; relayed: number; unasked: number } => t.workers()[x]?.invalidations ?? { direct: -1, relayed: -1, unasked: -1 };
+      await sleep(450); // two report intervals: the figures below start from this one
+      const base = inv();
+      const lbas = Array.from({ length: 10 }, (_, i) => 12288n + BigInt(i) * 200n);
+      for (const [i, lba] of lbas.entries()) await c1.namespace(1).write(lba, pattern(4096, 1100 + i));
+      await until('the writer reported its unasked writes', () => inv().unasked >= base.unasked + 10);
+      expect(inv().direct, 'no batch went to the other worker').toBe(base.direct);
+      expect(inv().relayed).toBe(base.relayed);
+      for (const [i, lba] of lbas.entries()) expect((await reader.namespace(1).read(lba, 8)).equals(pattern(4096, 1100 + i)), `LBA ${lba}`).toBe(true);
+      // The reader holds pieces 6 and 7 now: the next write there must drop its copy first.
+      await c1.namespace(1).write(lbas[3] as bigint, pattern(4096, 1200));
+      expect((await reader.namespace(1).read(lbas[3] as bigint, 8)).equals(pattern(4096, 1200))).toBe(true);
+      await until('the writer reported a direct batch', () => inv().direct >= base.direct + 1);
+      expect(inv().unasked).toBe(base.unasked + 10);
+    } finally {
+      for (const c of [c1, c2, ...extra]) await c.disconnect();
+    }
+  }, 30_000);
+
   it('a restarted worker is linked again: writes on either side drop the other\'s cached copy', async () => {
     // Worker 1 dies; its replacement must get links to worker 0 (PeerMesh) before it serves a queue, and worker 0
     // must stop waiting for the dead one. Each round reads the block on both sides first, so both caches hold it.
