@@ -181,4 +181,20 @@ describe('PeerMesh', () => {
     expect(a.m.peersHold(K, 9, 9)).toBe(false);
     expect(a.m.hold(K, 2, () => undefined)).toBe(true);
   });
+
+  it('a line that is not a frame closes that link; what waited on it goes through the relay', async () => {
+    const [x, y] = await pair();
+    const a = mesh();
+    a.m.add(1, x);
+    y.resume();
+    let done = 0;
+    a.m.send(R1, () => done++);
+    y.write('{"a":\n');
+    await tick();
+    expect(x.destroyed).toBe(true);
+    expect(a.relayed).toEqual([R1]);
+    a.finishRelays();
+    expect(done).toBe(1);
+    y.destroy();
+  });
 });

@@ -84,7 +84,15 @@ export class PeerMesh {
       while ((nl = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
-        this.#onFrame(peer, socket, JSON.parse(line) as Frame);
+        let f: Frame;
+        try {
+          f = JSON.parse(line) as Frame;
+        } catch {
+          // Not a frame: this link cannot be trusted; closing it sends what waits on it through the relay.
+          socket.destroy();
+          return;
+        }
+        this.#onFrame(peer, socket, f);
       }
     });
     socket.on('error', () => undefined);
@@ -116,7 +124,7 @@ export class PeerMesh {
     }
     this.#direct++;
     if (this.#members.size === 0) return done();
-    this.#ask({ i: this.#seq, r: ranges }, ranges, () => done());
+    this.#ask((i) => ({ i, r: ranges }), ranges, () => done());
   }
 
   /** Whether a peer may cache bytes of pieces `first`..`last` of namespace `key` (false: a write there asks no one). */
@@ -139,15 +147,15 @@ export class PeerMesh {
     // Recorded before the answers: a link made meanwhile learns of it in its sync.
     own.add(piece);
     if (this.#members.size === 0) return true;
-    this.#ask({ h: this.#seq, k: key, p: piece }, undefined, then);
+    this.#ask((h) => ({ h, k: key, p: piece }), undefined, then);
     return undefined;
   }
 
-  /** Send `f` (its seq is the next one) on every link; `done` once each peer answered. */
-  #ask(f: Frame, ranges: InvRange[] | undefined, done: (ok: boolean) => void): void {
+  /** Send the frame `make` builds for the next seq on every link; `done` once each peer answered. */
+  #ask(make: (seq: number) => Frame, ranges: InvRange[] | undefined, done: (ok: boolean) => void): void {
     const seq = this.#seq++;
     this.#batches.set(seq, { ranges, waiting: new Set(this.#members), relays: 0, done });
-    const line = `${JSON.stringify(f)}\n`;
+    const line = `${JSON.stringify(make(seq))}\n`;
     for (const s of this.#links.values()) s.write(line);
   }
 
