@@ -222,7 +222,14 @@ export class WorkerPool implements QueueHandOff {
           // workers starting together are linked to each other too.
           this.#joining = this.#joining.then(async () => {
             if (w.child !== child || w.state !== 'starting') return;
-            await this.#link(w);
+            try {
+              await this.#link(w);
+            } catch (err) {
+              // Unlinked, it must not serve: its exit rejects the start (or restarts it) like any other failure.
+              this.#log.error({ err: (err as Error).message, worker: w.index }, 'linking a worker failed; ending it');
+              child.kill('SIGKILL');
+              return;
+            }
             if (w.child === child && w.setState('ready')) resolve();
           });
         } else if (m.t === 'init-failed') {
