@@ -263,6 +263,50 @@ describe('target workers: placement, shared namespaces and controller-wide state
   }, 30_000);
 });
 
+describe('target workers: read caches with three workers (every pair linked, also after a restart)', () => {
+  let t: TargetService;
+  let port: number;
+  beforeAll(async () => {
+    t = new TargetService({ workers: 3, placement: 'queue' });
+    await t.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '8M' } }] }] });
+    port = (t.boundPorts()[0] as { port: number }).port;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  /** Each round: every worker caches the block, then one writes it; every worker must read the new bytes. */
+  async function rounds(c: Controller, base: bigint, tag: number): Promise<void> {
+    const ns = c.namespace(1);
+    for (let i = 0; i < 12; i++) {
+      const b = base + BigInt(i) * 8n;
+      await ns.write(b, pattern(4096, tag + i), { hctx: 0 });
+      for (const hctx of [0, 1, 2]) expect((await ns.read(b, 8, undefined, { hctx })).equals(pattern(4096, tag + i))).toBe(true);
+      const next = pattern(4096, tag + 100 + i);
+      await ns.write(b, next, { hctx: i % 3 });
+      for (const hctx of [0, 1, 2]) expect((await ns.read(b, 8, undefined, { hctx })).equals(next), `round ${i}, written on hctx ${i % 3}, read on ${hctx}`).toBe(true);
+    }
+  }
+
+  it('a write on any worker drops the other two copies; after worker 1 restarts, still', async () => {
+    let c = await host(port, HOST_A, { nr_io_queues: 3 });
+    try {
+      expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(3);
+      await rounds(c, 0n, 2000);
+      await c.disconnect();
+      process.kill(t.workers()[1]?.pid as number, 'SIGKILL');
+      await until('worker 1 restarted', () => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000);
+      c = await host(port, HOST_A, { nr_io_queues: 3 });
+      expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(3);
+      await rounds(c, 0n, 3000);
+      await rounds(c, 8192n, 4000);
+      for (const w of t.workers()) expect(w.invalidations.relayed, `worker ${w.index}: nothing relayed`).toBe(0);
+    } finally {
+      await c.disconnect();
+    }
+  }, 60_000);
+});
+
 describe.each([true, false])('target workers: read caches of a shared RAM namespace (workerCache %s)', (workerCache) => {
   // Each worker serves RAM reads from its own copy of the blocks it read (ShmBackend's ReadCache); a write on another
   // worker, or on a queue the primary kept (DH-HMAC-CHAP), must drop that copy before the write completes. Every read
