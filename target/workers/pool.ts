@@ -247,7 +247,11 @@ export class WorkerPool implements QueueHandOff {
     w.ready = ready;
     child.on('message', (m: FromWorker) => this.#onMessage(w, m));
     child.on('exit', (code, signal) => this.#onExit(w, child, code, signal));
-    child.on('error', (err) => this.#log.error({ err, worker: w.index }, 'worker process error'));
+    child.on('error', (err) => {
+      // A message that raced the channel closing of a worker told to stop (EPIPE): its exit is handled as expected.
+      if (this.#stopping || w.state === 'stopping') this.#log.debug({ err, worker: w.index }, 'worker channel error while stopping');
+      else this.#log.error({ err, worker: w.index }, 'worker process error');
+    });
     const st = this.#opts.state();
     this.#post(w, { t: 'init', index: w.index, logLevel: this.#opts.logLevel, ports: st.ports, subsystems: st.subsystems });
     return ready;
@@ -419,8 +423,9 @@ export class WorkerPool implements QueueHandOff {
         p.finish();
       }
     }
-    for (const o of this.#workers) if (o !== w && o.state !== 'dead') this.#post(o, { t: 'peer-gone', index: w.index });
     if (expected) return;
+    // Not while stopping: the others are exiting too, and a message to one that already closed its channel is EPIPE.
+    for (const o of this.#workers) if (o !== w && (o.state === 'ready' || o.state === 'starting')) this.#post(o, { t: 'peer-gone', index: w.index });
     this.#log.error({ worker: w.index, pid: child.pid, code, signal, queues: lost.length }, `worker ${w.index} died; its queues are dropped, restarting it`);
     if (!wasReady) return;
     w.restarts++;
