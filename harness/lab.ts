@@ -65,19 +65,29 @@ export function parseSteps(out: string): Map<string, StepResult> {
 
 const LAB_BOOT = path.join(REPO_ROOT, 'harness', 'lab-boot.sh');
 
+/** Signal the process group of a lab run (run.sh, qemu, its socats) unless it already ended. */
+export function killLabGroup(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): void {
+  if (child?.pid === undefined || child.exitCode !== null) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
 /**
  * Runs `bash ARGS` (run.sh and its options) in its own process group, so stopLab can end run.sh, qemu and the
- * per-connection socats together; collects stdout and stderr. `onStdout` sees each stdout chunk as it arrives (a
- * guest asking the host to act mid-run). It goes through lab-boot.sh, which boots again a guest whose kernel died
+ * per-connection socats together; collects stdout and stderr. `onStdout` sees each stdout chunk as it arrives, with
+ * everything collected so far (a guest asking the host to act mid-run). It goes through lab-boot.sh, which boots again a guest whose kernel died
  * before the script began.
  */
-export function runLabScript(args: string[], onStdout?: (chunk: string) => void, env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
+export function runLabScript(args: string[], onStdout?: (chunk: string, out: string) => void, env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
   const child = spawn('bash', [LAB_BOOT, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     const chunk = d.toString();
     out += chunk;
-    onStdout?.(chunk);
+    onStdout?.(chunk, out);
   });
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const done = new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
@@ -90,13 +100,7 @@ export async function stopLab(
   target: { child: ChildProcess; exited: Promise<unknown> } | undefined,
   dir: string | undefined,
 ): Promise<void> {
-    if (labChild?.pid !== undefined && labChild.exitCode === null) {
-      try {
-        process.kill(-labChild.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    }
+    killLabGroup(labChild);
     if (target && target.child.exitCode === null) {
       target.child.kill('SIGTERM');
       const t = setTimeout(() => target?.child.kill('SIGKILL'), 10_000);
@@ -125,14 +129,7 @@ export async function startWaitingLab(args: string[], o: { ctlPort: number; env?
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const kill = (): void => {
-    if (child.pid === undefined || child.exitCode !== null) return;
-    try {
-      process.kill(-child.pid, 'SIGTERM');
-    } catch {
-      // already gone
-    }
-  };
+  const kill = (): void => killLabGroup(child);
   const lab: WaitingLab = {
     child,
     out: () => out,

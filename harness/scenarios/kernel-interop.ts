@@ -12,7 +12,7 @@ import path from 'node:path';
 import { connect } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
-import { freePort, runLabScript } from '../lab.js';
+import { freePort, killLabGroup, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
@@ -85,24 +85,16 @@ function parseFigures(out: string): Map<string, Figure> {
  * (lab-wait-host); `onReady` must release the guest (a connection to the control port) when it is done.
  */
 function runLab(args: string[], timeoutMs: number, ctx: ScenarioContext, onReady: () => Promise<void>): Promise<{ code: number; out: string }> {
-  let seen = '';
   let readySeen = false;
   let hostDone: Promise<void> = Promise.resolve();
-  const { child, done } = runLabScript([path.join(LAB_DIR, 'run.sh'), ...args], (chunk) => {
-    seen += chunk;
+  const { child, done } = runLabScript([path.join(LAB_DIR, 'run.sh'), ...args], (chunk, seen) => {
     for (const l of chunk.split('\n')) if (l.startsWith('FIGURE') || l.startsWith('###')) ctx.log(`guest: ${l}`);
     if (!readySeen && seen.includes('===LAB-READY===')) {
       readySeen = true;
       hostDone = onReady();
     }
   });
-  const timer = setTimeout(() => {
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }, timeoutMs);
+  const timer = setTimeout(() => killLabGroup(child, 'SIGKILL'), timeoutMs);
   return done.then(async ({ code, out }) => {
     clearTimeout(timer);
     await hostDone;

@@ -46,9 +46,9 @@ class ReadCache {
   readonly #pieces: (Buffer | undefined)[];
   /** One byte per block: 1 = the cached copy equals the file. */
   readonly valid: Uint8Array;
-  /** Per piece: 1 = may be cached (held, or no PieceHolds), 2 = asked, 0 = neither. */
+  /** Per piece: 1 = may be cached (held, or no PieceHolds), 0 = not (yet). */
   readonly held: Uint8Array;
-  /** Reads waiting for a piece's hold to be answered. */
+  /** Reads waiting for a piece's hold to be answered (a piece here has been asked for). */
   readonly waiters = new Map<number, Array<(ok: boolean) => void>>();
   constructor(
     readonly size: number,
@@ -284,7 +284,6 @@ export class ShmBackend implements NamespaceBackend {
       for (const f of ws) f(ok);
     });
     if (r === undefined) {
-      c.held[i] = 2;
       c.waiters.set(i, [then]);
       return;
     }

@@ -11,7 +11,7 @@ import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, parseSteps, runLabScript, startCliTarget, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, killLabGroup, parseSteps, runLabScript, startCliTarget, startWaitingLab, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 
@@ -69,13 +69,7 @@ describe('secure channel concatenation: Linux 7.x host (nvme connect --concat, t
   }, 600_000);
 
   afterAll(async () => {
-    if (lab?.pid !== undefined && lab.exitCode === null) {
-      try {
-        process.kill(-lab.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    }
+    killLabGroup(lab);
     if (child !== undefined && child.exitCode === null) {
       child.kill('SIGTERM');
       await exited;

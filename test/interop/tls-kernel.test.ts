@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, labDir, labKernel, parseSteps, runLabScript, startCliTarget, startWaitingLab, type CliTarget, type StepResult, type WaitingLab } from '../../harness/lab.js';
+import { freePort, labDir, labKernel, killLabGroup, parseSteps, runLabScript, startCliTarget, startWaitingLab, type CliTarget, type StepResult, type WaitingLab } from '../../harness/lab.js';
 import { connect } from '../../initiator/index.js';
 import { deriveTlsPsk, formatTlsKey, parseTlsKey, type HkdfLabelEncoding } from '../../protocol/tls/index.js';
 
@@ -76,11 +76,9 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
     for (const [k, v] of Object.entries({ SUBNQN, HOSTNQN, HOSTID, KEY })) args.push('--env', `${k}=${v}`);
     args.push(path.join(here, 'guest-tls', 'kernel-host-tls.sh'));
     let restarted = false;
-    let seen = '';
     const run = runLabScript(
       args,
-      (chunk) => {
-        seen += chunk;
+      (_chunk, seen) => {
         if (restarted || !seen.includes('@@RESTART-TARGET')) return;
         restarted = true;
         const old = target;
@@ -100,13 +98,7 @@ describe(`TLS: Linux host (tlshd, nvme-cli --tls, kernel ${labKernel(LAB_OUT)}) 
   }, 600_000);
 
   afterAll(async () => {
-    if (lab?.pid !== undefined && lab.exitCode === null) {
-      try {
-        process.kill(-lab.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    }
+    killLabGroup(lab);
     if (target !== undefined && target.child.exitCode === null) {
       target.child.kill('SIGTERM');
       await target.exited;
