@@ -26,8 +26,15 @@ module.exports = {
       name: 'connection-only-protocol-and-net',
       comment: 'connection/ (the NVMe/TCP connection core both transports use) imports protocol/, node:net and node:buffer only (rule 1)',
       severity: 'error',
-      from: { path: '^connection/' },
+      from: { path: '^connection/', pathNot: '^connection/fd-write\\.ts$' },
       to: { pathNot: ['^connection/', '^protocol/', '^node:(net|buffer)$', '^(net|buffer)$', '(^|/)node_modules/@node-rs/crc32/'] },
+    },
+    {
+      name: 'connection-fd-write-only-fs',
+      comment: 'connection/fd-write.ts writes to a socket descriptor: node:fs (writeSync/writevSync) besides node:net/buffer, nothing else',
+      severity: 'error',
+      from: { path: '^connection/fd-write\\.ts$' },
+      to: { pathNot: ['^node:(fs|net|buffer)$', '^(fs|net|buffer)$'], dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'target-not-initiator',

@@ -426,3 +426,75 @@ describe('shared receive buffer and reading control', () => {
     expect(conn.state).toBe('open');
   });
 });
+
+describe('direct writes (rxBuffer connections write batches to the descriptor)', () => {
+  const c2h = (cccid: number, data: Buffer): Pdu => ({ type: PduType.C2H_DATA, cccid, datao: 0, last: true, success: false, data: [data] });
+
+  it('a batch leaves without a stream write when the stream holds nothing; the peer gets exactly the encoded bytes', async () => {
+    const h = new Recorder();
+    const { conn, accepted, peer } = await controllerPair(h, { rxBuffer: Buffer.allocUnsafeSlow(16 * 1024) });
+    // adoptWithUserBuffer moved the handle to a new Socket; spy on every socket's write.
+    const write = vi.spyOn(net.Socket.prototype, 'write');
+    const a = B.pattern(5000, 3);
+    conn.send(c2h(1, a));
+    conn.sendCapsuleResp(0, 0, 1, 1, 1, 0);
+    await tick();
+    expect(write.mock.contexts.filter((s) => s !== peer.socket && s !== accepted)).toHaveLength(0);
+    expect(h.flushes).toEqual([[5000 + 24 + 24, 0]]);
+    const expected = Buffer.concat([B.c2hData({ cccid: 1, datao: 0, last: true, data: a }), B.capsuleResp({ cqe: B.cqe({ cid: 1, sqhd: 1, sqid: 1 }) })]);
+    const got = await peer.bytesAtLeast(expected.length);
+    expect(got.toString('hex')).toBe(expected.toString('hex'));
+  });
+
+  it('what the kernel does not take goes through the stream, and later batches queue behind it in order', async () => {
+    const h = new Recorder();
+    const { conn, peer, client } = await controllerPair(h, { rxBuffer: Buffer.allocUnsafeSlow(16 * 1024) });
+    client.pause(); // the peer stops reading: the socket buffers fill up
+    const write = vi.spyOn(net.Socket.prototype, 'write');
+    const expected: Buffer[] = [];
+    const piece = 1024 * 1024;
+    let n = 0;
+    // Batches of 1 MiB (header + a payload view: a writev) until one is left partly unsent, then three more.
+    for (let after = -1; after < 3 && n < 256; n++) {
+      const data = B.pattern(piece, n);
+      conn.send(c2h(n, data));
+      expected.push(B.c2hData({ cccid: n, datao: 0, last: true, data }));
+      await tick();
+      if (after >= 0) after++;
+      else if ((h.flushes.at(-1) as [number, number])[1] > 0) after = 0;
+    }
+    expect(n).toBeLessThan(256);
+    // Direct while the stream was empty; the stream once the kernel stopped taking everything.
+    expect(h.flushes[0]).toEqual([piece + 24, 0]);
+    expect(h.flushes.filter((f) => f[1] > 0).length).toBeGreaterThanOrEqual(4);
+    expect(write.mock.calls.length).toBeGreaterThan(0);
+    client.resume();
+    const want = Buffer.concat(expected);
+    const got = await peer.bytesAtLeast(want.length);
+    expect(got.length).toBe(want.length);
+    expect(got.equals(want)).toBe(true);
+    expect(conn.bytesOut).toBe(want.length);
+    // Drained: the next batch is direct again.
+    await peer.waitFor(() => conn.writableLength === 0);
+    write.mockClear();
+    conn.sendCapsuleResp(0, 0, 2, 1, 9, 0);
+    await tick();
+    expect(write.mock.calls.length).toBe(0);
+    const last = await peer.bytesAtLeast(want.length + 24);
+    expect(last.subarray(want.length).toString('hex')).toBe(B.capsuleResp({ cqe: B.cqe({ cid: 9, sqhd: 2, sqid: 1 }) }).toString('hex'));
+  });
+
+  it('a peer that reset: the failed direct write falls back to the stream, which reports the error and closes', async () => {
+    const h = new Recorder();
+    const { conn, client } = await controllerPair(h, { rxBuffer: Buffer.allocUnsafeSlow(16 * 1024) });
+    client.resetAndDestroy();
+    await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 3 && conn.state === 'open'; i++) {
+      conn.sendCapsuleResp(0, 0, 1, 1, i, 0);
+      await tick();
+    }
+    await h.closed;
+    expect(conn.state).toBe('closed');
+    expect(h.internal).toEqual([]);
+  });
+});

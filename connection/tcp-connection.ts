@@ -4,6 +4,7 @@
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type C2HDataPdu, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { writeToDescriptor } from './fd-write.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
 /** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */
@@ -110,6 +111,11 @@ export interface TcpConnectOptions {
 
 const EMPTY = Buffer.alloc(0);
 const DEFAULT_LINGER_MS = 1000;
+/**
+ * Direct writes (TcpConnection#writeDirect) on rxBuffer connections; NVME_TCP_DIRECT_WRITES=0 turns them off, for the
+ * same-run ablation in bench/perf-target.ts (`--ts-env`).
+ */
+const DIRECT_WRITES = process.env.NVME_TCP_DIRECT_WRITES !== '0';
 
 export class TcpConnection {
   readonly role: ConnectionRole;
@@ -127,6 +133,11 @@ export class TcpConnection {
   #linger: NodeJS.Timeout | undefined;
   #socketError: Error | undefined;
   #bytesOut = 0;
+  /**
+   * Batches go straight to the descriptor when the stream holds nothing (#writeDirect). Only with rxBuffer, which only
+   * plain TCP sockets get (a TLSSocket's descriptor carries records: its bytes must go through the TLS stream).
+   */
+  readonly #direct: boolean;
   /** resume(): the synthetic ICReq is being fed to the reader; it is not the handler's. */
   #priming = false;
   /** detach() took the socket: no further event reaches the handler. */
@@ -195,6 +206,7 @@ export class TcpConnection {
     this.#state = initial;
     this.#handler = opts.handler;
     this.#reuse = opts.rxBuffer !== undefined;
+    this.#direct = this.#reuse && DIRECT_WRITES;
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
     this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
     const h = opts.handler;
@@ -338,6 +350,11 @@ export class TcpConnection {
       return;
     }
     this.#bytesOut += bytes;
+    if (this.#direct && s.writableLength === 0 && this.#writeDirect(s, chunks, bytes)) {
+      batch.recycle(false);
+      this.#handler.onFlushed?.(bytes, 0);
+      return;
+    }
     if (chunks.length === 1) s.write(chunks[0] as Buffer);
     else {
       s.cork();
@@ -350,6 +367,24 @@ export class TcpConnection {
     const release = batch.recycle(unsent > 0);
     if (release !== undefined) s.write(EMPTY, release);
     this.#handler.onFlushed?.(bytes, unsent);
+  }
+
+  /**
+   * Write `chunks` (`bytes` in all) with one write/writev system call on the socket's descriptor (writeToDescriptor),
+   * skipping the stream machinery (Writable state, a WriteWrap, the after-write tick: docs/performance.md "Sixth
+   * pass"). Only when the stream holds nothing, so byte order holds; libuv's own writes make the same system call.
+   * True: the kernel took everything. False: it took a prefix (`chunks` is trimmed to the rest in place) or nothing
+   * (EAGAIN, or an error that the stream write which follows reports through its own path, 'error' then 'close').
+   */
+  #writeDirect(s: net.Socket, chunks: Buffer[], bytes: number): boolean {
+    let n = writeToDescriptor(s, chunks);
+    if (n === bytes) return true;
+    if (n <= 0) return false;
+    let i = 0;
+    while (n >= (chunks[i] as Buffer).length) n -= (chunks[i++] as Buffer).length;
+    chunks.splice(0, i);
+    if (n > 0) chunks[0] = (chunks[0] as Buffer).subarray(n);
+    return false;
   }
 
   /** Stop reading the socket (backpressure); resumeReading undoes it. */
