@@ -2,14 +2,17 @@
 // NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
 // model at all. It uses every Node technique docs/performance.md measured (no Nagle, reused receive buffer via onread, incremental
 // framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
-// gathered into one slab; header fields through protocol/le.ts like the target), so the gap between it and the real
-// target is the price of being a controller.
+// gathered into one slab, written straight to the descriptor when the stream holds nothing as the target's
+// connections do (NODE_MIN_WRITE=stream: through socket.write only); header fields through protocol/le.ts like the
+// target), so the gap between it and the real target is the price of being a controller.
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
+import { writeSync, writevSync } from 'node:fs';
 import net from 'node:net';
 import { PduFlag, PduType, crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
 import { adoptWithUserBuffer } from '../connection/index.js';
 
+const DIRECT = process.env.NODE_MIN_WRITE !== 'stream';
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
 for (let i = 0; i < RAM.length; i += 4) wr32(RAM, i, (i * 2654435761) >>> 0);
 
@@ -104,6 +107,7 @@ function serve(sock: net.Socket): void {
     }
     if (o < b.length) pend = Buffer.from(b.subarray(o));
     cut();
+    if (DIRECT && out.length > 0 && s.writableLength === 0) out = direct(out);
     if (out.length === 1) s.write(out[0] as Buffer);
     else if (out.length > 1) {
       s.cork();
@@ -119,7 +123,22 @@ function serve(sock: net.Socket): void {
     }
     return true;
   };
+  /** One write/writev on the descriptor; returns what the kernel did not take (for the stream). */
+  const direct = (chunks: Buffer[]): Buffer[] => {
+    let n = 0;
+    try {
+      n = chunks.length === 1 ? writeSync(fd, chunks[0] as Buffer) : writevSync(fd, chunks);
+    } catch {
+      return chunks;
+    }
+    let i = 0;
+    while (i < chunks.length && n >= (chunks[i] as Buffer).length) n -= (chunks[i++] as Buffer).length;
+    const rest = chunks.slice(i);
+    if (n > 0) rest[0] = (rest[0] as Buffer).subarray(n);
+    return rest;
+  };
   const s = adoptWithUserBuffer(sock, Buffer.allocUnsafeSlow(256 * 1024), onread);
+  const fd = (s as unknown as { _handle: { fd: number } })._handle.fd;
   s.setNoDelay(true);
   s.on('error', () => s.destroy());
   s.resume();

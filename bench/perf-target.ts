@@ -3,9 +3,13 @@
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
 //   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
-//                                [--node-min]
+//                                [--node-min] [--ts-env K=V[+K=V],...] [--warmup 1]
 // --prof writes a V8 CPU profile of the TS target to ./bench-prof/. Prints IOPS, MB/s, p50/p99 µs, the TS/C ratio,
-// each target's CPU time per I/O (/proc/<pid>/stat; robust against neighbours' load), and the data-digest cost.
+// each target's CPU time per I/O (/proc/<pid>/stat; robust against neighbours' load), the client's CPU time per I/O
+// (getrusage; client and target share the one pinned CPU, so IOPS follow the sum of the two), completions per client
+// read (the reply batch size), and the data-digest cost. --ts-env adds one more TS target per comma-separated item,
+// started with those environment variables (an ablation in the same run, e.g. NVME_TCP_DIRECT_WRITES=0). --warmup
+// runs the client untimed for that many seconds against each target before its first measured run of a case (JIT).
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -43,6 +47,10 @@ export interface ClientResult {
   p50us: number;
   p99us: number;
   maxus: number;
+  /** The client's read() and write() calls, and its own CPU time (µs, getrusage). */
+  reads: number;
+  writes: number;
+  cpuus: number;
 }
 
 /** Build the C target and client with `cc -O2` (SSE4.2 CRC32C when the compiler accepts it). */
@@ -94,8 +102,8 @@ export class Child {
   #buf = '';
   #lines: string[] = [];
   #waiter: ((l: string) => void) | undefined;
-  constructor(cmd: string, args: string[]) {
-    this.proc = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(cmd: string, args: string[], env?: Record<string, string>) {
+    this.proc = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'], ...(env !== undefined ? { env: { ...process.env, ...env } } : {}) });
     this.proc.stdout?.setEncoding('utf8');
     this.proc.stdout?.on('data', (d: string) => {
       this.#buf += d;
@@ -163,8 +171,8 @@ async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
   const nodeArgs = [...process.execArgv, ...(prof ? ['--cpu-prof', '--cpu-prof-dir', 'bench-prof'] : [])];
   const targets: Array<{ name: string; child: Child; port: number }> = [];
-  const spawnTarget = async (name: string, args: string[]): Promise<void> => {
-    const child = new Child('taskset', ['-c', cpu, ...args]);
+  const spawnTarget = async (name: string, args: string[], env?: Record<string, string>): Promise<void> => {
+    const child = new Child('taskset', ['-c', cpu, ...args], env);
     targets.push({ name, child, port: 0 });
     (targets[targets.length - 1] as { port: number }).port = await child.port();
   };
@@ -172,6 +180,16 @@ async function main(): Promise<void> {
     await spawnTarget('C', [bins.target, '0', String(NS_BYTES >> 20)]);
     await spawnTarget('TS', [process.execPath, ...nodeArgs, self, '--server']);
     if (nodeMin) await spawnTarget('Node-min', [process.execPath, ...process.execArgv, path.join(HERE, 'perf-node-min.ts'), String(NS_BYTES >> 20)]);
+    for (const [n, spec] of (arg('ts-env')?.split(',') ?? []).entries()) {
+      const env: Record<string, string> = {};
+      for (const kv of spec.split('+')) {
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new Error(`--ts-env ${spec}: want NAME=VALUE[+NAME=VALUE]`);
+        env[kv.slice(0, eq)] = kv.slice(eq + 1);
+      }
+      console.log(`# TS:${n} = ${spec}`);
+      await spawnTarget(`TS:${n}`, [process.execPath, ...nodeArgs, self, '--server'], env);
+    }
     if (compare !== undefined) await spawnTarget('TS@compare', [process.execPath, ...process.execArgv, path.join(path.resolve(compare), 'bench', 'perf-target.ts'), '--server']);
     type Side = ClientResult & { cpuPerIo: number };
     const measure = async (child: Child, port: number, c: Case): Promise<Side> => {
@@ -180,8 +198,10 @@ async function main(): Promise<void> {
       return { ...r, cpuPerIo: (cpuUs(child.proc.pid) - before) / r.ios };
     };
     const rows: Array<{ c: Case; best: Side[]; all: Side[][] }> = [];
+    const warmup = Number(arg('warmup') ?? 1);
     for (const c of cases) {
       const all: Side[][] = targets.map(() => []);
+      if (warmup > 0) for (const t of targets) await runClient(cpu, bins.client, t.port, c, warmup, verify);
       for (let i = 0; i < reps; i++) {
         // Interleaved, so that a burst of neighbour load hits every target alike.
         for (const [k, t] of targets.entries()) all[k]?.push(await measure(t.child, t.port, c));
@@ -196,12 +216,25 @@ async function main(): Promise<void> {
     };
     const fmt = (n: number, w: number, d = 0): string => n.toFixed(d).padStart(w);
     console.log(`# NVMe/TCP targets driven by the same C client (digest verify ${verify ? 'on' : 'off'}), all on CPU ${cpu}, ${seconds} s per run, best of ${reps}`);
-    console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO`);
+    console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO  client µs/IO  IO/read`);
     for (const r of rows) {
       const c0 = r.best[0] as Side;
       for (const [k, t] of targets.entries()) {
         const b = r.best[k] as Side;
-        console.log(`${(k === 0 ? r.c.name : '').padEnd(17)}${t.name.padEnd(11)}${fmt(b.iops, 8)}${fmt(b.mbps, 7)}${fmt(b.iops / c0.iops, 5, 2)}${fmt(b.p50us, 8, 1)}${fmt(b.p99us, 7, 0)}${fmt(b.cpuPerIo, 10, 2)}`);
+        console.log(
+          `${(k === 0 ? r.c.name : '').padEnd(17)}${t.name.padEnd(11)}${fmt(b.iops, 8)}${fmt(b.mbps, 7)}${fmt(b.iops / c0.iops, 5, 2)}${fmt(b.p50us, 8, 1)}${fmt(b.p99us, 7, 0)}` +
+            `${fmt(b.cpuPerIo, 10, 2)}${fmt(b.cpuus / b.ios, 14, 2)}${fmt(b.ios / Math.max(1, b.reads), 9, 1)}`,
+        );
+      }
+    }
+    // Per-run ratios against the C run of the same repetition (the arms of one repetition ran back to back).
+    for (const r of rows) {
+      const reps = r.all[0]?.length ?? 0;
+      if (reps < 2) continue;
+      for (const [k, t] of targets.entries()) {
+        if (k === 0) continue;
+        const ratios = (r.all[k] ?? []).map((x, i) => (x.iops / ((r.all[0] as Side[])[i] as Side).iops).toFixed(2));
+        console.log(`${r.c.name} ${t.name} ÷ C per repetition: ${ratios.join(' ')}`);
       }
     }
     for (const [plain, dg] of [

@@ -16,6 +16,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "common.h"
+#include <sys/resource.h>
+
+/* This process's user + system CPU time in µs (the client's share of the one pinned CPU). */
+static double cpu_us(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
 
 #define RBUF (4 * 1024 * 1024)
 #define BUCKET_NS 50
@@ -143,7 +151,7 @@ int main(int argc, char **argv) {
   uint8_t *rbuf = malloc(RBUF);
   uint8_t *wbuf = malloc((size_t)qd * 72);
   size_t wlen = 0, rlen = 0;
-  uint64_t done = 0, maxlat = 0;
+  uint64_t done = 0, maxlat = 0, nreads = 0, nwrites = 0;
 
 #define SUBMIT(cid_)                                                   \
   do {                                                                 \
@@ -170,6 +178,7 @@ int main(int argc, char **argv) {
   while (outstanding > 0) {
     ssize_t r = read(fd, rbuf + rlen, RBUF - rlen);
     if (r <= 0) die("read during load");
+    nreads++;
     rlen += (size_t)r;
     size_t off = 0;
     uint64_t now = now_ns();
@@ -203,7 +212,7 @@ int main(int argc, char **argv) {
       if (stopping) outstanding--;
       else SUBMIT(cid);
     }
-    if (wlen) { write_all(fd, wbuf, wlen); wlen = 0; }
+    if (wlen) { write_all(fd, wbuf, wlen); wlen = 0; nwrites++; }
     memmove(rbuf, rbuf + off, rlen - off);
     rlen -= off;
   }
@@ -215,8 +224,8 @@ int main(int argc, char **argv) {
     if (p50 == 0 && acc >= done / 2) p50 = (b + 0.5) * BUCKET_NS / 1000.0;
     if (p99 == 0 && acc >= done - done / 100) { p99 = (b + 0.5) * BUCKET_NS / 1000.0; break; }
   }
-  printf("{\"ios\":%llu,\"iops\":%.0f,\"mbps\":%.1f,\"p50us\":%.2f,\"p99us\":%.2f,\"maxus\":%.1f}\n", (unsigned long long)done, done / secs,
-         done * (double)bs / secs / 1e6, p50, p99, maxlat / 1000.0);
+  printf("{\"ios\":%llu,\"iops\":%.0f,\"mbps\":%.1f,\"p50us\":%.2f,\"p99us\":%.2f,\"maxus\":%.1f,\"reads\":%llu,\"writes\":%llu,\"cpuus\":%.0f}\n", (unsigned long long)done, done / secs,
+         done * (double)bs / secs / 1e6, p50, p99, maxlat / 1000.0, (unsigned long long)nreads, (unsigned long long)nwrites, cpu_us());
   close(fd);
   close(admin);
   return 0;
