@@ -235,6 +235,11 @@ async function main(): Promise<void> {
         if (k === 0) continue;
         const ratios = (r.all[k] ?? []).map((x, i) => (x.iops / ((r.all[0] as Side[])[i] as Side).iops).toFixed(2));
         console.log(`${r.c.name} ${t.name} ÷ C per repetition: ${ratios.join(' ')}`);
+        if (k < 2) continue;
+        // Paired with TS in the same repetition: small effects show here before they show in best-of-N.
+        const paired = (r.all[k] ?? []).map((x, i) => x.iops / ((r.all[1] as Side[])[i] as Side).iops);
+        const cpu = (r.all[k] ?? []).map((x, i) => x.cpuPerIo / ((r.all[1] as Side[])[i] as Side).cpuPerIo);
+        console.log(`${r.c.name} ${t.name} ÷ TS, same repetition: IOPS median ${median(paired).toFixed(3)} (${paired.map((x) => x.toFixed(2)).join(' ')}), CPU/IO median ${median(cpu).toFixed(3)}`);
       }
     }
     for (const [plain, dg] of [
