@@ -7,10 +7,9 @@
 // target), so the gap between it and the real target is the price of being a controller.
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
-import { writeSync, writevSync } from 'node:fs';
 import net from 'node:net';
 import { PduFlag, PduType, crc32c, rd16, rd32, wr16, wr32 } from '../protocol/index.js';
-import { adoptWithUserBuffer } from '../connection/index.js';
+import { adoptWithUserBuffer, writeToDescriptor } from '../connection/index.js';
 
 const DIRECT = process.env.NODE_MIN_WRITE !== 'stream';
 const RAM = Buffer.allocUnsafeSlow(Number(process.argv[2] ?? 256) * 1024 * 1024);
@@ -107,7 +106,11 @@ function serve(sock: net.Socket): void {
     }
     if (o < b.length) pend = Buffer.from(b.subarray(o));
     cut();
-    if (DIRECT && out.length > 0 && s.writableLength === 0) out = direct(out);
+    if (DIRECT && out.length > 0 && s.writableLength === 0) {
+      let bytes = 0;
+      for (const c of out) bytes += c.length;
+      if (writeToDescriptor(s, out, bytes)) out.length = 0;
+    }
     if (out.length === 1) s.write(out[0] as Buffer);
     else if (out.length > 1) {
       s.cork();
@@ -123,22 +126,7 @@ function serve(sock: net.Socket): void {
     }
     return true;
   };
-  /** One write/writev on the descriptor; returns what the kernel did not take (for the stream). */
-  const direct = (chunks: Buffer[]): Buffer[] => {
-    let n = 0;
-    try {
-      n = chunks.length === 1 ? writeSync(fd, chunks[0] as Buffer) : writevSync(fd, chunks);
-    } catch {
-      return chunks;
-    }
-    let i = 0;
-    while (i < chunks.length && n >= (chunks[i] as Buffer).length) n -= (chunks[i++] as Buffer).length;
-    const rest = chunks.slice(i);
-    if (n > 0) rest[0] = (rest[0] as Buffer).subarray(n);
-    return rest;
-  };
   const s = adoptWithUserBuffer(sock, Buffer.allocUnsafeSlow(256 * 1024), onread);
-  const fd = (s as unknown as { _handle: { fd: number } })._handle.fd;
   s.setNoDelay(true);
   s.on('error', () => s.destroy());
   s.resume();

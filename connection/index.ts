@@ -1,4 +1,5 @@
 // Public face of connection/: the NVMe/TCP connection core both transports build on.
+export { writeToDescriptor } from './fd-write.js';
 export { adoptReceivedWithUserBuffer, adoptWithUserBuffer, releaseFromServer } from './user-buffer-socket.js';
 export {
   CONNECTION_TRANSITIONS,

@@ -112,7 +112,7 @@ export interface TcpConnectOptions {
 const EMPTY = Buffer.alloc(0);
 const DEFAULT_LINGER_MS = 1000;
 /**
- * Direct writes (TcpConnection#writeDirect) on rxBuffer connections; NVME_TCP_DIRECT_WRITES=0 turns them off, for the
+ * Direct writes (writeToDescriptor in flush) on rxBuffer connections; NVME_TCP_DIRECT_WRITES=0 turns them off, for the
  * same-run ablation in bench/perf-target.ts (`--ts-env`).
  */
 const DIRECT_WRITES = process.env.NVME_TCP_DIRECT_WRITES !== '0';
@@ -134,7 +134,7 @@ export class TcpConnection {
   #socketError: Error | undefined;
   #bytesOut = 0;
   /**
-   * Batches go straight to the descriptor when the stream holds nothing (#writeDirect). Only with rxBuffer, which only
+   * Batches go straight to the descriptor when the stream holds nothing (writeToDescriptor). Only with rxBuffer, which only
    * plain TCP sockets get (a TLSSocket's descriptor carries records: its bytes must go through the TLS stream).
    */
   readonly #direct: boolean;
@@ -350,7 +350,7 @@ export class TcpConnection {
       return;
     }
     this.#bytesOut += bytes;
-    if (this.#direct && s.writableLength === 0 && this.#writeDirect(s, chunks, bytes)) {
+    if (this.#direct && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
       batch.recycle(false);
       this.#handler.onFlushed?.(bytes, 0);
       return;
@@ -367,24 +367,6 @@ export class TcpConnection {
     const release = batch.recycle(unsent > 0);
     if (release !== undefined) s.write(EMPTY, release);
     this.#handler.onFlushed?.(bytes, unsent);
-  }
-
-  /**
-   * Write `chunks` (`bytes` in all) with one write/writev system call on the socket's descriptor (writeToDescriptor),
-   * skipping the stream machinery (Writable state, a WriteWrap, the after-write tick: docs/performance.md "Sixth
-   * pass"). Only when the stream holds nothing, so byte order holds; libuv's own writes make the same system call.
-   * True: the kernel took everything. False: it took a prefix (`chunks` is trimmed to the rest in place) or nothing
-   * (EAGAIN, or an error that the stream write which follows reports through its own path, 'error' then 'close').
-   */
-  #writeDirect(s: net.Socket, chunks: Buffer[], bytes: number): boolean {
-    let n = writeToDescriptor(s, chunks);
-    if (n === bytes) return true;
-    if (n <= 0) return false;
-    let i = 0;
-    while (n >= (chunks[i] as Buffer).length) n -= (chunks[i++] as Buffer).length;
-    chunks.splice(0, i);
-    if (n > 0) chunks[0] = (chunks[0] as Buffer).subarray(n);
-    return false;
   }
 
   /** Stop reading the socket (backpressure); resumeReading undoes it. */
