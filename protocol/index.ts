@@ -4,3 +4,4 @@ export * from './tcp/index.js';
 export * from './nvme/index.js';
 export * from './fabrics/index.js';
 export * from './le.js';
+export * from './view.js';

@@ -5,7 +5,7 @@
 // such a digest are moved to a fresh slot before the next write (copy-on-write), so the digest always matches the bytes
 // sent.
 import { Buffer } from 'node:buffer';
-import { crc32c } from '../../protocol/index.js';
+import { bufferView, crc32c } from '../../protocol/index.js';
 import type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
 
 /** 128 KiB: a 1 MiB (MDTS 8) transfer touches at most 9 chunks; a random 4 KiB write costs one chunk. */
@@ -179,9 +179,11 @@ export class RamBackend implements NamespaceBackend {
   readonly kind = 'ram';
   readonly #chunks: ChunkTable;
   readonly #dense: DenseTable | undefined;
-  /** Arenas by id, and their buffers (what the read path touches); ids of forgotten arenas are reused. */
+  /** Arenas by id; ids of forgotten arenas are reused. */
   readonly #arenas: Array<Arena | undefined> = [];
-  readonly #arenaBufs: Array<Buffer | undefined> = [];
+  /** What the read path touches of each arena: its memory and where its buffer starts there (bufferView, not subarray). */
+  readonly #arenaMem: Array<ArrayBufferLike | undefined> = [];
+  readonly #arenaBase: number[] = [];
   readonly #freeIds: number[] = [];
   #current: Arena | undefined;
   readonly #arenaSlots: number;
@@ -214,9 +216,8 @@ export class RamBackend implements NamespaceBackend {
       let view: Buffer[];
       if (dense !== undefined) {
         const a = dense.arenaOf[first] as number;
-        const o = a < 0 ? start : (dense.offOf[first] as number) + start;
-        const src = a < 0 ? ZERO_CHUNK.buf : (this.#arenaBufs[a] as Buffer);
-        view = [src.subarray(o, o + length)];
+        if (a < 0) view = [ZERO_CHUNK.buf.subarray(start, start + length)];
+        else view = [bufferView(this.#arenaMem[a] as ArrayBufferLike, (this.#arenaBase[a] as number) + (dense.offOf[first] as number) + start, length)];
       } else view = [(this.#chunks.get(first) ?? ZERO_CHUNK).buf.subarray(start, start + length)];
       if (!wantCrc) return cb(null, view);
       return cb(null, view, this.#crcOf(offset, length, view));
@@ -267,7 +268,8 @@ export class RamBackend implements NamespaceBackend {
       const id = this.#freeIds.pop() ?? this.#arenas.length;
       a = new Arena(id, this.#arenaSlots);
       this.#arenas[id] = a;
-      this.#arenaBufs[id] = a.buf;
+      this.#arenaMem[id] = a.buf.buffer;
+      this.#arenaBase[id] = a.buf.byteOffset;
       this.#current = a;
     }
     const off = a.used * RAM_CHUNK_SIZE;
@@ -313,7 +315,7 @@ export class RamBackend implements NamespaceBackend {
     if (a.dead || a === this.#current || a.live * 2 >= a.slots) return;
     a.dead = true;
     this.#arenas[a.id] = undefined;
-    this.#arenaBufs[a.id] = undefined;
+    this.#arenaMem[a.id] = undefined;
     this.#freeIds.push(a.id);
     for (const c of a.placed) if (c.arena === a) this.#move(c);
     a.placed.length = 0;
@@ -377,7 +379,7 @@ export class RamBackend implements NamespaceBackend {
   async close(): Promise<void> {
     this.#chunks.clear();
     this.#arenas.length = 0;
-    this.#arenaBufs.length = 0;
+    this.#arenaMem.length = 0;
     this.#freeIds.length = 0;
     this.#current = undefined;
   }
