@@ -59,8 +59,11 @@ const CAPSULE_RESP_PLEN = 24;
 /** C2HData header without header digest, and so its data offset with PDA 0 (§3.6.2.9). */
 const C2H_DATA_HLEN = 24;
 const C2H_DATA_FLAGS = PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS;
-/** Offset slots of the direct-copy view cache: distinct for the ~60 PDU offsets of 4 KiB reads in a 256 KiB read. */
-const DIRECT_VIEW_SLOTS = 1024;
+/**
+ * Offset slots of the view cache (#viewOf): distinct for the ~60 PDU offsets of 4 KiB reads in a 256 KiB read, and
+ * for the 72-byte capsules of a QD32 batch.
+ */
+const VIEW_SLOTS = 1024;
 
 export class PduReader {
   #state: State = 'ch';
@@ -77,10 +80,10 @@ export class PduReader {
   #directAt = 0;
   #directCid = 0;
   #directFlags = 0;
-  /** Views of the reused receive buffer that direct C2HData copies read from, by offset slot (#copyDirect). */
-  readonly #directViews: (Buffer | undefined)[] = new Array<Buffer | undefined>(DIRECT_VIEW_SLOTS).fill(undefined);
-  /** The memory those views are of; another buffer empties the cache. */
-  #directViewsOf: ArrayBufferLike | undefined;
+  /** Views of the reused receive buffer (SQEs, direct C2HData copies), by offset slot (#viewOf). */
+  readonly #views: (Buffer | undefined)[] = new Array<Buffer | undefined>(VIEW_SLOTS).fill(undefined);
+  /** The memory those views are of; another buffer empties the cache (checked once per push). */
+  #viewsOf: ArrayBufferLike | undefined;
   #hdgst = false;
   #ddgst = false;
   #pda = 0;
@@ -134,6 +137,13 @@ export class PduReader {
     let off = 0;
     const n = chunk.length;
     this.bytesIn += n;
+    if (this.#opts.reusesChunks === true) {
+      const mem = chunk.buffer;
+      if (mem !== this.#viewsOf) {
+        this.#views.fill(undefined);
+        this.#viewsOf = mem;
+      }
+    }
     while (off < n) {
       switch (this.#state) {
         case 'failed':
@@ -152,7 +162,7 @@ export class PduReader {
             // Fast path for the dominant PDU, a CapsuleCmd without data and without header digest: after the IC
             // exchange these 8 CH bytes are its only valid encoding (the checks of validatePduHeader and
             // validatePduSpecific all pass for exactly this CH), so the SQE is handed out as one view.
-            const sqe = chunk.subarray(off + CH_SIZE, off + CAPSULE_CMD_HLEN);
+            const sqe = this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE);
             off += CAPSULE_CMD_HLEN;
             this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
             break;
@@ -289,28 +299,32 @@ export class PduReader {
     return true;
   }
 
-  /**
-   * Copy `take` bytes at `off` in `chunk` to `at` in `dst`. Buffer.copy of part of a buffer makes a Uint8Array view of
-   * that part per call (~100 bytes of garbage and half the copy's cost at 4 KiB, docs/performance.md "Host path,
-   * fourth pass"). A reused receive buffer puts the PDUs of a steady stream at the same few offsets read after read,
-   * so with reusesChunks the views are kept, one per offset slot, and TypedArray.set copies from them.
-   */
+  /** Copy `take` bytes at `off` in `chunk` to `at` in `dst` (from a kept view: #viewOf). */
   #copyDirect(chunk: Buffer, off: number, take: number, dst: Buffer, at: number): void {
     if (this.#opts.reusesChunks !== true) {
       chunk.copy(dst, at, off, off + take);
       return;
     }
-    if (chunk.buffer !== this.#directViewsOf) {
-      this.#directViews.fill(undefined);
-      this.#directViewsOf = chunk.buffer;
+    dst.set(this.#viewOf(chunk, off, take), at);
+  }
+
+  /**
+   * `len` bytes at `off` in `chunk`, as a view. Every view costs a construction, and Buffer.copy of part of a buffer
+   * makes one per call too (~100 bytes of garbage and half the copy's cost at 4 KiB, docs/performance.md "Host path,
+   * fourth pass"). A reused receive buffer puts the PDUs of a steady stream at the same few offsets read after read,
+   * so with reusesChunks the views are kept, one per offset slot (push() empties them when the memory changes): a
+   * CapsuleCmd's SQE or a direct copy's source then costs no construction. Handlers already treat views of a reused
+   * chunk as valid only during their call, so a kept view handed out again later is as safe as a fresh one.
+   */
+  #viewOf(chunk: Buffer, off: number, len: number): Buffer {
+    if (this.#opts.reusesChunks !== true) return chunk.subarray(off, off + len);
+    const slot = (off >>> 2) & (VIEW_SLOTS - 1);
+    let v = this.#views[slot];
+    if (v === undefined || v.byteOffset !== chunk.byteOffset + off || v.length !== len) {
+      v = chunk.subarray(off, off + len);
+      this.#views[slot] = v;
     }
-    const slot = (off >>> 2) & (DIRECT_VIEW_SLOTS - 1);
-    let v = this.#directViews[slot];
-    if (v === undefined || v.byteOffset !== chunk.byteOffset + off || v.length !== take) {
-      v = chunk.subarray(off, off + take);
-      this.#directViews[slot] = v;
-    }
-    dst.set(v, at);
+    return v;
   }
 
   #startDirect(cccid: number, datao: number, datal: number, flags: number): void {
