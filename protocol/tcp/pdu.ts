@@ -453,8 +453,14 @@ export class PduBatch {
     if (datalen === 0) return;
     let crcOf = data;
     if (copy) {
+      // TypedArray.set, not Buffer.copy: copy's JS wrapper re-derives bounds the room check above already holds.
       const slab = this.#slab;
-      for (const d of data) this.#pos += d.copy(slab, this.#pos);
+      let pos = this.#pos;
+      for (const d of data) {
+        slab.set(d, pos);
+        pos += d.length;
+      }
+      this.#pos = pos;
       this.copied += datalen;
     } else if (snapshot) {
       const buf = datalen <= this.snapshotSize ? (this.#freeSnaps.pop() ?? Buffer.allocUnsafeSlow(this.snapshotSize)) : Buffer.allocUnsafeSlow(datalen);

@@ -67,6 +67,8 @@ export class Request {
   lat: LatencyHistogram | undefined = undefined;
   /** The namespace's reservation abortGen when the command passed its access check (preempt-and-abort). */
   resvGen = 0;
+  /** The read path's backend callback for this Request (cmd/io.ts executeRead): made once, kept across recycling. */
+  readDone: ((err: Error | null, data: Buffer[], crc?: number) => void) | undefined = undefined;
 
   reset(): void {
     this.inCapsule = undefined;

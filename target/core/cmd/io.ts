@@ -194,32 +194,33 @@ function completeIo(q: QueueModel, req: Request, status: number): void {
 function executeRead(req: Request): void {
   const ns = req.ns as Namespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
-  const len = req.dataLen;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
-  ns.backend.read(
-    off,
-    len,
-    (err, bufs, crc) => {
-      if (err) {
-        ns.counters.errors++;
-        return deliver(req, Status.READ_ERROR);
-      }
-      if (faulted(req)) return;
-      ns.counters.reads++;
-      ns.counters.bytesRead += len;
-      const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
-      if (ctrl !== undefined) {
-        ctrl.smart.readCmds++;
-        ctrl.smart.bytesRead += len;
-      }
-      req.out = bufs;
-      req.outCrc = crc;
-      req.outTransient = ns.backend.transientReads === true;
-      deliver(req, 0);
-    },
-    wantCrc,
-  );
+  // One callback per Request, made on its first read and kept while the transport recycles the Request: no closure
+  // per command. A Request is recycled only after its completion, so the callback never outlives its command.
+  const cb = (req.readDone ??= (err, bufs, crc) => readDone(req, err, bufs, crc));
+  ns.backend.read(off, req.dataLen, cb, wantCrc);
+}
+
+function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number | undefined): void {
+  const ns = req.ns as Namespace;
+  if (err) {
+    ns.counters.errors++;
+    return deliver(req, Status.READ_ERROR);
+  }
+  if (faulted(req)) return;
+  const len = req.dataLen;
+  ns.counters.reads++;
+  ns.counters.bytesRead += len;
+  const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
+  if (ctrl !== undefined) {
+    ctrl.smart.readCmds++;
+    ctrl.smart.bytesRead += len;
+  }
+  req.out = bufs;
+  req.outCrc = crc;
+  req.outTransient = ns.backend.transientReads === true;
+  deliver(req, 0);
 }
 
 /** The command was aborted by a preempt-and-abort while it waited (for its data, or in the queue): do not run it. */
