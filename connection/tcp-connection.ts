@@ -40,6 +40,11 @@ export interface ConnectionHandler {
   /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
   onInternalError?(err: unknown): void;
   /**
+   * Controller role, no header digest: a CapsuleCmd without in-capsule data as its SQE view, without a PDU object
+   * (PduReaderOptions.onCapsuleCmd); unset: it comes through onPdu. Only while the connection is open.
+   */
+  onCapsuleCmd?(sqe: Buffer): void;
+  /**
    * Host role, no digests: CapsuleResp and C2HData without a PDU object (PduReaderOptions.onCapsuleResp,
    * onC2HDataHeader, onC2HDataEnd; the hot path of reads). Set all three or none; only while the connection is open.
    */
@@ -215,6 +220,13 @@ export class TcpConnection {
       onPdu: (pdu) => this.#onPdu(pdu),
       onFatal: (f) => this.fatal(f),
       ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
+      ...(h.onCapsuleCmd !== undefined
+        ? {
+            onCapsuleCmd: (sqe: Buffer) => {
+              if (this.#state === 'open') h.onCapsuleCmd?.(sqe);
+            },
+          }
+        : {}),
       ...(h.onCapsuleResp !== undefined && h.onC2HDataHeader !== undefined && h.onC2HDataEnd !== undefined
         ? {
             onCapsuleResp: (buf: Buffer, at: number) => {

@@ -1,6 +1,7 @@
 // PduReader with `reusesChunks`: the caller overwrites each chunk's memory after push() (a socket reading into one
 // static buffer). PDUs split across chunks must still arrive intact, with and without data digests; and the CapsuleCmd
-// and CapsuleResp fast paths must agree with the general path.
+// and CapsuleResp fast paths (the former through onPdu or onCapsuleCmd, with SQE views kept per offset) must agree
+// with the general path.
 import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -27,7 +28,11 @@ function snapshot(p: Pdu): Seen {
   }
 }
 
-function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse: boolean, ddgst: boolean): Seen[] {
+/**
+ * `cmdCallback`: CapsuleCmds without data come through onCapsuleCmd (the SQE alone). `buffers`: how many static
+ * buffers the chunks alternate between (2: the memory behind the reader's kept views changes between pushes).
+ */
+function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse: boolean, ddgst: boolean, cmdCallback = false, buffers = 1): Seen[] {
   const seen: Seen[] = [];
   const reader = new PduReader({
     role,
@@ -36,16 +41,19 @@ function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse:
       if (p.type === PduType.IC_RESP || p.type === PduType.IC_REQ) reader.setFraming(false, ddgst, 0);
       seen.push(snapshot(p));
     },
+    ...(cmdCallback ? { onCapsuleCmd: (sqe: Buffer) => seen.push({ type: PduType.CAPSULE_CMD, bytes: Buffer.from(sqe) }) } : {}),
     onFatal: (f) => {
       throw new Error(f.reason);
     },
   });
-  const staticBuf = Buffer.allocUnsafeSlow(stream.length);
+  const statics = Array.from({ length: buffers }, () => Buffer.allocUnsafeSlow(stream.length));
   let off = 0;
+  let k = 0;
   for (const c of [...cuts, stream.length]) {
     const end = Math.min(stream.length, Math.max(off, c));
     if (end === off) continue;
-    // Same memory every time, then scribbled over, as with a socket's onread buffer.
+    // Same memory every time (or one of a few), then scribbled over, as with a socket's onread buffer.
+    const staticBuf = statics[k++ % buffers] as Buffer;
     stream.copy(staticBuf, 0, off, end);
     reader.push(staticBuf.subarray(0, end - off));
     staticBuf.fill(0xa5);
@@ -92,9 +100,16 @@ describe('PduReader reusesChunks', () => {
           const pdus: Pdu[] = cmds.map((c) => ({ type: PduType.CAPSULE_CMD, sqe: Buffer.from(c.sqe), data: c.len > 0 ? [Buffer.alloc(c.len, c.sqe[0])] : [] }));
           const stream = Buffer.concat([ic, ...pdus.flatMap((p) => encodePdu(p))]);
           const cuts = rawCuts.map((c) => c % (stream.length + 1)).sort((a, b) => a - b);
-          const got = run('controller', stream, cuts, true, false);
-          expect(got.length).toBe(pdus.length + 1);
-          for (let i = 0; i < pdus.length; i++) expect((got[i + 1] as Seen).bytes.equals(snapshot(pdus[i] as Pdu).bytes)).toBe(true);
+          // Through onPdu and through onCapsuleCmd; from one reused buffer and from two alternating ones.
+          for (const [cmdCallback, buffers] of [
+            [false, 1],
+            [true, 1],
+            [true, 2],
+          ] as const) {
+            const got = run('controller', stream, cuts, true, false, cmdCallback, buffers);
+            expect(got.length).toBe(pdus.length + 1);
+            for (let i = 0; i < pdus.length; i++) expect((got[i + 1] as Seen).bytes.equals(snapshot(pdus[i] as Pdu).bytes)).toBe(true);
+          }
         },
       ),
       { numRuns: 200 },

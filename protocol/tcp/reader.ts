@@ -34,6 +34,11 @@ export interface PduReaderOptions {
    */
   reusesChunks?: boolean;
   /**
+   * Controller role, no header digest: a CapsuleCmd without in-capsule data is handed over as its SQE view (valid only
+   * during the call) instead of a PDU object wrapping it. Hot path: every command arrives this way.
+   */
+  onCapsuleCmd?: (sqe: Buffer) => void;
+  /**
    * Host role, no digests: a CapsuleResp is handed over as the chunk and the CQE's offset in it instead of a PDU
    * object and a view (valid only during the call). Hot path: nothing is allocated per response.
    */
@@ -164,7 +169,9 @@ export class PduReader {
             // validatePduSpecific all pass for exactly this CH), so the SQE is handed out as one view.
             const sqe = this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE);
             off += CAPSULE_CMD_HLEN;
-            this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
+            const onCmd = this.#opts.onCapsuleCmd;
+            if (onCmd !== undefined) onCmd(sqe);
+            else this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
             break;
           }
           if (

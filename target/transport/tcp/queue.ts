@@ -274,14 +274,25 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#log.debug({ err }, 'socket error');
   }
 
+  /**
+   * A PDU behind the Connect in the same read, before its response could reach the host, cannot travel with the
+   * socket being handed off (it is parsed here): the queue goes and the host reconnects. True when that happened.
+   */
+  #refusedDuringHandOff(): boolean {
+    if (this.#handingOff === undefined) return false;
+    this.close('PDU received before the Connect response');
+    return true;
+  }
+
+  /** ConnectionHandler: a CapsuleCmd without in-capsule data (the reader's fast path; onPdu's CAPSULE_CMD otherwise). */
+  onCapsuleCmd(sqe: Buffer): void {
+    if (this.#refusedDuringHandOff()) return;
+    this.#handleCapsule(sqe, NO_DATA);
+  }
+
   /** ConnectionHandler: one received PDU (controller role: the reader delivers host-to-controller types only). */
   onPdu(pdu: Pdu): void {
-    if (this.#handingOff !== undefined) {
-      // A PDU behind the Connect in the same read, before its response could reach the host: it cannot travel with
-      // the socket (it is parsed here), so the queue goes; the host reconnects.
-      this.close('PDU received before the Connect response');
-      return;
-    }
+    if (this.#refusedDuringHandOff()) return;
     switch (pdu.type) {
       case PduType.IC_REQ:
         return this.#handleIcReq(pdu.hpda, pdu.dgst);
