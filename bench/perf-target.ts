@@ -203,8 +203,13 @@ async function main(): Promise<void> {
       const all: Side[][] = targets.map(() => []);
       if (warmup > 0) for (const t of targets) await runClient(cpu, bins.client, t.port, c, warmup, verify);
       for (let i = 0; i < reps; i++) {
-        // Interleaved, so that a burst of neighbour load hits every target alike.
-        for (const [k, t] of targets.entries()) all[k]?.push(await measure(t.child, t.port, c));
+        // Interleaved, so that a burst of neighbour load hits every target alike; the order rotates each repetition,
+        // because running right after a given arm is worth a few per cent (an A/A pair of the same tree read 0.978).
+        for (let j = 0; j < targets.length; j++) {
+          const k = (j + i) % targets.length;
+          const t = targets[k] as (typeof targets)[number];
+          all[k]?.push(await measure(t.child, t.port, c));
+        }
       }
       const best = all.map((runs) => runs.reduce((b, r) => (r.iops > b.iops ? r : b)));
       rows.push({ c, best, all });
