@@ -83,6 +83,8 @@ class Chunk {
  * evacuated (its chunks are moved too) and forgotten, and the GC frees it once no view of it is left in flight.
  */
 class Arena {
+  /** The arena's memory (what the read path makes views of: bufferView at a slot's offset) and a Buffer over all of it. */
+  readonly mem: ArrayBuffer;
   readonly buf: Buffer;
   /** Slots handed out so far. */
   used = 0;
@@ -97,7 +99,8 @@ class Arena {
     readonly slots: number,
   ) {
     // Zero-filled through calloc: pages of slots not yet written are not committed.
-    this.buf = Buffer.alloc(slots * RAM_CHUNK_SIZE);
+    this.mem = new ArrayBuffer(slots * RAM_CHUNK_SIZE);
+    this.buf = Buffer.from(this.mem);
   }
 }
 
@@ -181,9 +184,8 @@ export class RamBackend implements NamespaceBackend {
   readonly #dense: DenseTable | undefined;
   /** Arenas by id; ids of forgotten arenas are reused. */
   readonly #arenas: Array<Arena | undefined> = [];
-  /** What the read path touches of each arena: its memory and where its buffer starts there (bufferView, not subarray). */
-  readonly #arenaMem: Array<ArrayBufferLike | undefined> = [];
-  readonly #arenaBase: number[] = [];
+  /** What the read path touches of each arena: its memory (bufferView, not subarray). */
+  readonly #arenaMem: Array<ArrayBuffer | undefined> = [];
   readonly #freeIds: number[] = [];
   #current: Arena | undefined;
   readonly #arenaSlots: number;
@@ -217,7 +219,7 @@ export class RamBackend implements NamespaceBackend {
       if (dense !== undefined) {
         const a = dense.arenaOf[first] as number;
         if (a < 0) view = [ZERO_CHUNK.buf.subarray(start, start + length)];
-        else view = [bufferView(this.#arenaMem[a] as ArrayBufferLike, (this.#arenaBase[a] as number) + (dense.offOf[first] as number) + start, length)];
+        else view = [bufferView(this.#arenaMem[a] as ArrayBuffer, (dense.offOf[first] as number) + start, length)];
       } else view = [(this.#chunks.get(first) ?? ZERO_CHUNK).buf.subarray(start, start + length)];
       if (!wantCrc) return cb(null, view);
       return cb(null, view, this.#crcOf(offset, length, view));
@@ -268,8 +270,7 @@ export class RamBackend implements NamespaceBackend {
       const id = this.#freeIds.pop() ?? this.#arenas.length;
       a = new Arena(id, this.#arenaSlots);
       this.#arenas[id] = a;
-      this.#arenaMem[id] = a.buf.buffer;
-      this.#arenaBase[id] = a.buf.byteOffset;
+      this.#arenaMem[id] = a.mem;
       this.#current = a;
     }
     const off = a.used * RAM_CHUNK_SIZE;

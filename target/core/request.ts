@@ -1,6 +1,7 @@
 // One command as the core sees it (nvmet_req). A transport embeds it in its own command record and recycles both.
 import type { Buffer } from 'node:buffer';
 import { SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
+import type { ReadCallback } from '../backend/index.js';
 import type { Namespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
 import type { ReqDir, ReqState } from './types.js';
@@ -68,7 +69,7 @@ export class Request {
   /** The namespace's reservation abortGen when the command passed its access check (preempt-and-abort). */
   resvGen = 0;
   /** The read path's backend callback for this Request (cmd/io.ts executeRead): made once, kept across recycling. */
-  readDone: ((err: Error | null, data: Buffer[], crc?: number) => void) | undefined = undefined;
+  readDone: ReadCallback | undefined = undefined;
 
   reset(): void {
     this.inCapsule = undefined;
