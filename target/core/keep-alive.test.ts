@@ -118,6 +118,8 @@ describe('KATO expiry', () => {
     vi.setSystemTime(new Date('2030-01-02T03:04:05Z'));
     expect(admin.keepAlive().status).toBe(0);
     expect(ctrl.lastKeepAliveAt).toBe(Date.parse('2030-01-02T03:04:05Z'));
+    // The Keep Alive is also the last command, whichever clock recorded the command's arrival.
+    expect(ctrl.lastCommandAt).toBeGreaterThanOrEqual(ctrl.lastKeepAliveAt);
   });
 
   it('KATO is kept in whole seconds, rounded up', () => {

@@ -502,6 +502,10 @@ export function parseKeepAlive(ctrl: Controller, req: Request): number {
     if (ctrl.katoMs === 0) return done(r, Status.KA_TIMEOUT_INVALID);
     ctrl.kaSeen = true;
     ctrl.lastKeepAliveAt = Date.now();
+    // A Keep Alive is a command too. lastCommandAt comes from the monotonic clock (performance.timeOrigin + now(),
+    // read once per received chunk), which drifts from Date.now() by milliseconds: without this the last command
+    // could read as older than the last Keep Alive.
+    if (ctrl.lastCommandAt < ctrl.lastKeepAliveAt) ctrl.lastCommandAt = ctrl.lastKeepAliveAt;
     done(r, 0);
   };
   return 0;
