@@ -3,7 +3,7 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type C2HDataPdu, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type C2HDataPdu, type C2HPayload, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
@@ -325,10 +325,10 @@ export class TcpConnection {
     return true;
   }
 
-  /** send() for C2HData (PduBatch.addC2HData): `copy` copies the payload now (snapshot for its data digest). */
-  sendC2HData(pdu: C2HDataPdu, copy: boolean): boolean {
+  /** send() for C2HData (PduBatch.addC2HData): `payload` says whether the payload goes out as a view, a copy or a snapshot. */
+  sendC2HData(pdu: C2HDataPdu, payload: C2HPayload): boolean {
     if (this.#state !== 'open') return false;
-    this.#batch.addC2HData(pdu, this.#framing, copy);
+    this.#batch.addC2HData(pdu, this.#framing, payload);
     this.#queued();
     return true;
   }

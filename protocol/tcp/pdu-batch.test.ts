@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PduType } from './constants.js';
-import { PDU_MAX_HEADER_BYTES, PduBatch, encodePdu, encodePduInto, type Pdu, type PduFraming } from './pdu.js';
+import { C2HPayload, PDU_MAX_HEADER_BYTES, PduBatch, encodePdu, encodePduInto, type Pdu, type PduFraming } from './pdu.js';
 
 const framingArb: fc.Arbitrary<PduFraming> = fc.record({ hdgst: fc.boolean(), ddgst: fc.boolean(), pda: fc.constantFrom(0, 0, 1, 7) });
 const dataArb = fc.array(fc.uint8Array({ minLength: 0, maxLength: 3000 }).map((a) => Buffer.from(a)), { maxLength: 3 });
@@ -19,12 +19,12 @@ const pduArb: fc.Arbitrary<Pdu> = fc.oneof(
 const expected = (pdus: Pdu[], framing: PduFraming): Buffer => Buffer.concat(pdus.flatMap((p) => encodePdu(p, framing)));
 
 describe('PduBatch', () => {
-  it('emits the bytes of encodePdu for any PDU sequence, copy threshold and snapshot choice', () => {
+  it('emits the bytes of encodePdu for any PDU sequence, copy threshold and payload mode', () => {
     fc.assert(
-      fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.boolean(), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, snapshot, slab) => {
+      fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.constantFrom(C2HPayload.VIEW, C2HPayload.COPY, C2HPayload.SNAPSHOT), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, payload, slab) => {
         const b = new PduBatch(slab, copyMax, 8192);
         for (const p of pdus) {
-          if (p.type === PduType.C2H_DATA) b.addC2HData(p, framing, snapshot);
+          if (p.type === PduType.C2H_DATA) b.addC2HData(p, framing, payload);
           else if (p.type === PduType.CAPSULE_RESP) {
             // The field-wise writer cannot express a set phase bit (always 0 on NVMe/TCP): those go through addCapsuleResp.
             const c = p.cqe;
@@ -68,18 +68,38 @@ describe('PduBatch', () => {
       const src = Buffer.alloc(size, 0xaa);
       const want = Buffer.concat(encodePdu({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.from(src)] }, framing));
       const b = new PduBatch(64 * 1024, 0, 128 * 1024);
-      b.addC2HData({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, true);
+      b.addC2HData({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, C2HPayload.SNAPSHOT);
       src.fill(0x55);
       expect(Buffer.concat(b.take()).equals(want)).toBe(true);
     }
   });
+  it('copies a COPY payload at take() (the source is lent until then) and a SNAPSHOT payload at the call', () => {
+    const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+    const c2h = (cccid: number, src: Buffer): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid, datao: 0, last: true, success: false, data: [src] });
+    // 4 KiB sources at odd offsets (spanning two pages, as RAM namespace blocks do).
+    const mem = Buffer.alloc(64 * 1024);
+    const srcs = [0, 1, 2].map((i) => mem.subarray(100 + i * 9000, 100 + i * 9000 + 4096).fill(i + 1));
+    const b = new PduBatch(256 * 1024);
+    b.addC2HData(c2h(0, srcs[0] as Buffer), framing, C2HPayload.COPY);
+    b.addC2HData(c2h(1, srcs[1] as Buffer), framing, C2HPayload.SNAPSHOT);
+    b.addC2HData(c2h(2, srcs[2] as Buffer), framing, C2HPayload.COPY);
+    const atCall = srcs.map((s) => Buffer.from(s));
+    for (const s of srcs) s.fill(0xee);
+    const chunks = b.take();
+    // One contiguous chunk: all three payloads went into the slab.
+    expect(chunks.length).toBe(1);
+    const want = [c2h(0, srcs[0] as Buffer), c2h(1, atCall[1] as Buffer), c2h(2, srcs[2] as Buffer)];
+    expect(Buffer.concat(chunks).equals(Buffer.concat(want.flatMap((p) => encodePdu(p, framing))))).toBe(true);
+    b.recycle(false);
+  });
+
   it('counts the payload bytes copied into the slab (adaptive copy budget), not views, and resets on take', () => {
     const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     const c2h = (n: number): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.alloc(n, 1)] });
     const b = new PduBatch(256 * 1024);
-    b.addC2HData(c2h(4096), framing, true);
-    b.addC2HData(c2h(512), framing, false);
-    b.addC2HData(c2h(1000), framing, true);
+    b.addC2HData(c2h(4096), framing, C2HPayload.SNAPSHOT);
+    b.addC2HData(c2h(512), framing, C2HPayload.VIEW);
+    b.addC2HData(c2h(1000), framing, C2HPayload.COPY);
     expect(b.copied).toBe(5096);
     // One copied payload after another stays one contiguous chunk; the view in between cuts it.
     expect(b.take().length).toBe(3);

@@ -356,6 +356,14 @@ export function encodedLength(parts: readonly Buffer[]): number {
   return byteLength(parts);
 }
 
+/**
+ * How PduBatch.addC2HData treats a payload. VIEW: sent as the caller's buffer, which must stay unchanged until the
+ * batch is written. COPY: copied into the batch slab, under the same promise, so the copy may wait for take().
+ * SNAPSHOT: copied now (the source may change once the call returns; a data digest computed now must match).
+ */
+export const C2HPayload = { VIEW: 0, COPY: 1, SNAPSHOT: 2 } as const;
+export type C2HPayload = (typeof C2HPayload)[keyof typeof C2HPayload];
+
 /** Header-only sizes, exported for layout tests and callers that size buffers. */
 export const PduSize = { CH: CH_SIZE, IC: IC_PDU_SIZE, CAPSULE_CMD: CAPSULE_CMD_HLEN, DATA: DATA_PDU_HLEN, TERM_REQ: TERM_REQ_HLEN } as const;
 
@@ -364,6 +372,8 @@ const SNAPSHOT_IN_SLAB_MAX = 16 * 1024;
 /** Free buffers kept per pool (slabs, snapshots): bounds the memory a busy connection keeps. */
 const POOL_KEEP = 32;
 const INITIAL_SLAB = 16 * 1024;
+/** Placeholder for a consumed deferred-copy source (keeps the array of one element kind, releases the source). */
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Gathers the PDUs of one send batch (everything produced by one received chunk) for a single corked write:
@@ -388,6 +398,12 @@ export class PduBatch {
   #held: Buffer[] = [];
   readonly #freeSlabs: Buffer[] = [];
   readonly #freeSnaps: Buffer[] = [];
+  /** Deferred payload copies into the current slab (#copyPending): sources and their slab offsets. */
+  readonly #pendSrc: Buffer[] = [];
+  readonly #pendAt: number[] = [];
+  #pendN = 0;
+  /** Where the touch loop of #copyPending leaves its loads, so that they are not optimized away. */
+  #touched = 0;
   /** Bytes added since the last take(). */
   bytes = 0;
   /** Payload bytes copied into the slab since the last take() (for an adaptive copy policy). */
@@ -438,21 +454,39 @@ export class PduBatch {
   }
 
   /**
-   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `snapshot` copies the
-   * payload (into the slab or a pooled buffer), so that the data digest computed now matches the bytes sent later
-   * even if the source buffer changes in between.
+   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `payload` (C2HPayload):
+   * VIEW sends the caller's buffers (copied into the slab only up to copyMax), COPY copies them into the slab at
+   * take(), SNAPSHOT copies them now (into the slab or a pooled buffer), so that the data digest computed now matches
+   * the bytes sent later even if the source buffer changes in between.
    */
-  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, snapshot = false): void {
+  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, payload: C2HPayload = C2HPayload.VIEW): void {
     const data = pdu.data;
     const datalen = byteLength(data);
-    const copy = datalen > 0 && (datalen <= this.copyMax || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
+    const snapshot = payload === C2HPayload.SNAPSHOT;
+    const copy = datalen > 0 && (datalen <= this.copyMax || payload === C2HPayload.COPY || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
     this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
     const headLen = writeC2HDataHeader(this.#slab, this.#pos, pdu, framing, datalen);
     this.#pos += headLen;
     this.bytes += headLen + datalen;
     if (datalen === 0) return;
     let crcOf = data;
-    if (copy) {
+    if (copy && !snapshot) {
+      // The caller lends `data` until the batch is written (as for payloads sent as views), so the copy can wait for
+      // take(), where the whole batch's copies run back to back (#copyPending).
+      let pos = this.#pos;
+      let n = this.#pendN;
+      for (const d of data) {
+        if (d.length === 0) continue;
+        this.#pendSrc[n] = d;
+        this.#pendAt[n] = pos;
+        n++;
+        pos += d.length;
+      }
+      this.#pendN = n;
+      this.#pos = pos;
+      this.copied += datalen;
+    } else if (copy) {
+      // A snapshot is copied now: its source may change as soon as this call returns.
       // TypedArray.set, not Buffer.copy: copy's JS wrapper re-derives bounds the room check above already holds.
       const slab = this.#slab;
       let pos = this.#pos;
@@ -516,6 +550,7 @@ export class PduBatch {
 
   /** The chunks to write, in order; valid until the next add(). */
   take(): Buffer[] {
+    if (this.#pendN > 0) this.#copyPending();
     this.#cut();
     this.bytes = 0;
     this.copied = 0;
@@ -550,6 +585,29 @@ export class PduBatch {
     bufs.length = 0;
   }
 
+  /**
+   * The deferred payload copies into the current slab. Payloads of random reads are cold (random blocks of a large
+   * namespace), and a copy mostly waits for its first TLB walk and cache lines: loading one byte of each page of every
+   * source first lets those misses of the whole batch overlap instead of each copy stalling on its own.
+   */
+  #copyPending(): void {
+    const n = this.#pendN;
+    const src = this.#pendSrc;
+    const at = this.#pendAt;
+    let t = 0;
+    for (let i = 0; i < n; i++) {
+      const s = src[i] as Buffer;
+      t ^= (s[0] as number) ^ (s[s.length - 1] as number);
+    }
+    this.#touched = t;
+    const slab = this.#slab;
+    for (let i = 0; i < n; i++) {
+      slab.set(src[i] as Buffer, at[i] as number);
+      src[i] = EMPTY;
+    }
+    this.#pendN = 0;
+  }
+
   #cut(): void {
     if (this.#pos > this.#segStart) this.#chunks.push(this.#slab.subarray(this.#segStart, this.#pos));
     this.#segStart = this.#pos;
@@ -557,6 +615,7 @@ export class PduBatch {
 
   #room(n: number): void {
     if (this.#slab.length - this.#pos >= n) return;
+    if (this.#pendN > 0) this.#copyPending();
     this.#cut();
     // The old slab stays referenced by this batch's chunks until they are written.
     this.#held.push(this.#slab);

@@ -5,6 +5,7 @@ import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
+  C2HPayload,
   DataPduOffset,
   FABRICS_OPCODE,
   Fes,
@@ -579,7 +580,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.sendC2HData(one, copy);
+      conn.sendC2HData(one, snapshot ? C2HPayload.SNAPSHOT : copy ? C2HPayload.COPY : C2HPayload.VIEW);
       one.data = NO_DATA;
       return;
     }
@@ -591,7 +592,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       pdu.last = last;
       pdu.success = last && success;
       pdu.data = piece;
-      conn.sendC2HData(pdu, snapshot);
+      conn.sendC2HData(pdu, snapshot ? C2HPayload.SNAPSHOT : C2HPayload.VIEW);
       datao += pieceLen;
       piece = [];
       pieceLen = 0;
