@@ -1,10 +1,11 @@
 // The "best trivial Node server" (docs/performance.md, Fifth pass) as a second yardstick for bench/perf-target.ts: the same subset of
 // NVMe/TCP the C target speaks (ICReq, any capsule → success, Read → C2HData + CapsuleResp from RAM), no controller
-// model at all. It uses every Node technique docs/performance.md measured (no Nagle, reused receive buffer via onread, incremental
-// framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB payloads
-// gathered into one slab, written straight to the descriptor when the stream holds nothing as the target's
-// connections do (NODE_MIN_WRITE=stream: through socket.write only); header fields through protocol/le.ts like the
-// target), so the gap between it and the real target is the price of being a controller.
+// model at all. It uses every Node technique docs/performance.md measured (no Nagle, reused receive buffer via onread,
+// incremental framing that copies only a PDU split across reads, one write per received chunk with headers and 4 KiB
+// payloads gathered into one slab, the payloads copied at the end of the read after one load from each source page as
+// PduBatch does, written straight to the descriptor when the stream holds nothing as the target's connections do
+// (NODE_MIN_WRITE=stream: through socket.write only); header fields through protocol/le.ts like the target), so the
+// gap between it and the real target is the price of being a controller.
 //   npx tsx bench/perf-node-min.ts [ram-MiB]     prints "PORT <n>", stops on "quit"
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
@@ -20,17 +21,29 @@ const { DATA_LAST: LAST, DDGSTF: DDGST } = PduFlag;
 
 function serve(sock: net.Socket): void {
   let ddgst = false;
-  let pend: Buffer | undefined; // a PDU split across reads (copied)
+  let split: Buffer | undefined; // a PDU split across reads (copied)
   let slab = Buffer.allocUnsafeSlow(256 * 1024);
   let pos = 0;
   let seg = 0; // start of the slab segment not yet in `out`
   let out: Buffer[] = [];
+  const pend: Buffer[] = [];
+  const pendAt: number[] = [];
+  let touched = 0;
+  const copyPending = (): void => {
+    let t = 0;
+    for (const d of pend) t ^= (d[0] as number) ^ (d[d.length - 1] as number);
+    touched ^= t;
+    for (let i = 0; i < pend.length; i++) slab.set(pend[i] as Buffer, pendAt[i] as number);
+    pend.length = 0;
+    pendAt.length = 0;
+  };
   const cut = (): void => {
     if (pos > seg) out.push(slab.subarray(seg, pos));
     seg = pos;
   };
   const room = (n: number): void => {
     if (pos + n <= slab.length) return;
+    copyPending();
     cut();
     slab = Buffer.allocUnsafeSlow(256 * 1024);
     pos = seg = 0;
@@ -79,8 +92,12 @@ function serve(sock: net.Socket): void {
     wr32(slab, pos + 16, len);
     pos += 24;
     const data = RAM.subarray(off, off + len);
-    if (len <= 4096) pos += data.copy(slab, pos);
-    else {
+    if (len <= 4096) {
+      // Copied at the end of the read, after touching every source (PduBatch's deferred copies: the cold misses overlap).
+      pend.push(data);
+      pendAt.push(pos);
+      pos += len;
+    } else {
       cut();
       out.push(data);
     }
@@ -93,9 +110,9 @@ function serve(sock: net.Socket): void {
   };
   const onread = (n: number, buf: Buffer): boolean => {
     let b = buf.subarray(0, n);
-    if (pend !== undefined) {
-      b = Buffer.concat([pend, b]);
-      pend = undefined;
+    if (split !== undefined) {
+      b = Buffer.concat([split, b]);
+      split = undefined;
     }
     let o = 0;
     while (b.length - o >= 8) {
@@ -104,7 +121,8 @@ function serve(sock: net.Socket): void {
       pdu(b, o);
       o += plen;
     }
-    if (o < b.length) pend = Buffer.from(b.subarray(o));
+    if (o < b.length) split = Buffer.from(b.subarray(o));
+    copyPending();
     cut();
     if (DIRECT && out.length > 0 && s.writableLength === 0) {
       let bytes = 0;
