@@ -8,7 +8,17 @@ export type IoCallback = (err: Error | null) => void;
  * (`wantCrc`), is the CRC32C of all of `data`, and then the backend also guarantees `data` never changes afterwards
  * (copy-on-write), so a digest computed now still matches whenever the bytes are sent.
  */
-export type ReadCallback = (err: Error | null, data: Buffer[], crc?: number) => void;
+export type ReadCallback = (err: Error | null, data: Buffer[], crc?: number, lent?: ReadLent) => void;
+
+/**
+ * How long the buffers of a read stay as they are (ReadCallback's `lent`; a backend that does not say defaults to
+ * CALL with transientReads, STABLE otherwise). STABLE: as long as the caller keeps them. TASK: until the current
+ * event-loop task ends (the target workers' read cache: only a message from another worker can change its bytes), so
+ * a transport may copy them when it writes this task's batch. CALL: until the read callback returns (one buffer reused
+ * for every read).
+ */
+export const ReadLent = { STABLE: 0, TASK: 1, CALL: 2 } as const;
+export type ReadLent = (typeof ReadLent)[keyof typeof ReadLent];
 
 /**
  * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of
@@ -19,8 +29,8 @@ export interface NamespaceBackend {
   /** Capacity in bytes. */
   readonly size: number;
   /**
-   * Read data are valid only until the read callback returns (the backend reuses one buffer for every read): whoever
-   * keeps them longer copies them first. The shared-RAM backend of target workers says so, because a fresh buffer per
+   * Read data are valid only until the read callback returns (the backend reuses one buffer for every read), unless a
+   * read says otherwise (ReadCallback's `lent`): whoever keeps them longer copies them first. The shared-RAM backend of target workers says so, because a fresh buffer per
    * read costs page faults that dwarf the copy (docs/target.md, "Target workers").
    */
   readonly transientReads?: boolean;

@@ -12,3 +12,5 @@ export { CorePort, PORT_DEFAULTS, FABRICS_IN_CAPSULE_MAX, ANA_STATE_CODE } from 
 export { Namespace, formatUuid } from './namespace.js';
 export { CoreQueue, QUEUE_TRANSITIONS } from './queue.js';
 export { AuthRegistry, QueueAuth, redactHostAuth, HASH_NAMES, DH_GROUP_BY_NAME, type HostAuth, type HostAuthView, type AuthStats, type QueueAuthView } from './auth.js';
+/** How long a read's buffers stay as they are, for the transports (NamespaceBackend.read). */
+export { ReadLent } from '../backend/index.js';

@@ -1,7 +1,7 @@
 // One command as the core sees it (nvmet_req). A transport embeds it in its own command record and recycles both.
 import type { Buffer } from 'node:buffer';
 import { SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
-import type { ReadCallback } from '../backend/index.js';
+import { ReadLent, type ReadCallback } from '../backend/index.js';
 import type { Namespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
 import type { ReqDir, ReqState } from './types.js';
@@ -40,8 +40,8 @@ export class Request {
   out: Buffer[] | undefined = undefined;
   /** CRC32C of all of `out` when the backend supplied it (then `out` is immutable: NamespaceBackend.read). */
   outCrc: number | undefined = undefined;
-  /** `out` is valid only until this completion is handed to the transport (NamespaceBackend.transientReads). */
-  outTransient = false;
+  /** How long `out` stays as it is (ReadLent): CALL until this completion is handed to the transport, TASK until the task ends. */
+  outLent: ReadLent = ReadLent.STABLE;
   dw0 = 0;
   dw1 = 0;
   status = 0;
@@ -79,7 +79,7 @@ export class Request {
     this.data = undefined;
     this.out = undefined;
     this.outCrc = undefined;
-    this.outTransient = false;
+    this.outLent = ReadLent.STABLE;
     this.dw0 = 0;
     this.dw1 = 0;
     this.status = 0;

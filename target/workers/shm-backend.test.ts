@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ReadLent } from '../backend/index.js';
 import { ShmBackend, sweepStale } from './shm-backend.js';
 
 const dirs: string[] = [];
@@ -66,6 +67,32 @@ describe('ShmBackend', () => {
     expect(second?.every((x) => x === 0x22)).toBe(true);
     // The first read's view now shows the second read's bytes: nothing may hold a lent buffer past its callback.
     expect(first?.every((x) => x === 0x22)).toBe(true);
+    await a.close();
+  });
+
+  it('a cached opener lends its reads for the task (ReadLent.TASK): a later read leaves an earlier view as it was', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nvt-shm-'));
+    dirs.push(dir);
+    const a = ShmBackend.create(1 << 20, dir);
+    const b = ShmBackend.open(a.path, a.size, (_off, _len, done) => done());
+    a.write(0, [Buffer.alloc(4096, 0x11), Buffer.alloc(4096, 0x22)], false, (err) => expect(err).toBeNull());
+    let first: Buffer | undefined;
+    let lent: ReadLent | undefined;
+    b.read(0, 4096, (_e, d, _crc, l) => {
+      first = d[0];
+      lent = l;
+    });
+    expect(lent).toBe(ReadLent.TASK);
+    let second: Buffer | undefined;
+    b.read(4096, 4096, (_e, d) => (second = d[0]));
+    expect(second?.every((x) => x === 0x22)).toBe(true);
+    // Unlike the reused read buffer of an uncached read (previous test), the cached view still shows its own block.
+    expect(first?.every((x) => x === 0x11)).toBe(true);
+    // The creator caches nothing: its reads do not say, so transientReads (ReadLent.CALL) applies.
+    let creator: ReadLent | undefined | 'unset' = 'unset';
+    a.read(0, 4096, (_e, _d, _crc, l) => (creator = l));
+    expect(creator).toBeUndefined();
+    await b.close();
     await a.close();
   });
 

@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { IoCallback, NamespaceBackend, ReadCallback } from '../backend/index.js';
+import { ReadLent, type IoCallback, type NamespaceBackend, type ReadCallback } from '../backend/index.js';
 
 const ZERO_SLAB = Buffer.alloc(256 * 1024);
 /** Initial size of the one read buffer (grown to the largest read seen). */
@@ -239,7 +239,11 @@ export class ShmBackend implements NamespaceBackend {
     cb(null, [buf]);
   }
 
-  /** Views of the cache, after filling the invalid blocks of the range from the file (one pread per run of them). */
+  /**
+   * Views of the cache, after filling the invalid blocks of the range from the file (one pread per run of them). Lent
+   * for the task (ReadLent.TASK): within it only this worker's own writes change a cached block (commands overlapping
+   * the read, where NVMe allows either version); another worker's write drops it through a message, in a later task.
+   */
   #readCached(c: ReadCache, offset: number, length: number, cb: ReadCallback): void {
     const end = offset + length;
     const first = offset >>> PIECE_SHIFT;
@@ -254,7 +258,7 @@ export class ShmBackend implements NamespaceBackend {
         const p = c.piece(first);
         const base = first * PIECE;
         this.#fill(c, p, base, offset, end);
-        return cb(null, [p.subarray(offset - base, end - base)]);
+        return cb(null, [p.subarray(offset - base, end - base)], undefined, ReadLent.TASK);
       }
       const out: Buffer[] = [];
       for (let i = first; i <= last; i++) {
@@ -265,7 +269,7 @@ export class ShmBackend implements NamespaceBackend {
         this.#fill(c, p, base, from, to);
         out.push(p.subarray(from - base, to - base));
       }
-      cb(null, out);
+      cb(null, out, undefined, ReadLent.TASK);
     } catch (err) {
       cb(err as Error, []);
     }

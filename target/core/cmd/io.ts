@@ -3,6 +3,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { DNR, DsmAttr, NvmOpcode, RwCdw12, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ReadLent } from '../../backend/index.js';
 import type { Controller } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -159,10 +160,10 @@ function deliver(req: Request, status: number): void {
   const q = req.queueRef as QueueModel;
   const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
   if (lat > 0) {
-    // Data a backend lends only for the callback (transientReads) must outlive the delay: keep a copy.
-    if (req.outTransient && req.out !== undefined) {
+    // Data a backend lends only for the callback or the task (ReadLent) must outlive the delay: keep a copy.
+    if (req.outLent !== ReadLent.STABLE && req.out !== undefined) {
       req.out = [Buffer.concat(req.out)];
-      req.outTransient = false;
+      req.outLent = ReadLent.STABLE;
     }
     // Node timers count whole ms from the loop's cached clock and can fire up to ~1 ms early: wait out the remainder.
     const due = performance.now() + lat / 1000;
@@ -198,11 +199,11 @@ function executeRead(req: Request): void {
   const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
   // One callback per Request, made on its first read and kept while the transport recycles the Request: no closure
   // per command. A Request is recycled only after its completion, so the callback never outlives its command.
-  const cb = (req.readDone ??= (err, bufs, crc) => readDone(req, err, bufs, crc));
+  const cb = (req.readDone ??= (err, bufs, crc, lent) => readDone(req, err, bufs, crc, lent));
   ns.backend.read(off, req.dataLen, cb, wantCrc);
 }
 
-function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number | undefined): void {
+function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number | undefined, lent: ReadLent | undefined): void {
   const ns = req.ns as Namespace;
   if (err) {
     ns.counters.errors++;
@@ -219,7 +220,7 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
   }
   req.out = bufs;
   req.outCrc = crc;
-  req.outTransient = ns.backend.transientReads === true;
+  req.outLent = lent ?? (ns.backend.transientReads === true ? ReadLent.CALL : ReadLent.STABLE);
   deliver(req, 0);
 }
 

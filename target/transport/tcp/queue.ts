@@ -21,7 +21,7 @@ import {
   type Pdu,
 } from '../../../protocol/index.js';
 import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -504,7 +504,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
       const success = this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-      this.#sendC2H(req.cid, out, success, req.outCrc, req.outTransient);
+      this.#sendC2H(req.cid, out, success, req.outCrc, req.outLent);
       skipResp = success;
     }
     if (!skipResp) {
@@ -557,21 +557,25 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /**
    * `crc`: the backend's CRC32C of all of `out`, which also promises `out` never changes; otherwise, with data digests
-   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX). `transient`: the backend lends
-   * `out` only until this call returns (NamespaceBackend.transientReads), so every payload is copied (snapshotted) too.
+   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX). `lent` (ReadLent): CALL, the
+   * backend lends `out` only until this call returns, so every payload is snapshotted too; TASK, until this task
+   * ends, so a small payload is copied into the slab when the batch is written (PduBatch COPY) and a larger one now.
    */
-  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined, transient: boolean): void {
+  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined, lent: ReadLent): void {
     const max = this.#c2hMax;
     let total = 0;
     for (const b of out) total += b.length;
     const pdu = this.#c2h;
     pdu.cccid = cid;
     const conn = this.#conn;
-    const snapshot = transient || (conn.framing.ddgst && crc === undefined);
+    const snapshot = lent === ReadLent.CALL || (conn.framing.ddgst && crc === undefined);
+    const task = lent === ReadLent.TASK;
     if (total <= max) {
       // Small payloads are copied into the slab while the batch's copy budget lasts: a lone read (QD1) or a QD32 batch
       // then leaves as one contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
-      const copy = snapshot || (total <= FIRST_COPY_MAX && conn.batchCopied + total <= COPY_BUDGET);
+      // A payload lent for this task only is copied whatever the budget (it cannot wait for the socket).
+      const small = total <= FIRST_COPY_MAX;
+      const mode = snapshot ? C2HPayload.SNAPSHOT : small && (task || conn.batchCopied + total <= COPY_BUDGET) ? C2HPayload.COPY : task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
       // Two reused objects, so that each keeps one shape (with and without a known digest).
       const one = crc === undefined ? pdu : this.#c2hCrc;
       one.cccid = cid;
@@ -580,7 +584,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.sendC2HData(one, snapshot ? C2HPayload.SNAPSHOT : copy ? C2HPayload.COPY : C2HPayload.VIEW);
+      conn.sendC2HData(one, mode);
       one.data = NO_DATA;
       return;
     }
@@ -592,7 +596,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       pdu.last = last;
       pdu.success = last && success;
       pdu.data = piece;
-      conn.sendC2HData(pdu, snapshot ? C2HPayload.SNAPSHOT : C2HPayload.VIEW);
+      conn.sendC2HData(pdu, snapshot || task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW);
       datao += pieceLen;
       piece = [];
       pieceLen = 0;
