@@ -30,8 +30,9 @@ export interface NamespaceBackend {
   readonly size: number;
   /**
    * Read data are valid only until the read callback returns (the backend reuses one buffer for every read), unless a
-   * read says otherwise (ReadCallback's `lent`): whoever keeps them longer copies them first. The shared-RAM backend of target workers says so, because a fresh buffer per
-   * read costs page faults that dwarf the copy (docs/target.md, "Target workers").
+   * read says otherwise (ReadCallback's `lent`): whoever keeps them longer copies them first. The shared-RAM backend
+   * of target workers says so, because a fresh buffer per read costs page faults that dwarf the copy (docs/target.md,
+   * "Target workers").
    */
   readonly transientReads?: boolean;
   /** Read `length` bytes at `offset` (in range, checked by the caller). Returned buffers may be shared: never write into them. */
