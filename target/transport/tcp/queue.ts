@@ -570,12 +570,13 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     const conn = this.#conn;
     const snapshot = lent === ReadLent.CALL || (conn.framing.ddgst && crc === undefined);
     const task = lent === ReadLent.TASK;
+    // A payload not copied into the slab goes out as a view only if it stays as it is until the socket is done with it.
+    const uncopied = snapshot || task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
     if (total <= max) {
       // Small payloads are copied into the slab while the batch's copy budget lasts: a lone read (QD1) or a QD32 batch
       // then leaves as one contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
       // A payload lent for this task only is copied whatever the budget (it cannot wait for the socket).
-      const small = total <= FIRST_COPY_MAX;
-      const mode = snapshot ? C2HPayload.SNAPSHOT : small && (task || conn.batchCopied + total <= COPY_BUDGET) ? C2HPayload.COPY : task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
+      const copy = !snapshot && total <= FIRST_COPY_MAX && (task || conn.batchCopied + total <= COPY_BUDGET);
       // Two reused objects, so that each keeps one shape (with and without a known digest).
       const one = crc === undefined ? pdu : this.#c2hCrc;
       one.cccid = cid;
@@ -584,7 +585,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.sendC2HData(one, mode);
+      conn.sendC2HData(one, copy ? C2HPayload.COPY : uncopied);
       one.data = NO_DATA;
       return;
     }
@@ -596,7 +597,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       pdu.last = last;
       pdu.success = last && success;
       pdu.data = piece;
-      conn.sendC2HData(pdu, snapshot || task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW);
+      conn.sendC2HData(pdu, uncopied);
       datao += pieceLen;
       piece = [];
       pieceLen = 0;
