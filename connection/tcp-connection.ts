@@ -132,6 +132,8 @@ export class TcpConnection {
   readonly #lingerMs: number;
   #socket!: net.Socket;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+  /** No digests and no padding before data: sendReadReply applies. */
+  #plain = true;
   #inChunk = false;
   #flushScheduled = false;
   #readPaused = false;
@@ -310,6 +312,7 @@ export class TcpConnection {
    */
   setFraming(hdgst: boolean, ddgst: boolean, txPda = 0, rxPda = 0): void {
     this.#framing = { hdgst, ddgst, pda: txPda };
+    this.#plain = !hdgst && !ddgst && txPda === 0;
     this.#reader.setFraming(hdgst, ddgst, rxPda);
   }
 
@@ -337,6 +340,22 @@ export class TcpConnection {
   sendCapsuleResp(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
     if (this.#state !== 'open') return false;
     this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    this.#queued();
+    return true;
+  }
+
+  /** The framing adds no digest and no padding (PduBatch.addReadReply applies). */
+  get plainFraming(): boolean {
+    return this.#plain;
+  }
+
+  /**
+   * A read's reply in one call under plainFraming (PduBatch.addReadReply): C2HData with `data` copied when the batch
+   * is written, and the CapsuleResp unless `success`.
+   */
+  sendReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
+    if (this.#state !== 'open') return false;
+    this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status);
     this.#queued();
     return true;
   }
@@ -469,18 +488,18 @@ export class TcpConnection {
 
   /** onread callback: true keeps reading. */
   #onRead(n: number, buf: Buffer): boolean {
-    this.#onChunk(buf.subarray(0, n));
+    this.#onChunk(buf, n);
     return true;
   }
 
   /** The error boundary: nothing thrown while handling input leaves this function; it closes only this connection. */
-  #onChunk(chunk: Buffer): void {
+  #onChunk(chunk: Buffer, n = chunk.length): void {
     if (this.#state !== 'open') return;
     const h = this.#handler;
     this.#inChunk = true;
     try {
       h.onChunkStart?.();
-      this.#reader.push(chunk);
+      this.#reader.push(chunk, n);
     } catch (err) {
       this.#internalError(err);
     } finally {

@@ -32,7 +32,7 @@ function snapshot(p: Pdu): Seen {
  * `cmdCallback`: CapsuleCmds without data come through onCapsuleCmd (the SQE alone). `buffers`: how many static
  * buffers the chunks alternate between (2: the memory behind the reader's kept views changes between pushes).
  */
-function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse: boolean, ddgst: boolean, cmdCallback = false, buffers = 1): Seen[] {
+function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse: boolean, ddgst: boolean, cmdCallback = false, buffers = 1, whole = false): Seen[] {
   const seen: Seen[] = [];
   const reader = new PduReader({
     role,
@@ -55,7 +55,10 @@ function run(role: 'host' | 'controller', stream: Buffer, cuts: number[], reuse:
     // Same memory every time (or one of a few), then scribbled over, as with a socket's onread buffer.
     const staticBuf = statics[k++ % buffers] as Buffer;
     stream.copy(staticBuf, 0, off, end);
-    reader.push(staticBuf.subarray(0, end - off));
+    // `whole`: the buffer object itself with the count read, as TcpConnection pushes a socket's onread buffer (the
+    // bytes after the count are stale: 0xa5 from the last scribble).
+    if (whole) reader.push(staticBuf, end - off);
+    else reader.push(staticBuf.subarray(0, end - off));
     staticBuf.fill(0xa5);
     off = end;
   }
@@ -81,10 +84,12 @@ describe('PduReader reusesChunks', () => {
         const stream = Buffer.concat([ic, ...pdus.flatMap((p) => encodePdu(p, framing))]);
         const cuts = rawCuts.map((c) => c % (stream.length + 1)).sort((a, b) => a - b);
         const want = run('host', stream, [], false, ddgst);
-        const got = run('host', stream, cuts, true, ddgst);
-        expect(got.length).toBe(pdus.length + 1);
-        expect(got.map((s) => s.type)).toEqual(want.map((s) => s.type));
-        for (let i = 0; i < got.length; i++) expect((got[i] as Seen).bytes.equals((want[i] as Seen).bytes)).toBe(true);
+        for (const whole of [false, true]) {
+          const got = run('host', stream, cuts, true, ddgst, false, 1, whole);
+          expect(got.length).toBe(pdus.length + 1);
+          expect(got.map((s) => s.type)).toEqual(want.map((s) => s.type));
+          for (let i = 0; i < got.length; i++) expect((got[i] as Seen).bytes.equals((want[i] as Seen).bytes)).toBe(true);
+        }
       }),
       { numRuns: 200 },
     );
@@ -100,13 +105,16 @@ describe('PduReader reusesChunks', () => {
           const pdus: Pdu[] = cmds.map((c) => ({ type: PduType.CAPSULE_CMD, sqe: Buffer.from(c.sqe), data: c.len > 0 ? [Buffer.alloc(c.len, c.sqe[0])] : [] }));
           const stream = Buffer.concat([ic, ...pdus.flatMap((p) => encodePdu(p))]);
           const cuts = rawCuts.map((c) => c % (stream.length + 1)).sort((a, b) => a - b);
-          // Through onPdu and through onCapsuleCmd; from one reused buffer and from two alternating ones.
-          for (const [cmdCallback, buffers] of [
-            [false, 1],
-            [true, 1],
-            [true, 2],
+          // Through onPdu and through onCapsuleCmd; from one reused buffer and from two alternating ones; pushed as
+          // views of the bytes read or as the buffer objects themselves with a count.
+          for (const [cmdCallback, buffers, whole] of [
+            [false, 1, false],
+            [true, 1, false],
+            [true, 2, false],
+            [true, 1, true],
+            [true, 2, true],
           ] as const) {
-            const got = run('controller', stream, cuts, true, false, cmdCallback, buffers);
+            const got = run('controller', stream, cuts, true, false, cmdCallback, buffers, whole);
             expect(got.length).toBe(pdus.length + 1);
             for (let i = 0; i < pdus.length; i++) expect((got[i + 1] as Seen).bytes.equals(snapshot(pdus[i] as Pdu).bytes)).toBe(true);
           }

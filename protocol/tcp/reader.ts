@@ -87,8 +87,9 @@ export class PduReader {
   #directFlags = 0;
   /** Views of the reused receive buffer (SQEs, direct C2HData copies), by offset slot (#viewOf). */
   readonly #views: (Buffer | undefined)[] = new Array<Buffer | undefined>(VIEW_SLOTS).fill(undefined);
-  /** The memory those views are of; another buffer empties the cache (checked once per push). */
-  #viewsOf: ArrayBufferLike | undefined;
+  /** The receive buffer those views are of, and its byteOffset; another buffer empties the cache (checked once per push). */
+  #viewsOf: Buffer | undefined;
+  #viewsBase = 0;
   #hdgst = false;
   #ddgst = false;
   #pda = 0;
@@ -137,17 +138,18 @@ export class PduReader {
     return this.#state === 'failed';
   }
 
-  /** Feed the next received chunk. Never throws for any byte content. */
-  push(chunk: Buffer): void {
+  /**
+   * Feed the next received chunk: its first `n` bytes (all of it by default; a reused receive buffer is pushed whole
+   * with the count read, so no view is made per read). Never throws for any byte content.
+   */
+  push(chunk: Buffer, n = chunk.length): void {
     let off = 0;
-    const n = chunk.length;
     this.bytesIn += n;
-    if (this.#opts.reusesChunks === true) {
-      const mem = chunk.buffer;
-      if (mem !== this.#viewsOf) {
-        this.#views.fill(undefined);
-        this.#viewsOf = mem;
-      }
+    if (this.#opts.reusesChunks === true && chunk !== this.#viewsOf) {
+      // Keyed by the Buffer object, not its memory: `chunk.buffer` costs a runtime call per read in optimized code.
+      this.#views.fill(undefined);
+      this.#viewsOf = chunk;
+      this.#viewsBase = chunk.byteOffset;
     }
     while (off < n) {
       switch (this.#state) {
@@ -319,7 +321,7 @@ export class PduReader {
    * `len` bytes at `off` in `chunk`, as a view. Every view costs a construction, and Buffer.copy of part of a buffer
    * makes one per call too (~100 bytes of garbage and half the copy's cost at 4 KiB, docs/performance.md "Host path,
    * fourth pass"). A reused receive buffer puts the PDUs of a steady stream at the same few offsets read after read,
-   * so with reusesChunks the views are kept, one per offset slot (push() empties them when the memory changes): a
+   * so with reusesChunks the views are kept, one per offset slot (push() empties them when another buffer arrives): a
    * CapsuleCmd's SQE or a direct copy's source then costs no construction. Handlers already treat views of a reused
    * chunk as valid only during their call, so a kept view handed out again later is as safe as a fresh one.
    */
@@ -327,7 +329,7 @@ export class PduReader {
     if (this.#opts.reusesChunks !== true) return chunk.subarray(off, off + len);
     const slot = (off >>> 2) & (VIEW_SLOTS - 1);
     let v = this.#views[slot];
-    if (v === undefined || v.byteOffset !== chunk.byteOffset + off || v.length !== len) {
+    if (v === undefined || v.byteOffset !== this.#viewsBase + off || v.length !== len) {
       v = chunk.subarray(off, off + len);
       this.#views[slot] = v;
     }
