@@ -155,8 +155,9 @@ export class CoreQueue implements QueueModel {
     }
     if (this.sqflowDisabled) req.sqhd = 0xffff;
     else {
-      // nvmet advances the head at completion (__nvmet_req_complete): (sqhd + 1) % (sqsize + 1).
-      this.sqhd = (this.sqhd + 1) % (this.sqsize + 1);
+      // nvmet advances the head at completion (__nvmet_req_complete): (sqhd + 1) % (sqsize + 1), without a division.
+      const next = this.sqhd + 1;
+      this.sqhd = next > this.sqsize ? 0 : next;
       req.sqhd = this.sqhd;
     }
     if (status !== 0) {
