@@ -93,6 +93,70 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
+  it('writes a read reply (addReadReply) as the C2HData and CapsuleResp bytes of the spec', () => {
+    const b = new PduBatch(4096);
+    const data = Buffer.from([1, 2, 3, 4, 5, 6, 7, 8]);
+    b.addReadReply(data, false, 0x11223344, 0x55667788, 5, 2, 0x1234, 0x4002);
+    b.addReadReply(data.subarray(0, 4), true, 0, 0, 0xffff, 2, 0xbeef, 0);
+    // Built by hand from NVMe-TCP 1.0 §3.6.2.9 (C2HData: LAST 04h, SUCCESS 08h, HLEN = PDO = 24) and §3.6.2.7.
+    const want = Buffer.from([
+      0x07, 0x04, 24, 24, 32, 0, 0, 0, 0x34, 0x12, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,
+      1, 2, 3, 4, 5, 6, 7, 8,
+      0x05, 0x00, 24, 0, 24, 0, 0, 0, 0x44, 0x33, 0x22, 0x11, 0x88, 0x77, 0x66, 0x55, 5, 0, 2, 0, 0x34, 0x12, 0x04, 0x80,
+      0x07, 0x0c, 24, 24, 28, 0, 0, 0, 0xef, 0xbe, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0,
+      1, 2, 3, 4,
+    ]);
+    expect(b.bytes).toBe(want.length);
+    expect(b.copied).toBe(12);
+    expect(Buffer.concat(b.take()).equals(want)).toBe(true);
+    b.recycle(false);
+  });
+
+  it('emits addC2HData(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take()', () => {
+    const reply = fc.record({
+      data: fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
+      success: fc.boolean(),
+      dw0: fc.nat(),
+      dw1: fc.nat(),
+      sqhd: fc.integer({ min: 0, max: 0xffff }),
+      sqid: fc.integer({ min: 0, max: 0xffff }),
+      cid: fc.integer({ min: 0, max: 0xffff }),
+      status: fc.integer({ min: 0, max: 0x7fff }),
+    });
+    const plain: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+    fc.assert(
+      fc.property(fc.array(reply, { minLength: 1, maxLength: 10 }), fc.constantFrom(512, 4096, 65536), (replies, slab) => {
+        const b = new PduBatch(slab);
+        const want: Buffer[] = [];
+        for (const r of replies) {
+          b.addReadReply(r.data, r.success, r.dw0, r.dw1, r.sqhd, r.sqid, r.cid, r.status);
+          const cqe = Buffer.alloc(16);
+          cqe.writeUInt32LE(r.dw0, 0);
+          cqe.writeUInt32LE(r.dw1, 4);
+          cqe.writeUInt16LE(r.sqhd, 8);
+          cqe.writeUInt16LE(r.sqid, 10);
+          cqe.writeUInt16LE(r.cid, 12);
+          cqe.writeUInt16LE(r.status << 1, 14);
+          want.push(...encodePdu({ type: PduType.C2H_DATA, cccid: r.cid, datao: 0, last: true, success: r.success, data: [Buffer.from(r.data)] }, plain));
+          if (!r.success) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, plain));
+        }
+        // Lent until take(): what the sources hold then is what goes out.
+        for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
+        const got = Buffer.concat(b.take());
+        for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
+        let o = 0;
+        for (const r of replies) {
+          const at = o + 24;
+          expect(got[at]).toBe((r.data[0] as number) ^ 0xff);
+          got[at] = r.data[0] as number;
+          o = at + r.data.length + (r.success ? 0 : 24);
+        }
+        expect(got.equals(Buffer.concat(want))).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('counts the payload bytes copied into the slab (adaptive copy budget), not views, and resets on take', () => {
     const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     const c2h = (n: number): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.alloc(n, 1)] });

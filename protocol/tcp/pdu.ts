@@ -548,6 +548,55 @@ export class PduBatch {
     this.bytes += headLen;
   }
 
+  /**
+   * The reply to a read of one payload when no digest and no padding applies (PDA 0): C2HData (LAST, and SUCCESS
+   * when `success`) with `data` copied at take() as addC2HData's COPY, then, unless `success`, the CapsuleResp of
+   * addCapsuleRespCqe. The same bytes as those two calls; one room check and direct stores, because this is every
+   * 4 KiB read's reply (NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7; docs/performance.md, ninth pass). `data` is lent until take().
+   */
+  addReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): void {
+    const len = data.length;
+    const plen = DATA_PDU_HLEN + len;
+    const all = success ? plen : plen + CAPSULE_RESP_HLEN;
+    if (this.#slab.length - this.#pos < all) this.#room(all);
+    const head = this.#slab;
+    let o = this.#pos;
+    head[o] = PduType.C2H_DATA;
+    head[o + 1] = success ? PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS : PduFlag.DATA_LAST;
+    head[o + 2] = DATA_PDU_HLEN;
+    head[o + 3] = DATA_PDU_HLEN;
+    wr32(head, o + 4, plen);
+    wr16(head, o + 8, cid);
+    head[o + 10] = 0;
+    head[o + 11] = 0;
+    wr32(head, o + 12, 0);
+    wr32(head, o + 16, len);
+    wr32(head, o + 20, 0);
+    o += DATA_PDU_HLEN;
+    const n = this.#pendN;
+    this.#pendSrc[n] = data;
+    this.#pendAt[n] = o;
+    this.#pendN = n + 1;
+    o += len;
+    this.copied += len;
+    if (!success) {
+      head[o] = PduType.CAPSULE_RESP;
+      head[o + 1] = 0;
+      head[o + 2] = CAPSULE_RESP_HLEN;
+      head[o + 3] = 0;
+      wr32(head, o + 4, CAPSULE_RESP_HLEN);
+      wr32(head, o + 8, dw0);
+      wr32(head, o + 12, dw1);
+      wr16(head, o + 16, sqhd);
+      wr16(head, o + 18, sqid);
+      wr16(head, o + 20, cid);
+      wr16(head, o + 22, (status << 1) & 0xfffe);
+      o += CAPSULE_RESP_HLEN;
+    }
+    this.#pos = o;
+    this.bytes += all;
+  }
+
   /** The chunks to write, in order; valid until the next add(). */
   take(): Buffer[] {
     if (this.#pendN > 0) this.#copyPending();

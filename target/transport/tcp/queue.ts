@@ -501,6 +501,19 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     }
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
     const out = req.out;
+    const conn = this.#conn;
+    if (out !== undefined && req.status === 0 && out.length === 1 && conn.plainFraming && req.outLent !== ReadLent.CALL) {
+      // The common read: one payload, no digests. Copied into the slab (as #sendC2H would) in one call with its CQE.
+      const b = out[0] as Buffer;
+      const len = b.length;
+      if (len > 0 && len <= FIRST_COPY_MAX && len <= this.#c2hMax && (req.outLent === ReadLent.TASK || conn.batchCopied + len <= COPY_BUDGET)) {
+        const core = this.core;
+        const success = core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
+        conn.sendReadReply(b, success, req.dw0, req.dw1, req.sqhd, core.qid < 0 ? 0 : core.qid, req.cid, 0);
+        this.#release(cmd);
+        return;
+      }
+    }
     let skipResp = false;
     if (out !== undefined && req.status === 0) {
       const success = this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
