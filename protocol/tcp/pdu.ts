@@ -15,6 +15,7 @@ import {
 } from './constants.js';
 import { crc32c } from './crc32c.js';
 import { wr16, wr32 } from '../le.js';
+import { bufferView } from '../view.js';
 
 /** ICReq (§3.6.2.2). */
 export interface IcReqPdu {
@@ -390,9 +391,12 @@ const CAPSULE_RESP_HLEN = PDU_INFO[PduType.CAPSULE_RESP].hlen;
 
 export class PduBatch {
   #slab: Buffer;
+  /** The slab's memory and offset in it (#cut makes its views from these: `Buffer.subarray` reads `.buffer` per call). */
+  #slabMem!: ArrayBufferLike;
+  #slabOff = 0;
   #pos = 0;
   #segStart = 0;
-  readonly #chunks: Buffer[] = [];
+  #chunks: Buffer[] = [];
   readonly #slabSize: number;
   /** Buffers other than the current slab that this batch's chunks point into. */
   #held: Buffer[] = [];
@@ -417,7 +421,7 @@ export class PduBatch {
   ) {
     this.#slabSize = Math.max(slabSize, PDU_MAX_HEADER_BYTES + DIGEST_SIZE);
     // Small at first (an idle or short-lived connection should not cost a large buffer); grows when a batch overflows.
-    this.#slab = Buffer.allocUnsafeSlow(Math.min(this.#slabSize, INITIAL_SLAB));
+    this.#slab = this.#useSlab(Buffer.allocUnsafeSlow(Math.min(this.#slabSize, INITIAL_SLAB)));
   }
 
   get empty(): boolean {
@@ -611,7 +615,8 @@ export class PduBatch {
    * now (returns undefined). true: returns the function to call once the writer is done with these chunks.
    */
   recycle(stillReferenced: boolean): (() => void) | undefined {
-    this.#chunks.length = 0;
+    // A fresh list rather than `length = 0`, which is a runtime call (JSArray::SetLength) per batch.
+    this.#chunks = [];
     const held = this.#held;
     if (!stillReferenced) {
       this.#pos = 0;
@@ -658,8 +663,14 @@ export class PduBatch {
   }
 
   #cut(): void {
-    if (this.#pos > this.#segStart) this.#chunks.push(this.#slab.subarray(this.#segStart, this.#pos));
+    if (this.#pos > this.#segStart) this.#chunks.push(bufferView(this.#slabMem, this.#slabOff + this.#segStart, this.#pos - this.#segStart));
     this.#segStart = this.#pos;
+  }
+
+  #useSlab(b: Buffer): Buffer {
+    this.#slabMem = b.buffer;
+    this.#slabOff = b.byteOffset;
+    return b;
   }
 
   #room(n: number): void {
@@ -669,7 +680,7 @@ export class PduBatch {
     // The old slab stays referenced by this batch's chunks until they are written.
     this.#held.push(this.#slab);
     const grown = Math.min(this.#slabSize, this.#slab.length * 4);
-    this.#slab = n <= grown ? (this.#freeSlabs.pop() ?? Buffer.allocUnsafeSlow(grown)) : Buffer.allocUnsafeSlow(n);
+    this.#slab = this.#useSlab(n <= grown ? (this.#freeSlabs.pop() ?? Buffer.allocUnsafeSlow(grown)) : Buffer.allocUnsafeSlow(n));
     this.#pos = 0;
     this.#segStart = 0;
   }
