@@ -502,29 +502,28 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
     const out = req.out;
     const conn = this.#conn;
-    if (out !== undefined && req.status === 0 && out.length === 1 && conn.plainFraming && req.outLent !== ReadLent.CALL) {
-      // The common read: one payload, no digests. Copied into the slab (as #sendC2H would) in one call with its CQE.
-      const b = out[0] as Buffer;
-      const len = b.length;
-      if (len > 0 && len <= FIRST_COPY_MAX && len <= this.#c2hMax && (req.outLent === ReadLent.TASK || conn.batchCopied + len <= COPY_BUDGET)) {
-        const core = this.core;
-        const success = core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-        conn.sendReadReply(b, success, req.dw0, req.dw1, req.sqhd, core.qid < 0 ? 0 : core.qid, req.cid, 0);
-        this.#release(cmd);
-        return;
-      }
-    }
-    let skipResp = false;
-    if (out !== undefined && req.status === 0) {
-      const success = this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-      this.#sendC2H(req.cid, out, success, req.outCrc, req.outLent);
-      skipResp = success;
-    }
-    if (!skipResp) {
-      this.#conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, this.core.qid < 0 ? 0 : this.core.qid, req.cid, req.status);
+    const sqid = this.core.qid < 0 ? 0 : this.core.qid;
+    // SUCCESS in the last C2HData replaces the CapsuleResp only with SQ flow control disabled (NVMe-TCP 1.0 §3.6.2.9).
+    const success = out !== undefined && req.status === 0 && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
+    if (out !== undefined && req.status === 0 && this.#oneCopiedPayload(req, out)) {
+      // The common read: one small payload, no digests. Copied into the slab as #sendC2H would, in one call with its CQE.
+      conn.sendReadReply(out[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
+    } else {
+      if (out !== undefined && req.status === 0) this.#sendC2H(req.cid, out, success, req.outCrc, req.outLent);
+      if (!success) conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
     }
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
+  }
+
+  /**
+   * `out` is one payload that #sendC2H would copy into the slab whole (no digests or padding, at most FIRST_COPY_MAX
+   * and one C2HData, lent beyond the call, within the batch's copy budget unless lent for the task only).
+   */
+  #oneCopiedPayload(req: Request, out: Buffer[]): boolean {
+    if (out.length !== 1 || req.outLent === ReadLent.CALL || !this.#conn.plainFraming) return false;
+    const len = (out[0] as Buffer).length;
+    return len > 0 && len <= FIRST_COPY_MAX && len <= this.#c2hMax && (req.outLent === ReadLent.TASK || this.#conn.batchCopied + len <= COPY_BUDGET);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
