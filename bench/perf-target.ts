@@ -68,6 +68,19 @@ export function buildBaseline(outDir: string): { target: string; client: string 
   return out;
 }
 
+/**
+ * A C client's result once its output is complete: on 'close', not 'exit', which can come before the last stdout data
+ * (a loaded machine then lost the result line and the bench died on JSON.parse, leaving its servers behind).
+ */
+export function settleClient<T>(code: number | null, out: string, resolve: (v: T) => void, reject: (e: Error) => void): void {
+  if (code !== 0) return reject(new Error(`client exited ${code}`));
+  try {
+    resolve(JSON.parse(out) as T);
+  } catch {
+    reject(new Error(`client printed no result: ${JSON.stringify(out)}`));
+  }
+}
+
 /** The TS target in this process (RAM namespace, one port on 127.0.0.1:0); prints "PORT n", stops on "quit". */
 async function tsServer(): Promise<void> {
   const { TargetService } = await import('../target/service.js');
@@ -149,7 +162,7 @@ export function runClient(cpu: string, client: string, port: number, c: Case, se
     let out = '';
     p.stdout.setEncoding('utf8');
     p.stdout.on('data', (d: string) => (out += d));
-    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as ClientResult) : reject(new Error(`client exited ${code}`))));
+    p.on('close', (code) => settleClient(code, out, resolve, reject));
   });
 }
 

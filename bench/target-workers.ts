@@ -15,7 +15,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Child, buildBaseline } from './perf-target.js';
+import { Child, buildBaseline, settleClient } from './perf-target.js';
 import { arg } from './args.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
@@ -88,7 +88,7 @@ function client(bin: string, port: number, qd: number, seconds: number): { done:
   let out = '';
   p.stdout.setEncoding('utf8');
   p.stdout.on('data', (d: string) => (out += d));
-  const done = new Promise<ClientOut>((resolve, reject) => p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as ClientOut) : reject(new Error(`client exited ${code}`)))));
+  const done = new Promise<ClientOut>((resolve, reject) => p.on('close', (code) => settleClient(code, out, resolve, reject)));
   return { done, pid: p.pid ?? 0 };
 }
 
