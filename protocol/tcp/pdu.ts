@@ -333,6 +333,17 @@ function writeCapsuleRespCh(head: Buffer, o: number, hdgst: boolean): number {
   return headLen;
 }
 
+/** The 16-byte CQE (NVMe Base 2.0 §4.2.2) at `o`: DW0, DW1, SQHD, SQID, CID, and the 15-bit status with phase 0. */
+function writeCqeFields(head: Buffer, o: number, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): void {
+  wr32(head, o, dw0);
+  wr32(head, o + 4, dw1);
+  wr16(head, o + 8, sqhd);
+  wr16(head, o + 10, sqid);
+  wr16(head, o + 12, cid);
+  wr16(head, o + 14, (status << 1) & 0xfffe);
+}
+const CQE_BYTES = 16;
+
 /** CapsuleResp header (§3.6.2.7): CH and the 16-byte CQE, then HDGST. */
 function writeCapsuleRespHeader(head: Buffer, o: number, pdu: CapsuleRespPdu, framing: PduFraming): number {
   const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
@@ -541,12 +552,7 @@ export class PduBatch {
     const head = this.#slab;
     const o = this.#pos;
     const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
-    wr32(head, o + 8, dw0);
-    wr32(head, o + 12, dw1);
-    wr16(head, o + 16, sqhd);
-    wr16(head, o + 18, sqid);
-    wr16(head, o + 20, cid);
-    wr16(head, o + 22, (status << 1) & 0xfffe);
+    writeCqeFields(head, o + CH_SIZE, dw0, dw1, sqhd, sqid, cid, status);
     if (framing.hdgst) writeHeaderDigest(head, o, CAPSULE_RESP_HLEN);
     this.#pos = o + headLen;
     this.bytes += headLen;
@@ -584,18 +590,8 @@ export class PduBatch {
     o += len;
     this.copied += len;
     if (!success) {
-      head[o] = PduType.CAPSULE_RESP;
-      head[o + 1] = 0;
-      head[o + 2] = CAPSULE_RESP_HLEN;
-      head[o + 3] = 0;
-      wr32(head, o + 4, CAPSULE_RESP_HLEN);
-      wr32(head, o + 8, dw0);
-      wr32(head, o + 12, dw1);
-      wr16(head, o + 16, sqhd);
-      wr16(head, o + 18, sqid);
-      wr16(head, o + 20, cid);
-      wr16(head, o + 22, (status << 1) & 0xfffe);
-      o += CAPSULE_RESP_HLEN;
+      o += writeCapsuleRespCh(head, o, false);
+      writeCqeFields(head, o - CQE_BYTES, dw0, dw1, sqhd, sqid, cid, status);
     }
     this.#pos = o;
     this.bytes += all;
