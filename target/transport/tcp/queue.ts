@@ -503,27 +503,33 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     const out = req.out;
     const conn = this.#conn;
     const sqid = this.core.qid < 0 ? 0 : this.core.qid;
+    const data = out !== undefined && req.status === 0 ? out : undefined;
     // SUCCESS in the last C2HData replaces the CapsuleResp only with SQ flow control disabled (NVMe-TCP 1.0 §3.6.2.9).
-    const success = out !== undefined && req.status === 0 && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-    if (out !== undefined && req.status === 0 && this.#oneCopiedPayload(req, out)) {
+    const success = data !== undefined && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
+    if (data !== undefined && this.#oneCopiedPayload(data, req.outLent)) {
       // The common read: one small payload, no digests. Copied into the slab as #sendC2H would, in one call with its CQE.
-      conn.sendReadReply(out[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
+      conn.sendReadReply(data[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
     } else {
-      if (out !== undefined && req.status === 0) this.#sendC2H(req.cid, out, success, req.outCrc, req.outLent);
+      if (data !== undefined) this.#sendC2H(req.cid, data, success, req.outCrc, req.outLent);
       if (!success) conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
     }
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
   }
 
-  /**
-   * `out` is one payload that #sendC2H would copy into the slab whole (no digests or padding, at most FIRST_COPY_MAX
-   * and one C2HData, lent beyond the call, within the batch's copy budget unless lent for the task only).
-   */
-  #oneCopiedPayload(req: Request, out: Buffer[]): boolean {
-    if (out.length !== 1 || req.outLent === ReadLent.CALL || !this.#conn.plainFraming) return false;
+  /** `out` is one payload, in one C2HData without digests or padding, that #sendC2H would copy into the slab. */
+  #oneCopiedPayload(out: Buffer[], lent: ReadLent): boolean {
+    if (out.length !== 1 || lent === ReadLent.CALL || !this.#conn.plainFraming) return false;
     const len = (out[0] as Buffer).length;
-    return len > 0 && len <= FIRST_COPY_MAX && len <= this.#c2hMax && (req.outLent === ReadLent.TASK || this.#conn.batchCopied + len <= COPY_BUDGET);
+    return len > 0 && len <= this.#c2hMax && this.#copies(len, lent);
+  }
+
+  /**
+   * The copy policy for a payload of `total` bytes lent beyond the call: copied into the slab up to FIRST_COPY_MAX while
+   * the batch's copy budget lasts, or whatever the budget when lent for this task only (it cannot wait for the socket).
+   */
+  #copies(total: number, lent: ReadLent): boolean {
+    return total <= FIRST_COPY_MAX && (lent === ReadLent.TASK || this.#conn.batchCopied + total <= COPY_BUDGET);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
@@ -581,14 +587,12 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     pdu.cccid = cid;
     const conn = this.#conn;
     const snapshot = lent === ReadLent.CALL || (conn.framing.ddgst && crc === undefined);
-    const task = lent === ReadLent.TASK;
     // A payload not copied into the slab goes out as a view only if it stays as it is until the socket is done with it.
-    const uncopied = snapshot || task ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
+    const uncopied = snapshot || lent === ReadLent.TASK ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
     if (total <= max) {
-      // Small payloads are copied into the slab while the batch's copy budget lasts: a lone read (QD1) or a QD32 batch
-      // then leaves as one contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
-      // A payload lent for this task only is copied whatever the budget (it cannot wait for the socket).
-      const copy = !snapshot && total <= FIRST_COPY_MAX && (task || conn.batchCopied + total <= COPY_BUDGET);
+      // Small payloads are copied into the slab (#copies): a lone read (QD1) or a QD32 batch then leaves as one
+      // contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
+      const copy = !snapshot && this.#copies(total, lent);
       // Two reused objects, so that each keeps one shape (with and without a known digest).
       const one = crc === undefined ? pdu : this.#c2hCrc;
       one.cccid = cid;
