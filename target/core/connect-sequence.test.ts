@@ -200,13 +200,25 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
     { name: 'subsystem NQN not NUL-terminated within its 256 bytes', connect: { data: subnqnWithoutNul() }, offset: 256 },
     { name: 'subsystem not exported on this port', subsystem: { ports: [2] }, connect: {}, offset: 256 },
     { name: 'host NQN longer than 223 bytes', connect: { hostnqn: 'h'.repeat(224) }, offset: 512 },
-    { name: 'empty host NQN', connect: { hostnqn: '' }, offset: 512 },
   ];
 
   it.each(nqnRefusals.map((r) => [r.name, r.offset, r] as const))('%s: Invalid Parameters, data offset %d', (_name, offset, { subsystem, connect }) => {
     const { queue } = setup(subsystem);
     const q = queue();
     expect(refused(q, q.connect({ ...connect, qid: 0 }))).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset } });
+  });
+
+  it('empty host NQN where any host is allowed: admitted, as nvmet and SPDK nvmf_tgt admit it (the SPDK host sends one)', () => {
+    const { queue } = setup();
+    const q = queue();
+    expect(q.connect({ qid: 0, hostnqn: '' }).status).toBe(0);
+    expect(q.core.ctrl?.hostnqn).toBe('');
+  });
+
+  it('empty host NQN on a subsystem with an ACL: Invalid Host, pointing at the host NQN', () => {
+    const { queue } = setup({ allowAnyHost: false, hosts: [OTHER_HOST] });
+    const q = queue();
+    expect(refused(q, q.connect({ qid: 0, hostnqn: '' }))).toEqual({ status: Status.CONNECT_INVALID_HOST | DNR, param: { inData: true, offset: 512 } });
   });
 
   it('host not on the subsystem ACL: Invalid Host, pointing at the host NQN', () => {
@@ -326,7 +338,7 @@ describe('Connect refusals (NVMe-oF 1.1 §3.3)', () => {
   it('refused Connect data fetched by requestData reports the same field', () => {
     const { queue } = setup();
     const q = queue();
-    const c = q.connect({ qid: 0, inCapsule: false, hostnqn: '' });
+    const c = q.connect({ qid: 0, inCapsule: false, hostnqn: 'h'.repeat(224) });
     expect(q.transport.dataRequests).toHaveLength(1);
     expect(refused(q, c)).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, param: { inData: true, offset: 512 } });
   });

@@ -12,10 +12,11 @@ import type { AenKind, ControllerState, ErrorRecord, QueueHandle, Transitions } 
 /** CSTS bits the controller sets (NVMe Base 2.0 §3.1.3.6), as masks of protocol's CSTS layout. */
 export const Csts = { RDY: encodeCsts({ rdy: true }), CFS: encodeCsts({ cfs: true }), SHST_CMPLT: encodeCsts({ shst: CstsShst.COMPLETE }) } as const;
 /**
- * VS 1.3.0 (NVMe Base 2.0 §3.1.3.2): the Linux host asks a 2.0 controller for the I/O Command Set Independent
- * Identify Namespace (CNS 08h), which this controller does not implement.
+ * VS 1.4.0 (NVMe Base 2.0 §3.1.3.2): what the controller advertises is NVMe 1.4's (CTRATT TBKAS, ANA reporting), so
+ * a 1.3 version would contradict CTRATT. Not 2.0: the Linux host asks a 2.0 controller for the I/O Command Set
+ * Independent Identify Namespace (CNS 08h), which this controller does not implement.
  */
-export const NVME_VS = NvmeVersion.V1_3;
+export const NVME_VS = NvmeVersion.V1_4;
 /** AERL 3 → four outstanding AERs (nvmet NVMET_ASYNC_EVENTS). */
 export const MAX_AERS = 4;
 /** Discovery controllers connected with KATO 0 get 120 s (nvmet NVMET_DISC_KATO_MS). */
@@ -108,6 +109,15 @@ export class Controller implements ControllerEntry {
     return AenConfig.NS_ATTR | (this.subsys.ana ? AenConfig.ANA : 0);
   }
 
+  /**
+   * Asynchronous Event Configuration bits a host may set (FID 0Bh, NVMe Base 2.0 Figure 326): the OAES notices, and
+   * on an I/O controller the SMART / health critical warnings (bits 7:0), which a host may always enable (nvmet's
+   * NVMET_AEN_CFG_ALL; the SPDK host sets 0x091F). OAES itself has no bits 7:0.
+   */
+  get settableAens(): number {
+    return this.discovery ? this.supportedAens : (this.supportedAens | AenConfig.SMART_MASK) >>> 0;
+  }
+
   get ready(): boolean {
     return (this.csts & Csts.RDY) !== 0;
   }
@@ -159,17 +169,15 @@ export class Controller implements ControllerEntry {
     }
   }
 
-  /** Controller reset (EN 1→0) or shutdown: outstanding AERs complete like nvmet (INTERNAL|DNR). */
+  /**
+   * Controller reset (EN 1→0) or shutdown. Outstanding AERs are forgotten, never completed: a Controller Level Reset
+   * stops processing outstanding commands (NVMe Base 2.0 §3.7.2), nvmet_clear_ctrl and SPDK's nvmf_tgt leave them
+   * alone, and the SPDK host aborts its AERs locally before CC.SHN and fails the association on a completion for a
+   * CID it no longer holds (docs/peers.md).
+   */
   #clear(): void {
     this.csts &= ~Csts.RDY;
-    // After the CC write's own completion, as nvmet orders it (nvmet_clear_ctrl runs after the Property Set completes).
-    process.nextTick(() => this.failAers(Status.INTERNAL | DNR));
-  }
-
-  failAers(status: number): void {
-    for (const req of this.aers.splice(0)) {
-      req.queueRef?.complete(req, status);
-    }
+    for (const req of this.aers.splice(0)) req.queueRef?.abandon(req);
   }
 
   /** Queue an async event (NVMe Base 2.0 §5.2): only if enabled by Set Features 0x0B and not masked. */

@@ -66,9 +66,9 @@ describe('Property Get', () => {
     expect(decodeCap(BigInt(low.dw0)).mqes).toBe(1023);
   });
 
-  it('VS is NVMe 1.3.0', () => {
+  it('VS is NVMe 1.4.0 (CTRATT TBKAS and ANA are 1.4 features)', () => {
     const { admin } = connected();
-    expect(ok(admin.propertyGet(PropertyOffset.VS)).dw0).toBe(NvmeVersion.V1_3);
+    expect(ok(admin.propertyGet(PropertyOffset.VS)).dw0).toBe(NvmeVersion.V1_4);
   });
 
   it('CC and CSTS start at 0', () => {

@@ -184,6 +184,13 @@ export class CoreQueue implements QueueModel {
     }
   }
 
+  abandon(req: Request): void {
+    if (req.state === 'done' || req.state === 'free') return;
+    req.state = 'done';
+    req.lat = undefined;
+    this.inFlight--;
+  }
+
   /** The transport starts handling one received chunk. */
   beginChunk(): void {
     this.#clock = performance.now();
@@ -236,10 +243,21 @@ export class CoreQueue implements QueueModel {
     return parseIoCmd(ctrl, this, req);
   }
 
-  /** SGL checks of nvmet_tcp_map_data and nvmet_check_transfer_len (NVMe-TCP 1.0 §3.3.3), before any data moves. */
+  /**
+   * SGL checks of nvmet_tcp_map_data and nvmet_check_transfer_len (NVMe-TCP 1.0 §3.3.3), before any data moves.
+   * A descriptor of length 0 describes no data (NVMe Base 2.0 §4.3.2), whatever its type: the SPDK host sends an
+   * in-capsule Data Block / Offset descriptor of length 0 on every opcode whose bits 1:0 are 01b (Set Features
+   * 07h/0Bh), the Linux host a Transport Data Block; nvmet_tcp_map_data returns early on a zero length and SPDK's
+   * spdk_nvmf_req_get_xfer makes any zero-length SGL "no data". It then only has to agree with the command's transfer.
+   */
   #mapSgl(req: Request): number {
     const t = req.sglType;
-    if (t === SglType.DATA_BLOCK_OFFSET) {
+    if (req.sglLen === 0) {
+      if (req.inCapsuleLen !== 0) {
+        req.errorLoc = SGL1_LEN;
+        return Status.SGL_INVALID_DATA | DNR;
+      }
+    } else if (t === SglType.DATA_BLOCK_OFFSET) {
       if (req.dir !== 'h2c') {
         req.errorLoc = SGL1_ADDR;
         return Status.INVALID_FIELD | DNR;
@@ -263,6 +281,7 @@ export class CoreQueue implements QueueModel {
         return Status.SGL_INVALID_DATA | DNR;
       }
     } else {
+      // Keyed SGL Data Block (RDMA), Bit Bucket, Segment: not for data on NVMe/TCP (NVMe-TCP 1.0 §3.3.3).
       req.errorLoc = SGL1_TYPE;
       return Status.SGL_INVALID_TYPE | DNR;
     }

@@ -9,6 +9,8 @@ import type { ReqDir, ReqState } from './types.js';
 /** The queue as a command sees it: where its completion goes. QueueModel (queue-model.ts) is the full view. */
 export interface RequestQueue {
   complete(req: Request, status?: number): void;
+  /** Forget the command without a completion (see QueueModel.abandon). */
+  abandon(req: Request): void;
 }
 
 /** Error Information "parameter error location" when no field is at fault (FFFFh, NVMe Base 2.0 §5.16.1.2). */

@@ -347,7 +347,27 @@ export function anaLog(ctrl: Controller, rgo: boolean): Buffer {
 // ---------------------------------------------------------------------------------------------
 // Features (NVMe Base 2.0 §5.27) and the rest
 
+/** Which Set Features field a refusal points at, by its error location (the log line says why). */
+const SET_FEATURES_FIELD: Readonly<Record<number, string>> = { 4: 'NSID', 40: 'CDW10 (FID)', 44: 'CDW11 (value)' };
+
 export function parseSetFeatures(ctrl: Controller, req: Request): number {
+  const status = setFeature(ctrl, req);
+  if (status !== 0) {
+    const fid = req.sqe.readUInt32LE(40) & 0xff;
+    const cdw11 = req.sqe.readUInt32LE(44);
+    ctrl.target.logger.warn(
+      { cntlid: ctrl.cntlid, hostnqn: ctrl.hostnqn, fid: hex(fid, 2), cdw11: hex(cdw11, 8), status: hex(status, 4) },
+      `Set Features refused: ${SET_FEATURES_FIELD[req.errorLoc] ?? `byte ${req.errorLoc}`} not accepted for FID ${hex(fid, 2)}`,
+    );
+  }
+  return status;
+}
+
+function hex(v: number, digits: number): string {
+  return `0x${(v >>> 0).toString(16).padStart(digits, '0')}`;
+}
+
+function setFeature(ctrl: Controller, req: Request): number {
   const fid = req.sqe.readUInt32LE(40) & 0xff;
   const v = req.sqe.readUInt32LE(44);
   switch (fid) {
@@ -373,7 +393,7 @@ export function parseSetFeatures(ctrl: Controller, req: Request): number {
       };
       return 0;
     case FeatureId.ASYNC_EVENT:
-      if ((v & ~ctrl.supportedAens) !== 0) {
+      if ((v & ~ctrl.settableAens) !== 0) {
         req.errorLoc = 44;
         return Status.INVALID_FIELD | DNR;
       }

@@ -187,14 +187,19 @@ function executeConnect(req: Request): void {
   if (recfmt !== CONNECT_RECFMT) return fail(Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, `record format ${recfmt}`);
   const subProblem = nqnProblem(cd.subnqn, data.subarray(ConnectDataOffset.subnqn, ConnectDataOffset.subnqn + NQN_FIELD_SIZE));
   if (subProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), `subsystem NQN: ${subProblem}`);
-  const hostProblem = nqnProblem(cd.hostnqn, data.subarray(ConnectDataOffset.hostnqn, ConnectDataOffset.hostnqn + NQN_FIELD_SIZE));
+  // An empty HOSTNQN (the SPDK host's perf and identify send one unless given hostnqn:) names no host. nvmet and SPDK's
+  // nvmf_tgt admit it where any host is allowed, and so do we, with a warning; a subsystem with an allow list cannot
+  // match it and refuses it as a host it does not know (NVMe-oF 1.1 §3.3.1, Connect Invalid Host). docs/peers.md.
+  const emptyHost = cd.hostnqn === '';
+  const hostProblem = emptyHost ? undefined : nqnProblem(cd.hostnqn, data.subarray(ConnectDataOffset.hostnqn, ConnectDataOffset.hostnqn + NQN_FIELD_SIZE));
   if (hostProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.hostnqn), `host NQN: ${hostProblem}`);
   const subsys = target.findSubsystem(cd.subnqn, q.port.id);
   if (subsys === undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), 'unknown subsystem');
   if (!subsys.hostAllowed(cd.hostnqn)) {
     req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
-    return fail(Status.CONNECT_INVALID_HOST | DNR, 'host not allowed');
+    return fail(Status.CONNECT_INVALID_HOST | DNR, emptyHost ? 'empty host NQN, and the subsystem admits listed hosts only' : 'host not allowed');
   }
+  if (emptyHost && qid === 0) log.warn('empty host NQN admitted (the subsystem allows any host, as nvmet and SPDK nvmf_tgt do); give the host an NQN (SPDK: hostnqn: in the transport ID)');
   // Secure channel concatenation (TP 8018): a generated PSK names one host and subsystem; a cleartext connection on a
   // TLS 'required' port is there only to authenticate an admin queue with NEWTLSPSK (docs/tls.md).
   const psk = q.ops.tlsPsk;

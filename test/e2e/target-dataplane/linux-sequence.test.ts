@@ -47,7 +47,7 @@ describe('Linux host connect sequence', () => {
     expectOk(await admin.command(propSet(0x14, 0x460000)));
     expectOk(await admin.command(propSet(0x14, 0x460001)));
     expect((await admin.command(propGet(0x1c))).cqe?.dw0).toBe(1);
-    expect((await admin.command(propGet(0x08))).cqe?.dw0).toBe(0x10300);
+    expect((await admin.command(propGet(0x08))).cqe?.dw0).toBe(0x10400);
 
     const idc = await admin.command(identify(1));
     expect(idc.data.length).toBe(4096);
