@@ -71,7 +71,7 @@ export function coreList(cpus: readonly number[]): string {
 // JSON-RPC 2.0 over the app's Unix socket (what scripts/rpc.py speaks), without Python.
 
 /** Splits a byte stream of concatenated JSON values (SPDK writes responses back to back, no delimiter). */
-function takeJsonValues(buf: string): { values: unknown[]; rest: string } {
+export function takeJsonValues(buf: string): { values: unknown[]; rest: string } {
   const values: unknown[] = [];
   let depth = 0;
   let inStr = false;
