@@ -186,7 +186,9 @@ describe('bad commands → exact status with DNR', () => {
     expect((await admin.command(adminCmd(0x7e))).cqe?.status).toBe(Status.INVALID_OPCODE | DNR);
     expect((await admin.command(adminCmd(0x02, { cdw10: 0x42 | (127 << 16), sgl: sglTransport(512) }))).cqe?.status).toBe(Status.INVALID_LOG_PAGE | DNR);
     expect((await admin.command(adminCmd(0x06, { cdw10: 0x1f, sgl: sglTransport(4096) }))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
-    expect((await admin.command(setFeatures(0x0b, 0x1))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+    // Firmware Activation notices (bit 9): not sent by this controller. SMART warnings (bits 7:0) are settable.
+    expect((await admin.command(setFeatures(0x0b, 0x200))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+    expectOk(await admin.command(setFeatures(0x0b, 0x1)));
     expect((await admin.command(setFeatures(0x55, 0x1))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
     const abort = await admin.command(adminCmd(0x08, { cdw10: 5 << 16 }));
     expect(abort.cqe).toMatchObject({ status: 0, dw0: 1 });
@@ -207,7 +209,8 @@ describe('Connect refusals carry DNR', () => {
     h = await startTarget({ subsystems: [defaultSubsystem({ hosts: [HOSTNQN] })] });
     expect(await connectRaw(h, 'nqn.2024-01.io.nope:x', HOSTNQN)).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, dw0: (1 << 16) | 256 });
     expect((await connectRaw(h, SUBNQN, 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000099')).status).toBe(Status.CONNECT_INVALID_HOST | DNR);
-    expect(await connectRaw(h, SUBNQN, '')).toEqual({ status: Status.CONNECT_INVALID_PARAM | DNR, dw0: (1 << 16) | 512 });
+    // An empty HOSTNQN names no host: refused behind an allow list (admitted where any host is allowed; docs/peers.md).
+    expect(await connectRaw(h, SUBNQN, '')).toEqual({ status: Status.CONNECT_INVALID_HOST | DNR, dw0: (1 << 16) | 512 });
     const long = Buffer.alloc(1024);
     Buffer.from(SUBNQN).copy(long, 256);
     long.fill(0x61, 512, 768);

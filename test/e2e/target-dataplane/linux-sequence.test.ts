@@ -122,13 +122,12 @@ describe('Linux host connect sequence', () => {
     expect((await io.command(readCmd(1, 256n, 256))).data.equals(Buffer.from(big))).toBe(true);
     expectOk(await io.command(encodeSqe({ opcode: 0, cid: 9, nsid: 1 })));
 
-    // shutdown: CC.SHN=1 → SHST complete; the held AER completes INTERNAL|DNR like nvmet.
+    // shutdown: CC.SHN=1 → SHST complete; the held AER is not completed, as nvmet_clear_ctrl and nvmf_tgt leave it
+    // (the SPDK host has aborted it locally by then; docs/peers.md).
     expectOk(await admin.command(propSet(0x14, 0x464001)));
     const csts = await admin.command(propGet(0x1c));
     expect((csts.cqe?.dw0 ?? 0) & 0xc).toBe(0x8);
-    const aer = admin.stray();
-    expect(aer).toHaveLength(1);
-    expect(aer[0]).toMatchObject({ cid: 31, status: Status.INTERNAL | DNR });
+    expect(admin.stray()).toEqual([]);
     io.close();
     admin.close();
     await admin.closed();
