@@ -1,6 +1,7 @@
 // What a scenario is: a named experiment with a hypothesis, run as arms in one invocation, producing a Report.
 import type { ProgressInfo } from '../load/types.js';
 import type { Report } from '../report/types.js';
+import type { TargetKind } from './placement.js';
 
 export interface ScenarioContext {
   /** Seconds rather than minutes: short runtimes, fewer repetitions; same arms. */
@@ -15,6 +16,15 @@ export interface ScenarioContext {
    * Split scenarios then pin this process to every CPU but the target's and the workers across those CPUs.
    */
   ioWorkers?: number;
+  /** The target of the split scenarios: ours (`nvme-tcp target`, default) or SPDK's nvmf_tgt (Scenario.targets). */
+  target?: TargetKind;
+  /**
+   * Cores given to the target (SPDK: its reactor mask, one poll group per core; ours serves every queue on one event
+   * loop, so only 1). Default 1. The initiator keeps its own CPU, so this needs targetCores + 1 allowed CPUs to pin.
+   */
+  targetCores?: number;
+  /** SPDK only: reactors sleep until work arrives (--interrupt-mode) instead of busy-polling their cores. */
+  spdkInterrupt?: boolean;
 }
 
 export interface Scenario {
@@ -24,6 +34,8 @@ export interface Scenario {
   hypothesis: string;
   /** Whether run() honours ScenarioContext.ioWorkers (the CLI refuses --io-workers for the others). */
   ioWorkers?: boolean;
+  /** Targets run() can use (ScenarioContext.target); absent: ours only. */
+  targets?: readonly TargetKind[];
   run(ctx: ScenarioContext): Promise<Report>;
 }
 

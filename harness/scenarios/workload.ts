@@ -6,7 +6,7 @@ import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import type { RunResult } from '../load/types.js';
 import { controllerBlockTarget } from '../nvme.js';
 import type { Arm } from '../report/types.js';
-import { allowedCpus, pinApart, startTargetProcess, type Placement, type TargetProcess } from './placement.js';
+import { allowedCpus, parseCpuList, pinApart, PlacementError, startSpdkTargetProcess, startTargetProcess, type Placement, type TargetKind, type TargetProcess } from './placement.js';
 import type { ScenarioContext } from './types.js';
 
 /** Connect options that put an arm's I/O queues on ctx.ioWorkers io workers, pinned over `cpus` (round robin). */
@@ -64,38 +64,97 @@ export async function runArmOnController(
 export interface SplitSetup {
   target: TargetProcess;
   placement: Placement;
+  /** The CPUs the target was given (SPDK: its reactor mask), for IOPS per core given. */
+  targetCpus: readonly number[];
   /** Engine options that read the target's CPU from /proc and label ours as the initiator's. */
   engine: EngineOptions;
   /** Connect options every arm adds: io workers (ctx.ioWorkers) pinned on this process's CPUs. */
   connect: Pick<ConnectOptions, 'io_workers' | 'io_worker_cpus'>;
-  /** Where each end was allowed to run, read back from the kernel (for arm params). */
-  where(): Promise<{ initiatorCpus: string; targetCpus: string }>;
+  /** Where each end was allowed to run, read back from the kernel, and which target ran (for arm params). */
+  where(): Promise<{ initiatorCpus: string; targetCpus: string; target: TargetKind }>;
   /** One line for the report's notes. */
   describe(): Promise<string>;
+  /**
+   * The arms with this target's figures: IOPS per target core given, and a polling target's CPU share (100 % of its
+   * cores by design) moved from targetCpuPct to targetPollingCpuPct, so the bound verdict does not read it as load.
+   */
+  finish(arms: Arm[]): Arm[];
+}
+
+export type SplitContext = Pick<ScenarioContext, 'ioWorkers' | 'target' | 'targetCores' | 'spdkInterrupt'>;
+
+/** The report's setup line for a split scenario, naming the target. */
+export function splitSetupText(ctx: SplitContext): string {
+  const name = (ctx.target ?? 'ours') === 'spdk' ? 'SPDK nvmf_tgt' : '`nvme-tcp target`';
+  return `loopback (127.0.0.1), target (${name}) in a child process, initiator in this one, one host`;
+}
+
+/** Starts the chosen target on the CPUs the placement reserved (all allowed ones, for SPDK's mask, when unpinned). */
+async function startSplitTarget(ram: string, placement: Placement, ctx: SplitContext): Promise<{ target: TargetProcess; cpus: number[] }> {
+  const cores = ctx.targetCores ?? 1;
+  if ((ctx.target ?? 'ours') === 'ours') {
+    // Ours serves every queue on one event loop: a wider mask would only let that one thread wander.
+    if (cores !== 1) throw new PlacementError(`targetCores ${cores}: our target serves its queues on one event loop; more cores apply to SPDK's nvmf_tgt`);
+    if (ctx.spdkInterrupt === true) throw new PlacementError('spdkInterrupt applies to SPDK\'s nvmf_tgt only');
+    const target = await startTargetProcess({ ram, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
+    return { target, cpus: placement.targetCpu === undefined ? parseCpuList(await allowedCpus(target.pid)) : [placement.targetCpu] };
+  }
+  const cpus = placement.targetCpus.length > 0 ? placement.targetCpus : parseCpuList(await allowedCpus(process.pid)).slice(-cores);
+  return { target: await startSpdkTargetProcess({ ram, cpus, interrupt: ctx.spdkInterrupt === true }), cpus };
+}
+
+/** The describe() line: which target, where each end ran, and what a polling target's CPU figure means. */
+async function describeSplit(s: Pick<SplitSetup, 'target' | 'placement' | 'targetCpus' | 'where'>, ctx: SplitContext): Promise<string> {
+  const { target, placement } = s;
+  const w = await s.where();
+  const pin = placement.unpinnedReason === undefined ? 'pinned with taskset' : `not pinned: ${placement.unpinnedReason}`;
+  const workers = (ctx.ioWorkers ?? 0) > 0 ? ` I/O queues on ${ctx.ioWorkers} io workers pinned over CPUs ${placement.initiatorCpus.join(',') || '(unpinned)'}.` : '';
+  const me = `initiator and engine in this process (pid ${process.pid}, CPUs ${w.initiatorCpus}); ${pin}. Target CPU is read from /proc/${target.pid}/stat.${workers}`;
+  if (target.kind === 'ours') return `Target: ${target.label} in a child process (pid ${target.pid}, CPUs ${w.targetCpus}), RAM namespace; ${me}`;
+  const mode = target.polls
+    ? 'Its reactors busy-poll: its CPU is 100 % of its cores by design (targetPollingCpuPct, kept out of the bound verdict), so compare IOPS per target core (iopsPerTargetCore), not CPU.'
+    : 'In interrupt mode its reactors sleep until work arrives, so its CPU figure is load, as ours is.';
+  return `Target: ${target.label} in a child process (pid ${target.pid}, reactors on CPUs ${s.targetCpus.join(',')}, one poll group per core), malloc namespace; ${me} ${mode}`;
+}
+
+/** finish() of SplitSetup. */
+function finishArms(arms: Arm[], target: TargetProcess, cores: number): Arm[] {
+  return arms.map((a) => {
+    if (a.error !== undefined || a.skipped !== undefined) return a;
+    const m = { ...a.metrics };
+    if (m['iops'] !== undefined) m['iopsPerTargetCore'] = Math.round(m['iops'] / cores);
+    if (target.polls) {
+      if (m['targetCpuPct'] !== undefined) m['targetPollingCpuPct'] = m['targetCpuPct'];
+      delete m['targetCpuPct'];
+      delete m['targetBusiestThreadPct'];
+    }
+    return { ...a, params: { ...a.params, targetCores: cores, ...(target.kind === 'spdk' ? { targetMode: target.polls ? 'polling' : 'interrupt' } : {}) }, metrics: m };
+  });
 }
 
 /**
- * Starts `nvme-tcp target` as a child pinned to the second CPU and pins this process to the first (restored
- * afterwards), runs `fn`, and always stops the child and restores the mask.
+ * Starts the target (ctx.target: `nvme-tcp target`, or SPDK's nvmf_tgt on ctx.targetCores cores) as a child pinned
+ * apart from this process, which is pinned to the first CPU (restored afterwards), runs `fn`, and always stops the
+ * child and restores the mask.
  */
-export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>, ctx: Pick<ScenarioContext, 'ioWorkers'> = {}): Promise<T> {
-  const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0 });
+export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>, ctx: SplitContext = {}): Promise<T> {
+  const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0, targetCores: ctx.targetCores ?? 1 });
   try {
-    const target = await startTargetProcess({ ram, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
+    const { target, cpus } = await startSplitTarget(ram, placement, ctx);
     try {
-      const where = async (): Promise<{ initiatorCpus: string; targetCpus: string }> => ({ initiatorCpus: await allowedCpus(process.pid), targetCpus: await allowedCpus(target.pid) });
+      const where = async (): Promise<{ initiatorCpus: string; targetCpus: string; target: TargetKind }> => ({
+        initiatorCpus: await allowedCpus(process.pid),
+        // SPDK's main thread is its first reactor; the mask is what it was given.
+        targetCpus: target.kind === 'spdk' ? cpus.join(',') : await allowedCpus(target.pid),
+        target: target.kind,
+      });
+      const base = { target, placement, targetCpus: cpus, where };
       const setup: SplitSetup = {
-        target,
-        placement,
+        ...base,
         connect: ioWorkerConnect(ctx.ioWorkers, placement.initiatorCpus),
         engine: { cpuLabel: 'initiator', targetCpu: () => target.cpu(), targetCpuSource: `/proc/${target.pid}/stat`, targetPid: target.pid },
-        where,
-        describe: async () => {
-          const w = await where();
-          const pin = placement.unpinnedReason === undefined ? 'pinned with taskset' : `not pinned: ${placement.unpinnedReason}`;
-          const workers = (ctx.ioWorkers ?? 0) > 0 ? ` I/O queues on ${ctx.ioWorkers} io workers pinned over CPUs ${placement.initiatorCpus.join(',') || '(unpinned)'}.` : '';
-          return `Target: \`nvme-tcp target\` in a child process (pid ${target.pid}, CPUs ${w.targetCpus}), RAM namespace; initiator and engine in this process (pid ${process.pid}, CPUs ${w.initiatorCpus}); ${pin}. Target CPU is read from /proc/${target.pid}/stat.${workers}`;
-        },
+        describe: () => describeSplit(base, ctx),
+        finish: (arms) => finishArms(arms, target, cpus.length),
       };
       return await fn(setup);
     } finally {
