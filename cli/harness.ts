@@ -23,12 +23,16 @@ import {
   writeReport,
   type InProcessTarget,
   type Report,
+  type Scenario,
+  type ScenarioContext,
 } from '../harness/index.js';
 import { parseCpus } from '../harness/load/index.js';
+import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { connect, type ConnectOptions, type Controller, type IoWorkerInfo } from '../initiator/index.js';
 
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
-       nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--out DIR]
+       nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
+                      [--spdk-interrupt]] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -52,6 +56,12 @@ RAM namespace is started (both ends then share this process and its CPU figures)
       --scenario NAME      run a scenario (see --list); --quick runs it in seconds; --io-workers N runs
                            queue-groups, duplicate-connect and match-hw-queues with N io workers, pinned
                            on every CPU but the target's
+      --target ours|spdk   the target of queue-groups and duplicate-connect: ours (\`nvme-tcp target\`,
+                           default) or SPDK's nvmf_tgt (SPDK_DIR, default ${SPDK_DEFAULT_DIR}), pinned
+                           like ours on the CPU kept from the initiator; it busy-polls, so its CPU is 100 %
+                           of its cores by design: compare IOPS per target core
+      --target-cores N     SPDK: reactor cores (one poll group each), taken after the initiator's CPU
+      --spdk-interrupt     SPDK: reactors sleep until work arrives instead of busy-polling
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
       --json               print the JSON report instead of the Markdown summary
   -h, --help
@@ -79,6 +89,9 @@ const OPTIONS = {
   'io-workers': { type: 'string' },
   'io-worker-cpus': { type: 'string' },
   'io-budget-us': { type: 'string' },
+  target: { type: 'string' },
+  'target-cores': { type: 'string' },
+  'spdk-interrupt': { type: 'boolean' },
   'hdr-digest': { type: 'boolean' },
   'data-digest': { type: 'boolean' },
   ram: { type: 'string' },
@@ -135,12 +148,14 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       if (ioWorkers !== undefined && ioWorkers > 0 && sc.ioWorkers !== true) {
         throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
       }
+      const target = scenarioTarget(sc, v);
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
-      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }) });
+      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target });
       progress.done();
       return await emit(io, report, v.out ?? 'reports', v.json === true);
     }
     if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
+    for (const f of ['target', 'target-cores', 'spdk-interrupt'] as const) if (v[f] !== undefined) throw new UsageError(`--${f} applies to --scenario only`);
     if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
     const file = pos[0] as string;
     // Flags first, so a bad flag is reported before any file or network work.
@@ -233,6 +248,17 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
     return 1;
   }
+}
+
+/** --target, --target-cores and --spdk-interrupt, checked against what the scenario supports. */
+function scenarioTarget(sc: Scenario, v: { target?: string; 'target-cores'?: string; 'spdk-interrupt'?: boolean }): Pick<ScenarioContext, 'target' | 'targetCores' | 'spdkInterrupt'> {
+  const target = v.target ?? 'ours';
+  if (target !== 'ours' && target !== 'spdk') throw new UsageError(`--target must be ours or spdk, got "${target}"`);
+  const supported = sc.targets ?? ['ours'];
+  if (!supported.includes(target)) throw new UsageError(`--target ${target} does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.targets?.includes(target) === true).map((s) => s.name).join(', ')}`);
+  const cores = intFlag(v['target-cores'], 'target-cores', 1, 1024);
+  if (target !== 'spdk' && (cores !== undefined || v['spdk-interrupt'] === true)) throw new UsageError(`--${cores !== undefined ? 'target-cores' : 'spdk-interrupt'} needs --target spdk`);
+  return { target, ...(cores === undefined ? {} : { targetCores: cores }), ...(v['spdk-interrupt'] === true ? { spdkInterrupt: true } : {}) };
 }
 
 /** --io-worker-cpus / io_worker_cpus: "0,1" or "0-3". */

@@ -6,21 +6,56 @@ import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import { namespaceBlockTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
-import type { Arm } from '../report/types.js';
+import type { Arm, Comparison } from '../report/types.js';
 import type { TargetProcess } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
-import { contentionText, ioWorkerMetrics, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
+import { contentionText, ioWorkerMetrics, repetitions, runArmOnController, runInterleaved, splitSetupText, warmupJob, withSplitTarget, type SplitSetup } from './workload.js';
 
 const IO_QUEUES = 2;
 
-/** Commands per target I/O queue of this subsystem, keyed cntlid/qid (the target's listControllers(), over its API). */
-async function targetQueueCommands(t: TargetProcess): Promise<Map<string, number>> {
-  const m = new Map<string, number>();
+interface TargetSnapshot {
+  /** This host's I/O queues, keyed cntlid/qid: commands processed (where the target counts per queue) and serving group. */
+  queues: Map<string, { commands?: number; group?: string }>;
+  /** Completed I/O per thread of execution (SPDK poll group, ours' event loop). */
+  groups: Map<string, number>;
+}
+
+/** What the target shows of one arm's host (a fresh hostnqn per arm, so a previous arm's controllers never count). */
+async function snapshot(t: TargetProcess, hostnqn: string): Promise<TargetSnapshot> {
+  const queues = new Map<string, { commands?: number; group?: string }>();
   for (const c of await t.controllers()) {
-    if (c.subnqn !== t.nqn) continue;
-    for (const q of c.queues) if (q.qid > 0) m.set(`${c.cntlid}/${q.qid}`, q.commands);
+    if (c.subnqn !== t.nqn || c.hostnqn !== hostnqn) continue;
+    for (const q of c.queues) if (q.qid > 0) queues.set(`${c.cntlid}/${q.qid}`, q);
   }
-  return m;
+  return { queues, groups: new Map((await t.groups()).map((g) => [g.name, g.commands])) };
+}
+
+const share = (deltas: number[]): number => {
+  const total = deltas.reduce((sum, d) => sum + d, 0);
+  return total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000;
+};
+
+/**
+ * How the target spread one arm: controllers and I/O queues of the host, the groups serving them and the groups'
+ * share of completed I/O; per-queue use only where the target counts commands per queue (ours; SPDK counts per poll
+ * group).
+ */
+function targetSpread(before: TargetSnapshot, after: TargetSnapshot): Record<string, number> {
+  const groupDeltas = [...after.groups].map(([g, n]) => n - (before.groups.get(g) ?? 0));
+  const out: Record<string, number> = {
+    targetControllers: new Set([...after.queues.keys()].map((k) => k.split('/')[0])).size,
+    targetIoQueues: after.queues.size,
+    targetGroups: after.groups.size,
+    targetQueueGroups: new Set([...after.queues.values()].map((q) => q.group)).size,
+    targetGroupsUsed: groupDeltas.filter((d) => d > 0).length,
+    targetMaxGroupShare: share(groupDeltas),
+  };
+  if ([...after.queues.values()].every((q) => q.commands !== undefined)) {
+    const deltas = [...after.queues].map(([k, q]) => (q.commands ?? 0) - (before.queues.get(k)?.commands ?? 0)).filter((d) => d > 0);
+    out['targetQueuesUsed'] = deltas.length;
+    out['targetMaxQueueShare'] = share(deltas);
+  }
+  return out;
 }
 
 async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, controllers: number, policy: IoPolicy | undefined, job: string, where: Arm['params']): Promise<Arm> {
@@ -36,27 +71,19 @@ async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, control
     const ns1 = first.namespace(1);
     const ns = policy === undefined ? ns1 : createMultipath(ctrls, 1, { iopolicy: policy });
     const bt = namespaceBlockTarget(ns, Number(ns1.blocks), ns1.blockSize, { controllers: ctrls });
-    const before = await targetQueueCommands(t);
+    const before = await snapshot(t, base.hostnqn);
     await t.loopLag();
     const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), {
       ...s.engine,
       ...(ctx.onProgress === undefined ? {} : { onProgress: (p) => ctx.onProgress?.(name, p) }),
     });
     const lag = await t.loopLag();
-    const after = await targetQueueCommands(t);
+    const after = await snapshot(t, base.hostnqn);
     // Controllers with the same io-worker settings share one pool (initiator/io-worker/pool.ts): count distinct threads.
     const workerMetrics = ctrls.map((c) => ioWorkerMetrics(c, run.wallMs)).filter((m) => m['ioWorkers'] !== undefined);
     const workerThreads = new Set(ctrls.flatMap((c) => c.ioWorkerInfo().map((w) => w.tid)).filter((t) => t !== 0)).size;
-    // Only controllers that carried this arm's I/O: one a previous arm disconnected may still be listed for a moment.
-    const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, d]) => d > 0);
-    const deltas = used.map(([, d]) => d);
-    const total = deltas.reduce((sum, d) => sum + d, 0);
-    const cntlids = new Set(used.map(([k]) => k.split('/')[0]));
     return armFromRun(name, params, run, {
-      targetControllers: cntlids.size,
-      targetIoQueues: [...after.keys()].filter((k) => cntlids.has(k.split('/')[0])).length,
-      targetQueuesUsed: deltas.length,
-      targetMaxQueueShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
+      ...targetSpread(before, after),
       ...(lag === undefined ? {} : { targetLoopLagP99Ms: lag.p99Ms }),
       ...(workerMetrics.length === 0
         ? {}
@@ -127,10 +154,41 @@ export async function targetWorkerArms(ctx: ScenarioContext, K: number, job: str
   }
 }
 
+/** The verdict: the IOPS ratio, and how the target spread the duplicate controllers' queues. */
+function verdictText(arms: Arm[], rr: Comparison | undefined, K: number, spdk: boolean): string {
+  if (rr === undefined) return 'An arm failed; no ratio.';
+  const m = arms.find((a) => a.name === `${K}-ctrl-round-robin`)?.metrics ?? {};
+  const pct = (x: number | undefined): number => Math.round((x ?? 0) * 100);
+  const spread = spdk
+    ? `SPDK nvmf_tgt saw ${m['targetControllers'] ?? '?'} controllers with ${m['targetIoQueues'] ?? '?'} I/O queues on ${m['targetQueueGroups'] ?? '?'} of its ${m['targetGroups'] ?? '?'} poll groups, the busiest poll group completing ${pct(m['targetMaxGroupShare'])}% of I/O`
+    : `the target saw ${m['targetControllers'] ?? '?'} controllers, ${m['targetQueuesUsed'] ?? '?'} I/O queues in use, the busiest with ${pct(m['targetMaxQueueShare'])}% of commands`;
+  return `${K} duplicate controllers under round-robin ran at ${round1(rr.ratio)}× the single controller's IOPS; ${spread}.${contentionText(arms)}`;
+}
+
+/** Notes on where the target's queues ran and where the spread figures come from. */
+function targetNotes(spdk: boolean, quick: boolean): string[] {
+  if (!spdk) {
+    return [
+      'All target queues run on the target process\'s one event loop (the Linux target likewise puts duplicate-connect queues on one CPU); spreading them over workers is future work.',
+      'The target spread (targetControllers, targetQueuesUsed, targetMaxQueueShare) is read from the target\'s GET /controllers before and after the run; targetLoopLagP99Ms from its /metrics.',
+    ];
+  }
+  return [
+    'nvmf_tgt hands each new queue pair to one of its poll groups (one per reactor core), so duplicate controllers\' queues spread over its cores; with one core they share one poll group.',
+    'The target spread is read over SPDK\'s RPC before and after each run: each queue\'s poll group from nvmf_subsystem_get_qpairs (targetQueueGroups), completed I/O per poll group from nvmf_get_stats (targetGroupsUsed, targetMaxGroupShare). SPDK keeps no per-queue command counts, so targetQueuesUsed and targetMaxQueueShare are absent, and it has no event loop to report a lag for.',
+    ...(quick ? [] : ['The target-worker arms (our target\'s own workers) run only with --target ours.']),
+  ];
+}
+
+const SPDK_HYPOTHESIS =
+  'Against SPDK\'s nvmf_tgt (--target spdk), which puts each queue pair on one of its poll groups (one per core of its mask), ' +
+  'the duplicate controllers\' queues spread over its cores: IOPS can rise only when it has more than one core and one was the limit.';
+
 export const duplicateConnect: Scenario = {
   name: 'duplicate-connect',
   title: 'Duplicate connect: 1 controller vs K duplicate controllers under multipath',
   ioWorkers: true,
+  targets: ['ours', 'spdk'],
   hypothesis:
     'K duplicate controllers (nvme connect --duplicate-connect) give K× the queues; under multipath round-robin or queue-depth the ' +
     'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound. Our target serves every ' +
@@ -140,12 +198,13 @@ export const duplicateConnect: Scenario = {
     const createdAt = new Date();
     const t = timing(ctx.quick);
     const K = ctx.quick ? 2 : 4;
+    const spdk = ctx.target === 'spdk';
     const job = `[rand4k]\nrw=randread\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
     const reps = repetitions(ctx.quick);
     const notes: string[] = [];
     const arms = await withSplitTarget('128M', async (s) => {
       const t0 = s.target;
-      ctx.log('warm-up (unmeasured)');
+      ctx.log(`warm-up (unmeasured) against ${t0.label}`);
       await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect }, warmupJob(ctx.quick), s.engine);
       const where = await s.where();
       const out = await runInterleaved(
@@ -157,45 +216,42 @@ export const duplicateConnect: Scenario = {
         reps,
       );
       notes.push(await s.describe());
-      return out;
+      return s.finish(out);
     }, ctx);
-    // Target arms (full runs only; test/e2e/target-workers-harness.test.ts runs them alone in quick mode).
-    if (!ctx.quick) arms.push(...(await targetWorkerArms(ctx, K, job, reps)));
+    // Target arms (full runs of our target only; test/e2e/target-workers-harness.test.ts runs them alone in quick mode).
+    const workerArms = !ctx.quick && !spdk;
+    if (workerArms) arms.push(...(await targetWorkerArms(ctx, K, job, reps)));
     const comparisons = [
       compare(arms, `${K} controllers round-robin vs 1 controller IOPS`, 'iops', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers queue-depth vs 1 controller IOPS`, 'iops', `${K}-ctrl-queue-depth`, '1-ctrl', 'higher'),
       compare(arms, `${K} controllers round-robin vs 1 controller p99 latency`, 'p99Us', `${K}-ctrl-round-robin`, '1-ctrl', 'lower'),
-      compare(arms, 'target queues used, round-robin vs single', 'targetQueuesUsed', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
+      spdk
+        ? compare(arms, 'target I/O queues, round-robin vs single', 'targetIoQueues', `${K}-ctrl-round-robin`, '1-ctrl', 'higher')
+        : compare(arms, 'target queues used, round-robin vs single', 'targetQueuesUsed', `${K}-ctrl-round-robin`, '1-ctrl', 'higher'),
     ];
-    if (!ctx.quick) {
+    if (workerArms) {
       comparisons.push(
         compare(arms, 'target workers: placement queue vs single IOPS', 'iops', `${K}-ctrl-target-queue`, `${K}-ctrl-target-single`, 'higher'),
         compare(arms, 'target workers: placement controller vs single IOPS', 'iops', `${K}-ctrl-target-controller`, `${K}-ctrl-target-single`, 'higher'),
       );
     }
-    const rr = comparisons[0];
-    const spread = arms.find((a) => a.name === `${K}-ctrl-round-robin`)?.metrics;
     return makeReport({
       kind: 'scenario',
       name: 'duplicate-connect',
       title: duplicateConnect.title,
-      hypothesis: duplicateConnect.hypothesis,
+      hypothesis: spdk ? `${duplicateConnect.hypothesis} ${SPDK_HYPOTHESIS}` : duplicateConnect.hypothesis,
       quick: ctx.quick,
       createdAt,
       arms,
       comparisons,
-      verdict:
-        rr === undefined
-          ? 'An arm failed; no ratio.'
-          : `${K} duplicate controllers under round-robin ran at ${round1(rr.ratio)}× the single controller's IOPS; the target saw ${spread?.['targetControllers'] ?? '?'} controllers, ${spread?.['targetQueuesUsed'] ?? '?'} I/O queues in use, the busiest with ${Math.round((spread?.['targetMaxQueueShare'] ?? 0) * 100)}% of commands.${contentionText(arms)}`,
+      verdict: verdictText(arms, comparisons[0], K, spdk),
       notes: [
         ...notes,
-        'All target queues run on the target process\'s one event loop (the Linux target likewise puts duplicate-connect queues on one CPU); spreading them over workers is future work.',
-        'The target spread (targetControllers, targetQueuesUsed, targetMaxQueueShare) is read from the target\'s GET /controllers before and after the run; targetLoopLagP99Ms from its /metrics.',
+        ...targetNotes(spdk, ctx.quick),
         reps > 1 ? `Each arm ran ${reps} times, interleaved; the table shows the median-IOPS repetition, iopsMin/iopsMax the spread.` : 'One repetition per arm (--quick): compare full runs.',
         'An unmeasured warm-up run precedes the arms (JIT warm-up of both processes).',
       ],
-      setup: 'loopback (127.0.0.1), target in a child process, initiator in this one, one host',
+      setup: splitSetupText(ctx),
     });
   },
 };

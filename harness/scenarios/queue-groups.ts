@@ -4,7 +4,7 @@
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { round1, timing, type Scenario } from './types.js';
-import { contentionText, repetitions, runArmOnController, runInterleaved, warmupJob, withSplitTarget } from './workload.js';
+import { contentionText, repetitions, runArmOnController, runInterleaved, splitSetupText, warmupJob, withSplitTarget } from './workload.js';
 
 const GROUPS = [1, 2, 4] as const;
 type Timing = { runtime: string; ramp: string };
@@ -17,6 +17,7 @@ export const queueGroups: Scenario = {
   name: 'queue-groups',
   title: 'Queue groups: one submitter over 1, 2 and 4 queues (queues_per_hctx)',
   ioWorkers: true,
+  targets: ['ours', 'spdk'],
   hypothesis:
     'One hctx fanned out over several TCP queues by rotor raises throughput for a single submitter, because one queue serialises ' +
     'PDU processing on one connection: expect MB/s (QD16 128 KiB) and IOPS (QD64 4 KiB) to rise from 1 to 4 queues per hctx. ' +
@@ -52,7 +53,7 @@ export const queueGroups: Scenario = {
       );
       const out = await runInterleaved(specs, reps);
       notes.push(await s.describe());
-      return out;
+      return s.finish(out);
     }, ctx);
     const comparisons = WORKLOADS.flatMap((w) =>
       [2, 4].map((g) => compare(arms, `${w.id}: qph${g} vs qph1 ${w.metric}`, w.metric, `${w.id}/qph${g}`, `${w.id}/qph1`, 'higher')),
@@ -76,9 +77,9 @@ export const queueGroups: Scenario = {
       createdAt,
       arms,
       comparisons,
-      verdict: `${best > 1.1 ? 'Queue groups helped' : 'Queue groups did not help measurably'} here (${parts.join(', ')}), with the target in its own process on its own CPU${(ctx.ioWorkers ?? 0) > 0 ? ` and the I/O queues on ${ctx.ioWorkers} io workers` : ''}.${contentionText(arms)}`,
+      verdict: `${best > 1.1 ? 'Queue groups helped' : 'Queue groups did not help measurably'} here (${parts.join(', ')}), with the target (${ctx.target === 'spdk' ? 'SPDK nvmf_tgt' : 'ours'}) in its own process on its own CPU${(ctx.ioWorkers ?? 0) > 0 ? ` and the I/O queues on ${ctx.ioWorkers} io workers` : ''}.${contentionText(arms)}`,
       notes,
-      setup: 'loopback (127.0.0.1), target in a child process, initiator in this one, one host',
+      setup: splitSetupText(ctx),
     });
   },
 };
