@@ -1,0 +1,408 @@
+// SPDK v26.05's NVMe/TCP host (spdk_nvme_identify, spdk_nvme_perf, bdevperf over bdev_nvme) against our target, each
+// a real SPDK process on a real socket: identify, perf (digests, several queues, two cores), write-read-compare
+// verify, the same on `--workers 2`, discovery with its log-change AEN, namespace and ANA AENs, reconnect across a
+// target restart, ANA multipath, DH-HMAC-CHAP and TLS. SPDK must be built (../shared/spdk/build.sh): without it every
+// case fails with findSpdk()'s message naming the script.
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { findSpdk, spdkIdentify, spdkPerf, type PerfResult, type TransportIdOptions } from '../../harness/peers/spdk.js';
+import { generateDhchapKey } from '../../protocol/auth/index.js';
+import { formatTlsKey } from '../../protocol/tls/index.js';
+import type { TargetService } from '../../target/index.js';
+import {
+  HOSTNQN,
+  MODEL,
+  SERIAL,
+  SUBNQN,
+  baseConfig,
+  removeTempDirs,
+  sampleIoQueues,
+  spdkErrorLines,
+  startBdevHost,
+  startOurCliTarget,
+  startOurServiceTarget,
+  tempDir,
+  waitFor,
+  type BdevHost,
+  type OurTarget,
+  type PerformResult,
+} from './spdk-host-lab.js';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+async function runCleanups(): Promise<void> {
+  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
+}
+afterEach(runCleanups);
+afterAll(async () => {
+  await runCleanups();
+  await removeTempDirs();
+});
+
+// Fails the suite (not skips it) where SPDK is missing: CI builds it.
+beforeAll(() => {
+  findSpdk();
+});
+
+const NS_BYTES = 64 * 1024 * 1024;
+
+interface PerfCase {
+  workload: 'randread' | 'randrw';
+  qd: number;
+  ioSize: number;
+  digests: boolean;
+}
+
+function perfCases(full: boolean): PerfCase[] {
+  const all: PerfCase[] = [];
+  for (const workload of ['randread', 'randrw'] as const)
+    for (const qd of [1, 32])
+      for (const ioSize of [4096, 131072])
+        for (const digests of [false, true]) all.push({ workload, qd, ioSize, digests });
+  if (full) return all;
+  // For the workers' target, four that pair every level of each factor with both levels of every other one.
+  return [
+    { workload: 'randread', qd: 32, ioSize: 4096, digests: false },
+    { workload: 'randread', qd: 1, ioSize: 131072, digests: true },
+    { workload: 'randrw', qd: 1, ioSize: 4096, digests: true },
+    { workload: 'randrw', qd: 32, ioSize: 131072, digests: false },
+  ];
+}
+
+const MODES = [
+  { label: 'one process', args: [] as string[], workers: 1, full: true },
+  { label: '--workers 2', args: ['--workers', '2'], workers: 2, full: false },
+];
+
+describe.each(MODES)('SPDK host tools against our target ($label)', (mode) => {
+  let t: OurTarget;
+  let trid: TransportIdOptions;
+
+  beforeAll(async () => {
+    findSpdk();
+    t = await startOurCliTarget({ config: baseConfig(), args: mode.args });
+    trid = { traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN };
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  /** Runs perf while reading our controller's queues; checks what the target executed against what perf counted. */
+  async function perfOnTarget(o: Parameters<typeof spdkPerf>[1]): Promise<{ perf: PerfResult; queues: Map<string, { commands: number; worker: number | undefined; bytesIn: number }> }> {
+    const before = await t.nsCommands(SUBNQN, 1);
+    const { result: perf, queues } = await sampleIoQueues(t, SUBNQN, spdkPerf(trid, o));
+    expect(perf.iops).toBeGreaterThan(0);
+    expect(spdkErrorLines(perf.out)).toEqual([]);
+    // perf's count covers its timed window; the target also executed what was in flight at the end.
+    const done = Math.floor(perf.iops * o.seconds * 0.95);
+    const after = await waitFor('target counted the I/O of the run', async () => {
+      const n = await t.nsCommands(SUBNQN, 1);
+      return n.reads + n.writes - before.reads - before.writes >= done ? n : undefined;
+    }, 5000);
+    const reads = after.reads - before.reads;
+    const writes = after.writes - before.writes;
+    if (o.workload === 'randread') expect(writes).toBe(0);
+    else {
+      // -M 70: 70 % reads, drawn per I/O.
+      const share = reads / (reads + writes);
+      expect(share).toBeGreaterThan(0.6);
+      expect(share).toBeLessThan(0.8);
+    }
+    return { perf, queues };
+  }
+
+  it('spdk_nvme_identify names our serial, model and subsystem, and namespace 1 with its size', async () => {
+    const r = await spdkIdentify(trid);
+    expect(r.code).toBe(0);
+    expect(spdkErrorLines(r.out)).toEqual([]);
+    expect(r.out).toMatch(new RegExp(`^Serial Number:\\s+${SERIAL}\\s*$`, 'm'));
+    expect(r.out).toMatch(new RegExp(`^Model Number:\\s+${MODEL}\\s*$`, 'm'));
+    expect(r.out).toMatch(new RegExp(`^Subsystem NQN:\\s+${SUBNQN.replace(/\./g, '\\.')}\\s*$`, 'm'));
+    expect(r.out).toMatch(/^Namespace ID:1$/m);
+    expect(r.out).toMatch(new RegExp(`^Size \\(in LBAs\\):\\s+${NS_BYTES / 512} `, 'm'));
+    expect(r.out).toMatch(/^LBA Format #00: Data Size:\s+512 /m);
+  });
+
+  for (const c of perfCases(mode.full)) {
+    const name = `perf ${c.workload}${c.workload === 'randrw' ? ' -M 70' : ''} QD${c.qd} ${c.ioSize / 1024} KiB, digests ${c.digests ? 'on' : 'off'}`;
+    it(name, async () => {
+      const { queues } = await perfOnTarget({ workload: c.workload, qd: c.qd, ioSize: c.ioSize, seconds: 1, ...(c.workload === 'randrw' ? { rwmixread: 70 } : {}), hdgst: c.digests, ddgst: c.digests });
+      const busy = [...queues.values()].filter((q) => q.commands > 1);
+      expect(busy.length).toBe(1);
+      if (c.workload === 'randread') {
+        // A read's CapsuleCmd is 72 bytes on the wire, 76 with a header digest (NVMe/TCP 1.0 §3.6.1): what the
+        // target counted in per command says whether perf's -H was negotiated in ICReq/ICResp (§3.6.2.2).
+        const q = busy[0] as { commands: number; bytesIn: number };
+        const perCmd = q.bytesIn / q.commands;
+        expect(perCmd).toBeGreaterThanOrEqual(c.digests ? 76 : 72);
+        expect(perCmd).toBeLessThan(c.digests ? 78 : 74);
+      }
+    });
+  }
+
+  it('perf -P 4: four I/O queues of one controller, each carrying commands', async () => {
+    const { queues } = await perfOnTarget({ workload: 'randread', qd: 16, ioSize: 4096, seconds: 2, args: ['-P', '4'] });
+    const byCtrl = busyQueuesByController(queues);
+    expect(byCtrl.size).toBe(1);
+    const qs = [...byCtrl.values()][0] ?? [];
+    expect(qs.length).toBeGreaterThanOrEqual(4);
+    // `queue` placement (the default) deals a controller's I/O queues round-robin over the workers.
+    if (mode.workers > 1) expect(new Set(qs.map((q) => q.worker)).size).toBe(mode.workers);
+  });
+
+  it('perf on two cores: one I/O queue per core, both carrying commands', async () => {
+    const { queues } = await perfOnTarget({ workload: 'randrw', rwmixread: 70, qd: 16, ioSize: 4096, seconds: 2, cpus: [0, 1] });
+    const byCtrl = busyQueuesByController(queues);
+    expect(byCtrl.size).toBe(1);
+    expect(([...byCtrl.values()][0] ?? []).length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('bdevperf -w verify for 5 s at 4 KiB, then at 128 KiB with digests: every block read back as written', async () => {
+    const h = await startBdevHost();
+    cleanups.push(() => h.stop());
+    for (const v of [
+      { name: 'N0', ioSize: 4096, digests: false },
+      { name: 'N1', ioSize: 131072, digests: true },
+    ]) {
+      const before = await t.nsCommands(SUBNQN, 1);
+      expect(await h.attach({ name: v.name, traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN, hdgst: v.digests, ddgst: v.digests })).toEqual([`${v.name}n1`]);
+      const r = await verifyRun(h, { seconds: 5, ioSize: v.ioSize });
+      expect(r.results.map((j) => j.job)).toEqual([`${v.name}n1`]);
+      const after = await t.nsCommands(SUBNQN, 1);
+      // verify writes each block, then reads it back: both directions reached the namespace.
+      expect(after.writes - before.writes).toBeGreaterThan(0);
+      expect(after.reads - before.reads).toBeGreaterThan(0);
+      await h.call('bdev_nvme_detach_controller', { name: v.name });
+    }
+  });
+
+  it('an empty HOSTNQN (no hostnqn: in the transport ID) is admitted with a warning', async () => {
+    const from = t.log.length;
+    const { hostnqn: _h, ...anon } = trid;
+    const r = await spdkIdentify(anon);
+    expect(r.code).toBe(0);
+    expect(spdkErrorLines(r.out)).toEqual([]);
+    expect(r.out).toMatch(/^Namespace ID:1$/m);
+    await waitFor('the warning in our log', () => t.log.slice(from).some((l) => l.includes('"level":40') && l.includes('empty host NQN admitted')), 5000);
+  });
+});
+
+describe('SPDK bdev_nvme host against our target', () => {
+  const SUBNQN2 = `${SUBNQN}-2`;
+
+  async function serviceTarget(o: Parameters<typeof baseConfig>[0] = {}): Promise<OurTarget & { service: TargetService }> {
+    const t = await startOurServiceTarget(baseConfig(o));
+    cleanups.push(() => t.stop());
+    return t;
+  }
+
+  async function bdevHost(): Promise<BdevHost> {
+    const h = await startBdevHost();
+    cleanups.push(() => h.stop());
+    return h;
+  }
+
+  /** Our controllers of `subnqn` (I/O controllers only) with their port and I/O commands so far. */
+  async function ioByPort(t: OurTarget, subnqn: string): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    for (const c of await t.controllers()) {
+      if (c.subnqn !== subnqn || c.discovery) continue;
+      const n = c.queues.filter((q) => q.qid > 0).reduce((a, q) => a + q.commands, 0);
+      out.set(c.portId, (out.get(c.portId) ?? 0) + n);
+    }
+    return out;
+  }
+
+  it('discovery: bdev_nvme_start_discovery attaches our subsystem, and a subsystem added later by itself (Discovery Log Change AEN)', async () => {
+    const t = await serviceTarget();
+    const h = await bdevHost();
+    await h.call('bdev_nvme_start_discovery', { name: 'D', trtype: 'tcp', adrfam: 'ipv4', traddr: t.addr, trsvcid: String(t.ports[0]), hostnqn: HOSTNQN, wait_for_attach: true });
+    const info = await h.call<Array<{ name: string; trid: { subnqn: string } }>>('bdev_nvme_get_discovery_info');
+    expect(info.map((d) => [d.name, d.trid.subnqn])).toEqual([['D', 'nqn.2014-08.org.nvmexpress.discovery']]);
+    const subnqns = async (): Promise<string[]> => (await h.controllers()).flatMap((c) => c.ctrlrs.map((x) => x.trid.subnqn)).sort();
+    expect(await subnqns()).toEqual([SUBNQN]);
+    expect((await h.bdevs()).map((b) => [b.name, b.num_blocks])).toEqual([['D0n1', NS_BYTES / 512]]);
+    // SPDK keeps its discovery controller connected, with an AER outstanding for the log change.
+    const disc = (await t.controllers()).filter((c) => c.discovery);
+    expect(disc.map((c) => c.hostnqn)).toEqual([HOSTNQN]);
+
+    // bdev_nvme re-reads the discovery log only when the AER completes (bdev_nvme.c discovery_aer_cb): no polling.
+    await t.service.addSubsystem({ nqn: SUBNQN2, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '8M' } }] });
+    await waitFor('SPDK attached the new subsystem', async () => (await subnqns()).length === 2, 5000);
+    expect(await subnqns()).toEqual([SUBNQN, SUBNQN2].sort());
+    const added = await waitFor('its bdev', async () => (await h.bdevs()).find((b) => b.num_blocks === (8 << 20) / 512), 5000);
+    expect(added.name).toMatch(/^D\dn1$/);
+
+    // And a subsystem removed: the log no longer names it, SPDK detaches that controller and its bdev goes.
+    await t.service.removeSubsystem(SUBNQN2);
+    await waitFor('SPDK dropped the removed subsystem', async () => (await subnqns()).length === 1 && !(await h.bdevs()).some((b) => b.name === added.name), 10_000);
+    expect(await subnqns()).toEqual([SUBNQN]);
+    await h.call('bdev_nvme_stop_discovery', { name: 'D' });
+  });
+
+  it('namespace add / remove and ANA changes reach bdev_nvme through AENs', async () => {
+    const t = await serviceTarget();
+    const h = await bdevHost();
+    expect(await h.attach({ name: 'N0', traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN })).toEqual(['N0n1']);
+    const names = async (): Promise<string[]> => (await h.bdevs()).map((b) => b.name).sort();
+
+    // Namespace Attribute Changed (NVMe Base 2.0 §5.27.1.7, Changed Namespace List log 04h): the host rescans.
+    await t.service.addNamespace(SUBNQN, { nsid: 2, backend: { type: 'ram', size: '8M' } });
+    await waitFor('bdev N0n2 created', async () => (await names()).includes('N0n2'), 5000);
+    expect((await h.bdevs()).find((b) => b.name === 'N0n2')?.num_blocks).toBe((8 << 20) / 512);
+    await t.service.removeNamespace(SUBNQN, 2);
+    await waitFor('bdev N0n2 removed', async () => !(await names()).includes('N0n2'), 5000);
+    expect(await names()).toEqual(['N0n1']);
+
+    // ANA change (NVMe Base 2.0 §8.1.3, ANA log 0Ch): the host re-reads each group's state.
+    const anaState = async (): Promise<string | undefined> => (await h.bdevs()).find((b) => b.name === 'N0n1')?.driver_specific?.nvme?.[0]?.ns_data.ana_state;
+    expect(await anaState()).toBe('optimized');
+    t.service.setAnaState(1, 1, 'non-optimized');
+    await waitFor('ana_state non_optimized', async () => (await anaState()) === 'non_optimized', 5000);
+
+    // An inaccessible path while I/O runs: the I/O path stops being accessible (and current), I/O waits, and the
+    // run completes once the group is optimized again.
+    const run = verifyRun(h, { seconds: 4 });
+    await waitFor('an I/O path while the run is on', async () => (await h.ioPaths()).length === 1, 5000);
+    t.service.setAnaState(1, 1, 'inaccessible');
+    await waitFor('I/O path inaccessible', async () => {
+      const p = (await h.ioPaths())[0];
+      return p !== undefined && !p.accessible && !p.current;
+    }, 5000);
+    expect(await anaState()).toBe('inaccessible');
+    t.service.setAnaState(1, 1, 'optimized');
+    await waitFor('I/O path accessible again', async () => (await h.ioPaths())[0]?.accessible === true, 5000);
+    await run;
+    expect(await anaState()).toBe('optimized');
+  });
+
+  it('reconnect: our target restarted (same port, file namespace) during a verify run; bdev_nvme reconnects and verify passes', async () => {
+    const dir = await tempDir('spdk-host-file-');
+    const log: string[] = [];
+    let t = await startOurCliTarget({ config: baseConfig({ file: path.join(dir, 'ns1.img') }), log });
+    cleanups.push(() => t.stop());
+    const h = await bdevHost();
+    await h.attach({ name: 'N0', traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN, extra: { ctrlr_loss_timeout_sec: 60, reconnect_delay_sec: 1 } });
+    const state = async (): Promise<string | undefined> => (await h.controllers())[0]?.ctrlrs[0]?.state;
+    expect(await state()).toBe('enabled');
+    const run = verifyRun(h, { seconds: 12 });
+    // Let verify write and read back a while before the target goes.
+    await waitFor('verify I/O on our target', async () => (await t.nsCommands(SUBNQN, 1)).writes > 100, 10_000);
+    await t.stop();
+    await waitFor('bdev_nvme saw the controller go', async () => (await state()) !== 'enabled', 10_000);
+    t = await startOurCliTarget(t.restartArgs);
+    await waitFor('bdev_nvme reconnected', async () => (await state()) === 'enabled', 20_000);
+    // The run goes on against the restarted target: the blocks written before the restart read back as written.
+    await waitFor('verify I/O on the restarted target', async () => (await t.nsCommands(SUBNQN, 1)).reads > 0, 10_000);
+    await run;
+    expect((await t.controllers()).filter((c) => !c.discovery).map((c) => c.hostnqn)).toEqual([HOSTNQN]);
+  });
+
+  it('multipath over two ports with ANA: one path made inaccessible, I/O moves to the other and verify passes', async () => {
+    const t = await serviceTarget({ ports: 2 });
+    const [portA, portB] = t.ports as [number, number];
+    const h = await bdevHost();
+    for (const p of [portA, portB]) expect(await h.attach({ name: 'N0', traddr: t.addr, trsvcid: p, subnqn: SUBNQN, hostnqn: HOSTNQN, extra: { multipath: 'multipath' } })).toEqual(['N0n1']);
+    expect((await h.controllers())[0]?.ctrlrs.map((c) => Number(c.trid.trsvcid))).toEqual([portA, portB]);
+    const current = async (): Promise<number | undefined> => {
+      const p = (await h.ioPaths()).find((x) => x.current);
+      return p === undefined ? undefined : Number(p.transport.trsvcid);
+    };
+    const run = verifyRun(h, { seconds: 6 });
+    // Active-passive (bdev_nvme's default policy): the first path attached carries the I/O.
+    expect(await waitFor('a current path', current, 5000)).toBe(portA);
+    await waitFor('I/O on port 1', async () => ((await ioByPort(t, SUBNQN)).get(1) ?? 0) > 100, 5000);
+    const onB = (await ioByPort(t, SUBNQN)).get(2) ?? 0;
+    t.service.setAnaState(1, 1, 'inaccessible');
+    await waitFor('current path on port 2', async () => (await current()) === portB, 5000);
+    const pathA = (await h.ioPaths()).find((p) => Number(p.transport.trsvcid) === portA);
+    expect(pathA?.accessible).toBe(false);
+    await waitFor('I/O on port 2', async () => ((await ioByPort(t, SUBNQN)).get(2) ?? 0) > onB + 100, 5000);
+    await run;
+  });
+
+  it('DH-HMAC-CHAP: bidirectional with SHA-384 / ffdhe3072 keys from SPDK\'s keyring; a wrong key is refused', async () => {
+    const key = generateDhchapKey({ hmac: 2, hostnqn: HOSTNQN }).format();
+    const ctrlKey = generateDhchapKey({ hmac: 2, hostnqn: SUBNQN }).format();
+    const t = await startOurCliTarget({ config: baseConfig(), args: ['--dhchap-key', `${HOSTNQN}=${key}`, '--dhchap-ctrl-key', `${HOSTNQN}=${ctrlKey}`] });
+    cleanups.push(() => t.stop());
+    const h = await bdevHost();
+    // Only what the test asks for, so the negotiated pair is known (NVMe Base 2.0 §8.3.4.2, AUTH_Negotiate).
+    await h.call('bdev_nvme_set_options', { dhchap_digests: ['sha384'], dhchap_dhgroups: ['ffdhe3072'] });
+    await h.addKey('key0', key);
+    await h.addKey('ckey0', ctrlKey);
+    await h.addKey('wrong', generateDhchapKey({ hmac: 2, hostnqn: HOSTNQN }).format());
+    const at = { traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN };
+    await expect(h.attach({ name: 'BAD', ...at, extra: { dhchap_key: 'wrong', dhchap_ctrlr_key: 'ckey0' } })).rejects.toThrow(/bdev_nvme_attach_controller/);
+    expect(await h.bdevs()).toEqual([]);
+    await waitFor('our log names the failed authentication', () => t.log.some((l) => l.includes('"level":40') && l.includes('"msg":"authentication failed"') && l.includes(HOSTNQN)), 5000);
+
+    expect(await h.attach({ name: 'N0', ...at, extra: { dhchap_key: 'key0', dhchap_ctrlr_key: 'ckey0' } })).toEqual(['N0n1']);
+    const run = verifyRun(h, { seconds: 2 });
+    const { queues } = await sampleIoQueues(t, SUBNQN, run);
+    expect([...queues.values()].some((q) => q.commands > 1)).toBe(true);
+    const ctrls = (await t.controllers()).filter((c) => !c.discovery);
+    expect(ctrls.length).toBe(1);
+    for (const q of ctrls[0]?.queues ?? []) expect(q.auth).toMatchObject({ authenticated: true, hash: 'sha384', dhgroup: 'ffdhe3072', bidirectional: true });
+  });
+
+  it('TLS 1.3 with a PSK from SPDK\'s keyring on a TLS-only port; a wrong PSK is refused', async () => {
+    const psk = formatTlsKey(1, randomBytes(32));
+    const t = await startOurCliTarget({ config: baseConfig(), args: ['--tls', 'required', '--tls-key', `${HOSTNQN}=${psk}`] });
+    cleanups.push(() => t.stop());
+    const h = await bdevHost();
+    await h.addKey('psk0', psk);
+    await h.addKey('wrong', formatTlsKey(1, randomBytes(32)));
+    const at = { traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN };
+    await expect(h.attach({ name: 'BAD', ...at, extra: { psk: 'wrong' } })).rejects.toThrow(/bdev_nvme_attach_controller/);
+    await expect(h.attach({ name: 'PLAIN', ...at })).rejects.toThrow(/bdev_nvme_attach_controller/);
+    expect(await h.bdevs()).toEqual([]);
+    await waitFor('our log names both refusals', () => {
+      const refusals = t.log.filter((l) => l.includes('TLS: closing connection'));
+      return refusals.some((l) => /"code":"handshake"/.test(l)) && refusals.some((l) => /"code":"cleartext-on-required"/.test(l));
+    }, 5000);
+
+    // SPDK's identity is the version 0 retained one, "NVMe0R01 <hostnqn> <subnqn>", with TLS_AES_128_GCM_SHA256
+    // (TP 8011 §3.6.1.3; lib/nvme/nvme_tcp.c nvme_tcp_generate_psk_identity).
+    expect(await h.attach({ name: 'N0', ...at, extra: { psk: 'psk0' } })).toEqual(['N0n1']);
+    const run = verifyRun(h, { seconds: 2 });
+    const { queues } = await sampleIoQueues(t, SUBNQN, run);
+    expect([...queues.values()].some((q) => q.commands > 1)).toBe(true);
+    const ctrls = (await t.controllers()).filter((c) => !c.discovery);
+    expect(ctrls.length).toBe(1);
+    for (const q of ctrls[0]?.queues ?? []) expect(q.tls).toBe(true);
+  });
+});
+
+/** I/O queues that carried commands, grouped by controller. */
+function busyQueuesByController(queues: Map<string, { commands: number; worker: number | undefined }>): Map<string, Array<{ qid: string; worker: number | undefined }>> {
+  const out = new Map<string, Array<{ qid: string; worker: number | undefined }>>();
+  for (const [k, q] of queues) {
+    if (q.commands <= 1) continue; // the Connect alone
+    const [cntlid = '', qid = ''] = k.split('/');
+    const list = out.get(cntlid) ?? [];
+    list.push({ qid, worker: q.worker });
+    out.set(cntlid, list);
+  }
+  return out;
+}
+
+/**
+ * perform_tests on every bdev of `h`: each job finished without a failed, timed-out or miscompared I/O (bdevperf
+ * answers the RPC with an error when a job fails, and prints "Buffer mismatch" for a verify miscompare).
+ */
+async function verifyRun(h: BdevHost, o: { seconds: number; ioSize?: number; qd?: number }): Promise<PerformResult> {
+  const from = h.app.output().length;
+  const r = await h.perform({ seconds: o.seconds, workload: 'verify', ...(o.ioSize === undefined ? {} : { ioSize: o.ioSize }), ...(o.qd === undefined ? {} : { qd: o.qd }) });
+  expect(r.results.length).toBeGreaterThan(0);
+  for (const j of r.results) {
+    expect(j.status).toBe('finished');
+    expect(j.workload).toBe('verify');
+    expect(j.io_failed).toBe(0);
+    expect(j.io_timeout).toBe(0);
+    expect(j.iops).toBeGreaterThan(0);
+  }
+  const out = h.app.output().slice(from);
+  expect(out).not.toMatch(/Buffer mismatch|miscompare|\bfails\b/i);
+  return r;
+}
