@@ -3,13 +3,16 @@
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
 //   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
-//                                [--node-min] [--ts-env K=V[+K=V],...] [--warmup 1]
+//                                [--node-min] [--ts-env K=V[+K=V],...] [--warmup 1] [--target-cpu LIST] [--spdk] [--spdk-interrupt]
 // --prof writes a V8 CPU profile of the TS target to ./bench-prof/. Prints IOPS, MB/s, p50/p99 µs, the TS/C ratio,
 // each target's CPU time per I/O (/proc/<pid>/stat; robust against neighbours' load), the client's CPU time per I/O
 // (getrusage; client and target share the one pinned CPU, so IOPS follow the sum of the two), completions per client
-// read (the reply batch size), and the data-digest cost. --ts-env adds one more TS target per comma-separated item,
-// started with those environment variables (an ablation in the same run, e.g. NVME_TCP_DIRECT_WRITES=0). --warmup
-// runs the client untimed for that many seconds against each target before its first measured run of a case (JIT).
+// read (the reply batch size), IOPS per target core and the data-digest cost. --ts-env adds one more TS target per
+// comma-separated item, started with those environment variables (an ablation in the same run, e.g.
+// NVME_TCP_DIRECT_WRITES=0). --warmup runs the client untimed for that many seconds against each target before its
+// first measured run of a case (JIT). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds
+// SPDK's nvmf_tgt (harness/peers/spdk.ts; busy-polling reactors on the target CPUs, as SPDK is benchmarked) and prints
+// ours ÷ SPDK per case; --spdk-interrupt adds it in interrupt mode (reactors sleep until work arrives).
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -166,126 +169,216 @@ export function runClient(cpu: string, client: string, port: number, c: Case, se
   });
 }
 
-async function main(): Promise<void> {
-  if (process.argv.includes('--server')) return tsServer();
-  const seconds = Number(arg('seconds') ?? 2);
-  const reps = Number(arg('reps') ?? 1);
-  const cpu = arg('cpu') ?? '0';
-  const want = arg('cases')?.split(',');
-  const cases = want === undefined ? ALL_CASES : ALL_CASES.filter((c) => want.includes(c.name));
-  const prof = process.argv.includes('--prof');
-  // Off by default: the client then skips recomputing data digests, so the digest cost shown is the target's alone.
-  const verify = process.argv.includes('--verify');
-  // Another checkout of this repository (e.g. the commit before an optimization), run as a third target.
-  const compare = arg('compare');
-  // The trivial Node server (bench/perf-node-min.ts, docs/performance.md Fifth pass): what Node alone reaches on this machine now.
-  const nodeMin = process.argv.includes('--node-min');
-  const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
-  const self = fileURLToPath(import.meta.url);
-  const nodeArgs = [...process.execArgv, ...(prof ? ['--cpu-prof', '--cpu-prof-dir', 'bench-prof'] : [])];
-  const targets: Array<{ name: string; child: Child; port: number }> = [];
-  const spawnTarget = async (name: string, args: string[], env?: Record<string, string>): Promise<void> => {
-    const child = new Child('taskset', ['-c', cpu, ...args], env);
-    targets.push({ name, child, port: 0 });
-    (targets[targets.length - 1] as { port: number }).port = await child.port();
+/**
+ * One target of the comparison: our target, the C baseline, the trivial Node server, another checkout, or SPDK's
+ * nvmf_tgt. Every arm is measured the same way (same client, same CPU meter on its pid); only start and stop differ.
+ */
+interface TargetArm {
+  name: string;
+  port: number;
+  pid: number | undefined;
+  /** CPUs given to the target (its taskset list or SPDK's reactor mask): the denominator of IOPS per target core. */
+  cores: number;
+  /** Busy-polls its cores (SPDK's default): its CPU is 100 % of them by design, not a measure of work. */
+  polls: boolean;
+  stop(): Promise<void>;
+}
+
+type Side = ClientResult & { cpuPerIo: number };
+type Row = { c: Case; best: Side[]; all: Side[][] };
+
+interface Options {
+  seconds: number;
+  reps: number;
+  /** The client's CPU. */
+  cpu: string;
+  /** The targets' CPUs (default: the client's); SPDK's reactor mask. */
+  targetCpus: number[];
+  cases: Case[];
+  verify: boolean;
+  warmup: number;
+}
+
+/** A target that prints "PORT n" and stops on "quit" (or SIGTERM for the C one), pinned to the target CPUs. */
+async function childArm(name: string, cpus: readonly number[], args: string[], env?: Record<string, string>): Promise<TargetArm> {
+  const child = new Child('taskset', ['-c', cpus.join(','), ...args], env);
+  const stop = async (): Promise<void> => {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) return;
+    const exited = new Promise((r) => child.proc.once('exit', r));
+    if (name === 'C') child.proc.kill();
+    else child.proc.stdin?.write('quit\n');
+    await exited;
   };
   try {
-    await spawnTarget('C', [bins.target, '0', String(NS_BYTES >> 20)]);
-    await spawnTarget('TS', [process.execPath, ...nodeArgs, self, '--server']);
-    if (nodeMin) await spawnTarget('Node-min', [process.execPath, ...process.execArgv, path.join(HERE, 'perf-node-min.ts'), String(NS_BYTES >> 20)]);
-    for (const [n, spec] of (arg('ts-env')?.split(',') ?? []).entries()) {
-      const env: Record<string, string> = {};
-      for (const kv of spec.split('+')) {
-        const eq = kv.indexOf('=');
-        if (eq <= 0) throw new Error(`--ts-env ${spec}: want NAME=VALUE[+NAME=VALUE]`);
-        env[kv.slice(0, eq)] = kv.slice(eq + 1);
-      }
-      console.log(`# TS:${n} = ${spec}`);
-      await spawnTarget(`TS:${n}`, [process.execPath, ...nodeArgs, self, '--server'], env);
+    return { name, port: await child.port(), pid: child.proc.pid, cores: cpus.length, polls: false, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/**
+ * SPDK's nvmf_tgt with the client's subsystem NQN and a malloc namespace of the same size, reactors on the target
+ * CPUs. max_queue_depth 256: the client's I/O queue asks for 256 entries (SPDK's default is 128).
+ */
+async function spdkArm(name: string, cpus: readonly number[], interrupt: boolean): Promise<TargetArm> {
+  const { startSpdkTarget } = await import('../harness/peers/spdk.js');
+  const t = await startSpdkTarget({ cpus, interrupt, nqn: SUBNQN, namespaces: [{ sizeMiB: NS_BYTES >> 20 }], discovery: false, transport: { max_queue_depth: 256 } });
+  return { name, port: t.port, pid: t.pid, cores: cpus.length, polls: !interrupt, stop: () => t.stop() };
+}
+
+/** Starts every arm the flags ask for, C first (the ×C column) and ours second (the arm the others pair with). */
+async function startArms(o: Options, bins: { target: string }, arms: TargetArm[]): Promise<void> {
+  const self = fileURLToPath(import.meta.url);
+  const nodeArgs = [...process.execArgv, ...(process.argv.includes('--prof') ? ['--cpu-prof', '--cpu-prof-dir', 'bench-prof'] : [])];
+  const t = o.targetCpus;
+  arms.push(await childArm('C', t, [bins.target, '0', String(NS_BYTES >> 20)]));
+  arms.push(await childArm('TS', t, [process.execPath, ...nodeArgs, self, '--server']));
+  // The trivial Node server (bench/perf-node-min.ts, docs/performance.md Fifth pass): what Node alone reaches on this machine now.
+  if (process.argv.includes('--node-min')) arms.push(await childArm('Node-min', t, [process.execPath, ...process.execArgv, path.join(HERE, 'perf-node-min.ts'), String(NS_BYTES >> 20)]));
+  for (const [n, spec] of (arg('ts-env')?.split(',') ?? []).entries()) {
+    const env: Record<string, string> = {};
+    for (const kv of spec.split('+')) {
+      const eq = kv.indexOf('=');
+      if (eq <= 0) throw new Error(`--ts-env ${spec}: want NAME=VALUE[+NAME=VALUE]`);
+      env[kv.slice(0, eq)] = kv.slice(eq + 1);
     }
-    if (compare !== undefined) await spawnTarget('TS@compare', [process.execPath, ...process.execArgv, path.join(path.resolve(compare), 'bench', 'perf-target.ts'), '--server']);
-    type Side = ClientResult & { cpuPerIo: number };
-    const measure = async (child: Child, port: number, c: Case): Promise<Side> => {
-      const before = cpuUs(child.proc.pid);
-      const r = await runClient(cpu, bins.client, port, c, seconds, verify);
-      return { ...r, cpuPerIo: (cpuUs(child.proc.pid) - before) / r.ios };
-    };
-    const rows: Array<{ c: Case; best: Side[]; all: Side[][] }> = [];
-    const warmup = Number(arg('warmup') ?? 1);
-    for (const c of cases) {
-      const all: Side[][] = targets.map(() => []);
-      if (warmup > 0) for (const t of targets) await runClient(cpu, bins.client, t.port, c, warmup, verify);
-      for (let i = 0; i < reps; i++) {
-        // Interleaved, so that a burst of neighbour load hits every target alike; the order rotates each repetition,
-        // because running right after a given arm is worth a few per cent (an A/A pair of the same tree read 0.978).
-        for (let j = 0; j < targets.length; j++) {
-          const k = (j + i) % targets.length;
-          const t = targets[k] as (typeof targets)[number];
-          all[k]?.push(await measure(t.child, t.port, c));
-        }
-      }
-      const best = all.map((runs) => runs.reduce((b, r) => (r.iops > b.iops ? r : b)));
-      rows.push({ c, best, all });
-    }
-    const median = (xs: number[]): number => {
-      const s = [...xs].sort((x, y) => x - y);
-      const m = s.length >> 1;
-      return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-    };
-    const fmt = (n: number, w: number, d = 0): string => n.toFixed(d).padStart(w);
-    console.log(`# NVMe/TCP targets driven by the same C client (digest verify ${verify ? 'on' : 'off'}), all on CPU ${cpu}, ${seconds} s per run, best of ${reps}`);
-    console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO  client µs/IO  IO/read`);
-    for (const r of rows) {
-      const c0 = r.best[0] as Side;
-      for (const [k, t] of targets.entries()) {
-        const b = r.best[k] as Side;
-        console.log(
-          `${(k === 0 ? r.c.name : '').padEnd(17)}${t.name.padEnd(11)}${fmt(b.iops, 8)}${fmt(b.mbps, 7)}${fmt(b.iops / c0.iops, 5, 2)}${fmt(b.p50us, 8, 1)}${fmt(b.p99us, 7, 0)}` +
-            `${fmt(b.cpuPerIo, 10, 2)}${fmt(b.cpuus / b.ios, 14, 2)}${fmt(b.ios / Math.max(1, b.reads), 9, 1)}`,
-        );
+    console.log(`# TS:${n} = ${spec}`);
+    arms.push(await childArm(`TS:${n}`, t, [process.execPath, ...nodeArgs, self, '--server'], env));
+  }
+  // Another checkout of this repository (e.g. the commit before an optimization), run as a further target.
+  const compare = arg('compare');
+  if (compare !== undefined) arms.push(await childArm('TS@compare', t, [process.execPath, ...process.execArgv, path.join(path.resolve(compare), 'bench', 'perf-target.ts'), '--server']));
+  if (process.argv.includes('--spdk')) arms.push(await spdkArm('SPDK', t, false));
+  if (process.argv.includes('--spdk-interrupt')) arms.push(await spdkArm('SPDK-irq', t, true));
+}
+
+/** Every case: an untimed warm-up per arm, then `reps` interleaved repetitions; the best of each arm is kept too. */
+async function runCases(o: Options, client: string, arms: readonly TargetArm[]): Promise<Row[]> {
+  const measure = async (t: TargetArm, c: Case): Promise<Side> => {
+    const before = cpuUs(t.pid);
+    const r = await runClient(o.cpu, client, t.port, c, o.seconds, o.verify);
+    return { ...r, cpuPerIo: (cpuUs(t.pid) - before) / r.ios };
+  };
+  const rows: Row[] = [];
+  for (const c of o.cases) {
+    const all: Side[][] = arms.map(() => []);
+    if (o.warmup > 0) for (const t of arms) await runClient(o.cpu, client, t.port, c, o.warmup, o.verify);
+    for (let i = 0; i < o.reps; i++) {
+      // Interleaved, so that a burst of neighbour load hits every target alike; the order rotates each repetition,
+      // because running right after a given arm is worth a few per cent (an A/A pair of the same tree read 0.978).
+      for (let j = 0; j < arms.length; j++) {
+        const k = (j + i) % arms.length;
+        all[k]?.push(await measure(arms[k] as TargetArm, c));
       }
     }
-    // Per-run ratios against the C run of the same repetition (the arms of one repetition ran back to back).
-    for (const r of rows) {
-      const reps = r.all[0]?.length ?? 0;
+    rows.push({ c, best: all.map((runs) => runs.reduce((b, r) => (r.iops > b.iops ? r : b))), all });
+  }
+  return rows;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((x, y) => x - y);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+const fmt = (n: number, w: number, d = 0): string => n.toFixed(d).padStart(w);
+
+function printTable(o: Options, arms: readonly TargetArm[], rows: readonly Row[]): void {
+  const where = o.targetCpus.join(',') === o.cpu ? `all on CPU ${o.cpu}` : `client on CPU ${o.cpu}, targets on CPU ${o.targetCpus.join(',')}`;
+  console.log(`# NVMe/TCP targets driven by the same C client (digest verify ${o.verify ? 'on' : 'off'}), ${where}, ${o.seconds} s per run, best of ${o.reps}`);
+  const compare = arg('compare');
+  console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO  client µs/IO  IO/read  IOPS/core`);
+  for (const r of rows) {
+    const c0 = r.best[0] as Side;
+    for (const [k, t] of arms.entries()) {
+      const b = r.best[k] as Side;
+      console.log(
+        `${(k === 0 ? r.c.name : '').padEnd(17)}${t.name.padEnd(11)}${fmt(b.iops, 8)}${fmt(b.mbps, 7)}${fmt(b.iops / c0.iops, 5, 2)}${fmt(b.p50us, 8, 1)}${fmt(b.p99us, 7, 0)}` +
+          `${fmt(b.cpuPerIo, 10, 2)}${fmt(b.cpuus / b.ios, 14, 2)}${fmt(b.ios / Math.max(1, b.reads), 9, 1)}${fmt(b.iops / t.cores, 11)}${t.polls ? '  polls' : ''}`,
+      );
+    }
+  }
+  if (arms.some((t) => t.polls)) {
+    const shared = o.targetCpus.includes(Number(o.cpu)) ? ' Here it polls the CPU the client runs on, so the two share that CPU by time slices.' : '';
+    console.log(`# "polls": SPDK's reactors busy-poll their cores, so its CPU is 100 % of them by design and its cpu µs/IO is wall time × cores ÷ I/Os, not work; compare IOPS per target core.${shared}`);
+  }
+}
+
+/** Per-repetition ratios: each arm against the C run, extra arms paired with ours, and ours ÷ each SPDK arm. */
+function printRatios(arms: readonly TargetArm[], rows: readonly Row[]): void {
+  for (const r of rows) {
+    const reps = r.all[0]?.length ?? 0;
+    for (const [k, t] of arms.entries()) {
+      if (k === 0) continue;
+      const mine = r.all[k] ?? [];
+      const vs = (j: number, f: (x: Side) => number) => mine.map((x, i) => f(x) / f(((r.all[j] as Side[])[i] as Side)));
+      if (t.name.startsWith('SPDK')) {
+        // The comparison the SPDK arm exists for: ours over SPDK, best of N and repetition by repetition.
+        const paired = vs(1, (x) => x.iops).map((x) => 1 / x);
+        const best = (r.best[1] as Side).iops / (r.best[k] as Side).iops;
+        console.log(`${r.c.name} TS ÷ ${t.name}: IOPS ${best.toFixed(3)} best of ${reps}, median ${median(paired).toFixed(3)} over repetitions (${paired.map((x) => x.toFixed(2)).join(' ')}); IOPS per target core TS ${fmt((r.best[1] as Side).iops / (arms[1] as TargetArm).cores, 0)}, ${t.name} ${fmt((r.best[k] as Side).iops / t.cores, 0)}`);
+        continue;
+      }
       if (reps < 2) continue;
-      for (const [k, t] of targets.entries()) {
-        if (k === 0) continue;
-        const ratios = (r.all[k] ?? []).map((x, i) => (x.iops / ((r.all[0] as Side[])[i] as Side).iops).toFixed(2));
-        console.log(`${r.c.name} ${t.name} ÷ C per repetition: ${ratios.join(' ')}`);
-        if (k < 2) continue;
-        // Paired with TS in the same repetition: small effects show here before they show in best-of-N.
-        const paired = (r.all[k] ?? []).map((x, i) => x.iops / ((r.all[1] as Side[])[i] as Side).iops);
-        const cpu = (r.all[k] ?? []).map((x, i) => x.cpuPerIo / ((r.all[1] as Side[])[i] as Side).cpuPerIo);
-        console.log(`${r.c.name} ${t.name} ÷ TS, same repetition: IOPS median ${median(paired).toFixed(3)} (${paired.map((x) => x.toFixed(2)).join(' ')}), CPU/IO median ${median(cpu).toFixed(3)}`);
-      }
+      console.log(`${r.c.name} ${t.name} ÷ C per repetition: ${vs(0, (x) => x.iops).map((x) => x.toFixed(2)).join(' ')}`);
+      if (k < 2) continue;
+      // Paired with TS in the same repetition: small effects show here before they show in best-of-N.
+      const paired = vs(1, (x) => x.iops);
+      const cpu = vs(1, (x) => x.cpuPerIo);
+      console.log(`${r.c.name} ${t.name} ÷ TS, same repetition: IOPS median ${median(paired).toFixed(3)} (${paired.map((x) => x.toFixed(2)).join(' ')}), CPU/IO median ${median(cpu).toFixed(3)}`);
     }
-    for (const [plain, dg] of [
-      ['4k-qd32', '4k-qd32-ddgst'],
-      ['128k-qd16', '128k-qd16-ddgst'],
-    ] as const) {
-      const a = rows.find((r) => r.c.name === plain);
-      const b = rows.find((r) => r.c.name === dg);
-      if (a === undefined || b === undefined) continue;
-      const cost = targets.map((t, k) => `${t.name} ${((1 - (b.best[k] as Side).iops / (a.best[k] as Side).iops) * 100).toFixed(1)}%`);
-      console.log(`data digest cost (IOPS lost) ${plain}: ${cost.join(', ')}`);
-      // 128 KiB runs on loopback are bimodal for every target here (the C one too: ~28k or ~50k IOPS from run to run),
-      // so best-of-N IOPS can compare a slow-mode run with a fast-mode one; the target's CPU time per I/O is steadier.
-      const cpuCost = targets.map((t, k) => {
-        const plainCpu = median((a.all[k] ?? []).map((x) => x.cpuPerIo));
-        const dgCpu = median((b.all[k] ?? []).map((x) => x.cpuPerIo));
-        return `${t.name} ${((dgCpu / plainCpu - 1) * 100).toFixed(1)}%`;
-      });
-      console.log(`data digest cost (target CPU per I/O, median of ${reps}) ${plain}: ${cpuCost.join(', ')}`);
-    }
+  }
+}
+
+function printDigestCost(arms: readonly TargetArm[], rows: readonly Row[], reps: number): void {
+  for (const [plain, dg] of [
+    ['4k-qd32', '4k-qd32-ddgst'],
+    ['128k-qd16', '128k-qd16-ddgst'],
+  ] as const) {
+    const a = rows.find((r) => r.c.name === plain);
+    const b = rows.find((r) => r.c.name === dg);
+    if (a === undefined || b === undefined) continue;
+    const cost = arms.map((t, k) => `${t.name} ${((1 - (b.best[k] as Side).iops / (a.best[k] as Side).iops) * 100).toFixed(1)}%`);
+    console.log(`data digest cost (IOPS lost) ${plain}: ${cost.join(', ')}`);
+    // 128 KiB runs on loopback are bimodal for every target here (the C one too: ~28k or ~50k IOPS from run to run),
+    // so best-of-N IOPS can compare a slow-mode run with a fast-mode one; the target's CPU time per I/O is steadier.
+    const cpuCost = arms.filter((t) => !t.polls).map((t) => {
+      const k = arms.indexOf(t);
+      const plainCpu = median((a.all[k] ?? []).map((x) => x.cpuPerIo));
+      const dgCpu = median((b.all[k] ?? []).map((x) => x.cpuPerIo));
+      return `${t.name} ${((dgCpu / plainCpu - 1) * 100).toFixed(1)}%`;
+    });
+    console.log(`data digest cost (target CPU per I/O, median of ${reps}) ${plain}: ${cpuCost.join(', ')}`);
+  }
+}
+
+async function main(): Promise<void> {
+  if (process.argv.includes('--server')) return tsServer();
+  const cpu = arg('cpu') ?? '0';
+  const want = arg('cases')?.split(',');
+  // Imported here, not at the top: the TS target child (--server) runs this file and should load no harness code.
+  const { parseCpuList } = await import('../harness/scenarios/placement.js');
+  const o: Options = {
+    seconds: Number(arg('seconds') ?? 2),
+    reps: Number(arg('reps') ?? 1),
+    cpu,
+    targetCpus: parseCpuList(arg('target-cpu') ?? cpu),
+    cases: want === undefined ? ALL_CASES : ALL_CASES.filter((c) => want.includes(c.name)),
+    // Off by default: the client then skips recomputing data digests, so the digest cost shown is the target's alone.
+    verify: process.argv.includes('--verify'),
+    warmup: Number(arg('warmup') ?? 1),
+  };
+  const bins = buildBaseline(path.join(tmpdir(), 'nvme-tcp-ts-perf'));
+  const arms: TargetArm[] = [];
+  try {
+    await startArms(o, bins, arms);
+    const rows = await runCases(o, bins.client, arms);
+    printTable(o, arms, rows);
+    printRatios(arms, rows);
+    printDigestCost(arms, rows, o.reps);
   } finally {
-    for (const t of targets) {
-      if (t.name === 'C') t.child.proc.kill();
-      else {
-        t.child.proc.stdin?.write('quit\n');
-        await new Promise((r) => t.child.proc.once('exit', r));
-      }
-    }
+    for (const t of arms) await t.stop();
   }
 }
 
