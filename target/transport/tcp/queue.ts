@@ -6,13 +6,15 @@ import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
   C2HPayload,
+  DATA_PDU_HLEN,
   DataPduOffset,
   FABRICS_OPCODE,
   Fes,
+  PDU_MAX_HEADER_BYTES,
   PduType,
   Status,
   checkH2CData,
-  encodePdu,
+  encodePduInto,
   fesName,
   packDigests,
   unpackDigests,
@@ -312,16 +314,14 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
   }
 
   #handleIcReq(hpda: number, dgst: number): void {
-    if (hpda !== 0) {
-      // nvmet rejects a non-zero HPDA (NVMe-TCP 1.0 §3.6.2, ICReq); report it as an unsupported parameter at offset 10.
-      this.#conn.fatal({ fes: Fes.UNSUPPORTED_PARAMETER, fei: 10, reason: `HPDA ${hpda} not supported` });
-      return;
-    }
     const { hdgst, ddgst } = unpackDigests(dgst);
     // Echo the host's digest request exactly and CPDA 0: the Linux host fails the connection on any other answer
-    // (nvme_tcp_init_connection); NVMe-TCP 1.0 §3.6.2, ICResp.
+    // (nvme_tcp_init_connection); NVMe-TCP 1.0 §3.6.2.3, ICResp.
     this.#conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: packDigests(hdgst, ddgst), maxh2cdata: this.port.maxH2CData });
-    this.#conn.setFraming(hdgst, ddgst, 0, 0);
+    // HPDA "specifies the data alignment for all PDUs transferred from the controller to the host that contain data"
+    // (NVMe-TCP 1.0 §3.6.2.2; 0..31, the reader refuses more): C2HData is padded to it. nvmet refuses any HPDA ≠ 0;
+    // SPDK and FreeBSD honour it, and hosts other than Linux may ask for it.
+    this.#conn.setFraming(hdgst, ddgst, hpda, 0);
     this.setState('connect-wait');
     this.#restartTimer('no Connect after ICResp');
   }
@@ -473,8 +473,15 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.core.execute(req);
   }
 
+  /**
+   * The header of the H2CData in error for the C2HTermReq (NVMe-TCP 1.0 §3.6.2.5), with the PDO, PLEN and DATAL it
+   * arrived with: laid out again with its data (H2C data is aligned to our CPDA, 0). Only on these failure paths.
+   */
   #h2cHeader(pdu: H2CDataPdu): Buffer {
-    return encodePdu({ ...pdu, data: [] }, this.#conn.framing)[0]?.subarray(0, 24) ?? Buffer.alloc(0);
+    const f = this.#conn.framing;
+    const head = Buffer.alloc(PDU_MAX_HEADER_BYTES);
+    encodePduInto(head, 0, pdu, { hdgst: f.hdgst, ddgst: f.ddgst, pda: 0 });
+    return head.subarray(0, DATA_PDU_HLEN);
   }
 
   /** ConnectionHandler: a PDU whose data digest did not match (NVMe-TCP 1.0 §3.6.1.4: the command fails, the connection stays). */
@@ -539,6 +546,8 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     // A TLS session cannot move to another process (its keys and record state live in this one's OpenSSL): TLS
     // queues stay here, like authenticated ones.
     if (ctrl === undefined || core.auth !== undefined || this.tls || core.state !== 'live') return;
+    // A worker resumes with the digests only (HandedOffQueue): a queue padding its C2HData to the host's HPDA stays.
+    if (this.#conn.framing.pda !== 0) return;
     const h: HandedOffQueue = {
       portId: this.port.id,
       subnqn: ctrl.subsys.nqn,
