@@ -93,6 +93,14 @@ const EMPTY = Buffer.alloc(0);
 const RX_BUFFER = 256 * 1024;
 /** Send batch slab (docs/performance.md: one write per batch). */
 const BATCH_SLAB = 64 * 1024;
+/**
+ * A C2HData with LAST|SUCCESS may end the transfer short of the command's buffer: SPDK's target sends one for an
+ * Authentication Receive whose message (datal 1104 for ffdhe8192's challenge) is shorter than its AL of 4096
+ * (lib/nvmf/tcp.c _nvmf_tcp_send_c2h_data: datal = req.length). Linux (nvme_tcp_handle_c2h_data/nvme_tcp_recv_data)
+ * and SPDK's host (lib/nvme/nvme_tcp.c) require only SUCCESS ⇒ LAST (the reader checks that), so checkC2HData's rule
+ * that SUCCESS comes with the whole buffer is switched off here; its in-order and bounds checks still apply.
+ */
+const SUCCESS_NEEDS_FULL_BUFFER = false;
 /** After an H2CTermReq or close the target gets this long to read before the socket is destroyed. */
 const LINGER_MS = 100;
 
@@ -122,7 +130,7 @@ export class TcpQueue {
       const cid = rd16(buf, at + CQE_CID);
       this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
     },
-    onC2HDataHeader: (cccid, datao, datal, flags) => this.#c2hDataHeader(cccid, datao, datal, (flags & PduFlag.DATA_SUCCESS) !== 0),
+    onC2HDataHeader: (cccid, datao, datal) => this.#c2hDataHeader(cccid, datao, datal),
     onC2HDataEnd: (cccid, _datal, flags) => {
       const cmd = this.#dataCmd;
       this.#dataCmd = undefined;
@@ -283,7 +291,7 @@ export class TcpQueue {
     }
     let len = 0;
     for (const d of pdu.data) len += d.length;
-    const finding = checkC2HData(pdu.datao, len, pdu.success, cmd.c2hReceived, cmd.c2h.length);
+    const finding = checkC2HData(pdu.datao, len, SUCCESS_NEEDS_FULL_BUFFER, cmd.c2hReceived, cmd.c2h.length);
     if (finding !== undefined) {
       this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${pdu.cccid.toString(16)})` });
       return;
@@ -294,18 +302,18 @@ export class TcpQueue {
       off += d.length;
     }
     cmd.c2hReceived = off;
-    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp (checkC2HData: only with all data in).
+    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp, with the data that came (see SUCCESS_NEEDS_FULL_BUFFER).
     if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
   }
 
   /** #handleC2HData's checks for a direct C2HData: the buffer to copy into, or undefined once the connection ends. */
-  #c2hDataHeader(cccid: number, datao: number, datal: number, success: boolean): Buffer | undefined {
+  #c2hDataHeader(cccid: number, datao: number, datal: number): Buffer | undefined {
     const cmd = this.#handlers?.command(cccid);
     if (cmd === undefined || cmd.c2h === undefined) {
       this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${cccid.toString(16)}`);
       return undefined;
     }
-    const finding = checkC2HData(datao, datal, success, cmd.c2hReceived, cmd.c2h.length);
+    const finding = checkC2HData(datao, datal, SUCCESS_NEEDS_FULL_BUFFER, cmd.c2hReceived, cmd.c2h.length);
     if (finding !== undefined) {
       this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${cccid.toString(16)})` });
       return undefined;
