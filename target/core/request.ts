@@ -1,6 +1,6 @@
 // One command as the core sees it (nvmet_req). A transport embeds it in its own command record and recycles both.
 import type { Buffer } from 'node:buffer';
-import { SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
+import { SglDescType, SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
 import { ReadLent, type ReadCallback } from '../backend/index.js';
 import type { Namespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
@@ -101,8 +101,11 @@ export class Request {
     this.flags = sqe[SqeOffset.flags] as number;
     this.cid = rd16(sqe, SqeOffset.cid);
     this.nsid = rd32(sqe, SqeOffset.nsid);
-    this.sglLen = rd32(sqe, SGL1_LEN);
-    this.sglType = sqe[SGL1_TYPE] as number;
+    const sglType = sqe[SGL1_TYPE] as number;
+    this.sglType = sglType;
+    // A Keyed SGL Data Block's length is 3 bytes, its key the next 4 (NVMe Base 2.0 §4.3.2, Figure 117): a keyed
+    // descriptor of length 0 with a key is still "no data" (SPDK's target reads it the same way).
+    this.sglLen = sglType >>> 4 === SglDescType.KEYED_DATA_BLOCK ? rd32(sqe, SGL1_LEN) & 0xffffff : rd32(sqe, SGL1_LEN);
     if (inCapsule !== undefined && inCapsule.length > 0) {
       let n = 0;
       for (const b of inCapsule) n += b.length;

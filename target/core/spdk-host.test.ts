@@ -169,6 +169,15 @@ describe('zero-length SGLs of every type mean no data', () => {
     expect(io.exec(spdkSqe({ opcode: OPC.FLUSH, cid: 10, nsid: 1, sglType })).status).toBe(SC.SUCCESS);
   });
 
+  it('a Keyed descriptor of length 0 with a key is still no data (its length is bytes 10:08; Figure 117)', () => {
+    const t = setup();
+    const { admin } = spdkAdmin(t, SUBNQN, 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100');
+    // Bytes 35..38 are the key: 0x11223344 puts 0x44 in byte 35, which a 4-byte length read would count.
+    const sqe = spdkSqe({ opcode: OPC.KEEP_ALIVE, cid: 14, sglType: SGL_TYPE.KEYED });
+    sqe.writeUInt32LE(0x11223344, 35);
+    expect(admin.exec(sqe).status).toBe(SC.SUCCESS);
+  });
+
   it('a zero-length SGL on a command that moves data (Identify, 4 KiB) is SGL Data Block Invalid at the length', () => {
     const t = setup();
     const { admin, cntlid } = spdkAdmin(t, SUBNQN, 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100');
