@@ -93,14 +93,6 @@ const EMPTY = Buffer.alloc(0);
 const RX_BUFFER = 256 * 1024;
 /** Send batch slab (docs/performance.md: one write per batch). */
 const BATCH_SLAB = 64 * 1024;
-/**
- * A C2HData with LAST|SUCCESS may end the transfer short of the command's buffer: SPDK's target sends one for an
- * Authentication Receive whose message (datal 1104 for ffdhe8192's challenge) is shorter than its AL of 4096
- * (lib/nvmf/tcp.c _nvmf_tcp_send_c2h_data: datal = req.length). Linux (nvme_tcp_handle_c2h_data/nvme_tcp_recv_data)
- * and SPDK's host (lib/nvme/nvme_tcp.c) require only SUCCESS ⇒ LAST (the reader checks that), so checkC2HData's rule
- * that SUCCESS comes with the whole buffer is switched off here; its in-order and bounds checks still apply.
- */
-const SUCCESS_NEEDS_FULL_BUFFER = false;
 /** After an H2CTermReq or close the target gets this long to read before the socket is destroyed. */
 const LINGER_MS = 100;
 
@@ -291,7 +283,7 @@ export class TcpQueue {
     }
     let len = 0;
     for (const d of pdu.data) len += d.length;
-    const finding = checkC2HData(pdu.datao, len, SUCCESS_NEEDS_FULL_BUFFER, cmd.c2hReceived, cmd.c2h.length);
+    const finding = checkC2HData(pdu.datao, len, cmd.c2hReceived, cmd.c2h.length);
     if (finding !== undefined) {
       this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${pdu.cccid.toString(16)})` });
       return;
@@ -302,7 +294,7 @@ export class TcpQueue {
       off += d.length;
     }
     cmd.c2hReceived = off;
-    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp, with the data that came (see SUCCESS_NEEDS_FULL_BUFFER).
+    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp, with the data that came (SPDK ends an Authentication Receive short of its buffer; checkC2HData).
     if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
   }
 
@@ -313,7 +305,7 @@ export class TcpQueue {
       this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${cccid.toString(16)}`);
       return undefined;
     }
-    const finding = checkC2HData(datao, datal, SUCCESS_NEEDS_FULL_BUFFER, cmd.c2hReceived, cmd.c2h.length);
+    const finding = checkC2HData(datao, datal, cmd.c2hReceived, cmd.c2h.length);
     if (finding !== undefined) {
       this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${cccid.toString(16)})` });
       return undefined;

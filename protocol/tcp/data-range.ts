@@ -18,15 +18,13 @@ export function checkH2CData(datao: number, datal: number, expected: number, end
 
 /**
  * C2HData received by a host (TCP 1.0 §3.6.2.9) for a command whose buffer is `length` bytes, `received` of them in
- * so far: DATAO must continue in order (Linux nvme_tcp_handle_c2h_data), the data must fit the buffer, and SUCCESS is
- * only valid on the PDU that completes the buffer (§3.6.2.9: SUCCESS replaces the CapsuleResp).
+ * so far: DATAO must continue in order (Linux nvme_tcp_handle_c2h_data) and the data must fit the buffer. SUCCESS may
+ * end the transfer short of the buffer (SPDK's nvmf_tgt answers an Authentication Receive with the message only);
+ * Linux and SPDK's host require only SUCCESS ⇒ LAST, which the reader checks.
  */
-export function checkC2HData(datao: number, datal: number, success: boolean, received: number, length: number): FatalFinding | undefined {
+export function checkC2HData(datao: number, datal: number, received: number, length: number): FatalFinding | undefined {
   if (datao !== received) return { fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.datao, reason: `C2HData datao ${datao}, expected ${received}` };
   if (datao + datal > length) return { fes: Fes.DATA_OUT_OF_RANGE, fei: DataPduOffset.datal, reason: `C2HData ${datao}+${datal} beyond ${length}` };
-  if (success && datao + datal !== length) {
-    return { fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.flags, reason: `C2HData SUCCESS after ${datao + datal} of ${length} bytes` };
-  }
   return undefined;
 }
 
