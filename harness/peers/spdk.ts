@@ -210,7 +210,8 @@ export async function startSpdkApp(binary: string, o: SpdkAppOptions = {}): Prom
     ...(o.interrupt === true ? ['--interrupt-mode'] : []),
     ...(o.args ?? []),
   ];
-  const child: ChildProcess = spawn(binary, args, { env: spdk.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // cwd: the temp folder, so a crashing app's core file goes where stop() removes it.
+  const child: ChildProcess = spawn(binary, args, { cwd: dir, env: spdk.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -239,8 +240,11 @@ export async function startSpdkApp(binary: string, o: SpdkAppOptions = {}): Prom
       }),
     ]);
   } catch (e) {
+    // An app that crashes while starting closes the socket before its exit is seen: say how it ended, with its log.
+    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running'), 2000))]);
     await stopChild();
-    throw e;
+    if (e instanceof SpdkError && e.code === 'HARNESS_ERR_SPDK_APP') throw e;
+    throw new SpdkError('HARNESS_ERR_SPDK_APP', `${path.basename(binary)} did not start (${(e as Error).message}; exit ${String(code)}):\n${out.trim().split('\n').slice(-15).join('\n')}`);
   }
   const pid = child.pid as number;
   return {
