@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { startCliTarget, type CliTarget } from '../../harness/lab.js';
 import { attachControllerParams, findSpdk, startSpdkApp, type BdevNvmeController, type SpdkApp } from '../../harness/peers/spdk.js';
 import { TargetService, type ControllerInfo, type TargetConfig } from '../../target/index.js';
+import { REPORT_INTERVAL_MS } from '../../target/workers/worker.js';
 
 /** The host NQN every case gives SPDK (trid `hostnqn:` / attach `hostnqn`), except the empty-HOSTNQN one. */
 export const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:5bd1c0de-0000-4000-8000-00000000a001';
@@ -24,6 +25,11 @@ export interface OurTarget {
   controllers(): Promise<ControllerInfo[]>;
   /** Commands the target executed on a namespace, workers' included (nvme_tcp_namespace_commands_total). */
   nsCommands(subnqn: string, nsid: number): Promise<{ reads: number; writes: number }>;
+  /**
+   * nsCommands once nothing is left to report: workers send their counts every REPORT_INTERVAL_MS, so with workers
+   * the value is read until two samples a report interval apart agree.
+   */
+  settledNsCommands(subnqn: string, nsid: number): Promise<{ reads: number; writes: number }>;
   /** Its log: JSON lines (child) or objects (in process) as text. */
   log: string[];
   stop(): Promise<void>;
@@ -90,6 +96,11 @@ export async function startOurCliTarget(o: CliTargetOptions): Promise<OurTarget 
   const from = log.length;
   const cli = await startCliTarget(['--config', conf, ...listen.flatMap((l) => ['--listen', l]), '--api', '127.0.0.1:0', '--log-level', 'info', ...(o.args ?? [])], { log });
   const base = `http://127.0.0.1:${String(cli.apiPort)}`;
+  const workers = (o.args ?? []).includes('--workers');
+  const nsCommands = async (subnqn: string, nsid: number): Promise<{ reads: number; writes: number }> => {
+    const text = (await getJson(base, '/metrics')) as string;
+    return { reads: metricValue(text, subnqn, nsid, 'read'), writes: metricValue(text, subnqn, nsid, 'write') };
+  };
   const ports = log.slice(from).flatMap((l) => {
     const m = /^nvme-tcp target: listening on 127\.0\.0\.1:(\d+)/.exec(l);
     return m === null ? [] : [Number(m[1])];
@@ -101,9 +112,17 @@ export async function startOurCliTarget(o: CliTargetOptions): Promise<OurTarget 
     log,
     restartArgs: { ...o, log, listen: ports.map((p) => `127.0.0.1:${p}`) },
     controllers: async () => (await getJson(base, '/controllers')) as ControllerInfo[],
-    nsCommands: async (subnqn, nsid) => {
-      const text = (await getJson(base, '/metrics')) as string;
-      return { reads: metricValue(text, subnqn, nsid, 'read'), writes: metricValue(text, subnqn, nsid, 'write') };
+    nsCommands,
+    settledNsCommands: async (subnqn, nsid) => {
+      let prev = await nsCommands(subnqn, nsid);
+      if (!workers) return prev;
+      for (let i = 0; i < 20; i++) {
+        await new Promise((r) => setTimeout(r, REPORT_INTERVAL_MS + 50));
+        const next = await nsCommands(subnqn, nsid);
+        if (next.reads === prev.reads && next.writes === prev.writes) return next;
+        prev = next;
+      }
+      throw new Error(`namespace ${nsid} of ${subnqn}: the workers' counts did not settle`);
     },
     stop: async () => {
       if (cli.child.exitCode !== null || cli.child.signalCode !== null) return;
@@ -126,16 +145,18 @@ export async function startOurServiceTarget(config: TargetConfig): Promise<OurTa
     throw e;
   }
   const bound = service.boundPorts().sort((a, b) => a.id - b.id);
+  const nsCommands = (subnqn: string, nsid: number): Promise<{ reads: number; writes: number }> => {
+    const ns = service.stats().subsystems[subnqn]?.namespaces.find((n) => n.nsid === nsid);
+    return Promise.resolve({ reads: ns?.reads ?? 0, writes: ns?.writes ?? 0 });
+  };
   return {
     service,
     addr: '127.0.0.1',
     ports: bound.map((b) => b.port),
     log,
     controllers: () => Promise.resolve(service.listControllers()),
-    nsCommands: (subnqn, nsid) => {
-      const ns = service.stats().subsystems[subnqn]?.namespaces.find((n) => n.nsid === nsid);
-      return Promise.resolve({ reads: ns?.reads ?? 0, writes: ns?.writes ?? 0 });
-    },
+    nsCommands,
+    settledNsCommands: nsCommands,
     stop: () => service.stop(),
   };
 }

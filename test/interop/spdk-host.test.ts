@@ -89,24 +89,20 @@ describe.each(MODES)('SPDK host tools against our target ($label)', (mode) => {
 
   /** Runs perf while reading our controller's queues; checks what the target executed against what perf counted. */
   async function perfOnTarget(o: Parameters<typeof spdkPerf>[1]): Promise<{ perf: PerfResult; queues: Map<string, { commands: number; worker: number | undefined; bytesIn: number }> }> {
-    const before = await t.nsCommands(SUBNQN, 1);
+    const before = await t.settledNsCommands(SUBNQN, 1);
     const { result: perf, queues } = await sampleIoQueues(t, SUBNQN, spdkPerf(trid, o));
     expect(perf.iops).toBeGreaterThan(0);
     expect(spdkErrorLines(perf.out)).toEqual([]);
-    // perf's count covers its timed window; the target also executed what was in flight at the end.
-    const done = Math.floor(perf.iops * o.seconds * 0.95);
-    const after = await waitFor('target counted the I/O of the run', async () => {
-      const n = await t.nsCommands(SUBNQN, 1);
-      return n.reads + n.writes - before.reads - before.writes >= done ? n : undefined;
-    }, 5000);
+    const after = await t.settledNsCommands(SUBNQN, 1);
+    // perf counts what completed in its timed window; the target also executed what was in flight at the end.
+    expect(after.reads + after.writes - before.reads - before.writes).toBeGreaterThanOrEqual(Math.floor(perf.iops * o.seconds * 0.95));
     const reads = after.reads - before.reads;
     const writes = after.writes - before.writes;
     if (o.workload === 'randread') expect(writes).toBe(0);
     else {
-      // -M 70: 70 % reads, drawn per I/O.
-      const share = reads / (reads + writes);
-      expect(share).toBeGreaterThan(0.6);
-      expect(share).toBeLessThan(0.8);
+      // -M 70: each I/O is a read with probability 0.7; allow four standard deviations of the binomial share.
+      const n = reads + writes;
+      expect(Math.abs(reads / n - 0.7)).toBeLessThanOrEqual(Math.max(0.05, 4 * Math.sqrt((0.7 * 0.3) / n)));
     }
     return { perf, queues };
   }
@@ -164,11 +160,11 @@ describe.each(MODES)('SPDK host tools against our target ($label)', (mode) => {
       { name: 'N0', ioSize: 4096, digests: false },
       { name: 'N1', ioSize: 131072, digests: true },
     ]) {
-      const before = await t.nsCommands(SUBNQN, 1);
+      const before = await t.settledNsCommands(SUBNQN, 1);
       expect(await h.attach({ name: v.name, traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN, hdgst: v.digests, ddgst: v.digests })).toEqual([`${v.name}n1`]);
       const r = await verifyRun(h, { seconds: 5, ioSize: v.ioSize });
       expect(r.results.map((j) => j.job)).toEqual([`${v.name}n1`]);
-      const after = await t.nsCommands(SUBNQN, 1);
+      const after = await t.settledNsCommands(SUBNQN, 1);
       // verify writes each block, then reads it back: both directions reached the namespace.
       expect(after.writes - before.writes).toBeGreaterThan(0);
       expect(after.reads - before.reads).toBeGreaterThan(0);
@@ -269,13 +265,15 @@ describe('SPDK bdev_nvme host against our target', () => {
     // An inaccessible path while I/O runs: the I/O path stops being accessible (and current), I/O waits, and the
     // run completes once the group is optimized again.
     const run = verifyRun(h, { seconds: 4 });
+    run.catch(() => undefined);
     await waitFor('an I/O path while the run is on', async () => (await h.ioPaths()).length === 1, 5000);
     t.service.setAnaState(1, 1, 'inaccessible');
-    await waitFor('I/O path inaccessible', async () => {
+    // An I/O failing with Asymmetric Access Inaccessible (SCT 3h, SC 02h) may reach bdev_nvme before the AEN's log
+    // read: it marks the path "updating" (not accessible) at once and takes the state from the log page after.
+    await waitFor('ana_state inaccessible, the path neither accessible nor current', async () => {
       const p = (await h.ioPaths())[0];
-      return p !== undefined && !p.accessible && !p.current;
+      return (await anaState()) === 'inaccessible' && p !== undefined && !p.accessible && !p.current;
     }, 5000);
-    expect(await anaState()).toBe('inaccessible');
     t.service.setAnaState(1, 1, 'optimized');
     await waitFor('I/O path accessible again', async () => (await h.ioPaths())[0]?.accessible === true, 5000);
     await run;
@@ -292,6 +290,7 @@ describe('SPDK bdev_nvme host against our target', () => {
     const state = async (): Promise<string | undefined> => (await h.controllers())[0]?.ctrlrs[0]?.state;
     expect(await state()).toBe('enabled');
     const run = verifyRun(h, { seconds: 12 });
+    run.catch(() => undefined);
     // Let verify write and read back a while before the target goes.
     await waitFor('verify I/O on our target', async () => (await t.nsCommands(SUBNQN, 1)).writes > 100, 10_000);
     await t.stop();
@@ -315,6 +314,7 @@ describe('SPDK bdev_nvme host against our target', () => {
       return p === undefined ? undefined : Number(p.transport.trsvcid);
     };
     const run = verifyRun(h, { seconds: 6 });
+    run.catch(() => undefined);
     // Active-passive (bdev_nvme's default policy): the first path attached carries the I/O.
     expect(await waitFor('a current path', current, 5000)).toBe(portA);
     await waitFor('I/O on port 1', async () => ((await ioByPort(t, SUBNQN)).get(1) ?? 0) > 100, 5000);
