@@ -177,12 +177,25 @@ export async function waitFor<T>(what: string, cond: () => Promise<T | undefined
   }
 }
 
+/** An I/O queue's counters at one instant (GET /controllers: commands, and bytes on the wire each way). */
+export interface QueueSample {
+  commands: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** What one I/O queue carried while sampled: its first sample, its latest one, and its worker. */
+export interface SampledQueue extends QueueSample {
+  first: QueueSample;
+  worker: number | undefined;
+}
+
 /**
- * The most commands each I/O queue of SUBNQN's controllers carried while `during` ran (GET /controllers every
- * 100 ms; a controller is gone once the SPDK tool exits, so its queues are read while it works), keyed cntlid/qid.
+ * Reads the I/O queues of SUBNQN's controllers every 100 ms while `during` runs (a controller is gone once the SPDK
+ * tool exits, so its queues are read while it works), keyed cntlid/qid: the first and the latest sample of each.
  */
-export async function sampleIoQueues<T>(t: OurTarget, subnqn: string, during: Promise<T>): Promise<{ result: T; queues: Map<string, { commands: number; bytesIn: number; worker: number | undefined }> }> {
-  const queues = new Map<string, { commands: number; bytesIn: number; worker: number | undefined }>();
+export async function sampleIoQueues<T>(t: OurTarget, subnqn: string, during: Promise<T>): Promise<{ result: T; queues: Map<string, SampledQueue> }> {
+  const queues = new Map<string, SampledQueue>();
   let done = false;
   const settled = during.finally(() => (done = true));
   const sample = async (): Promise<void> => {
@@ -191,8 +204,10 @@ export async function sampleIoQueues<T>(t: OurTarget, subnqn: string, during: Pr
       for (const q of c.queues) {
         if (q.qid === 0) continue;
         const k = `${c.cntlid}/${q.qid}`;
+        const now = { commands: q.commands, bytesIn: q.bytesIn, bytesOut: q.bytesOut };
         const prev = queues.get(k);
-        if (prev === undefined || q.commands > prev.commands) queues.set(k, { commands: q.commands, bytesIn: q.bytesIn, worker: q.worker });
+        if (prev === undefined) queues.set(k, { ...now, first: now, worker: q.worker });
+        else if (q.commands > prev.commands) queues.set(k, { ...now, first: prev.first, worker: q.worker });
       }
     }
   };
