@@ -84,24 +84,34 @@ export function settleClient<T>(code: number | null, out: string, resolve: (v: T
   }
 }
 
+/**
+ * Writes the whole namespace through our initiator, so reads return real data that has been touched, as the C target's
+ * filled RAM does: not our shared zero chunk (which would also keep the digest cache artificially warm), and not
+ * SPDK malloc pages that fault in on their first read.
+ */
+async function fillNamespace(port: number): Promise<void> {
+  const { connect } = await import('../initiator/index.js');
+  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
+  try {
+    const ns = host.namespace(1);
+    const piece = 1024 * 1024;
+    const buf = Buffer.alloc(piece);
+    for (let off = 0; off < NS_BYTES; off += piece) {
+      for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
+      await ns.write(BigInt(off / ns.blockSize), buf);
+    }
+  } finally {
+    await host.disconnect();
+  }
+}
+
 /** The TS target in this process (RAM namespace, one port on 127.0.0.1:0); prints "PORT n", stops on "quit". */
 async function tsServer(): Promise<void> {
   const { TargetService } = await import('../target/service.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
   const port = svc.boundPorts()[0]?.port ?? 0;
-  // Write the whole namespace first (through our initiator), so reads return real chunks as the C target's do, not
-  // the shared zero chunk (which would also keep the digest cache artificially warm).
-  const { connect } = await import('../initiator/index.js');
-  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
-  const ns = host.namespace(1);
-  const piece = 1024 * 1024;
-  const buf = Buffer.alloc(piece);
-  for (let off = 0; off < NS_BYTES; off += piece) {
-    for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
-    await ns.write(BigInt(off / ns.blockSize), buf);
-  }
-  await host.disconnect();
+  await fillNamespace(port);
   process.stdout.write(`PORT ${port}\n`);
   process.stdin.setEncoding('utf8');
   process.stdin.on('data', (line: string) => {
@@ -218,12 +228,18 @@ async function childArm(name: string, cpus: readonly number[], args: string[], e
 }
 
 /**
- * SPDK's nvmf_tgt with the client's subsystem NQN and a malloc namespace of the same size, reactors on the target
- * CPUs. max_queue_depth 256: the client's I/O queue asks for 256 entries (SPDK's default is 128).
+ * SPDK's nvmf_tgt with the client's subsystem NQN and a malloc namespace of the same size, written in full like ours,
+ * reactors on the target CPUs. max_queue_depth 256: the client's I/O queue asks for 256 entries (SPDK's default 128).
  */
 async function spdkArm(name: string, cpus: readonly number[], interrupt: boolean): Promise<TargetArm> {
   const { startSpdkTarget } = await import('../harness/peers/spdk.js');
   const t = await startSpdkTarget({ cpus, interrupt, nqn: SUBNQN, namespaces: [{ sizeMiB: NS_BYTES >> 20 }], discovery: false, transport: { max_queue_depth: 256 } });
+  try {
+    await fillNamespace(t.port);
+  } catch (e) {
+    await t.stop();
+    throw e;
+  }
   return { name, port: t.port, pid: t.pid, cores: cpus.length, polls: !interrupt, stop: () => t.stop() };
 }
 
