@@ -241,7 +241,8 @@ describe('SPDK bdev_nvme host against our target', () => {
     expect(await h.attach({ name: 'N0', traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN })).toEqual(['N0n1']);
     const names = async (): Promise<string[]> => (await h.bdevs()).map((b) => b.name).sort();
 
-    // Namespace Attribute Changed (NVMe Base 2.0 §5.27.1.7, Changed Namespace List log 04h): the host rescans.
+    // Namespace Attribute Changed notice (NVMe Base 2.0 §5.2), Changed Namespace List log 04h (§5.16.1.5): the
+    // host rescans.
     await t.service.addNamespace(SUBNQN, { nsid: 2, backend: { type: 'ram', size: '8M' } });
     await waitFor('bdev N0n2 created', async () => (await names()).includes('N0n2'), 5000);
     expect((await h.bdevs()).find((b) => b.name === 'N0n2')?.num_blocks).toBe((8 << 20) / 512);
@@ -249,7 +250,8 @@ describe('SPDK bdev_nvme host against our target', () => {
     await waitFor('bdev N0n2 removed', async () => !(await names()).includes('N0n2'), 5000);
     expect(await names()).toEqual(['N0n1']);
 
-    // ANA change (NVMe Base 2.0 §8.1.3, ANA log 0Ch): the host re-reads each group's state.
+    // ANA change notice (NVMe Base 2.0 §5.2), ANA log 0Ch (§5.16.1.13, states §8.1.3): the host re-reads each
+    // group's state.
     const anaState = async (): Promise<string | undefined> => (await h.bdevs()).find((b) => b.name === 'N0n1')?.driver_specific?.nvme?.[0]?.ns_data.ana_state;
     expect(await anaState()).toBe('optimized');
     t.service.setAnaState(1, 1, 'non-optimized');
@@ -273,16 +275,20 @@ describe('SPDK bdev_nvme host against our target', () => {
     expect(await anaState()).toBe('optimized');
   });
 
-  it('unmap and write_zeroes workloads, then bdev_nvme_reset_controller: a new association, and verify passes after it', async () => {
+  it('unmap, write_zeroes and flush workloads, then bdev_nvme_reset_controller: a new association, and verify passes after it', async () => {
     const t = await serviceTarget();
     const h = await bdevHost();
+    // bdev_nvme completes a flush itself unless enable_flush is set (default false in v26.05), even with our
+    // Volatile Write Cache bit (Identify Controller VWC bit 0) set; the Linux host sends Flush whenever VWC is set.
+    await h.call('bdev_nvme_set_options', { enable_flush: true });
     await h.attach({ name: 'N0', traddr: t.addr, trsvcid: t.ports[0] as number, subnqn: SUBNQN, hostnqn: HOSTNQN });
     const opcodes = (): Record<string, number> => t.service.stats().subsystems[SUBNQN]?.opcodes ?? {};
-    // bdev unmap is Dataset Management with the Deallocate attribute, write_zeroes Write Zeroes (NVM Command Set 1.0
-    // §3.2.3, §3.2.8): both reach the namespace as those opcodes, none fails.
+    // bdev unmap is Dataset Management with the Deallocate attribute, write_zeroes Write Zeroes, flush Flush (NVM
+    // Command Set 1.0 §3.2.3, §3.2.8, NVMe Base 2.0 §7.1): each reaches the namespace as that opcode, none fails.
     for (const [workload, opcode] of [
       ['unmap', 'dsm'],
       ['write_zeroes', 'write-zeroes'],
+      ['flush', 'flush'],
     ] as const) {
       const before = opcodes()[opcode] ?? 0;
       const r = await h.perform({ seconds: 1, workload });
@@ -390,8 +396,8 @@ describe('SPDK bdev_nvme host against our target', () => {
       return refusals.some((l) => /"code":"handshake"/.test(l)) && refusals.some((l) => /"code":"cleartext-on-required"/.test(l));
     }, 5000);
 
-    // SPDK's identity is the version 0 retained one, "NVMe0R01 <hostnqn> <subnqn>", with TLS_AES_128_GCM_SHA256
-    // (TP 8011 §3.6.1.3; lib/nvme/nvme_tcp.c nvme_tcp_generate_psk_identity).
+    // SPDK offers one identity, the version 0 retained one "NVMe0R01 <hostnqn> <subnqn>" (TP 8011; docs/tls.md),
+    // with TLS_AES_128_GCM_SHA256 for an hh 01 key (include/spdk_internal/nvme_tcp.h nvme_tcp_generate_psk_identity).
     expect(await h.attach({ name: 'N0', ...at, extra: { psk: 'psk0' } })).toEqual(['N0n1']);
     const run = verifyRun(h, { seconds: 2 });
     const { queues } = await sampleIoQueues(t, SUBNQN, run);
@@ -403,11 +409,11 @@ describe('SPDK bdev_nvme host against our target', () => {
 });
 
 /**
- * NVMe/TCP 1.0 PDU sizes (§3.6.1; §3.6.2.2 for the digests ICReq/ICResp enabled): a read's CapsuleCmd is 72 bytes
- * (8-byte common header + 64-byte SQE), its reply one C2HData (24-byte header + the data, one PDU up to our 128 KiB
- * C2H size) and a CapsuleResp (8 + 16); HDGST adds 4 bytes to every PDU header, DDGST 4 after the data. Between the
- * first and the latest sample of a randread queue, the bytes the target took in and sent must be whole multiples of
- * those: this proves perf's -H / -I were negotiated and that every PDU carried them, on both ways.
+ * NVMe/TCP 1.0 PDU sizes (§3.6; digests as ICReq / ICResp DGST enabled them, §3.6.2.2 / §3.6.2.3): a read's
+ * CapsuleCmd is 72 bytes (8-byte common header + 64-byte SQE), its reply one C2HData (24-byte header + the data, one
+ * PDU up to our 128 KiB C2H size) and a CapsuleResp (8 + 16); HDGST adds 4 bytes to every PDU header, DDGST 4 after
+ * the data. Between the first and the latest sample of a randread queue, the bytes the target took in and sent must be
+ * whole multiples of those: this proves perf's -H / -I were negotiated and that every PDU carried them, both ways.
  */
 function expectReadWire(q: SampledQueue, c: { ioSize: number; digests: boolean; qd: number }): void {
   const dg = c.digests ? 4 : 0;
