@@ -89,14 +89,14 @@ export function settleClient<T>(code: number | null, out: string, resolve: (v: T
  * filled RAM does: not our shared zero chunk (which would also keep the digest cache artificially warm), and not
  * SPDK malloc pages that fault in on their first read.
  */
-async function fillNamespace(port: number): Promise<void> {
+export async function fillNamespace(port: number, nqn = SUBNQN, bytes = NS_BYTES): Promise<void> {
   const { connect } = await import('../initiator/index.js');
-  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
+  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn, nr_io_queues: 1, queue_size: 32 });
   try {
     const ns = host.namespace(1);
     const piece = 1024 * 1024;
     const buf = Buffer.alloc(piece);
-    for (let off = 0; off < NS_BYTES; off += piece) {
+    for (let off = 0; off < bytes; off += piece) {
       for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
       await ns.write(BigInt(off / ns.blockSize), buf);
     }

@@ -15,7 +15,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Child, buildBaseline, settleClient } from './perf-target.js';
+import { Child, buildBaseline, fillNamespace, settleClient } from './perf-target.js';
 import { arg } from './args.js';
 
 const SUBNQN = 'nqn.2024-01.io.nvme-ts:bench';
@@ -47,16 +47,7 @@ async function server(workers: number, placement: string, cache: boolean): Promi
   const port = svc.boundPorts()[0]?.port ?? 0;
   if (BACKEND === 'null') return ready(svc, port);
   // Real data everywhere (as perf-target.ts does), written through our initiator.
-  const { connect } = await import('../initiator/index.js');
-  const host = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, queue_size: 32 });
-  const ns = host.namespace(1);
-  const piece = 1024 * 1024;
-  const buf = Buffer.alloc(piece);
-  for (let off = 0; off < NS_BYTES; off += piece) {
-    for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
-    await ns.write(BigInt(off / ns.blockSize), buf);
-  }
-  await host.disconnect();
+  await fillNamespace(port, SUBNQN, NS_BYTES);
   ready(svc, port);
 }
 
