@@ -517,7 +517,7 @@ export async function runBdevperf(o: BdevperfOptions): Promise<ToolResult> {
   try {
     const conf = path.join(dir, 'bdev.json');
     await writeFile(conf, JSON.stringify({ subsystems: [{ subsystem: 'bdev', config: o.controllers.map((c) => ({ method: 'bdev_nvme_attach_controller', params: attachControllerParams(c) })) }] }));
-    const args = ['--no-huge', '-s', '1024', '-m', coreList(o.cpus ?? [0]), '-r', path.join(dir, 'rpc.sock'), '--disable-cpumask-locks', '--json', conf, '-q', String(o.qd), '-o', String(o.ioSize), '-w', o.workload, '-t', String(o.seconds), ...(o.args ?? [])];
+    const args = ['--no-huge', '-s', '1024', '-u', '-m', coreList(o.cpus ?? [0]), '-r', path.join(dir, 'rpc.sock'), '--disable-cpumask-locks', '--json', conf, '-q', String(o.qd), '-o', String(o.ioSize), '-w', o.workload, '-t', String(o.seconds), ...(o.args ?? [])];
     const r = await runSpdkTool(findSpdk().bdevperf, args, (o.seconds + 90) * 1000);
     if (r.code !== 0) throw new SpdkError('HARNESS_ERR_SPDK_APP', `bdevperf ${args.join(' ')} failed (exit ${r.code}):\n${r.out.trim().split('\n').slice(-25).join('\n')}`);
     return r;
