@@ -255,7 +255,10 @@ function scenarioTarget(sc: Scenario, v: { target?: string; 'target-cores'?: str
   const target = v.target ?? 'ours';
   if (target !== 'ours' && target !== 'spdk') throw new UsageError(`--target must be ours or spdk, got "${target}"`);
   const supported = sc.targets ?? ['ours'];
-  if (!supported.includes(target)) throw new UsageError(`--target ${target} does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.targets?.includes(target) === true).map((s) => s.name).join(', ')}`);
+  if (!supported.includes(target)) {
+    const why = sc.oursOnly === undefined ? '' : ` (${sc.oursOnly})`;
+    throw new UsageError(`--target ${target} does not apply to scenario ${sc.name}${why}; it does to ${SCENARIOS.filter((s) => s.targets?.includes(target) === true).map((s) => s.name).join(', ')}`);
+  }
   const cores = intFlag(v['target-cores'], 'target-cores', 1, 1024);
   if (target !== 'spdk' && (cores !== undefined || v['spdk-interrupt'] === true)) throw new UsageError(`--${cores !== undefined ? 'target-cores' : 'spdk-interrupt'} needs --target spdk`);
   return { target, ...(cores === undefined ? {} : { targetCores: cores }), ...(v['spdk-interrupt'] === true ? { spdkInterrupt: true } : {}) };

@@ -199,6 +199,7 @@ async function interopSuites(ctx: ScenarioContext): Promise<Arm> {
 
 export const kernelInterop: Scenario = {
   name: 'kernel-interop',
+  oursOnly: 'it compares the Linux host against our target and against nvmet in the same lab guest',
   title: 'Kernel interop: Linux 6.1 (qemu, emulated) host against our target, and our initiator against nvmet',
   hypothesis:
     'The Linux nvme-tcp host connects to our target and runs fio without errors, and, in the same emulated guest, reaches an IOPS ' +

@@ -87,6 +87,7 @@ async function runArm(ctx: ScenarioContext, target: ChildTarget, name: string, p
 
 export const matchHwQueues: Scenario = {
   name: 'match-hw-queues',
+  oursOnly: 'it starts the target inside a network namespace behind a veth with N queues, which only our child target does',
   title: 'match_hw_queues: queue count from the NIC (veth in a network namespace) vs a per-CPU baseline',
   ioWorkers: true,
   hypothesis:

@@ -12,6 +12,7 @@ const LATENCIES = [0, 1, 5] as const;
 
 export const parallelConnect: Scenario = {
   name: 'parallel-connect',
+  oursOnly: 'it injects Connect latency at the target, a fault knob of ours that nvmf_tgt lacks',
   title: 'Parallel connect: 64 I/O queues, serial vs parallel, with injected Connect latency',
   hypothesis:
     'Serial queue setup costs about 64 × (TCP handshake + ICReq + Connect round trip + injected latency); connecting the queues ' +

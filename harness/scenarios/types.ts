@@ -36,6 +36,8 @@ export interface Scenario {
   ioWorkers?: boolean;
   /** Targets run() can use (ScenarioContext.target); absent: ours only. */
   targets?: readonly TargetKind[];
+  /** Why run() needs our target (the CLI's answer to `--target spdk`); absent where `targets` includes spdk. */
+  oursOnly?: string;
   run(ctx: ScenarioContext): Promise<Report>;
 }
 

@@ -16,7 +16,7 @@ describe('nvme-tcp bench --target', () => {
   it('refuses a target a scenario cannot use, an unknown target, and SPDK-only flags without --target spdk', async () => {
     expect(await bench(['--scenario', 'parallel-connect', '--quick', '--target', 'spdk'])).toEqual({
       code: 2,
-      err: 'nvme-tcp bench: --target spdk does not apply to scenario parallel-connect; it does to queue-groups, duplicate-connect\n',
+      err: 'nvme-tcp bench: --target spdk does not apply to scenario parallel-connect (it injects Connect latency at the target, a fault knob of ours that nvmf_tgt lacks); it does to queue-groups, duplicate-connect\n',
     });
     expect(await bench(['--scenario', 'duplicate-connect', '--target', 'linux'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target must be ours or spdk, got "linux"\n' });
     expect(await bench(['--scenario', 'duplicate-connect', '--target-cores', '2'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target-cores needs --target spdk\n' });
