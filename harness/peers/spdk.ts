@@ -4,7 +4,7 @@
 // unless started with --interrupt-mode: a polling app's CPU is 100 % of its cores by design.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -257,6 +257,18 @@ export async function startSpdkApp(binary: string, o: SpdkAppOptions = {}): Prom
       await stopChild();
     },
   };
+}
+
+/**
+ * Registers `secret` (a TLS interchange PSK or a DHHC-1 secret) under `name` in an app's keyring: SPDK's keyring_file
+ * module takes an absolute path to a file of mode 0600 (chmod too: an existing file keeps its mode). Returns `name`.
+ */
+export async function addKeyringKey(rpc: SpdkRpc, dir: string, name: string, secret: string): Promise<string> {
+  const file = path.join(dir, name);
+  await writeFile(file, secret, { mode: 0o600 });
+  await chmod(file, 0o600);
+  await rpc.call('keyring_file_add_key', { name, path: file });
+  return name;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

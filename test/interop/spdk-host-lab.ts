@@ -1,12 +1,12 @@
 // Shared pieces of the SPDK-host interop suite (spdk-host.test.ts): our target as a child process (`nvme-tcp target`,
 // one process or --workers N) or in this process (TargetService), what each counted, and SPDK's bdev layer
 // (bdevperf -z) as an RPC-driven NVMe/TCP host.
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { startCliTarget, type CliTarget } from '../../harness/lab.js';
-import { attachControllerParams, findSpdk, startSpdkApp, type BdevNvmeController, type SpdkApp } from '../../harness/peers/spdk.js';
+import { addKeyringKey, attachControllerParams, findSpdk, startSpdkApp, type BdevNvmeController, type SpdkApp } from '../../harness/peers/spdk.js';
 import { TargetService, type ControllerInfo, type TargetConfig } from '../../target/index.js';
 import { REPORT_INTERVAL_MS } from '../../target/workers/worker.js';
 
@@ -297,10 +297,7 @@ export async function startBdevHost(o: { cpus?: readonly number[]; qd?: number; 
         ...(p.ioSize === undefined ? {} : { io_size: String(p.ioSize) }),
       }),
     addKey: async (name, secret) => {
-      const f = path.join(keyDir, name);
-      await writeFile(f, secret, { mode: 0o600 });
-      await chmod(f, 0o600);
-      await call('keyring_file_add_key', { name, path: f });
+      await addKeyringKey(app.rpc, keyDir, name, secret);
     },
     stop: () => app.stop(),
   };

@@ -5,13 +5,13 @@
 // nvmf_tgt runs with --interrupt-mode so its reactors do not busy-poll the cores this process needs.
 import { Buffer } from 'node:buffer';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/lab.js';
-import { findSpdk, startSpdkTarget, type SpdkTarget } from '../../harness/peers/spdk.js';
+import { addKeyringKey, findSpdk, startSpdkTarget, type SpdkTarget } from '../../harness/peers/spdk.js';
 import {
   AuthenticationRequiredError,
   ConnectionClosedError,
@@ -99,13 +99,6 @@ async function gone(t: SpdkTarget, cntlids: readonly number[], nqn = t.nqn): Pro
   }
 }
 
-/** A key file as SPDK's keyring_file module wants it (absolute path, mode 0600) and the key registered under `name`. */
-async function addKey(t: SpdkTarget, dir: string, name: string, text: string): Promise<string> {
-  const file = path.join(dir, name);
-  await writeFile(file, text, { mode: 0o600 });
-  await t.rpc.call('keyring_file_add_key', { name, path: file });
-  return name;
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // A PDU tap: a TCP relay that forwards every byte unchanged and parses the NVMe/TCP PDU headers of both directions
@@ -516,12 +509,12 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
       expect(t.nqn).toBe('nqn.2016-06.io.spdk:cnode1');
       // A secure listener needs a host list (nvmf_rpc.c: "Cannot establish secure channel, when 'allow_any_host' is set").
       await t.rpc.call('nvmf_subsystem_allow_any_host', { nqn: t.nqn, allow_any_host: false });
-      await t.rpc.call('nvmf_subsystem_add_host', { nqn: t.nqn, host: tlsHost.hostnqn, psk: await addKey(t, dir, 'psk0', TLS_KEY) });
+      await t.rpc.call('nvmf_subsystem_add_host', { nqn: t.nqn, host: tlsHost.hostnqn, psk: await addKeyringKey(t.rpc, dir, 'psk0', TLS_KEY) });
       await t.rpc.call('nvmf_subsystem_add_host', {
         nqn: t.nqn,
         host: authHost.hostnqn,
-        dhchap_key: await addKey(t, dir, 'host0', HOST_KEY),
-        dhchap_ctrlr_key: await addKey(t, dir, 'ctrl0', CTRL_KEY),
+        dhchap_key: await addKeyringKey(t.rpc, dir, 'host0', HOST_KEY),
+        dhchap_ctrlr_key: await addKeyringKey(t.rpc, dir, 'ctrl0', CTRL_KEY),
       });
       tlsPort = await freePort();
       await t.rpc.call('nvmf_subsystem_add_listener', { nqn: t.nqn, secure_channel: true, listen_address: { trtype: 'tcp', adrfam: 'ipv4', traddr: ADDR, trsvcid: String(tlsPort) } });
