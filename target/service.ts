@@ -817,13 +817,13 @@ export class TargetService {
     const out: NamespaceStats = { nsid, ...own };
     for (const list of this.#pool?.namespaceReports() ?? []) {
       for (const r of list) {
-        if (r[0] !== subnqn || r[1] !== nsid) continue;
-        out.reads += r[2];
-        out.writes += r[3];
-        out.bytesRead += r[4];
-        out.bytesWritten += r[5];
-        out.flushes += r[6];
-        out.errors += r[7];
+        if (r.nqn !== subnqn || r.nsid !== nsid) continue;
+        out.reads += r.reads;
+        out.writes += r.writes;
+        out.bytesRead += r.bytesRead;
+        out.bytesWritten += r.bytesWritten;
+        out.flushes += r.flushes;
+        out.errors += r.errors;
       }
     }
     return out;

@@ -45,11 +45,11 @@ export type ToWorker =
   | { t: 'port-remove'; seq: number; id: number }
   | { t: 'stop'; seq: number }
   /** A namespace's reservation state changed on the primary: apply it, then ack. */
-  | { t: 'resv'; seq: number; nqn: string; nsid: number; r: ResvReplica }
+  | { t: 'resv'; seq: number; nqn: string; nsid: number; replica: ResvReplica }
   /** The answer to a forwarded reservation command, sent once every worker applied its result. */
   | { t: 'resv-done'; id: number; status: number }
   /** Another process wrote these ranges of shared RAM namespaces: drop them from the read cache, then 'inv-ack'. */
-  | { t: 'inv'; seq: number; r: InvRange[] }
+  | { t: 'inv'; seq: number; ranges: InvRange[] }
   /** Every other worker dropped the ranges of this worker's 'inv' `seq`: its writes may complete. */
   | { t: 'inv-done'; seq: number }
   /**
@@ -60,10 +60,37 @@ export type ToWorker =
   /** Worker `index` exited: no invalidation waits for it any more. */
   | { t: 'peer-gone'; index: number };
 
-/** Per-queue counters in a report: [id, commands, bytesIn, bytesOut, errors, inFlight]. */
-export type QueueReport = [number, number, number, number, number, number];
-/** Per-namespace counters of one worker: [subnqn, nsid, reads, writes, bytesRead, bytesWritten, flushes, errors]. */
-export type NsReport = [string, number, number, number, number, number, number, number];
+/** Per-queue counters in a report. */
+export interface QueueReport {
+  id: number;
+  commands: number;
+  bytesIn: number;
+  bytesOut: number;
+  errors: number;
+  inFlight: number;
+}
+
+/** Per-namespace counters of one worker: the commands it executed on `nqn`/`nsid`. */
+export interface NsReport {
+  nqn: string;
+  nsid: number;
+  reads: number;
+  writes: number;
+  bytesRead: number;
+  bytesWritten: number;
+  flushes: number;
+  errors: number;
+}
+
+/** A worker's shared RAM writes and cache invalidations over its life. */
+export interface InvReport {
+  /** Batches sent to peers over their links. */
+  direct: number;
+  /** Batches relayed through the primary (no link to some peer). */
+  relayed: number;
+  /** Writes no peer held a piece of (nothing sent). */
+  unasked: number;
+}
 
 export interface WorkerReport {
   t: 'report';
@@ -80,9 +107,7 @@ export interface WorkerReport {
   lagMaxMs: number;
   /** Commands completed, bytes received and sent, over the worker's life. */
   ios: number;
-  /** Shared RAM writes and cache invalidations, over the worker's life: [batches sent to peers directly, batches
-   * relayed through the primary, writes no peer held a piece of (nothing sent)]. */
-  inv: [number, number, number];
+  inv: InvReport;
   bytesIn: number;
   bytesOut: number;
 }
@@ -96,7 +121,7 @@ export type FromWorker =
   /** Register / Acquire / Release from a worker queue, for the primary to run on the one state (data: base64 keys). */
   | { t: 'resv-cmd'; id: number; nqn: string; nsid: number; hostid: string; opcode: number; cdw10: number; data: string }
   /** Writes here changed these ranges of shared RAM namespaces: have the other workers drop them, then 'inv-done'. */
-  | { t: 'inv'; seq: number; r: InvRange[] }
+  | { t: 'inv'; seq: number; ranges: InvRange[] }
   | { t: 'inv-ack'; seq: number }
   | WorkerReport;
 

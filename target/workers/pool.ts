@@ -34,6 +34,11 @@ export class WorkerStartError extends Error {
   readonly code = 'WORKER_START_FAILED';
 }
 
+/** A change a worker did not apply (it answered with an error, or exited before answering). */
+export class WorkerSyncError extends Error {
+  readonly code = 'WORKER_SYNC_FAILED';
+}
+
 export interface WorkerPoolOptions {
   count: number;
   placement: Placement;
@@ -95,6 +100,40 @@ class WorkerProc {
   }
 }
 
+/**
+ * Messages posted to several workers, each answering by sequence number: `done` runs once every worker a message
+ * reached answered or exited. One tracker per sequence space ('ack' for changes and links, 'inv-ack' for relayed
+ * invalidations).
+ */
+class AckTracker {
+  #seq = 1;
+  readonly #pending = new Map<number, { waiting: Set<WorkerProc>; errors: string[]; done: (errors: string[]) => void }>();
+
+  next(): number {
+    return this.#seq++;
+  }
+
+  /** Wait for the answers of `waiting` to `seq`; none to wait for: `done` runs now. */
+  expect(seq: number, waiting: Set<WorkerProc>, done: (errors: string[]) => void): void {
+    if (waiting.size === 0) return done([]);
+    this.#pending.set(seq, { waiting, errors: [], done });
+  }
+
+  answer(seq: number, w: WorkerProc, error?: string): void {
+    const a = this.#pending.get(seq);
+    if (a === undefined || !a.waiting.delete(w)) return;
+    if (error !== undefined) a.errors.push(error);
+    if (a.waiting.size > 0) return;
+    this.#pending.delete(seq);
+    a.done(a.errors);
+  }
+
+  /** Worker `w` exited: it counts as answered everywhere, with `error` where its answer mattered. */
+  gone(w: WorkerProc, error?: string): void {
+    for (const seq of [...this.#pending.keys()]) this.answer(seq, w, error);
+  }
+}
+
 /** An I/O queue served by a worker, as its controller in the primary holds it. */
 export class RemoteQueue implements QueueHandle {
   commands = 0;
@@ -136,12 +175,11 @@ export class WorkerPool implements QueueHandOff {
   readonly #portPlacement = new Map<number, Placement>();
   /** controller placement: the worker of each controller that has queues placed (gone with the controller). */
   readonly #ctrlWorker = new WeakMap<Controller, number>();
-  #seq = 1;
-  readonly #acks = new Map<number, { waiting: Set<WorkerProc>; errors: string[]; resolve: () => void }>();
+  /** Changes and links sent to workers ('ack'). */
+  readonly #acks = new AckTracker();
   #stopping = false;
-  /** Cache invalidations relayed to workers, by relay sequence: the workers yet to answer, and what runs then. */
-  readonly #invs = new Map<number, { waiting: Set<WorkerProc>; finish: () => void }>();
-  #invSeq = 1;
+  /** Cache invalidations relayed to workers ('inv-ack'). */
+  readonly #invs = new AckTracker();
   /** Workers becoming ready, one at a time (#link). */
   #joining: Promise<void> = Promise.resolve();
   /** Writes in this process (queues that stay here: TLS, DH-HMAC-CHAP) to shared RAM namespaces. */
@@ -280,21 +318,35 @@ export class WorkerPool implements QueueHandOff {
         } catch (err) {
           this.#log.warn({ err: (err as Error).message, worker: w.index, peer: o.index }, 'worker link could not be made; invalidations go through the primary');
         }
-        const seq = this.#seq++;
-        const a = { waiting: new Set<WorkerProc>(), errors: [] as string[], resolve: () => undefined as void };
-        const answered = new Promise<void>((resolve) => (a.resolve = resolve));
-        // An end that could not be sent is closed here (else the listener would wait for it forever).
-        if (this.#post(o, { t: 'peer', seq, index: w.index }, pair?.[0])) a.waiting.add(o);
-        else pair?.[0].destroy();
-        if (this.#post(w, { t: 'peer', seq, index: o.index }, pair?.[1])) a.waiting.add(w);
-        else pair?.[1].destroy();
-        if (a.waiting.size === 0) continue;
-        this.#acks.set(seq, a);
-        await answered;
+        await new Promise<void>((resolve) =>
+          this.#fanOut(
+            this.#acks,
+            [o, w],
+            (seq, to) => ({ t: 'peer', seq, index: to === o ? w.index : o.index }),
+            () => resolve(),
+            (to) => (to === o ? pair?.[0] : pair?.[1]),
+          ),
+        );
       }
     } finally {
       await maker?.close();
     }
+  }
+
+  /**
+   * Post `message` to each of `to` (with `socket(w)` riding along), then `done` with the errors once each it reached
+   * answered through `acks` or exited. A socket that could not be sent is closed here, else its other end would wait
+   * for it forever.
+   */
+  #fanOut(acks: AckTracker, to: readonly WorkerProc[], message: (seq: number, w: WorkerProc) => ToWorker, done: (errors: string[]) => void, socket?: (w: WorkerProc) => net.Socket | undefined): void {
+    const seq = acks.next();
+    const waiting = new Set<WorkerProc>();
+    for (const w of to) {
+      const s = socket?.(w);
+      if (this.#post(w, message(seq, w), s)) waiting.add(w);
+      else s?.destroy();
+    }
+    acks.expect(seq, waiting, done);
   }
 
   #post(w: WorkerProc, m: ToWorker, socket?: net.Socket): boolean {
@@ -319,29 +371,14 @@ export class WorkerPool implements QueueHandOff {
         if (r !== undefined) this.#dropQueue(r, 'disconnected');
         return;
       }
-      case 'ack': {
-        const a = this.#acks.get(m.seq);
-        if (a === undefined) return;
-        if (!a.waiting.delete(w)) return;
-        if (m.error !== undefined) a.errors.push(`worker ${w.index}: ${m.error}`);
-        if (a.waiting.size === 0) {
-          this.#acks.delete(m.seq);
-          a.resolve();
-        }
-        return;
-      }
+      case 'ack':
+        return this.#acks.answer(m.seq, w, m.error !== undefined ? `worker ${w.index}: ${m.error}` : undefined);
       case 'resv-cmd':
         return this.#onResvCmd(w, m);
       case 'inv':
-        return this.#relayInv(m.r, w, () => void this.#post(w, { t: 'inv-done', seq: m.seq }));
-      case 'inv-ack': {
-        const p = this.#invs.get(m.seq);
-        if (p !== undefined && p.waiting.delete(w) && p.waiting.size === 0) {
-          this.#invs.delete(m.seq);
-          p.finish();
-        }
-        return;
-      }
+        return this.#relayInv(m.ranges, w, () => void this.#post(w, { t: 'inv-done', seq: m.seq }));
+      case 'inv-ack':
+        return this.#invs.answer(m.seq, w);
       default:
         return;
     }
@@ -360,11 +397,8 @@ export class WorkerPool implements QueueHandOff {
    * counts as answered: its cache went with it, and a restarted one starts empty.
    */
   #relayInv(ranges: InvRange[], from: WorkerProc | undefined, finish: () => void): void {
-    const seq = this.#invSeq++;
-    const waiting = new Set<WorkerProc>();
-    for (const w of this.#workers) if (w !== from && w.state !== 'dead' && this.#post(w, { t: 'inv', seq, r: ranges })) waiting.add(w);
-    if (waiting.size === 0) return finish();
-    this.#invs.set(seq, { waiting, finish });
+    const to = this.#workers.filter((w) => w !== from && w.state !== 'dead');
+    this.#fanOut(this.#invs, to, (seq) => ({ t: 'inv', seq, ranges }), () => finish());
   }
 
   #onResvCmd(w: WorkerProc, m: Extract<FromWorker, { t: 'resv-cmd' }>): void {
@@ -378,20 +412,20 @@ export class WorkerPool implements QueueHandOff {
   }
 
   /** A namespace's reservation state changed here: every worker applies it before the change may complete. */
-  syncResv(nqn: string, nsid: number, r: ResvReplica): Promise<void> {
-    return this.#broadcast((seq) => ({ t: 'resv', seq, nqn, nsid, r }));
+  syncResv(nqn: string, nsid: number, replica: ResvReplica): Promise<void> {
+    return this.#broadcast((seq) => ({ t: 'resv', seq, nqn, nsid, replica }));
   }
 
   #onReport(w: WorkerProc, m: WorkerReport): void {
     w.report = m;
     for (const q of m.queues) {
-      const r = this.#remote.get(q[0]);
+      const r = this.#remote.get(q.id);
       if (r === undefined) continue;
-      r.commands = q[1];
-      r.bytesIn = q[2];
-      r.bytesOut = q[3];
-      r.errors = q[4];
-      r.inFlight = q[5];
+      r.commands = q.commands;
+      r.bytesIn = q.bytesIn;
+      r.bytesOut = q.bytesOut;
+      r.errors = q.errors;
+      r.inFlight = q.inFlight;
     }
     // TBKAS (CTRATT bit 6): commands on a worker's queues keep their controller alive, as they would here.
     for (const id of m.active) {
@@ -409,20 +443,9 @@ export class WorkerPool implements QueueHandOff {
     w.setState('dead');
     const lost = [...w.queues];
     for (const r of lost) this.#dropQueue(r, 'worker exited');
-    for (const [seq, a] of this.#acks) {
-      if (!a.waiting.delete(w)) continue;
-      a.errors.push(`worker ${w.index} exited`);
-      if (a.waiting.size === 0) {
-        this.#acks.delete(seq);
-        a.resolve();
-      }
-    }
-    for (const [seq, p] of this.#invs) {
-      if (p.waiting.delete(w) && p.waiting.size === 0) {
-        this.#invs.delete(seq);
-        p.finish();
-      }
-    }
+    this.#acks.gone(w, `worker ${w.index} exited`);
+    // Its read cache went with it (a restarted one starts empty): no invalidation waits for it.
+    this.#invs.gone(w);
     if (expected) return;
     // Not while stopping: the others are exiting too, and a message to one that already closed its channel is EPIPE.
     for (const o of this.#workers) if (o !== w && (o.state === 'ready' || o.state === 'starting')) this.#post(o, { t: 'peer-gone', index: w.index });
@@ -500,19 +523,9 @@ export class WorkerPool implements QueueHandOff {
   }
 
   /** Send a change to every live worker and wait until each applied it. */
-  async #broadcast(make: (seq: number) => ToWorker): Promise<void> {
+  #broadcast(make: (seq: number) => ToWorker): Promise<void> {
     const live = this.#workers.filter((w) => w.state === 'ready' || w.state === 'starting');
-    if (live.length === 0) return;
-    const seq = this.#seq++;
-    const m = make(seq);
-    const done = new Promise<string[]>((resolve) => {
-      const a = { waiting: new Set<WorkerProc>(), errors: [] as string[], resolve: () => resolve(a.errors) };
-      for (const w of live) if (this.#post(w, m)) a.waiting.add(w);
-      if (a.waiting.size === 0) resolve(a.errors);
-      else this.#acks.set(seq, a);
-    });
-    const errors = await done;
-    if (errors.length > 0) throw new Error(errors.join('; '));
+    return new Promise((resolve, reject) => this.#fanOut(this.#acks, live, make, (errors) => (errors.length > 0 ? reject(new WorkerSyncError(errors.join('; '))) : resolve())));
   }
 
   syncSubsystem(spec: SubsysSpec): Promise<void> {
@@ -553,7 +566,7 @@ export class WorkerPool implements QueueHandOff {
         ios: r?.ios ?? 0,
         bytesIn: r?.bytesIn ?? 0,
         bytesOut: r?.bytesOut ?? 0,
-        invalidations: { direct: r?.inv[0] ?? 0, relayed: r?.inv[1] ?? 0, unasked: r?.inv[2] ?? 0 },
+        invalidations: { direct: r?.inv.direct ?? 0, relayed: r?.inv.relayed ?? 0, unasked: r?.inv.unasked ?? 0 },
       };
     });
   }
@@ -576,8 +589,7 @@ export class WorkerPool implements QueueHandOff {
       if (c === undefined || w.state === 'dead' || c.exitCode !== null || c.signalCode !== null) return;
       const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
       w.setState('stopping');
-      const seq = this.#seq++;
-      if (!this.#post(w, { t: 'stop', seq })) c.kill('SIGKILL');
+      if (!this.#post(w, { t: 'stop', seq: this.#acks.next() })) c.kill('SIGKILL');
       const timer = setTimeout(() => c.kill('SIGKILL'), 10_000);
       await exited;
       clearTimeout(timer);

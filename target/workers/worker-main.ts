@@ -36,7 +36,7 @@ process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
   // Cache invalidations are answered at once, not behind queued changes: a write in another process waits for it.
   // Without a runtime (still starting) nothing is cached yet, so the answer is true already.
   if (m.t === 'inv') {
-    r?.invalidate(m.r);
+    r?.invalidate(m.ranges);
     send({ t: 'inv-ack', seq: m.seq });
     return;
   }

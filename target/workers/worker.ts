@@ -46,7 +46,7 @@ export class WorkerRuntime {
     (r, done) => {
       const seq = this.#invSeq++;
       this.#invWaiting.set(seq, done);
-      this.#send({ t: 'inv', seq, r });
+      this.#send({ t: 'inv', seq, ranges: r });
     },
   );
   readonly #inv = new InvalidationBatcher((r, done) => this.mesh.send(r, done));
@@ -90,7 +90,7 @@ export class WorkerRuntime {
       case 'stop':
         return this.#ack(m.seq, () => this.stop());
       case 'resv':
-        return this.#ack(m.seq, async () => this.#applyResv(m.nqn, m.nsid, m.r));
+        return this.#ack(m.seq, async () => this.#applyResv(m.nqn, m.nsid, m.replica));
       case 'resv-done':
         return this.#resvDone(m.id, m.status);
       case 'init':
@@ -295,29 +295,24 @@ export class WorkerRuntime {
   #report(): void {
     const active: number[] = [];
     const queues: QueueReport[] = [];
-    let ios = 0;
-    let bytesIn = 0;
-    let bytesOut = 0;
+    const r = this.#retired;
+    let ios = r.commands;
+    let bytesIn = r.bytesIn;
+    let bytesOut = r.bytesOut;
     for (const [id, q] of this.#queues) {
       const c = q.core.counters;
       if ((this.#lastCommands.get(id) ?? 0) !== c.commands) active.push(id);
       this.#lastCommands.set(id, c.commands);
-      queues.push([id, c.commands, c.bytesIn, c.bytesOut, c.errors, q.core.inFlight]);
-    }
-    const r = this.#retired;
-    ios += r.commands;
-    bytesIn += r.bytesIn;
-    bytesOut += r.bytesOut;
-    for (const q of queues) {
-      ios += q[1];
-      bytesIn += q[2];
-      bytesOut += q[3];
+      queues.push({ id, commands: c.commands, bytesIn: c.bytesIn, bytesOut: c.bytesOut, errors: c.errors, inFlight: q.core.inFlight });
+      ios += c.commands;
+      bytesIn += c.bytesIn;
+      bytesOut += c.bytesOut;
     }
     const ns: NsReport[] = [];
     for (const [nqn, m] of this.#nsKeys) {
       for (const [nsid, e] of m) {
         const k = e.ns.counters;
-        ns.push([nqn, nsid, k.reads, k.writes, k.bytesRead, k.bytesWritten, k.flushes, k.errors]);
+        ns.push({ nqn, nsid, reads: k.reads, writes: k.writes, bytesRead: k.bytesRead, bytesWritten: k.bytesWritten, flushes: k.flushes, errors: k.errors });
       }
     }
     const cpu = process.cpuUsage();
@@ -325,8 +320,9 @@ export class WorkerRuntime {
     const mean = Number.isNaN(lag.mean) ? 0 : lag.mean / 1e6;
     const max = lag.max / 1e6;
     lag.reset();
-    const inv = this.mesh.counts;
-    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut, inv: [inv.direct, inv.relayed, this.#unasked] });
+    const { direct, relayed } = this.mesh.counts;
+    const inv = { direct, relayed, unasked: this.#unasked };
+    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut, inv });
   }
 
   /** Counters of queues already closed (so the worker's totals never go backwards). */
