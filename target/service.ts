@@ -894,10 +894,10 @@ export class TargetService {
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);
       // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
-      if (backend instanceof ShmBackend && workerCache(cfg)) {
+      if (backend.sharing?.().kind === 'shm' && workerCache(cfg)) {
         const nqn = sub.nqn;
         const nsid = cfg.nsid;
-        backend.setCoherence((off, len, done) => (this.#pool === undefined ? done() : this.#pool.invalidate(nqn, nsid, off, len, done)));
+        backend.setCoherence?.((off, len, done) => (this.#pool === undefined ? done() : this.#pool.invalidate(nqn, nsid, off, len, done)));
       }
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
       for (const other of this.#core.allNamespaces()) {
@@ -960,10 +960,10 @@ function workerCache(cfg: NamespaceConfig): boolean {
 
 /** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */
 function nsOpen(ns: Namespace): NsOpen {
-  const b = ns.backend;
-  if (b instanceof ShmBackend) return { kind: 'shm', path: b.path, size: b.size, cache: workerCache(ns.config) };
-  if (b instanceof FileBackend) return { kind: 'file', path: b.path, readOnly: ns.readOnly };
-  if (b instanceof NullBackend) return { kind: 'null', size: b.size };
+  const s = ns.backend.sharing?.();
+  if (s?.kind === 'shm') return { kind: 'shm', path: s.path, size: s.size, cache: workerCache(ns.config) };
+  if (s?.kind === 'file') return { kind: 'file', path: s.path, readOnly: ns.readOnly };
+  if (s?.kind === 'null') return { kind: 'null', size: s.size };
   throw new InvalidArgumentError('namespaces.backend', `namespace ${ns.nsid}: a process-local RAM backend cannot be shared with workers`);
 }
 

@@ -2,7 +2,7 @@
 // ~10x faster than FileHandle for 4 KiB reads; nothing here blocks the event loop.
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
-import type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
+import type { BackendSharing, IoCallback, NamespaceBackend, ReadCallback } from './types.js';
 
 const ZERO_SLAB = Buffer.alloc(1024 * 1024);
 
@@ -111,6 +111,10 @@ export class FileBackend implements NamespaceBackend {
       });
     };
     step(offset, length);
+  }
+
+  sharing(): BackendSharing {
+    return { kind: 'file', path: this.path };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 // Public face of target/backend: the NamespaceBackend interface and its ram/file/null implementations.
-export type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
+export type { BackendSharing, CoherenceHook, IoCallback, NamespaceBackend, ReadCallback } from './types.js';
 export { ReadLent } from './types.js';
 export { RamBackend, RAM_CHUNK_SIZE } from './ram.js';
 export { NullBackend } from './null.js';

@@ -1,6 +1,6 @@
 // Null backend: reads return zeros, writes are discarded (like nvmet's null_blk-backed namespaces for transport tests).
 import { Buffer } from 'node:buffer';
-import type { IoCallback, NamespaceBackend, ReadCallback } from './types.js';
+import type { BackendSharing, IoCallback, NamespaceBackend, ReadCallback } from './types.js';
 
 const ZEROS = Buffer.alloc(128 * 1024);
 
@@ -24,6 +24,10 @@ export class NullBackend implements NamespaceBackend {
 
   writeZeroes(_offset: number, _length: number, _deallocate: boolean, cb: IoCallback): void {
     cb(null);
+  }
+
+  sharing(): BackendSharing {
+    return { kind: 'null', size: this.size };
   }
 
   async close(): Promise<void> {}

@@ -21,6 +21,19 @@ export const ReadLent = { STABLE: 0, TASK: 1, CALL: 2 } as const;
 export type ReadLent = (typeof ReadLent)[keyof typeof ReadLent];
 
 /**
+ * Told of every write and Write Zeroes a cached opener made (after the file has it), with the callback that completes
+ * the command: it calls `done` once every other opener dropped its cached copy of those bytes (WorkerRuntime asks the
+ * primary to relay the range to the other workers, and waits for their answers).
+ */
+export type CoherenceHook = (offset: number, length: number, done: () => void) => void;
+
+/**
+ * How another process reaches the same blocks (target workers, docs/target.md "Target workers"): the file it opens,
+ * the shared RAM file it maps, or nothing stored (null: each process answers zeros itself).
+ */
+export type BackendSharing = { kind: 'file'; path: string } | { kind: 'shm'; path: string; size: number } | { kind: 'null'; size: number };
+
+/**
  * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of
  * promise and microtask overhead on the hot path (docs/performance.md). Callers must tolerate both sync and async calls.
  */
@@ -45,4 +58,11 @@ export interface NamespaceBackend {
   writeZeroes(offset: number, length: number, deallocate: boolean, cb: IoCallback): void;
   /** Flush and release resources; no calls after this. */
   close(): Promise<void>;
+  /** How other processes share these blocks; absent: they live in this process only (RamBackend). */
+  sharing?(): BackendSharing;
+  /**
+   * Writes made here must reach other processes' read caches: `hook` runs for each before it completes (shared RAM
+   * only; see CoherenceHook).
+   */
+  setCoherence?(hook: CoherenceHook | undefined): void;
 }

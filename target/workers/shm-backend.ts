@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ReadLent, type IoCallback, type NamespaceBackend, type ReadCallback } from '../backend/index.js';
+import { ReadLent, type BackendSharing, type CoherenceHook, type IoCallback, type NamespaceBackend, type ReadCallback } from '../backend/index.js';
 
 const ZERO_SLAB = Buffer.alloc(256 * 1024);
 /** Initial size of the one read buffer (grown to the largest read seen). */
@@ -17,12 +17,7 @@ const BLOCK_SHIFT = 12;
 const PIECE_SHIFT = 20;
 const PIECE = 1 << PIECE_SHIFT;
 
-/**
- * Told of every write and Write Zeroes a cached opener made (after the file has it), with the callback that completes
- * the command: it calls `done` once every other opener dropped its cached copy of those bytes (WorkerRuntime asks the
- * primary to relay the range to the other workers, and waits for their answers).
- */
-export type CoherenceHook = (offset: number, length: number, done: () => void) => void;
+export type { CoherenceHook };
 
 /**
  * Which 1 MiB pieces other openers cache (PeerMesh holds): a cached opener asks before it caches a piece, and a write
@@ -207,6 +202,10 @@ export class ShmBackend implements NamespaceBackend {
    */
   setCoherence(hook: CoherenceHook | undefined): void {
     this.#coherence = hook;
+  }
+
+  sharing(): BackendSharing {
+    return { kind: 'shm', path: this.path, size: this.size };
   }
 
   /** Another opener changed [offset, offset + length): drop this process's cached copy of it. */
