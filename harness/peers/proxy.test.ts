@@ -107,6 +107,28 @@ describe('FaultProxy', () => {
     expect(rtt).toBeGreaterThanOrEqual(78);
   });
 
+  it('stalls from the configured offset on, once per connection, keeping the bytes before it prompt and the order intact', async () => {
+    const up = await startUpstream(true);
+    const proxy = await startProxy(up, { toClient: { stallAtOffset: 4, stallMs: 120 } });
+    const s = await connect(proxy.port);
+    const arrivals: { at: number; bytes: string }[] = [];
+    const t0 = performance.now();
+    s.on('data', (b: Buffer) => arrivals.push({ at: performance.now() - t0, bytes: b.toString() }));
+    // One upstream chunk that straddles the offset: its first 4 bytes pass, the rest waits.
+    s.write('abcdefgh');
+    while (arrivals.map((a) => a.bytes).join('').length < 8) await new Promise((r) => setTimeout(r, 5));
+    expect(arrivals.map((a) => a.bytes).join('')).toBe('abcdefgh');
+    expect(arrivals[0]?.bytes).toBe('abcd');
+    expect(arrivals[0]?.at).toBeLessThan(100);
+    expect(arrivals[arrivals.length - 1]?.at).toBeGreaterThanOrEqual(115);
+    // Once per connection: later bytes pass without the stall.
+    const t1 = performance.now();
+    const reply = readBytes(s, 2);
+    s.write('ij');
+    expect((await reply).toString()).toBe('ij');
+    expect(performance.now() - t1).toBeLessThan(100);
+  });
+
   it('caps bandwidth: 200 KB at 1 MB/s takes about 200 ms', async () => {
     const up = await startUpstream(false);
     const proxy = await startProxy(up, { toServer: { bytesPerSec: 1_000_000 } });

@@ -15,6 +15,13 @@ export interface DirectionFaults {
   corruptAtOffset?: number;
   /** Mask XORed into the corrupted byte (default 0xff; never 0, which would be no corruption). */
   corruptXor?: number;
+  /**
+   * Hold the byte at this stream offset, and so everything after it, `stallMs` longer than the rest (once per
+   * connection): e.g. offset 128 of an NVMe/TCP target's stream is the first PDU after the 128-byte ICResp, the Fabrics
+   * Connect response (NVMe-TCP 1.0 §3.6.2.3), so a stall there is Connect latency at a target that has no such knob.
+   */
+  stallAtOffset?: number;
+  stallMs?: number;
 }
 
 /** `toServer`: client → upstream (for an NVMe/TCP target upstream, the h2c direction). `toClient`: upstream → client (c2h). */
@@ -70,6 +77,7 @@ class Pipe {
   received = 0;
   forwarded = 0;
   corrupted = false;
+  stalled = false;
   #queue: Queued[] = [];
   #queuedBytes = 0;
   #linkFreeAt = 0;
@@ -111,19 +119,32 @@ class Pipe {
     }
     const now = performance.now();
     const delay = f.delayMs ?? 0;
-    const bps = f.bytesPerSec;
-    if (bps === undefined || bps <= 0) {
-      this.#enqueue(buf, now + delay);
+    const stallAt = f.stallAtOffset;
+    if (stallAt !== undefined && !this.stalled && stallAt >= start && stallAt < start + buf.length) {
+      this.stalled = true;
+      const i = stallAt - start;
+      this.#send(buf.subarray(0, i), now + delay, f.bytesPerSec);
+      this.#send(buf.subarray(i), now + delay + (f.stallMs ?? 0), f.bytesPerSec);
     } else {
-      for (let off = 0; off < buf.length; off += SHAPED_SLICE) {
-        const slice = buf.subarray(off, Math.min(buf.length, off + SHAPED_SLICE));
-        const startTx = Math.max(now + delay, this.#linkFreeAt);
-        this.#linkFreeAt = startTx + (slice.length * 1000) / bps;
-        this.#enqueue(slice, this.#linkFreeAt);
-      }
+      this.#send(buf, now + delay, f.bytesPerSec);
     }
     if (this.#dropping && buf.length === 0) this.#enqueue(buf, now + delay);
     this.pump();
+  }
+
+  /** Queues `buf` for release at `at`, or, under a bandwidth cap, in slices as the link frees up from `at` on. */
+  #send(buf: Buffer, at: number, bps: number | undefined): void {
+    if (buf.length === 0) return;
+    if (bps === undefined || bps <= 0) {
+      this.#enqueue(buf, at);
+      return;
+    }
+    for (let off = 0; off < buf.length; off += SHAPED_SLICE) {
+      const slice = buf.subarray(off, Math.min(buf.length, off + SHAPED_SLICE));
+      const startTx = Math.max(at, this.#linkFreeAt);
+      this.#linkFreeAt = startTx + (slice.length * 1000) / bps;
+      this.#enqueue(slice, this.#linkFreeAt);
+    }
   }
 
   /** The source half-closed: relay the FIN in order, after the queued bytes. */
