@@ -21,16 +21,18 @@ import {
   SCENARIOS,
   startInProcessTarget,
   writeReport,
-  type InProcessTarget,
+  type Arm,
+  type EngineOptions,
+  type ParsedJobFile,
   type Report,
-  type Scenario,
   type ScenarioContext,
 } from '../harness/index.js';
 import { parseCpus } from '../harness/load/index.js';
 import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
-import { connect, type ConnectOptions, type Controller, type IoWorkerInfo } from '../initiator/index.js';
+import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
+import { connect, type ConnectOptions, type IoWorkerInfo } from '../initiator/index.js';
 
-const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [options]
+const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --target ours|spdk] [options]
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
        nvme-tcp bench --list
@@ -38,7 +40,8 @@ const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN] [opt
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
 runtime, ramp_time, size, io_size, offset, rate_iops, verify=crc32c, randseed, stonewall, hctx) or the same
 options as JSON ({"global": {...}, "jobs": [{"name": ..., ...}]}). Without -a an in-process target with one
-RAM namespace is started (both ends then share this process and its CPU figures).
+RAM namespace is started (both ends then share this process and its CPU figures); with --target, a target
+in its own process, pinned apart from this one, whose CPU the report reads from /proc.
 
   -a, --traddr ADDR        target address
   -s, --trsvcid PORT       target port (default 4420)
@@ -56,10 +59,10 @@ RAM namespace is started (both ends then share this process and its CPU figures)
       --scenario NAME      run a scenario (see --list); --quick runs it in seconds; --io-workers N runs
                            queue-groups, duplicate-connect and match-hw-queues with N io workers, pinned
                            on every CPU but the target's
-      --target ours|spdk   the target of queue-groups and duplicate-connect: ours (\`nvme-tcp target\`,
-                           default) or SPDK's nvmf_tgt (SPDK_DIR, default ${SPDK_DEFAULT_DIR}), pinned
-                           like ours on the CPU kept from the initiator; it busy-polls, so its CPU is 100 %
-                           of its cores by design: compare IOPS per target core
+      --target ours|spdk   the target of a job file or scenario, in its own process: ours (\`nvme-tcp
+                           target\`, the scenarios' default) or SPDK's nvmf_tgt (SPDK_DIR, default
+                           ${SPDK_DEFAULT_DIR}), pinned on the CPU kept from the initiator; SPDK
+                           busy-polls, so its CPU is 100 % of its cores by design: compare IOPS per core
       --target-cores N     SPDK: reactor cores (one poll group each), taken after the initiator's CPU
       --spdk-interrupt     SPDK: reactors sleep until work arrives instead of busy-polling
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
@@ -148,121 +151,184 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       if (ioWorkers !== undefined && ioWorkers > 0 && sc.ioWorkers !== true) {
         throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
       }
-      const target = scenarioTarget(sc, v);
+      const target = targetFlags(v) ?? {};
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
       const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target });
       progress.done();
       return await emit(io, report, v.out ?? 'reports', v.json === true);
     }
     if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
-    for (const f of ['target', 'target-cores', 'spdk-interrupt'] as const) if (v[f] !== undefined) throw new UsageError(`--${f} applies to --scenario only`);
     if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
-    const file = pos[0] as string;
-    // Flags first, so a bad flag is reported before any file or network work.
-    const nrIoFlag = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
-    const qph = intFlag(v['queues-per-hctx'], 'queues-per-hctx', 1, 16) ?? 1;
-    const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024) ?? 128;
-    const nsid = intFlag(v.nsid, 'nsid', 1, 0xfffffffe) ?? 1;
-    const portFlag = intFlag(v.trsvcid, 'trsvcid', 1, 65535);
-    if (v.traddr === undefined && v.trsvcid !== undefined) throw new UsageError('-s needs -a');
-    if (v.traddr !== undefined && v.nqn === undefined) throw new UsageError('-a needs -n NQN');
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (e) {
-      throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-    }
-    let parsedJobs;
-    try {
-      parsedJobs = parseJobFile(text);
-    } catch (e) {
-      if (e instanceof JobFileError) throw new UsageError(`${file}: ${e.message}`);
-      throw e;
-    }
-    const submitters = parsedJobs.jobs.reduce((s, j) => s + Number(j.options['numjobs'] ?? parsedJobs.global['numjobs'] ?? '1'), 0);
-    const nrIo = nrIoFlag ?? Math.min(64, Math.max(1, submitters));
-    // io workers: flags, else the job file's [global] keys (validated again, naming the option, by connect()).
-    const g = parsedJobs.global;
-    const ioWorkers = intFlag(v['io-workers'] ?? g['io_workers'], 'io-workers', 0, 4096);
-    const ioBudget = intFlag(v['io-budget-us'] ?? g['io_budget_us'], 'io-budget-us', 1, 1_000_000);
-    const cpuList = v['io-worker-cpus'] ?? g['io_worker_cpus'];
-    const opts: Omit<ConnectOptions, 'traddr' | 'trsvcid' | 'nqn'> = {
-      nr_io_queues: nrIo,
-      queues_per_hctx: qph,
-      queue_size: queueSize,
-      hdr_digest: v['hdr-digest'] === true,
-      data_digest: v['data-digest'] === true,
-      ...(ioWorkers !== undefined ? { io_workers: ioWorkers } : {}),
-      ...(ioBudget !== undefined ? { io_budget_us: ioBudget } : {}),
-      ...(cpuList !== undefined ? { io_worker_cpus: cpuListFlag(cpuList) } : {}),
-    };
-    let inproc: InProcessTarget | undefined;
-    let ctrl: Controller | undefined;
-    const started = new Date();
-    try {
-      let traddr = v.traddr;
-      let port = portFlag ?? 4420;
-      let nqn: string = v.nqn ?? DEFAULT_BENCH_NQN;
-      if (traddr === undefined) {
-        inproc = await startInProcessTarget({ size: v.ram ?? '256M', nqn });
-        traddr = inproc.addr;
-        port = inproc.port;
-        nqn = inproc.nqn;
-      }
-      ctrl = await connect({ ...opts, traddr, trsvcid: port, nqn });
-      const target = controllerBlockTarget(ctrl, nsid);
-      const jobs = resolveJobs(parsedJobs, target);
-      const progress = progressLine(path.basename(file), io.progress ?? { write: () => true });
-      const run = await runJobs(target, jobs, { cpuLabel: inproc === undefined ? 'initiator' : 'initiator+target (same process)', onProgress: progress.update });
-      progress.done();
-      const workers = ctrl.ioWorkerInfo();
-      const name = path.basename(file).replace(/\.[^.]*$/, '');
-      const report = makeReport({
-        kind: 'workload',
-        name,
-        title: `Workload ${path.basename(file)}`,
-        hypothesis: '',
-        quick: false,
-        createdAt: started,
-        arms: [armFromRun('workload', { target: inproc === undefined ? `${traddr}:${port}` : 'in-process RAM', nqn, nsid, nr_io_queues: nrIo, queues_per_hctx: opts.queues_per_hctx ?? 1, io_workers: workers.length }, run, { ioQueues: ctrl.ioQueueCount })],
-        comparisons: [],
-        verdict: '',
-        notes: [
-          ...(parsedJobs.ignored.length > 0 ? [`fio options without effect here: ${parsedJobs.ignored.join(', ')}`] : []),
-          ...workerNotes(workers, run.durationMs),
-          // Unpinned runs on a few vCPUs are bimodal (docs/performance.md, Benchmarks): say where this one was allowed to run.
-          `This process (pid ${process.pid}${inproc === undefined ? '' : ', initiator and target'}) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c for repeatable figures.`,
-        ],
-        ...(inproc === undefined ? { setup: `initiator on this host, target at ${traddr}:${port}` } : {}),
-      });
-      return await emit(io, report, v.out, v.json === true);
-    } finally {
-      await ctrl?.disconnect().catch(() => undefined);
-      await inproc?.stop();
-    }
+    return await runJobFile(pos[0] as string, v, io);
   } catch (e) {
-    if (e instanceof UsageError || e instanceof JobFileError) {
-      io.stderr(`nvme-tcp bench: ${e.message}\n`);
-      return 2;
-    }
-    io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
-    return 1;
+    return failed(io, e);
   }
 }
 
-/** --target, --target-cores and --spdk-interrupt, checked against what the scenario supports. */
-function scenarioTarget(sc: Scenario, v: { target?: string; 'target-cores'?: string; 'spdk-interrupt'?: boolean }): Pick<ScenarioContext, 'target' | 'targetCores' | 'spdkInterrupt'> {
-  const target = v.target ?? 'ours';
-  if (target !== 'ours' && target !== 'spdk') throw new UsageError(`--target must be ours or spdk, got "${target}"`);
-  const supported = sc.targets ?? ['ours'];
-  if (!supported.includes(target)) {
-    const why = sc.oursOnly === undefined ? '' : ` (${sc.oursOnly})`;
-    throw new UsageError(`--target ${target} does not apply to scenario ${sc.name}${why}; it does to ${SCENARIOS.filter((s) => s.targets?.includes(target) === true).map((s) => s.name).join(', ')}`);
-  }
-  const cores = intFlag(v['target-cores'], 'target-cores', 1, 1024);
-  if (target !== 'spdk' && (cores !== undefined || v['spdk-interrupt'] === true)) throw new UsageError(`--${cores !== undefined ? 'target-cores' : 'spdk-interrupt'} needs --target spdk`);
-  return { target, ...(cores === undefined ? {} : { targetCores: cores }), ...(v['spdk-interrupt'] === true ? { spdkInterrupt: true } : {}) };
+type BenchValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>['values'];
+
+/** Exit status and one line for an error: 2 for bad usage or a bad job file, 1 for a failed run. */
+function failed(io: BenchIo, e: unknown): number {
+  io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
+  return e instanceof UsageError || e instanceof JobFileError ? 2 : 1;
 }
+
+/** A job file, its jobs and the connect options its flags and [global] section ask for. */
+interface JobRun {
+  file: string;
+  jobs: ParsedJobFile;
+  nsid: number;
+  opts: Omit<ConnectOptions, 'traddr' | 'trsvcid' | 'nqn'>;
+}
+
+/** Where the job runs: the target's address and, for a target we started in its own process, what it adds. */
+interface JobTarget {
+  traddr: string;
+  port: number;
+  nqn: string;
+  /** The arm's `target` parameter. */
+  label: string;
+  cpuLabel: string;
+  engine?: EngineOptions;
+  /** Connect options the target's placement adds (io workers pinned on this process's CPUs). */
+  connect?: Pick<ConnectOptions, 'io_workers' | 'io_worker_cpus'>;
+  finish?: (arms: Arm[]) => Arm[];
+  notes: string[];
+  setup?: string;
+}
+
+/** Reads and checks a job file and the flags that shape its controller; flags first, so a bad flag is reported before any file or network work. */
+async function loadJobRun(file: string, v: BenchValues): Promise<JobRun> {
+  const nrIoFlag = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
+  const qph = intFlag(v['queues-per-hctx'], 'queues-per-hctx', 1, 16) ?? 1;
+  const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024) ?? 128;
+  const nsid = intFlag(v.nsid, 'nsid', 1, 0xfffffffe) ?? 1;
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  let jobs: ParsedJobFile;
+  try {
+    jobs = parseJobFile(text);
+  } catch (e) {
+    if (e instanceof JobFileError) throw new UsageError(`${file}: ${e.message}`);
+    throw e;
+  }
+  const submitters = jobs.jobs.reduce((s, j) => s + Number(j.options['numjobs'] ?? jobs.global['numjobs'] ?? '1'), 0);
+  // io workers: flags, else the job file's [global] keys (validated again, naming the option, by connect()).
+  const g = jobs.global;
+  const ioWorkers = intFlag(v['io-workers'] ?? g['io_workers'], 'io-workers', 0, 4096);
+  const ioBudget = intFlag(v['io-budget-us'] ?? g['io_budget_us'], 'io-budget-us', 1, 1_000_000);
+  const cpuList = v['io-worker-cpus'] ?? g['io_worker_cpus'];
+  const opts = {
+    nr_io_queues: nrIoFlag ?? Math.min(64, Math.max(1, submitters)),
+    queues_per_hctx: qph,
+    queue_size: queueSize,
+    hdr_digest: v['hdr-digest'] === true,
+    data_digest: v['data-digest'] === true,
+    ...(ioWorkers !== undefined ? { io_workers: ioWorkers } : {}),
+    ...(ioBudget !== undefined ? { io_budget_us: ioBudget } : {}),
+    ...(cpuList !== undefined ? { io_worker_cpus: cpuListFlag(cpuList) } : {}),
+  };
+  return { file, jobs, nsid, opts };
+}
+
+/**
+ * `nvme-tcp bench JOBFILE`: against the target at -a, against a target started for the job in its own process pinned
+ * apart (--target ours|spdk, as the split scenarios do), or against one in this process.
+ */
+async function runJobFile(file: string, v: BenchValues, io: BenchIo): Promise<number> {
+  const split = targetFlags(v);
+  const port = intFlag(v.trsvcid, 'trsvcid', 1, 65535);
+  if (v.traddr === undefined && v.trsvcid !== undefined) throw new UsageError('-s needs -a');
+  if (v.traddr !== undefined && v.nqn === undefined) throw new UsageError('-a needs -n NQN');
+  if (v.traddr !== undefined && split !== undefined) throw new UsageError('-a names a running target and --target starts one: use one of them');
+  const job = await loadJobRun(file, v);
+  if (v.traddr !== undefined) {
+    const where = `${v.traddr}:${port ?? 4420}`;
+    return runJobOn(io, job, v, { traddr: v.traddr, port: port ?? 4420, nqn: v.nqn as string, label: where, cpuLabel: 'initiator', notes: [], setup: `initiator on this host, target at ${where}` });
+  }
+  const ram = v.ram ?? '256M';
+  if (split !== undefined) {
+    const ioWorkers = job.opts.io_workers;
+    return withSplitTarget(
+      { ram, ...(v.nqn === undefined ? {} : { nqn: v.nqn }) },
+      async (s) =>
+        runJobOn(io, job, v, {
+          traddr: s.target.addr,
+          port: s.target.port,
+          nqn: s.target.nqn,
+          label: s.target.label,
+          cpuLabel: 'initiator',
+          engine: s.engine,
+          // Explicit io worker CPUs win over the placement's.
+          connect: job.opts.io_worker_cpus === undefined ? s.connect : {},
+          finish: s.finish,
+          notes: [await s.describe()],
+          setup: splitSetupText(split),
+        }),
+      { ...split, ...(ioWorkers === undefined ? {} : { ioWorkers }) },
+    );
+  }
+  const inproc = await startInProcessTarget({ size: ram, nqn: v.nqn ?? DEFAULT_BENCH_NQN });
+  try {
+    return await runJobOn(io, job, v, {
+      traddr: inproc.addr,
+      port: inproc.port,
+      nqn: inproc.nqn,
+      label: 'in-process RAM',
+      cpuLabel: 'initiator+target (same process)',
+      // Unpinned runs on a few vCPUs are bimodal (docs/performance.md, Benchmarks): say where this one was allowed to run.
+      notes: [`This process (pid ${process.pid}, initiator and target) was allowed on CPUs ${await allowedCpus(process.pid)}; pin it with taskset -c, or use --target ours, for repeatable figures.`],
+    });
+  } finally {
+    await inproc.stop();
+  }
+}
+
+/** Connects, runs the jobs, disconnects, and prints (and with --out writes) the report. */
+async function runJobOn(io: BenchIo, job: JobRun, v: BenchValues, t: JobTarget): Promise<number> {
+  const started = new Date();
+  const ctrl = await connect({ ...job.opts, ...t.connect, traddr: t.traddr, trsvcid: t.port, nqn: t.nqn });
+  try {
+    const target = controllerBlockTarget(ctrl, job.nsid);
+    const jobs = resolveJobs(job.jobs, target);
+    const progress = progressLine(path.basename(job.file), io.progress ?? { write: () => true });
+    const run = await runJobs(target, jobs, { ...t.engine, cpuLabel: t.cpuLabel, onProgress: progress.update });
+    progress.done();
+    const workers = ctrl.ioWorkerInfo();
+    const params = { target: t.label, nqn: t.nqn, nsid: job.nsid, nr_io_queues: job.opts.nr_io_queues ?? 1, queues_per_hctx: job.opts.queues_per_hctx ?? 1, io_workers: workers.length };
+    const arms = [armFromRun('workload', params, run, { ioQueues: ctrl.ioQueueCount })];
+    const report = makeReport({
+      kind: 'workload',
+      name: path.basename(job.file).replace(/\.[^.]*$/, ''),
+      title: `Workload ${path.basename(job.file)}`,
+      hypothesis: '',
+      quick: false,
+      createdAt: started,
+      arms: t.finish === undefined ? arms : t.finish(arms),
+      comparisons: [],
+      verdict: '',
+      notes: [...(job.jobs.ignored.length > 0 ? [`fio options without effect here: ${job.jobs.ignored.join(', ')}`] : []), ...workerNotes(workers, run.durationMs), ...t.notes],
+      ...(t.setup === undefined ? {} : { setup: t.setup }),
+    });
+    return await emit(io, report, v.out, v.json === true);
+  } finally {
+    await ctrl.disconnect().catch(() => undefined);
+  }
+}
+
+/** --target, --target-cores and --spdk-interrupt; undefined without --target. */
+function targetFlags(v: { target?: string; 'target-cores'?: string; 'spdk-interrupt'?: boolean }): Pick<ScenarioContext, 'target' | 'targetCores' | 'spdkInterrupt'> | undefined {
+  const cores = intFlag(v['target-cores'], 'target-cores', 1, 1024);
+  if (v.target !== 'spdk' && (cores !== undefined || v['spdk-interrupt'] === true)) throw new UsageError(`--${cores !== undefined ? 'target-cores' : 'spdk-interrupt'} needs --target spdk`);
+  if (v.target === undefined) return undefined;
+  if (v.target !== 'ours' && v.target !== 'spdk') throw new UsageError(`--target must be ours or spdk, got "${v.target}"`);
+  return { target: v.target, ...(cores === undefined ? {} : { targetCores: cores }), ...(v['spdk-interrupt'] === true ? { spdkInterrupt: true } : {}) };
+}
+
 
 /** --io-worker-cpus / io_worker_cpus: "0,1" or "0-3". */
 function cpuListFlag(v: string): number[] {

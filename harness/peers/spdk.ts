@@ -176,6 +176,8 @@ export interface SpdkAppOptions {
   interrupt?: boolean;
   /** Arguments after SPDK's common ones. */
   args?: readonly string[];
+  /** A command that execs the app (e.g. `ip netns exec NS`), so the pid stays the app's. */
+  prefix?: readonly string[];
   /** Milliseconds to wait for the RPC socket. Default 30 000. */
   startTimeoutMs?: number;
 }
@@ -211,7 +213,8 @@ export async function startSpdkApp(binary: string, o: SpdkAppOptions = {}): Prom
     ...(o.args ?? []),
   ];
   // cwd: the temp folder, so a crashing app's core file goes where stop() removes it.
-  const child: ChildProcess = spawn(binary, args, { cwd: dir, env: spdk.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, ...rest] = [...(o.prefix ?? []), binary, ...args] as [string, ...string[]];
+  const child: ChildProcess = spawn(cmd, rest, { cwd: dir, env: spdk.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));

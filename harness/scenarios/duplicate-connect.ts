@@ -188,7 +188,6 @@ export const duplicateConnect: Scenario = {
   name: 'duplicate-connect',
   title: 'Duplicate connect: 1 controller vs K duplicate controllers under multipath',
   ioWorkers: true,
-  targets: ['ours', 'spdk'],
   hypothesis:
     'K duplicate controllers (nvme connect --duplicate-connect) give K× the queues; under multipath round-robin or queue-depth the ' +
     'I/O spreads over all of them. Throughput should rise only if the single controller was queue-bound. Our target serves every ' +
@@ -202,7 +201,7 @@ export const duplicateConnect: Scenario = {
     const job = `[rand4k]\nrw=randread\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
     const reps = repetitions(ctx.quick);
     const notes: string[] = [];
-    const arms = await withSplitTarget('128M', async (s) => {
+    const arms = await withSplitTarget({ ram: '128M' }, async (s) => {
       const t0 = s.target;
       ctx.log(`warm-up (unmeasured) against ${t0.label}`);
       await runArmOnController(ctx, 'warmup', { traddr: t0.addr, trsvcid: t0.port, nqn: t0.nqn, nr_io_queues: IO_QUEUES, queue_size: 128, ...s.connect }, warmupJob(ctx.quick), s.engine);

@@ -16,6 +16,7 @@ import { freePort, killLabGroup, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
+import { allowedCpus, parseCpuList, startSpdkTargetProcess } from './placement.js';
 import { round1, type Scenario, type ScenarioContext } from './types.js';
 
 const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'lab');
@@ -26,7 +27,7 @@ const KERNEL_NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
  * Guest script (busybox sh): fio over our target, then nvmet on eth0 (where hostfwd delivers) with fio from the guest
  * itself, then lab-wait-host while our initiator runs against nvmet from the host. Prints FIGURE lines.
  */
-function guestScript(tsNqn: string, runtimeS: number, waitS: number): string {
+function guestScript(t: GuestTarget, runtimeS: number, waitS: number): string {
   return `#!/bin/sh
 set -u
 RT=${runtimeS}
@@ -39,12 +40,12 @@ runfio() {
         --size=128m --runtime=$RT --time_based --output-format=terse --terse-version=3 2>&1 | tail -n 1)
   echo "FIGURE $1 err=$(echo "$out" | cut -d';' -f5) iops=$(echo "$out" | cut -d';' -f8) kibps=$(echo "$out" | cut -d';' -f7) lat_us=$(echo "$out" | cut -d';' -f40)"
 }
-echo "### linux host -> ts target ($LAB_GUESTFWD_IP:$LAB_GUESTFWD_PORT)"
-if nvme connect -t tcp -a "$LAB_GUESTFWD_IP" -s "$LAB_GUESTFWD_PORT" -n "${tsNqn}" --nr-io-queues=2; then
-  if waitdev /dev/nvme0n1; then runfio ts-target /dev/nvme0n1; else echo "FIGURE ts-target err=nodev"; fi
-  nvme disconnect -n "${tsNqn}" >/dev/null
+echo "### linux host -> ${t.figure} ($LAB_GUESTFWD_IP:$LAB_GUESTFWD_PORT)"
+if nvme connect -t tcp -a "$LAB_GUESTFWD_IP" -s "$LAB_GUESTFWD_PORT" -n "${t.nqn}" --nr-io-queues=2; then
+  if waitdev /dev/nvme0n1; then runfio ${t.figure} /dev/nvme0n1; else echo "FIGURE ${t.figure} err=nodev"; fi
+  nvme disconnect -n "${t.nqn}" >/dev/null
 else
-  echo "FIGURE ts-target err=connect"
+  echo "FIGURE ${t.figure} err=connect"
 fi
 echo "### linux host -> linux target ($LAB_GUEST_IP, guest-local)"
 # nvmet listens on eth0's address: hostfwd delivers there for step 3 (a 127.0.0.1 port is unreachable from the host).
@@ -61,6 +62,57 @@ lab-wait-host 5999 ${waitS}
 echo "### nvmet after the host initiator:"
 dmesg | grep -E 'nvmet' | tail -n 6
 `;
+}
+
+/** The host-side target the guest reaches through guestfwd: ours in this process, or SPDK's nvmf_tgt in a child. */
+interface GuestTarget {
+  /** FIGURE key in the guest's output, and the arm `linux-host->${figure}`. */
+  figure: 'ts-target' | 'spdk-target';
+  /** The arm's `path` parameter. */
+  path: string;
+  /** The comparison's name for it. */
+  name: string;
+  nqn: string;
+  port: number;
+  /** One note on what the target saw, read after the guest is done. */
+  seen(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts the target under test on 127.0.0.1:0 (ctx.target: ours in this process, or SPDK's nvmf_tgt). */
+async function startGuestTarget(ctx: ScenarioContext): Promise<GuestTarget> {
+  if (ctx.target !== 'spdk') {
+    const t = await startInProcessTarget({ size: '256M' });
+    return {
+      figure: 'ts-target',
+      path: 'our TargetService (in this process) via guestfwd + socat',
+      name: 'ts target',
+      nqn: t.nqn,
+      port: t.port,
+      seen: async () => {
+        const stats = t.service.stats();
+        return `Our target saw ${stats.connections.accepted} connections and ${stats.connects.ok} successful Fabrics Connects (${stats.connects.failed} failed).`;
+      },
+      stop: () => t.stop(),
+    };
+  }
+  // Unpinned: the guest's emulated CPUs need the machine's cores more than a pinned layout would leave them.
+  const cores = ctx.targetCores ?? 1;
+  const cpus = parseCpuList(await allowedCpus(process.pid)).slice(-cores);
+  const t = await startSpdkTargetProcess({ ram: '256M', cpus, interrupt: ctx.spdkInterrupt === true });
+  return {
+    figure: 'spdk-target',
+    path: `${t.label} (pid ${t.pid}, reactors on CPUs ${cpus.join(',')}) via guestfwd + socat`,
+    name: 'SPDK nvmf_tgt',
+    nqn: t.nqn,
+    port: t.port,
+    seen: async () => {
+      const groups = await t.groups();
+      const polls = t.polls ? ' Its reactors busy-poll their cores, which the emulated guest competes for; --spdk-interrupt leaves them to the guest.' : '';
+      return `SPDK nvmf_tgt completed ${groups.reduce((n, g) => n + g.commands, 0)} I/O commands over ${groups.length} poll group(s) (nvmf_get_stats).${polls}`;
+    },
+    stop: () => t.stop(),
+  };
 }
 
 interface Figure {
@@ -199,22 +251,22 @@ async function interopSuites(ctx: ScenarioContext): Promise<Arm> {
 
 export const kernelInterop: Scenario = {
   name: 'kernel-interop',
-  oursOnly: 'it compares the Linux host against our target and against nvmet in the same lab guest',
   title: 'Kernel interop: Linux 6.1 (qemu, emulated) host against our target, and our initiator against nvmet',
   hypothesis:
     'The Linux nvme-tcp host connects to our target and runs fio without errors, and, in the same emulated guest, reaches an IOPS ' +
     'figure of the same order as against the kernel target (the emulated CPU is the bottleneck, so the ratio, not the absolute, is the result). ' +
     'In the other direction our initiator connects to the Linux nvmet target, reads at a rate of the same order as the Linux host, ' +
-    'and a 4 KiB randrw with verify=crc32c finds every block it wrote intact.',
+    'and a 4 KiB randrw with verify=crc32c finds every block it wrote intact. With --target spdk the guest runs the same fio against ' +
+    "SPDK's nvmf_tgt instead of ours: the reference that a userspace target reached through the same forwarding gets.",
   async run(ctx) {
     const createdAt = new Date();
     const acc = await accel();
     const label = `emulated (${acc.toUpperCase()}) guest: figures are not comparable to the host's`;
-    const base = { kind: 'scenario' as const, name: 'kernel-interop', title: kernelInterop.title, hypothesis: kernelInterop.hypothesis, quick: ctx.quick, createdAt, setup: `qemu guest (${acc}) on this host; the guest reaches our target through guestfwd, our initiator reaches nvmet through hostfwd` };
+    const base = { kind: 'scenario' as const, name: 'kernel-interop', title: kernelInterop.title, hypothesis: kernelInterop.hypothesis, quick: ctx.quick, createdAt, setup: `qemu guest (${acc}) on this host; the guest reaches ${ctx.target === 'spdk' ? "SPDK's nvmf_tgt" : 'our target'} through guestfwd, our initiator reaches nvmet through hostfwd` };
     const notReady = await labReady();
     if (notReady !== undefined) return makeReport({ ...base, arms: [], comparisons: [], verdict: '', skipped: notReady, notes: [label] });
 
-    const target = await startInProcessTarget({ size: '256M' });
+    const target = await startGuestTarget(ctx);
     const arms: Arm[] = [];
     const notes = [label];
     const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-tcp-lab-'));
@@ -225,7 +277,7 @@ export const kernelInterop: Scenario = {
       const budgetS = ctx.quick ? 240 : 900;
       const dataPort = await freePort();
       const ctlPort = await freePort();
-      await writeFile(script, guestScript(target.nqn, runtimeS, budgetS - 30), { mode: 0o755 });
+      await writeFile(script, guestScript(target, runtimeS, budgetS - 30), { mode: 0o755 });
       ctx.log(`booting the lab guest (${acc}), ${runtimeS}s per arm`);
       const t0 = performance.now();
       const lab = await runLab(
@@ -243,7 +295,7 @@ export const kernelInterop: Scenario = {
       const bootToEndS = round1((performance.now() - t0) / 1000);
       const figs = parseFigures(lab.out);
       for (const [name, key, desc] of [
-        ['linux-host->ts-target', 'ts-target', 'our TargetService (in this process) via guestfwd + socat'],
+        [`linux-host->${target.figure}`, target.figure, target.path],
         ['linux-host->linux-target', 'kernel-target', 'nvmet on the guest eth0 address, guest-local, file on tmpfs'],
       ] as const) {
         const f = figs.get(key);
@@ -258,14 +310,13 @@ export const kernelInterop: Scenario = {
       arms.push(...hostArms);
       notes.push('Paths differ: the guest reaches our target through slirp guestfwd and one socat per connection; its fio against nvmet stays inside the guest; our initiator reaches nvmet through slirp hostfwd. Each ratio includes that forwarding cost.');
       notes.push(`Lab run: exit ${lab.code}, ${bootToEndS} s from boot to power-off (all arms in one boot).`);
-      const stats = target.service.stats();
-      notes.push(`Our target saw ${stats.connections.accepted} connections and ${stats.connects.ok} successful Fabrics Connects (${stats.connects.failed} failed).`);
+      notes.push(await target.seen());
       if (!ctx.quick) arms.push(await interopSuites(ctx));
     } finally {
       await target.stop();
       await rm(dir, { recursive: true, force: true });
     }
-    const c = compare(arms, 'linux host IOPS: ts target / linux target (emulated)', 'iops', 'linux-host->ts-target', 'linux-host->linux-target', 'higher');
+    const c = compare(arms, `linux host IOPS: ${target.name} / linux target (emulated)`, 'iops', `linux-host->${target.figure}`, 'linux-host->linux-target', 'higher');
     const ci = compare(arms, 'IOPS against nvmet: ts initiator (host, hostfwd) / linux host (guest-local)', 'iops', 'ts-initiator->linux-target', 'linux-host->linux-target', 'higher');
     const v = arms.find((a) => a.name === 'ts-initiator->linux-target/verify');
     const verifyText =
@@ -279,7 +330,7 @@ export const kernelInterop: Scenario = {
       arms,
       comparisons: [c, ci],
       verdict:
-        (c === undefined ? 'The Linux host did not complete fio against both targets: see the arm errors.' : `The Linux host ran fio against our target at ${round1(c.ratio)}× the IOPS it got from nvmet in the same guest.`) +
+        (c === undefined ? 'The Linux host did not complete fio against both targets: see the arm errors.' : `The Linux host ran fio against ${target.figure === 'ts-target' ? 'our target' : "SPDK's nvmf_tgt"} at ${round1(c.ratio)}× the IOPS it got from nvmet in the same guest.`) +
         (ci === undefined ? '' : ` Our initiator reached ${round1(ci.ratio)}× the Linux host's randread IOPS against the same nvmet.`) +
         verifyText +
         suiteText +

@@ -3,15 +3,11 @@
 // match_hw_queues (min(CPUs, NIC queues)). Reports the queue count each chose and the throughput.
 import { execFile } from 'node:child_process';
 import os from 'node:os';
-import { connect, type ConnectOptions } from '../../initiator/index.js';
-import { runJobs } from '../load/engine.js';
-import { parseJobFile, resolveJobs } from '../load/job-file.js';
-import { controllerBlockTarget, readProcCpu, startChildTarget, type ChildTarget } from '../nvme.js';
+import type { ConnectOptions } from '../../initiator/index.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm, Comparison } from '../report/types.js';
-import { pinApart } from './placement.js';
 import { round1, timing, type Scenario, type ScenarioContext } from './types.js';
-import { ioWorkerConnect, ioWorkerMetrics } from './workload.js';
+import { runArmOnController, withSplitTarget, type SplitSetup } from './workload.js';
 
 /** rx/tx queues of the veth (both ends). */
 const NIC_QUEUES = 4;
@@ -63,23 +59,10 @@ async function createVethNamespace(queues: number): Promise<Netns> {
   return { name, hostIf, hostAddr, nsAddr, cleanup };
 }
 
-async function runArm(ctx: ScenarioContext, target: ChildTarget, name: string, params: Arm['params'], opts: Partial<ConnectOptions>, job: string): Promise<Arm> {
+async function runArm(ctx: ScenarioContext, s: SplitSetup, name: string, params: Arm['params'], opts: Partial<ConnectOptions>, job: string): Promise<Arm> {
   try {
-    ctx.log(`${name}: connecting`);
-    const ctrl = await connect({ traddr: target.addr, trsvcid: target.port, nqn: target.nqn, queue_size: 128, ...opts });
-    try {
-      const bt = controllerBlockTarget(ctrl, 1);
-      const run = await runJobs(bt, resolveJobs(parseJobFile(job), bt), {
-        cpuLabel: 'initiator',
-        targetCpu: () => readProcCpu(target.pid),
-        targetCpuSource: `/proc/${target.pid}/stat`,
-        targetPid: target.pid,
-        ...(ctx.onProgress === undefined ? {} : { onProgress: (p) => ctx.onProgress?.(name, p) }),
-      });
-      return armFromRun(name, params, run, { ioQueues: ctrl.ioQueueCount, ...ioWorkerMetrics(ctrl, run.wallMs) });
-    } finally {
-      await ctrl.disconnect();
-    }
+    const r = await runArmOnController(ctx, name, { traddr: s.target.addr, trsvcid: s.target.port, nqn: s.target.nqn, queue_size: 128, ...s.connect, ...opts }, job, s.engine);
+    return armFromRun(name, params, r.run, { ioQueues: r.ioQueues, ...r.workers });
   } catch (e) {
     return { name, params, metrics: {}, error: (e as Error).message };
   }
@@ -87,7 +70,6 @@ async function runArm(ctx: ScenarioContext, target: ChildTarget, name: string, p
 
 export const matchHwQueues: Scenario = {
   name: 'match-hw-queues',
-  oursOnly: 'it starts the target inside a network namespace behind a veth with N queues, which only our child target does',
   title: 'match_hw_queues: queue count from the NIC (veth in a network namespace) vs a per-CPU baseline',
   ioWorkers: true,
   hypothesis:
@@ -109,39 +91,35 @@ export const matchHwQueues: Scenario = {
     } catch (e) {
       return skip(`cannot create a network namespace and veth here (needs root/CAP_NET_ADMIN and iproute2): ${(e as Error).message}`);
     }
-    const arms: Arm[] = [];
     const notes: string[] = [];
-    // Both ends pinned apart as in the split scenarios, so a bound arm is visible (issue 11 step 6).
-    const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0 });
+    let arms: Arm[];
     try {
-      let target: ChildTarget;
-      try {
-        const pin = placement.targetCpu === undefined ? [] : ['taskset', '-c', String(placement.targetCpu)];
-        target = await startChildTarget({ listen: `${ns.nsAddr}:0`, prefix: [...pin, 'ip', 'netns', 'exec', ns.name], ram: '128M' });
-      } catch (e) {
-        return await skip(`target did not start inside namespace ${ns.name}: ${(e as Error).message}`);
-      }
-      try {
-        const workers = ioWorkerConnect(ctx.ioWorkers, placement.initiatorCpus);
-        for (const w of workloads) {
-          const job = `[${w}]\nrw=${w}\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
-          for (const arm of ['baseline', 'matched'] as const) {
-            const name = `${arm}-${w}`;
-            const queues = arm === 'baseline' ? { nr_io_queues: BASELINE_QUEUES } : { match_hw_queues: true };
-            arms.push(await runArm(ctx, target, name, { workload: w, queues: arm === 'baseline' ? `nr_io_queues=${BASELINE_QUEUES}` : 'match_hw_queues', io_workers: ctx.ioWorkers ?? 0 }, { ...queues, ...workers }, job));
+      // Both ends pinned apart as in the split scenarios, so a bound arm is visible (issue 11 step 6).
+      arms = await withSplitTarget(
+        { ram: '128M', addr: ns.nsAddr, netns: ns.name },
+        async (s) => {
+          const out: Arm[] = [];
+          for (const w of workloads) {
+            const job = `[${w}]\nrw=${w}\nbs=4k\niodepth=32\nnumjobs=2\nsize=64m\nruntime=${t.runtime}\nramp_time=${t.ramp}\n`;
+            for (const arm of ['baseline', 'matched'] as const) {
+              const name = `${arm}-${w}`;
+              const queues = arm === 'baseline' ? { nr_io_queues: BASELINE_QUEUES } : { match_hw_queues: true };
+              out.push(await runArm(ctx, s, name, { workload: w, queues: arm === 'baseline' ? `nr_io_queues=${BASELINE_QUEUES}` : 'match_hw_queues', io_workers: ctx.ioWorkers ?? 0 }, queues, job));
+            }
           }
-        }
-        const pinText = placement.unpinnedReason === undefined ? `initiator pinned to CPUs ${placement.initiatorCpus.join(',')}, target to CPU ${placement.targetCpu}` : `not pinned: ${placement.unpinnedReason}`;
-        notes.push(`${pinText}${(ctx.ioWorkers ?? 0) > 0 ? `; I/O queues on up to ${ctx.ioWorkers} io workers (match_hw_queues caps the workers at the NIC's ${NIC_QUEUES} queues too)` : ''}.`);
-      } finally {
-        await target.stop();
-        await placement.restore();
-      }
-      notes.push(`veth ${ns.hostIf} <-> namespace ${ns.name} (${ns.hostAddr} -> ${ns.nsAddr}), ${NIC_QUEUES} rx/tx queues each end; target is a child process (nvme-tcp target) inside the namespace.`);
-      notes.push('veth queues are software queues: the experiment shows the queue count chosen and its cost, not NIC RSS effects.');
+          notes.push(await s.describe());
+          if ((ctx.ioWorkers ?? 0) > 0) notes.push(`I/O queues on up to ${ctx.ioWorkers} io workers (match_hw_queues caps the workers at the NIC's ${NIC_QUEUES} queues too).`);
+          return s.finish(out);
+        },
+        ctx,
+      );
+    } catch (e) {
+      return await skip(`target did not start inside namespace ${ns.name}: ${(e as Error).message}`);
     } finally {
       await ns.cleanup();
     }
+    notes.push(`veth ${ns.hostIf} <-> namespace ${ns.name} (${ns.hostAddr} -> ${ns.nsAddr}), ${NIC_QUEUES} rx/tx queues each end; the target (${ctx.target === 'spdk' ? "SPDK's nvmf_tgt" : 'nvme-tcp target'}) is a child process inside the namespace.`);
+    notes.push('veth queues are software queues: the experiment shows the queue count chosen and its cost, not NIC RSS effects.');
     const comparisons: (Comparison | undefined)[] = workloads.flatMap((w) => [
       compare(arms, `${w}: matched vs baseline IOPS`, 'iops', `matched-${w}`, `baseline-${w}`, 'higher'),
       compare(arms, `${w}: matched vs baseline I/O queues`, 'ioQueues', `matched-${w}`, `baseline-${w}`, 'lower'),
@@ -161,7 +139,7 @@ export const matchHwQueues: Scenario = {
       comparisons,
       verdict: first === undefined ? 'An arm failed; no ratio.' : `match_hw_queues chose ${q ?? '?'} I/O queues (baseline ${BASELINE_QUEUES}) and ran at ${round1(first.ratio)}× the baseline's randread IOPS.`,
       notes,
-      setup: 'veth into a network namespace on one host (target in a child process)',
+      setup: `veth into a network namespace on one host (target${ctx.target === 'spdk' ? " (SPDK nvmf_tgt)" : ''} in a child process)`,
     });
   },
 };

@@ -99,6 +99,15 @@ export async function pinApart(o: { spread?: boolean; targetCores?: number } = {
 /** Which target a split scenario runs against: ours (`nvme-tcp target`) or SPDK's nvmf_tgt. */
 export type TargetKind = 'ours' | 'spdk';
 
+/** Where a target process listens: an address (default 127.0.0.1) inside a network namespace (default this one). */
+export interface TargetListen {
+  addr?: string;
+  /** Network namespace (`ip netns exec NAME`): the target's sockets live there; its RPC socket and /proc entry do not move. */
+  netns?: string;
+}
+
+const netnsPrefix = (netns: string | undefined): string[] => (netns === undefined ? [] : ['ip', 'netns', 'exec', netns]);
+
 export interface TargetProcess {
   kind: TargetKind;
   /** The target's name for reports ("`nvme-tcp target`", "SPDK nvmf_tgt (SPDK v26.05 …)"). */
@@ -152,16 +161,17 @@ export const OUR_GROUP = 'event loop';
  * `nvme-tcp target` (cli/main.ts via `node --import tsx`) as a child, optionally pinned with `taskset -c CPU`
  * (taskset execs node, so the child's pid is the target's), with the management API on a free loopback port.
  */
-export async function startTargetProcess(o: { ram?: string; cpu?: number; nqn?: string; timeoutMs?: number } = {}): Promise<TargetProcess> {
+export async function startTargetProcess(o: { ram?: string; cpu?: number; nqn?: string; timeoutMs?: number } & TargetListen = {}): Promise<TargetProcess> {
   let target: ChildTarget;
   try {
     target = await startChildTarget({
-      listen: '127.0.0.1:0',
+      listen: `${o.addr ?? '127.0.0.1'}:0`,
       api: true,
       ...(o.nqn === undefined ? {} : { nqn: o.nqn }),
       ...(o.ram === undefined ? {} : { ram: o.ram }),
       ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }),
-      ...(o.cpu === undefined ? {} : { prefix: ['taskset', '-c', String(o.cpu)] }),
+      // taskset execs `ip netns exec`, which execs node: the pid stays the target's.
+      prefix: [...(o.cpu === undefined ? [] : ['taskset', '-c', String(o.cpu)]), ...netnsPrefix(o.netns)],
     });
   } catch (e) {
     throw new PlacementError(e instanceof Error ? e.message : String(e));
@@ -226,9 +236,16 @@ interface SpdkQpair {
  * unless `interrupt`, one malloc namespace of `ram` with 512-byte blocks like ours. Per-queue command counts do not
  * exist in SPDK; controllers() lists each qpair's poll group and groups() the poll groups' completed I/O instead.
  */
-export async function startSpdkTargetProcess(o: { ram?: string; cpus: readonly number[]; interrupt?: boolean; nqn?: string }): Promise<TargetProcess> {
+export async function startSpdkTargetProcess(o: { ram?: string; cpus: readonly number[]; interrupt?: boolean; nqn?: string } & TargetListen): Promise<TargetProcess> {
   const sizeMiB = Math.ceil(parseSize(o.ram ?? '256M', 'ram') / (1024 * 1024));
-  const t = await startSpdkTarget({ cpus: o.cpus, interrupt: o.interrupt === true, namespaces: [{ sizeMiB }], ...(o.nqn === undefined ? {} : { nqn: o.nqn }) });
+  const t = await startSpdkTarget({
+    cpus: o.cpus,
+    interrupt: o.interrupt === true,
+    namespaces: [{ sizeMiB }],
+    ...(o.nqn === undefined ? {} : { nqn: o.nqn }),
+    ...(o.addr === undefined ? {} : { addr: o.addr }),
+    ...(o.netns === undefined ? {} : { prefix: netnsPrefix(o.netns) }),
+  });
   let version = '';
   try {
     version = (await t.rpc.call<{ version: string }>('spdk_get_version')).version;

@@ -17,7 +17,6 @@ export const queueGroups: Scenario = {
   name: 'queue-groups',
   title: 'Queue groups: one submitter over 1, 2 and 4 queues (queues_per_hctx)',
   ioWorkers: true,
-  targets: ['ours', 'spdk'],
   hypothesis:
     'One hctx fanned out over several TCP queues by rotor raises throughput for a single submitter, because one queue serialises ' +
     'PDU processing on one connection: expect MB/s (QD16 128 KiB) and IOPS (QD64 4 KiB) to rise from 1 to 4 queues per hctx. ' +
@@ -28,7 +27,7 @@ export const queueGroups: Scenario = {
     const t = timing(ctx.quick);
     const reps = repetitions(ctx.quick);
     const notes: string[] = [];
-    const arms = await withSplitTarget('128M', async (s) => {
+    const arms = await withSplitTarget({ ram: '128M' }, async (s) => {
       const base = { traddr: s.target.addr, trsvcid: s.target.port, nqn: s.target.nqn, nr_io_queues: 1, queue_size: 128, ...s.connect };
       ctx.log('warm-up (unmeasured)');
       await runArmOnController(ctx, 'warmup', { ...base, queues_per_hctx: 4 }, warmupJob(ctx.quick), s.engine);

@@ -16,7 +16,7 @@ export interface ScenarioContext {
    * Split scenarios then pin this process to every CPU but the target's and the workers across those CPUs.
    */
   ioWorkers?: number;
-  /** The target of the split scenarios: ours (`nvme-tcp target`, default) or SPDK's nvmf_tgt (Scenario.targets). */
+  /** The target under test: ours (`nvme-tcp target`, default) or SPDK's nvmf_tgt; every scenario takes either. */
   target?: TargetKind;
   /**
    * Cores given to the target (SPDK: its reactor mask, one poll group per core; ours serves every queue on one event
@@ -34,10 +34,6 @@ export interface Scenario {
   hypothesis: string;
   /** Whether run() honours ScenarioContext.ioWorkers (the CLI refuses --io-workers for the others). */
   ioWorkers?: boolean;
-  /** Targets run() can use (ScenarioContext.target); absent: ours only. */
-  targets?: readonly TargetKind[];
-  /** Why run() needs our target (the CLI's answer to `--target spdk`); absent where `targets` includes spdk. */
-  oursOnly?: string;
   run(ctx: ScenarioContext): Promise<Report>;
 }
 

@@ -6,7 +6,7 @@ import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import type { RunResult } from '../load/types.js';
 import { controllerBlockTarget } from '../nvme.js';
 import type { Arm } from '../report/types.js';
-import { allowedCpus, parseCpuList, pinApart, PlacementError, startSpdkTargetProcess, startTargetProcess, type Placement, type TargetKind, type TargetProcess } from './placement.js';
+import { allowedCpus, parseCpuList, pinApart, PlacementError, startSpdkTargetProcess, startTargetProcess, type Placement, type TargetKind, type TargetListen, type TargetProcess } from './placement.js';
 import type { ScenarioContext } from './types.js';
 
 /** Connect options that put an arm's I/O queues on ctx.ioWorkers io workers, pinned over `cpus` (round robin). */
@@ -89,18 +89,25 @@ export function splitSetupText(ctx: SplitContext): string {
   return `loopback (127.0.0.1), target (${name}) in a child process, initiator in this one, one host`;
 }
 
+/** What the split target serves and where it listens. */
+export interface SplitTargetOptions extends TargetListen {
+  /** Size of its one RAM (ours) or malloc (SPDK) namespace, e.g. '128M'. */
+  ram: string;
+  nqn?: string;
+}
+
 /** Starts the chosen target on the CPUs the placement reserved (all allowed ones, for SPDK's mask, when unpinned). */
-async function startSplitTarget(ram: string, placement: Placement, ctx: SplitContext): Promise<{ target: TargetProcess; cpus: number[] }> {
+async function startSplitTarget(o: SplitTargetOptions, placement: Placement, ctx: SplitContext): Promise<{ target: TargetProcess; cpus: number[] }> {
   const cores = ctx.targetCores ?? 1;
   if ((ctx.target ?? 'ours') === 'ours') {
     // Ours serves every queue on one event loop: a wider mask would only let that one thread wander.
     if (cores !== 1) throw new PlacementError(`targetCores ${cores}: our target serves its queues on one event loop; more cores apply to SPDK's nvmf_tgt`);
     if (ctx.spdkInterrupt === true) throw new PlacementError('spdkInterrupt applies to SPDK\'s nvmf_tgt only');
-    const target = await startTargetProcess({ ram, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
+    const target = await startTargetProcess({ ...o, ...(placement.targetCpu === undefined ? {} : { cpu: placement.targetCpu }) });
     return { target, cpus: placement.targetCpu === undefined ? parseCpuList(await allowedCpus(target.pid)) : [placement.targetCpu] };
   }
   const cpus = placement.targetCpus.length > 0 ? placement.targetCpus : parseCpuList(await allowedCpus(process.pid)).slice(-cores);
-  return { target: await startSpdkTargetProcess({ ram, cpus, interrupt: ctx.spdkInterrupt === true }), cpus };
+  return { target: await startSpdkTargetProcess({ ...o, cpus, interrupt: ctx.spdkInterrupt === true }), cpus };
 }
 
 /** The describe() line: which target, where each end ran, and what a polling target's CPU figure means. */
@@ -137,10 +144,10 @@ function finishArms(arms: Arm[], target: TargetProcess, cores: number): Arm[] {
  * apart from this process, which is pinned to the first CPU (restored afterwards), runs `fn`, and always stops the
  * child and restores the mask.
  */
-export async function withSplitTarget<T>(ram: string, fn: (s: SplitSetup) => Promise<T>, ctx: SplitContext = {}): Promise<T> {
+export async function withSplitTarget<T>(o: SplitTargetOptions, fn: (s: SplitSetup) => Promise<T>, ctx: SplitContext = {}): Promise<T> {
   const placement = await pinApart({ spread: (ctx.ioWorkers ?? 0) > 0, targetCores: ctx.targetCores ?? 1 });
   try {
-    const { target, cpus } = await startSplitTarget(ram, placement, ctx);
+    const { target, cpus } = await startSplitTarget(o, placement, ctx);
     try {
       const where = async (): Promise<{ initiatorCpus: string; targetCpus: string; target: TargetKind }> => ({
         initiatorCpus: await allowedCpus(process.pid),

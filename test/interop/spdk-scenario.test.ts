@@ -1,8 +1,12 @@
-// SPDK's nvmf_tgt as the target of a harness scenario (ScenarioContext.target 'spdk', `nvme-tcp bench --target spdk`):
-// duplicate-connect in quick mode against a real nvmf_tgt. SPDK must be built (../shared/spdk/build.sh, or SPDK_DIR):
+// SPDK's nvmf_tgt as the target of harness scenarios and job files (ScenarioContext.target 'spdk', `nvme-tcp bench
+// --target spdk`): every scenario in quick mode, and a job file, against a real nvmf_tgt. SPDK must be built (../shared/spdk/build.sh, or SPDK_DIR):
 // without it these tests fail with the build's instructions rather than skip.
 import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runBenchCli } from '../../cli/harness.js';
 import { findSpdk } from '../../harness/peers/spdk.js';
 import type { Report } from '../../harness/report/types.js';
 import { findScenario } from '../../harness/scenarios/index.js';
@@ -71,4 +75,94 @@ describe('SPDK nvmf_tgt as a scenario target', () => {
     }
     expect(r.notes.join(' ')).toMatch(/busy-poll: its CPU is 100 % of its cores by design/);
   }, 120_000);
+});
+
+async function runScenario(name: string, ctx: Partial<ScenarioContext>): Promise<Report> {
+  findSpdk();
+  const s = findScenario(name);
+  if (s === undefined) throw new Error(`no scenario ${name}`);
+  return s.run({ quick: true, log: () => undefined, target: 'spdk', ...ctx });
+}
+
+describe('SPDK nvmf_tgt as the target of every scenario and of job files', () => {
+  it('a job file with --target spdk runs against nvmf_tgt in its own process, named in the report, IOPS per core given', async () => {
+    findSpdk();
+    const d = await mkdtemp(path.join(os.tmpdir(), 'nvme-tcp-spdk-job-'));
+    try {
+      const job = path.join(d, 'rw.fio');
+      await writeFile(job, '[rw]\nrw=randrw\nbs=4k\niodepth=16\nsize=8m\nruntime=400ms\nverify=crc32c\n');
+      let out = '';
+      let err = '';
+      const code = await runBenchCli([job, '--target', 'spdk', '--spdk-interrupt', '--ram', '16M', '--json'], { stdout: (s) => (out += s), stderr: (s) => (err += s), progress: { isTTY: false, write: () => true } });
+      expect(code, err).toBe(0);
+      const r = JSON.parse(out) as Report;
+      const arm = r.arms[0];
+      expect(arm?.params['target']).toMatch(/^SPDK nvmf_tgt \(SPDK v\d+\.\d+.*, interrupt mode, 1 reactor core\)$/);
+      expect(arm?.params['targetMode']).toBe('interrupt');
+      expect(arm?.run?.totals.errors).toBe(0);
+      expect(arm?.run?.verify.checkedBlocks).toBeGreaterThan(0);
+      expect(arm?.run?.verify.mismatchCount).toBe(0);
+      expect(arm?.metrics['iopsPerTargetCore']).toBe(Math.round(arm?.metrics['iops'] as number));
+      expect(arm?.metrics['targetCpuPct']).toBeGreaterThan(0);
+      expect(r.machine.setup).toMatch(/target \(SPDK nvmf_tgt\) in a child process/);
+    } finally {
+      await rm(d, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('parallel-connect --quick against nvmf_tgt: 64 queues each arm, the proxy\'s Connect stall shows in the serial arms', async () => {
+    const r = await runScenario('parallel-connect', { spdkInterrupt: true });
+    expect(r.ok).toBe(true);
+    expect(r.arms.map((a) => a.name)).toEqual(['serial-0ms', 'parallel-0ms', 'serial-1ms', 'parallel-1ms', 'serial-5ms', 'parallel-5ms']);
+    for (const a of r.arms) {
+      expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
+      expect(a.metrics['ioQueues']).toBe(64);
+      expect(a.params['target']).toBe('spdk');
+    }
+    const ms = (n: string): number => r.arms.find((a) => a.name === n)?.metrics['connectMs'] as number;
+    // 65 serial Connects (admin + 64), each answered 5 ms late, cannot take less than 325 ms; parallel overlaps them.
+    expect(ms('serial-5ms')).toBeGreaterThanOrEqual(325);
+    expect(ms('parallel-5ms')).toBeLessThan(ms('serial-5ms'));
+    expect(r.notes.join(' ')).toMatch(/fault proxy .* in front of nvmf_tgt/);
+    expect(r.notes.find((n) => n.startsWith('Target: SPDK nvmf_tgt'))).toBeDefined();
+  }, 120_000);
+
+  it('match-hw-queues --quick with nvmf_tgt inside the network namespace: matched picks fewer queues than the baseline', async () => {
+    const r = await runScenario('match-hw-queues', { spdkInterrupt: true });
+    if (r.skipped !== undefined) {
+      // Only where namespaces are not allowed (no root): say so rather than pass quietly.
+      expect(r.skipped).toMatch(/cannot create a network namespace/);
+      return;
+    }
+    expect(r.ok).toBe(true);
+    expect(r.arms.map((a) => a.name)).toEqual(['baseline-randread', 'matched-randread']);
+    for (const a of r.arms) {
+      expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
+      expect(a.run?.totals.errors).toBe(0);
+      expect(a.metrics['iops']).toBeGreaterThan(0);
+      expect(a.run?.cpu.target?.source).toMatch(/^\/proc\/\d+\/stat$/);
+    }
+    expect(r.arms[0]?.metrics['ioQueues']).toBe(8);
+    expect(r.arms[1]?.metrics['ioQueues']).toBeLessThan(8);
+    expect(r.notes.join(' ')).toMatch(/the target \(SPDK's nvmf_tgt\) is a child process inside the namespace/);
+  }, 120_000);
+
+  it('kernel-interop --quick with nvmf_tgt: the Linux host runs fio against it through guestfwd, beside nvmet (or the lab is missing)', async () => {
+    const r = await runScenario('kernel-interop', { spdkInterrupt: true });
+    if (r.skipped !== undefined) {
+      expect(r.skipped).toMatch(/lab is not available/);
+      return;
+    }
+    expect(r.arms.map((a) => a.name)).toEqual(['linux-host->spdk-target', 'linux-host->linux-target', 'ts-initiator->linux-target', 'ts-initiator->linux-target/verify']);
+    for (const a of r.arms) {
+      expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
+      expect(a.metrics['iops']).toBeGreaterThan(0);
+    }
+    expect(r.comparisons[0]?.numerator).toBe('linux-host->spdk-target');
+    expect(r.comparisons[0]?.label).toMatch(/SPDK nvmf_tgt \/ linux target/);
+    // nvmf_tgt itself counted the guest's I/O.
+    const served = /SPDK nvmf_tgt completed (\d+) I\/O commands/.exec(r.notes.join(' '))?.[1];
+    expect(Number(served)).toBeGreaterThan(0);
+    expect(r.ok).toBe(true);
+  }, 360_000);
 });
