@@ -23,7 +23,7 @@ import { IoQueueSet, type IoQueueHost, type QueueInfo } from './io-queues.js';
 import { KeepAlive, type KeepAliveHost } from './keep-alive.js';
 import type { IoExecutor, IoOptions, Namespace } from './namespace.js';
 import { connectionRegistry, hostRegistry, type ResolvedOptions } from './options.js';
-import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
+import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, PromiseRequest, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
 import { Placement, effectiveWorkers } from './io-worker/placement.js';
 import { type IoWorkerInfo, type IoWorkerPool, acquireIoWorkerPool } from './io-worker/pool.js';
 import { RemoteQueue } from './io-worker/remote-queue.js';
@@ -244,11 +244,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     return true;
   }
 
-  #waitStateChange(): Promise<void> {
-    return new Promise((resolve) => this.#stateWaiters.push(resolve));
-  }
-
-  /** Let every execIo waiting on the state look again (state change, fast_io_fail_tmo, deletion). */
+  /** Let every I/O waiting on the state look again (state change, fast_io_fail_tmo, deletion). */
   #wakeWaiters(): void {
     const w = this.#stateWaiters;
     this.#stateWaiters = [];
@@ -496,67 +492,44 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   // ---------------------------------------------------------------------------------------------
   // I/O execution with requeue across reconnects
 
-  #pickHctx(opts: IoOptions & { write: boolean }): Hctx {
-    const i = opts.hctx ?? 0;
-    if (opts.poll === true && this.#io.hctxs('poll').length > 0) return this.hctx(i, 'poll');
-    if (opts.write && this.#io.hctxs('write').length > 0) return this.hctx(i, 'write');
-    return this.hctx(i, 'default');
-  }
-
   /**
-   * Execute an I/O. Commands caught in a queue teardown (transport errors, not their own timeout) are requeued and
-   * resubmitted after reconnect unless failfast is set (multipath), fast_io_fail_tmo has fired, or the controller is
-   * lost/deleted (Linux nvme_failover_req / nvme_retry_req + nvmf_fail_nonready_command).
+   * Execute a command through the promise API: a thin adapter over submitIo, the one request path (as blk-mq has one),
+   * with the spec in a pooled PromiseRequest; so the promise API retries, requeues and times out exactly as the
+   * callback API does. Resolves with the completion, rejects with the error ioDone reports.
    */
-  async execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion> {
-    let retries = 0;
-    for (;;) {
-      const st = this.#state;
-      if (st === 'live') {
-        try {
-          return await this.#pickHctx(opts).submit(build());
-        } catch (e) {
-          if (e instanceof NvmeStatusError) {
-            // Linux nvme_decide_disposition: DNR clear → requeue (after the CRD delay) until max_retries; a data digest
-            // error arrives here as DATA_XFER_ERROR without DNR, so it is retried the same way.
-            const wait = retryDelayMs(e.status, retries, this.#retryPolicy(), opts.failfast === true);
-            if (wait === undefined) throw e;
-            retries++;
-            this.ioRetries++;
-            this.log.debug({ status: e.status, retries, delayMs: wait }, 'retrying I/O command');
-            if (wait > 0) await delay(wait);
-            continue;
-          }
-          const requeue = (e instanceof ConnectionClosedError || e instanceof TransportFatalError) && opts.failfast !== true;
-          if (!requeue) throw e;
-          if (this.#state === 'live') await this.#waitStateChange();
-          continue;
-        }
-      }
-      if (st === 'deleting' || st === 'deleted' || st === 'new') throw new ControllerStateError(st, 'controller is not usable');
-      if (st === 'dead') throw this.#lossError ?? new ConnectionClosedError('controller lost');
-      if (opts.failfast === true) throw new ConnectionClosedError(`controller is ${st}`);
-      if (this.#ioFailFast) throw new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting');
-      await this.#waitStateChange();
+  execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion> {
+    let spec: SubmitSpec;
+    try {
+      spec = build();
+    } catch (e) {
+      return Promise.reject(toError(e));
     }
+    const req = PromiseRequest.take(spec, opts.write);
+    req.failfast = opts.failfast === true;
+    req.poll = opts.poll === true;
+    const done = req.settled();
+    this.submitIo(req, req, opts.hctx ?? 0, 0);
+    return done;
   }
 
   /**
-   * Callback-API I/O (Namespace.submit): the same requeue and retry policy as execIo, with no promise or closure per
-   * command on the success path; `io.ioDone` is called once. Closures appear only on the rare paths (retry delay,
-   * waiting for a reconnect).
+   * Submit an I/O command (Namespace.submit, and execIo's adapter): `io.ioDone` is called once, with no promise or
+   * closure per command on the success path. Closures appear only on the rare paths (retry delay, waiting for a
+   * reconnect). Outside LIVE a command waits for the reconnect unless failfast is set (multipath), fast_io_fail_tmo
+   * has fired, or the controller is lost/deleted (Linux nvmf_fail_nonready_command).
    */
   submitIo(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
     const st = this.#state;
     if (st === 'live') {
       let h: Hctx;
       try {
-        h = this.#pickIoHctx(hctx, io.write, io.poll === true);
+        h = this.#pickHctx(hctx, io.write, io.poll === true);
       } catch (e) {
         io.ioDone(e as Error);
         return;
       }
-      h.submitIo(io, builder, this.#ioSink, retries, this.opts.ioTimeoutMs);
+      // blk-mq's rq->timeout: the request's own, else the queue's (io_timeout).
+      h.submitIo(io, builder, this.#ioSink, retries, io.timeoutMs ?? this.opts.ioTimeoutMs);
       return;
     }
     if (st === 'deleting' || st === 'deleted' || st === 'new') io.ioDone(new ControllerStateError(st, 'controller is not usable'));
@@ -571,13 +544,14 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
   }
 
-  #pickIoHctx(i: number, write: boolean, poll: boolean): Hctx {
+  /** The hctx an I/O goes to (blk-mq's hctx type map): poll, then write, hctxs when there are any, else default. */
+  #pickHctx(i: number, write: boolean, poll: boolean): Hctx {
     if (poll && this.#io.hctxs('poll').length > 0) return this.hctx(i, 'poll');
     if (write && this.#io.hctxs('write').length > 0) return this.hctx(i, 'write');
     return this.hctx(i, 'default');
   }
 
-  /** Where the queues report callback-API completions; one object per controller. */
+  /** Where the queues report I/O completions; one object per controller. */
   readonly #ioSink: IoSink = {
     ioCompleted: (io, builder, hctx, retries, err) => {
       if (err === undefined) io.ioDone(undefined);
@@ -586,12 +560,16 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   };
 
   /**
-   * A callback-API command failed: retry, requeue or report it. Apart from ioCompleted because its closures would
-   * make V8 allocate a context for every completion, failed or not (docs/performance.md, "Host path, third pass").
+   * An I/O command failed: retry, requeue or report it, the one place this policy lives (Linux nvme_decide_disposition
+   * + nvme_failover_req / nvme_retry_req). Commands caught in a queue teardown (transport errors, not their own
+   * timeout) are requeued and resubmitted after the reconnect unless failfast is set. Apart from ioCompleted because
+   * its closures would make V8 allocate a context for every completion, failed or not (docs/performance.md, "Host
+   * path, third pass").
    */
   #ioFailed(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error): void {
     if (err instanceof NvmeStatusError) {
-      // As execIo: Linux nvme_decide_disposition (DNR clear → requeue after the CRD delay, until max_retries).
+      // DNR clear → requeue after the CRD delay (NVMe Base 2.0 §4.6.1), until max_retries; a data digest error arrives
+      // here as DATA_XFER_ERROR without DNR, so it is retried the same way.
       const wait = retryDelayMs(err.status, retries, this.#retryPolicy(), io.failfast === true);
       if (wait === undefined) {
         io.ioDone(err);

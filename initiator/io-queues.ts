@@ -8,7 +8,7 @@ import type { AdminChannel } from './admin.js';
 import { Hctx, type HctxType, mapQueues } from './dispatch/hctx.js';
 import { ioInlineLimit } from './identify.js';
 import type { ResolvedOptions } from './options.js';
-import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, type QueueCounters, type SubmitSpec, TagSet } from './queue-pair.js';
+import { type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, type QueueCounters, TagSet } from './queue-pair.js';
 
 /** Per I/O queue information (io_queue_info). */
 export interface QueueInfo extends QueueCounters {
@@ -268,10 +268,6 @@ class ParkedQueue implements IoQueue {
 
   get destination(): string {
     return this.#old.destination;
-  }
-
-  submit(spec: SubmitSpec): Promise<Completion> {
-    return new Promise((resolve, reject) => this.#waiting.push((q) => q.submit(spec).then(resolve, reject)));
   }
 
   submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {

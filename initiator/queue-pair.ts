@@ -92,12 +92,19 @@ export class TagSet {
   }
 }
 
+/** CQE Dwords 0 and 1 of a completed command (NVMe Base 2.0 §4.2.1: command specific, e.g. Connect's CNTLID). */
+export interface IoResult {
+  dw0: number;
+  dw1: number;
+}
+
 /**
- * A caller-owned, reusable Read or Write for the callback API (Namespace.submit): the library owns it from submit
- * until ioDone, like a blk-mq struct request, and allocates nothing per command for it.
+ * A caller-owned, reusable command for the callback API (Namespace.submit): the library owns it from submit until
+ * ioDone, like a blk-mq struct request, and allocates nothing per command for it. The one request shape every
+ * command takes from the controller down to the queue; the promise API wraps its commands in one (PromiseRequest).
  */
 export interface IoRequest {
-  /** true: Write from buf; false: Read into buf. */
+  /** true: Write from buf (and the write hctxs); false: Read into buf. */
   write: boolean;
   /** First logical block (a safe integer). */
   lba: number;
@@ -110,13 +117,20 @@ export interface IoRequest {
   failfast?: boolean;
   /** Use the poll hctxs (nr_poll_queues). */
   poll?: boolean;
+  /** This command's timeout in ms (blk-mq's rq->timeout); absent: the controller's io_timeout. */
+  timeoutMs?: number;
+  /**
+   * Where the queue puts CQE Dwords 0 and 1 on success, for requests that want them (as Linux keeps the CQE result in
+   * nvme_req(req)->result); absent: not kept.
+   */
+  result?: IoResult;
   /** Called once, synchronously from the receive path: undefined on success, else the error. Must not throw. */
   ioDone(err: Error | undefined): void;
 }
 
-/** Writes a request's Read/Write SQE into a scratch buffer (the namespace knows nsid and block size). */
+/** Writes a request's SQE into a scratch buffer (for a Read/Write the namespace knows nsid and block size). */
 export interface IoSqeBuilder {
-  /** Fill all 64 bytes of `sqe` but CID and SGL; returns the transfer length in bytes. */
+  /** Fill all 64 bytes of `sqe` but CID and SGL; returns the transfer length in bytes (0: no data). */
   buildIoSqe(sqe: Buffer, io: IoRequest): number;
 }
 
@@ -124,6 +138,84 @@ export interface IoSqeBuilder {
 export interface IoSink {
   /** err: undefined on success, NvmeStatusError for an NVMe status, else a transport or timeout error. */
   ioCompleted(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error | undefined): void;
+}
+
+const NO_DATA = Buffer.alloc(0);
+
+/**
+ * The promise API as a thin adapter over the callback core: a SubmitSpec wrapped in a pooled IoRequest that is its own
+ * SQE builder and settles its promise from ioDone, so both APIs share one submission, completion, timeout, retry and
+ * requeue path (blk-mq has one request path; a synchronous caller just waits on it). One free list per thread: a
+ * promise command allocates its promise and the completion it resolves with, nothing else here.
+ */
+export class PromiseRequest implements IoRequest, IoSqeBuilder, IoSink {
+  static readonly #free: PromiseRequest[] = [];
+  write = false;
+  lba = 0;
+  blocks = 0;
+  buf: Buffer = NO_DATA;
+  failfast = false;
+  poll = false;
+  timeoutMs = 0;
+  readonly result: IoResult = { dw0: 0, dw1: 0 };
+  #sqe: Buffer = NO_DATA;
+  #len = 0;
+  #resolve: ((c: Completion) => void) | undefined = undefined;
+  #reject: ((e: Error) => void) | undefined = undefined;
+  /** The promise executor, made once per request rather than a closure per command. */
+  readonly #arm = (resolve: (c: Completion) => void, reject: (e: Error) => void): void => {
+    this.#resolve = resolve;
+    this.#reject = reject;
+  };
+
+  /**
+   * A request for `spec` (its promise: settled()). The data's direction follows the buffer given (h2c: write, c2h: read);
+   * `write` only says which hctxs a command without data uses (Flush and Write Zeroes go with the writes).
+   */
+  static take(spec: SubmitSpec, write: boolean): PromiseRequest {
+    const r = PromiseRequest.#free.pop() ?? new PromiseRequest();
+    const h2c = spec.h2c !== undefined && spec.h2c.length > 0 ? spec.h2c : undefined;
+    const c2h = spec.c2h !== undefined && spec.c2h.length > 0 ? spec.c2h : undefined;
+    r.write = h2c !== undefined || (c2h === undefined && write);
+    r.buf = h2c ?? c2h ?? NO_DATA;
+    r.#len = r.buf.length;
+    r.#sqe = spec.sqe;
+    r.timeoutMs = spec.timeoutMs;
+    return r;
+  }
+
+  /** The promise ioDone settles; taken before the request is submitted, since it may complete at once. */
+  settled(): Promise<Completion> {
+    return new Promise<Completion>(this.#arm);
+  }
+
+  buildIoSqe(sqe: Buffer): number {
+    this.#sqe.copy(sqe, 0, 0, 64);
+    return this.#len;
+  }
+
+  ioDone(err: Error | undefined): void {
+    const resolve = this.#resolve;
+    const reject = this.#reject;
+    const dw0 = this.result.dw0;
+    const dw1 = this.result.dw1;
+    this.#resolve = undefined;
+    this.#reject = undefined;
+    this.buf = NO_DATA;
+    this.#sqe = NO_DATA;
+    this.failfast = false;
+    this.poll = false;
+    this.result.dw0 = 0;
+    this.result.dw1 = 0;
+    PromiseRequest.#free.push(this);
+    if (err !== undefined) reject?.(err);
+    else resolve?.({ dw0, dw1, status: 0 });
+  }
+
+  /** IoSink, for a queue-level promise command (no controller in between to retry or requeue it). */
+  ioCompleted(_io: IoRequest, _b: IoSqeBuilder, _h: number, _r: number, err: Error | undefined): void {
+    this.ioDone(err);
+  }
 }
 
 /**
@@ -142,10 +234,7 @@ class CommandSlot implements HostCommand {
   /** Reserved-CID commands only; a tag's deadline is in QueuePair's #deadlines. */
   deadline = 0;
   bytes = 0;
-  /** Promise API: the command's settle functions. */
-  resolve: ((c: Completion) => void) | undefined = undefined;
-  reject: ((e: Error) => void) | undefined = undefined;
-  /** Callback API: the request, its SQE builder and sink, and what requeue needs to submit it again. */
+  /** The request, its SQE builder and sink, and what requeue needs to submit it again (one shape for every command). */
   io: IoRequest | undefined = undefined;
   builder: IoSqeBuilder | undefined = undefined;
   sink: IoSink | undefined = undefined;
@@ -169,8 +258,6 @@ class CommandSlot implements HostCommand {
     this.active = false;
     this.h2c = undefined;
     this.c2h = undefined;
-    this.resolve = undefined;
-    this.reject = undefined;
     this.io = undefined;
     this.builder = undefined;
     this.sink = undefined;
@@ -202,7 +289,6 @@ export interface IoQueue {
   /** Local and remote endpoint "addr:port". */
   readonly source: string;
   readonly destination: string;
-  submit(spec: SubmitSpec): Promise<Completion>;
   submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void;
   close(err?: Error): void;
 }
@@ -250,7 +336,7 @@ export class QueuePair implements IoQueue {
   /** Commands on reserved CIDs outside the tag set (the AER): rare, so a map. */
   readonly #reserved = new Map<number, CommandSlot>();
   #inFlight = 0;
-  /** Scratch SQE for callback-API commands: TcpQueue.sendCapsule copies it into the send batch before returning. */
+  /** Scratch SQE for every command: TcpQueue.sendCapsule copies it into the send batch before returning. */
   readonly #sqe = Buffer.alloc(64);
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;
@@ -272,13 +358,6 @@ export class QueuePair implements IoQueue {
   readonly #epoch = Date.now();
   #errorReported = false;
   readonly counters: QueueCounters = { submitted: 0, completed: 0, errors: 0, bytes: 0 };
-  /**
-   * CQE Dword 0 and 1 of the callback-API command being completed, valid only during sink.ioCompleted (as the CQE
-   * view is): command-specific results (NVMe Base 2.0 §4.2.1) reach an io worker's completion ring without a field on
-   * every IoRequest.
-   */
-  completionDw0 = 0;
-  completionDw1 = 0;
 
   constructor(opts: QueuePairOptions) {
     this.qid = opts.qid;
@@ -337,53 +416,50 @@ export class QueuePair implements IoQueue {
     else this.tags.put(p.cid);
   }
 
-  /** Submit one command; resolves with its completion, rejects with NvmeStatusError or a transport error. */
+  /**
+   * Submit one command through the promise API, an adapter over the callback core below: resolves with its
+   * completion, rejects with NvmeStatusError or a transport error. The admin queue and Fabrics Connect use it.
+   */
   submit(spec: SubmitSpec): Promise<Completion> {
-    // Not async: with a free tag (the common case) the command's own promise is returned, one allocation less per I/O.
-    const cid = spec.reservedCid ?? this.tags.tryGet();
-    if (cid === undefined) return this.tags.get().then((c) => this.#submitWithCid(c, spec));
+    const req = PromiseRequest.take(spec, false);
+    const done = req.settled();
+    const limit = spec.forceInCapsule === true ? Infinity : this.inlineLimit;
     try {
-      return this.#submitWithCid(cid, spec);
+      if (spec.reservedCid === undefined) this.#submit(req, req, req, 0, 0, spec.timeoutMs, limit);
+      else this.#issue(spec.reservedCid, true, req, req, req, 0, 0, spec.timeoutMs, limit);
     } catch (e) {
-      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+      req.ioDone(e instanceof Error ? e : new Error(String(e)));
     }
-  }
-
-  #submitWithCid(cid: number, spec: SubmitSpec): Promise<Completion> {
-    const reserved = spec.reservedCid !== undefined;
-    if (this.#state === 'closed') {
-      if (!reserved) this.tags.put(cid);
-      return Promise.reject(this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
-    }
-    const sqe = spec.sqe;
-    wr16(sqe, SqeOffset.cid, cid);
-    const h2c = spec.h2c !== undefined && spec.h2c.length > 0 ? spec.h2c : undefined;
-    const inCapsule = h2c !== undefined && (spec.forceInCapsule === true || h2c.length <= this.inlineLimit);
-    const dataLen = h2c?.length ?? spec.c2h?.length ?? 0;
-    setSgl(sqe, dataLen, inCapsule);
-    return new Promise<Completion>((resolve, reject) => {
-      const p = this.#slotFor(cid, reserved);
-      p.arm(cid, inCapsule ? undefined : h2c, spec.c2h, reserved, dataLen);
-      this.#setDeadline(p, spec.timeoutMs);
-      p.resolve = resolve;
-      p.reject = reject;
-      this.#started();
-      this.tcp.sendCapsule(sqe, inCapsule ? h2c : undefined);
-    });
+    return done;
   }
 
   /**
-   * Submit a Read or Write through the callback API: no promise, closure or object per command (a tag's slot and one
+   * Submit a command through the callback API: no promise, closure or object per command (a tag's slot and one
    * scratch SQE are reused). The outcome goes to `sink.ioCompleted`, synchronously from the receive path.
    */
   submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
+    this.#submit(io, builder, sink, hctx, retries, timeoutMs, this.inlineLimit);
+  }
+
+  /** A tag, then the command; with none free, wait for one (FIFO). `inlineLimit`: Infinity forces in-capsule data. */
+  #submit(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
     const cid = this.tags.tryGet();
-    if (cid === undefined) {
-      this.#waitForTag(io, builder, sink, hctx, retries, timeoutMs);
-      return;
-    }
+    if (cid === undefined) this.#waitForTag(io, builder, sink, hctx, retries, timeoutMs, inlineLimit);
+    else this.#issue(cid, false, io, builder, sink, hctx, retries, timeoutMs, inlineLimit);
+  }
+
+  /**
+   * More requests than tags: wait for one. The closure lives in its own method: a closure over submitIo's parameters
+   * made V8 allocate their context on every submitIo call, taken or not (88 bytes per I/O, docs/performance.md).
+   */
+  #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
+    this.tags.onFree(() => this.#submit(io, builder, sink, hctx, retries, timeoutMs, inlineLimit));
+  }
+
+  /** The one submission path: SQE, CID and SGL into the scratch SQE, the slot armed, the capsule sent. */
+  #issue(cid: number, reserved: boolean, io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
     if (this.#state === 'closed') {
-      this.tags.put(cid);
+      if (!reserved) this.tags.put(cid);
       sink.ioCompleted(io, builder, hctx, retries, this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
       return;
     }
@@ -392,11 +468,12 @@ export class QueuePair implements IoQueue {
     // Plain stores and loads (protocol/le.ts) on the per-command path: Buffer's read/write methods validate their
     // arguments on every call (docs/performance.md, "Host path, fourth pass").
     wr16(sqe, SqeOffset.cid, cid);
-    const data = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
-    const inCapsule = io.write && len <= this.inlineLimit;
+    const data = len === 0 ? undefined : io.buf.length === len ? io.buf : io.buf.subarray(0, len);
+    // No data: the null SGL (a Transport Data Block of length 0, Linux nvme_tcp_set_sg_null), whatever `write` says.
+    const inCapsule = io.write && len > 0 && len <= inlineLimit;
     setSgl(sqe, len, inCapsule);
-    const p = this.#slots[cid & 0xfff] as CommandSlot;
-    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, false, len);
+    const p = this.#slotFor(cid, reserved);
+    p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, reserved, len);
     this.#setDeadline(p, timeoutMs);
     p.io = io;
     p.builder = builder;
@@ -405,14 +482,6 @@ export class QueuePair implements IoQueue {
     p.retries = retries;
     this.#started();
     this.tcp.sendCapsule(sqe, inCapsule ? data : undefined);
-  }
-
-  /**
-   * More requests than tags: wait for one. The closure lives in its own method: a closure over submitIo's parameters
-   * made V8 allocate their context on every submitIo call, taken or not (88 bytes per I/O, docs/performance.md).
-   */
-  #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
-    this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
   }
 
   #started(): void {
@@ -446,37 +515,39 @@ export class QueuePair implements IoQueue {
     this.counters.completed++;
     if (status !== 0) this.counters.errors++;
     else this.counters.bytes += p.bytes;
-    const { io, builder, sink, resolve, reject } = p;
+    const io = p.io as IoRequest;
+    const builder = p.builder as IoSqeBuilder;
+    const sink = p.sink as IoSink;
     const hctx = p.hctx;
     const retries = p.retries;
     // Everything is read out of the slot before the tag goes back: put() may hand it to a waiting submitter at once.
     p.clear();
     this.#inFlight--;
     this.#release(p);
-    if (io !== undefined) {
-      this.completionDw0 = dw0;
-      this.completionDw1 = dw1;
-      (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, status === 0 ? undefined : new NvmeStatusError(status, cid, statusName(status), dw0));
-      return;
-    }
     if (status !== 0) {
-      reject?.(new NvmeStatusError(status, cid, statusName(status), dw0));
+      sink.ioCompleted(io, builder, hctx, retries, new NvmeStatusError(status, cid, statusName(status), dw0));
       return;
     }
-    resolve?.({ dw0, dw1, status: cqeStatus });
+    const r = io.result;
+    if (r !== undefined) {
+      r.dw0 = dw0;
+      r.dw1 = dw1;
+    }
+    sink.ioCompleted(io, builder, hctx, retries, undefined);
   }
 
   /** Fail one command with a transport-side error (timeout, teardown): already removed from the in-flight set. */
   #fail(p: CommandSlot, err: Error): void {
-    const { io, builder, sink, reject } = p;
+    const io = p.io as IoRequest;
+    const builder = p.builder as IoSqeBuilder;
+    const sink = p.sink as IoSink;
     const hctx = p.hctx;
     const retries = p.retries;
     p.clear();
     this.#inFlight--;
     this.#release(p);
     this.counters.errors++;
-    if (io !== undefined) (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, err);
-    else reject?.(err);
+    sink.ioCompleted(io, builder, hctx, retries, err);
   }
 
   /**

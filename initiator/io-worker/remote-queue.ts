@@ -1,11 +1,11 @@
-// The calling thread's face of an I/O queue that an io worker runs: the same submit / submitIo / inFlight / close the
+// The calling thread's face of an I/O queue that an io worker runs: the same submitIo / inFlight / close the
 // hctxs and the controller use on a local QueuePair, over the queue's two rings. CIDs come from the hctx's shared tag
 // set here (as blk-mq tags are allocated on the submitting CPU, Linux blk_mq_get_tag) and index a preallocated slot
 // table; the worker's QueuePair runs the wire protocol. Data crosses in shared memory: a buffer from the controller's
 // I/O buffer pool is used in place, any other Buffer is copied once into this queue's bounce area.
 import { Buffer } from 'node:buffer';
 import { ConnectionClosedError, InvalidArgumentError } from '../errors.js';
-import type { Completion, IoQueue, IoRequest, IoSink, IoSqeBuilder, QueueCounters, SubmitSpec, TagSet } from '../queue-pair.js';
+import type { IoQueue, IoRequest, IoSink, IoSqeBuilder, QueueCounters, TagSet } from '../queue-pair.js';
 import { RingConsumer, RingProducer, createRingBuffer } from './ring.js';
 import { Cqe, type OpenQueueMsg, type OpenedQueue, SqFlag, Sqe, cqError } from './wire.js';
 
@@ -34,8 +34,6 @@ class RemoteSlot {
   sink: IoSink | undefined = undefined;
   hctx = 0;
   retries = 0;
-  resolve: ((c: Completion) => void) | undefined = undefined;
-  reject: ((e: Error) => void) | undefined = undefined;
 
   clear(): void {
     this.active = false;
@@ -43,8 +41,6 @@ class RemoteSlot {
     this.io = undefined;
     this.builder = undefined;
     this.sink = undefined;
-    this.resolve = undefined;
-    this.reject = undefined;
   }
 }
 
@@ -166,7 +162,10 @@ export class RemoteQueue implements IoQueue {
     return this.#closeErr ?? new ConnectionClosedError(`queue ${this.qid} is closed`);
   }
 
-  /** Callback-API submit, as QueuePair.submitIo: a tag, a slot, one ring entry; nothing allocated per command. */
+  /**
+   * Submit, as QueuePair.submitIo: a tag, a slot, one ring entry; nothing allocated per command. The one path for both
+   * APIs (the promise API's commands arrive as PromiseRequests); dw0/dw1 come back from the worker in the CQ entry.
+   */
   submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
     const cid = this.tags.tryGet();
     if (cid === undefined) {
@@ -196,34 +195,6 @@ export class RemoteQueue implements IoQueue {
   /** Out of submitIo so that V8 does not allocate a context for its parameters on every call (docs/performance.md). */
   #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
     this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
-  }
-
-  /** Promise-API submit (Flush, DSM, Write Zeroes, and reads/writes through execIo); dw0/dw1 come back from the worker. */
-  submit(spec: SubmitSpec): Promise<Completion> {
-    const cid = this.tags.tryGet();
-    if (cid === undefined) return this.tags.get().then((c) => this.#submitWithCid(c, spec));
-    return this.#submitWithCid(cid, spec);
-  }
-
-  #submitWithCid(cid: number, spec: SubmitSpec): Promise<Completion> {
-    if (this.#state !== 'live') {
-      this.tags.put(cid);
-      return Promise.reject(this.#closedError());
-    }
-    const write = spec.h2c !== undefined && spec.h2c.length > 0;
-    const data = write ? (spec.h2c as Buffer) : spec.c2h;
-    const len = data?.length ?? 0;
-    if (len > this.#opts.slotBytes && data?.buffer !== this.#pool) {
-      this.tags.put(cid);
-      return Promise.reject(new InvalidArgumentError('data', `${len} bytes exceed the queue's ${this.#opts.slotBytes}-byte transfer slot`));
-    }
-    spec.sqe.copy(this.#sqe, 0, 0, 64);
-    return new Promise<Completion>((resolve, reject) => {
-      const p = this.#slots[cid & 0xfff] as RemoteSlot;
-      p.resolve = resolve;
-      p.reject = reject;
-      this.#send(p, cid, write, data, len, spec.timeoutMs);
-    });
   }
 
   #send(p: RemoteSlot, cid: number, write: boolean, data: Buffer | undefined, len: number, timeoutMs: number): void {
@@ -285,19 +256,21 @@ export class RemoteQueue implements IoQueue {
       this.counters.bytes += p.length;
       if (p.copyOut !== undefined) this.#bounce.copy(p.copyOut, 0, (p.cid & 0xfff) * this.#opts.slotBytes, (p.cid & 0xfff) * this.#opts.slotBytes + p.length);
     }
-    const { io, builder, sink, resolve, reject } = p;
+    const io = p.io as IoRequest;
+    const builder = p.builder as IoSqeBuilder;
+    const sink = p.sink as IoSink;
     const hctx = p.hctx;
     const retries = p.retries;
     const cid = p.cid;
     p.clear();
     this.#inFlight--;
     this.tags.put(cid);
-    if (io !== undefined) {
-      (sink as IoSink).ioCompleted(io, builder as IoSqeBuilder, hctx, retries, err);
-      return;
+    const r = io.result;
+    if (err === undefined && r !== undefined) {
+      r.dw0 = dw0;
+      r.dw1 = dw1;
     }
-    if (err !== undefined) reject?.(err);
-    else resolve?.({ dw0, dw1, status: 0 });
+    sink.ioCompleted(io, builder, hctx, retries, err);
   }
 
   /**

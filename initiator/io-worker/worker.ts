@@ -10,7 +10,7 @@ import { parentPort } from 'node:worker_threads';
 import { ConnectionClosedError, NvmeStatusError, TimeoutError, TransportFatalError, decodeConnectResult } from '../../protocol/index.js';
 import { authRequested, authenticateQueue, describeAuth, parseSecretOption } from '../auth.js';
 import { connectCmd, connectData } from '../fabrics-cmds.js';
-import { type IoRequest, type IoSink, type IoSqeBuilder, QueuePair, TagSet } from '../queue-pair.js';
+import { type IoRequest, type IoResult, type IoSink, type IoSqeBuilder, QueuePair, TagSet } from '../queue-pair.js';
 import { TcpQueue } from '../transport/index.js';
 import { RingConsumer, RingProducer } from './ring.js';
 import { CqKind, Cqe, type FromWorker, type OpenQueueMsg, SqFlag, Sqe, type ToWorker, WorkerStat, toWireError } from './wire.js';
@@ -38,6 +38,8 @@ class WorkerIo implements IoRequest {
   buf: Buffer = pool;
   readonly sqe = Buffer.alloc(64);
   length = 0;
+  /** CQE Dwords 0 and 1 on success (command-specific results, NVMe Base 2.0 §4.2.1), for the completion ring. */
+  readonly result: IoResult = { dw0: 0, dw1: 0 };
   readonly tag: number;
   readonly #q: WorkerQueue;
 
@@ -139,12 +141,12 @@ class WorkerQueue implements IoSink {
       b = this.#cq.reserve();
       if (b < 0) throw new Error(`queue ${this.qid}: completion ring full`);
     }
-    w[b + Cqe.tag] = (io as WorkerIo).tag;
+    const wio = io as WorkerIo;
+    w[b + Cqe.tag] = wio.tag;
     let kind: number = CqKind.ok;
     let status = 0;
-    // Read before anything else runs: the queue pair holds them only during this call.
-    let dw0 = err === undefined ? this.qp.completionDw0 : 0;
-    const dw1 = err === undefined ? this.qp.completionDw1 : 0;
+    let dw0 = err === undefined ? wio.result.dw0 : 0;
+    const dw1 = err === undefined ? wio.result.dw1 : 0;
     if (err !== undefined) {
       if (err instanceof NvmeStatusError) {
         kind = CqKind.status;
