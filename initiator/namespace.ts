@@ -44,11 +44,14 @@ export interface IoOptions {
   fua?: boolean;
 }
 
-/** The controller side a Namespace needs: executing a command with retry/requeue policy and the transfer limit. */
+/**
+ * The controller side a Namespace needs: the one I/O path (submitIo, with the retry/requeue policy), the promise
+ * adapter over it (execIo) and the transfer limit.
+ */
 export interface IoExecutor {
   execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion>;
-  /** Callback-API Read/Write of at most maxTransferBytes (Controller.submitIo); absent: Namespace.submit uses execIo. */
-  submitIo?(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void;
+  /** Submit a command of at most maxTransferBytes (Controller.submitIo); `io.ioDone` is called once. */
+  submitIo(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void;
   /** Largest data transfer of one command in bytes (MDTS). */
   readonly maxTransferBytes: number;
   readonly ioTimeoutMs: number;
@@ -267,12 +270,8 @@ export class Namespace implements IoSqeBuilder {
     if (lba + blocks > this.#capacity) throw this.#beyond(lba, blocks);
     const len = blocks * this.info.blockSize;
     if (io.buf.length < len) throw new InvalidArgumentError('buf', `${io.buf.length} bytes, need ${len}`);
-    const exec = this.#exec;
-    if (exec.submitIo !== undefined && blocks <= this.maxBlocksPerCommand) {
-      exec.submitIo(io, this, hctx, 0);
-      return;
-    }
-    this.#submitByPromise(io, hctx, len);
+    if (blocks <= this.maxBlocksPerCommand) this.#exec.submitIo(io, this, hctx, 0);
+    else this.#submitSplit(io, hctx, len);
   }
 
   /**
@@ -284,10 +283,11 @@ export class Namespace implements IoSqeBuilder {
   }
 
   /**
-   * submit() over the promise path (no callback API, or a request larger than one command). Its closures live here:
-   * in submit() itself they made V8 allocate a context on every call (docs/performance.md, "Host path, third pass").
+   * submit() of a request larger than one command: split by read()/write() (each piece one command on the same path).
+   * Its closures live here: in submit() itself they made V8 allocate a context on every call (docs/performance.md,
+   * "Host path, third pass").
    */
-  #submitByPromise(io: IoRequest, hctx: number, len: number): void {
+  #submitSplit(io: IoRequest, hctx: number, len: number): void {
     const opts: IoOptions = { hctx, fua: io.fua === true, failfast: io.failfast === true, poll: io.poll === true };
     const buf = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
     const done = io.write ? this.write(BigInt(io.lba), buf, opts) : this.read(BigInt(io.lba), io.blocks, buf, opts);

@@ -117,7 +117,7 @@ describe('KeepAlive', () => {
 });
 
 describe('AnaTracker', () => {
-  const exec: IoExecutor = { execIo: () => Promise.resolve(OK), maxTransferBytes: 1 << 20, ioTimeoutMs: 1000 };
+  const exec: IoExecutor = { execIo: () => Promise.resolve(OK), submitIo: (io) => io.ioDone(undefined), maxTransferBytes: 1 << 20, ioTimeoutMs: 1000 };
   const info = (nsid: number, anagrpid: number): NamespaceInfo => ({
     nsid, blocks: 8n, blockSize: 512, nguid: '', uuid: '', eui64: '', anagrpid, shared: true, readOnly: false,
   });
