@@ -174,7 +174,7 @@ class WorkloadRun {
   generation = 0;
   submitterIndex = 0;
   measuredMs = 0;
-  /** Block ranges of in-flight verify I/Os, and the submitters waiting for one of them to finish. */
+  /** Block ranges of in-flight verify I/Os, and the slots waiting for one of them to finish. */
   readonly inflight = new Set<Inflight>();
   private waiters: (() => void)[] = [];
   // Time series: completions counted per interval, ramp included (flagged), as fio's bandwidth logs do.
@@ -330,7 +330,7 @@ class WorkloadRun {
   }
 
   /**
-   * The callback path's clock: one reading per batch of completions (all those delivered in one task, e.g. one socket
+   * The slots' clock: one reading per batch of completions (all those delivered in one task, e.g. one socket
    * read), set by refreshClock and reset by a microtask after that task, the way blk-mq caches the time per plug;
    * −1: not read in this task yet. Reading the clock per I/O cost ~5 % of the host's CPU (docs/performance.md, "Host
    * path, fourth pass"). A later completion of the batch gets the batch's first reading, as does the I/O it starts,
@@ -375,16 +375,10 @@ class WorkloadRun {
     if (this.errorMessages.length < MAX_ERROR_MESSAGES) this.errorMessages.push(message);
   }
 
-  /** Counts a completed I/O in the time series and, past the job's ramp, in its and the run's totals. */
-  recordCompletion(st: JobState, cloneStats: { ios: number }, isRead: boolean, bs: number, t0: number, t1: number): void {
-    this.tickIos++;
-    this.tickBytes += bs;
-    if (t1 < st.measureFrom) return;
-    st.endedAt = t1;
-    this.countIo(st, cloneStats, isRead, bs, Math.round((t1 - t0) * 1e6));
-  }
-
-  /** recordCompletion for a callback-path slot that completed at batchTime. */
+  /**
+   * Counts a slot's I/O, completed at batchTime, in the time series and, past the job's ramp, in its and the run's
+   * totals.
+   */
   recordSlot(st: JobState, cloneStats: { ios: number }, slot: IoSlot): void {
     const t1 = this.batchTime;
     this.tickIos++;
@@ -409,9 +403,9 @@ class WorkloadRun {
     return false;
   }
 
-  /** Resolves when some in-flight verify range is released. */
-  rangeReleased(): Promise<void> {
-    return new Promise<void>((r) => this.waiters.push(r));
+  /** Calls `start` once some in-flight verify range is released (it checks again: another slot may claim it first). */
+  waitRange(start: () => void): void {
+    this.waiters.push(start);
   }
 
   releaseRange(range: Inflight): void {
@@ -433,18 +427,22 @@ function count(c: Counters, isRead: boolean, bs: number): void {
 }
 
 /**
- * One in-flight slot of the callback path (fio's io_u): its request object, data buffer and a view per block size are
- * made once, so an I/O allocates nothing.
+ * One in-flight slot (fio's io_u), the one way the engine issues I/O: its request object, data buffer and a view per
+ * block size are made once, so an I/O allocates nothing. Doubles as its own verify range (lba, blocks).
  */
-class IoSlot implements BlockIo {
+class IoSlot implements BlockIo, Inflight {
   write = false;
   lba = 0;
   blocks = 0;
   buf: Buffer;
   t0 = 0;
   bs = 0;
-  /** Read views of this slot's buffer, one per bssplit entry. */
+  /** The generation a verify write stamped into buf. */
+  gen = 0;
+  /** Views of this slot's buffer, one per bssplit entry: where reads land and verify writes are stamped. */
   readonly views: Buffer[];
+  /** Starts the I/O picked for this slot after a rate-limit or overlap wait: one closure per slot, not per wait. */
+  readonly start = (): void => this.owner.start(this);
 
   constructor(
     private readonly owner: CloneRun,
@@ -511,19 +509,14 @@ class CloneRun {
     this.perm = j.bssplit.length === 1 && this.slots <= 0xffff_ffff ? permutation(this.slots, j.seed * 31 + clone) : undefined;
   }
 
-  async run(): Promise<void> {
-    // The callback path needs no per-I/O await; rate-limited and verify jobs keep the async submitters.
-    if (this.workload.target.submit !== undefined && this.slotMs === 0 && this.workload.genMap === undefined) await this.runCallbacks();
-    else await Promise.all(Array.from({ length: this.j.iodepth }, () => this.submitter()));
-  }
-
-  private active = 0;
-  private finished: (() => void) | undefined;
-  private writeViews: Buffer[] = [];
-
-  private runCallbacks(): Promise<void> {
+  /**
+   * iodepth slots, each issuing its next I/O from the completion of the last (fio's io_u loop). Rate-limited and
+   * verify jobs take the same path: pacing is a timer before the submit, overlap a wait for a range to be released.
+   */
+  run(): Promise<void> {
     const j = this.j;
-    if (this.writesToo) {
+    if (this.writesToo && !j.verify) {
+      // Plain writes share one pattern buffer; verify writes are stamped in their own slot's buffer.
       const scratch = Buffer.alloc(this.maxBs, 0xa5);
       this.writeViews = j.bssplit.map((e) => scratch.subarray(0, e.bs));
     }
@@ -536,9 +529,14 @@ class CloneRun {
     });
   }
 
+  private active = 0;
+  private finished: (() => void) | undefined;
+  private writeViews: Buffer[] = [];
+
   /**
-   * Start the slot's next I/O, or retire the slot when the job is over. Its start time is the workload's batchTime,
-   * the completion time of the slot's last I/O: one reading serves as both that I/O's end and the next one's start.
+   * Pick the slot's next I/O and start it, or retire the slot when the job is over. Its start time is the workload's
+   * batchTime, the completion time of the slot's last I/O: one reading serves as both that I/O's end and the next
+   * one's start.
    */
   private issue(slot: IoSlot): void {
     const run = this.workload;
@@ -556,10 +554,28 @@ class CloneRun {
     slot.lba = off / run.bsz;
     slot.blocks = bs / run.bsz;
     slot.bs = bs;
-    slot.buf = (isRead ? slot.views[k] : this.writeViews[k]) as Buffer;
+    slot.buf = (isRead || j.verify ? slot.views[k] : this.writeViews[k]) as Buffer;
+    if (this.slotMs > 0) {
+      const wait = this.paceRate();
+      if (wait >= 1) {
+        setTimeout(slot.start, wait);
+        return;
+      }
+    }
+    this.start(slot);
+  }
+
+  /** Submit the slot's I/O; in a run that verifies, once it holds its blocks (and a verify write is stamped). */
+  start(slot: IoSlot): void {
+    const run = this.workload;
+    // After a timer this is a new task with no clock reading yet.
+    run.refreshClock();
+    if (run.genMap !== undefined && !this.claim(slot)) return;
     slot.t0 = run.batchTime;
     try {
-      (run.target.submit as (io: BlockIo) => void)(slot);
+      const t = run.target;
+      if (t.submit !== undefined) t.submit(slot);
+      else submitByPromise(t, slot);
     } catch (e) {
       this.slotDone(slot, e instanceof Error ? e : new Error(String(e)));
     }
@@ -567,6 +583,7 @@ class CloneRun {
 
   slotDone(slot: IoSlot, err: Error | undefined): void {
     const run = this.workload;
+    if (run.genMap !== undefined) this.settleVerify(run.genMap, slot, err);
     if (err !== undefined) {
       run.recordError(this.st, `${this.j.name}: ${slot.write ? 'write' : 'read'} lba ${slot.lba} +${slot.blocks}: ${err.message}`);
       // fio's default (continue_on_error=none): the job stops at its first I/O error.
@@ -594,10 +611,6 @@ class CloneRun {
     return bssplit.length - 1;
   }
 
-  private pickBs(): number {
-    return (this.j.bssplit[this.pickBsIndex()] as { bs: number }).bs;
-  }
-
   private pickOffset(bs: number): number {
     const j = this.j;
     if (this.random) {
@@ -614,80 +627,47 @@ class CloneRun {
     return o;
   }
 
-  private done(now = performance.now()): boolean {
-    return this.ended() || now >= this.measureEnd;
-  }
-
   /** Over for a reason other than time: stopped, aborted, or io_size issued (a size-based job). */
   private ended(): boolean {
     if (this.st.stop || this.workload.opts.signal?.aborted === true) return true;
     return this.j.runtimeMs === undefined && this.issuedBytes >= this.j.ioSize;
   }
 
-  /** fio rate_iops: waits for this clone's next submission slot. */
-  private async paceRate(): Promise<void> {
+  /** fio rate_iops: takes this clone's next submission slot; returns how many ms until it (0: now). */
+  private paceRate(): number {
     const now = performance.now();
     const at = Math.max(now, this.nextSlot);
     this.nextSlot = at + this.slotMs;
-    if (at - now >= 1) await new Promise((r) => setTimeout(r, at - now));
+    return at - now;
   }
 
-  /** Two I/Os on one block at once would make the expected generation ambiguous (fio: serialize_overlap). */
-  private async claimRange(off: number, bs: number, blocks: number): Promise<{ off: number; range: Inflight }> {
+  /**
+   * Two I/Os on one block at once would make the expected generation ambiguous (fio: serialize_overlap): a random job
+   * picks another offset a few times, then the slot waits for a range to be released. A verify write is stamped with
+   * its generation once it holds its blocks.
+   */
+  private claim(slot: IoSlot): boolean {
     const run = this.workload;
-    const bsz = run.bsz;
-    for (let tries = 0; run.overlaps(off / bsz, blocks) && this.random && tries < 8; tries++) off = this.pickOffset(bs);
-    while (run.overlaps(off / bsz, blocks)) await run.rangeReleased();
-    const range = { lba: off / bsz, blocks };
-    run.inflight.add(range);
-    return { off, range };
-  }
-
-  /** One of iodepth submitters: issues one I/O at a time until the job's end condition. */
-  private async submitter(): Promise<void> {
-    const j = this.j;
-    const run = this.workload;
-    const bsz = run.bsz;
-    const scratch = this.writesToo && !j.verify ? Buffer.alloc(this.maxBs, 0xa5) : undefined;
-    // One data buffer per in-flight slot (fio's io_u): reads land in it and verify writes are stamped in it, so the
-    // steady state allocates no off-heap memory per I/O. Safe because this slot awaits each I/O before reusing it.
-    const slotBuf = this.alloc?.(this.maxBs) ?? Buffer.allocUnsafeSlow(this.maxBs);
-    for (;;) {
-      if (this.done()) return;
-      const bs = this.pickBs();
-      let off = this.pickOffset(bs);
-      this.issuedBytes += bs;
-      const isRead = j.rwmixread >= 100 || (j.rwmixread > 0 && this.rand() * 100 < j.rwmixread);
-      // Only rate-limited and verify jobs await these helpers, so the plain path adds no promise per I/O.
-      if (this.slotMs > 0) await this.paceRate();
-      const blocks = bs / bsz;
-      let range: Inflight | undefined;
-      if (run.genMap !== undefined) ({ off, range } = await this.claimRange(off, bs, blocks));
-      const lba = off / bsz;
-      const t0 = performance.now();
-      try {
-        if (isRead) {
-          const data = await run.target.read(lba, blocks, this.ctx, slotBuf.subarray(0, bs));
-          if (j.verify && run.genMap !== undefined) this.checkRead(run.genMap, data, lba, blocks);
-        } else if (j.verify && run.genMap !== undefined) {
-          const buf = slotBuf.subarray(0, bs);
-          const gen = ++run.generation;
-          stampBlocks(buf, lba, bsz, gen);
-          await run.target.write(lba, buf, this.ctx);
-          run.genMap.set(lba, blocks, gen);
-        } else {
-          await run.target.write(lba, (scratch as Buffer).subarray(0, bs), this.ctx);
-        }
-      } catch (e) {
-        run.recordError(this.st, `${j.name}: ${isRead ? 'read' : 'write'} lba ${lba} +${blocks}: ${(e as Error).message}`);
-        // fio's default (continue_on_error=none): the job stops at its first I/O error.
-        this.st.stop = true;
-        return;
-      } finally {
-        if (range !== undefined) run.releaseRange(range);
-      }
-      run.recordCompletion(this.st, this.cloneStats, isRead, bs, t0, performance.now());
+    for (let tries = 0; run.overlaps(slot.lba, slot.blocks) && this.random && tries < 8; tries++) slot.lba = this.pickOffset(slot.bs) / run.bsz;
+    if (run.overlaps(slot.lba, slot.blocks)) {
+      run.waitRange(slot.start);
+      return false;
     }
+    run.inflight.add(slot);
+    if (slot.write && this.j.verify) {
+      slot.gen = ++run.generation;
+      stampBlocks(slot.buf, slot.lba, run.bsz, slot.gen);
+    }
+    return true;
+  }
+
+  /** A verify run's completion: a verify write's generation becomes expected, a read is checked, the range released. */
+  private settleVerify(map: GenerationMap, slot: IoSlot, err: Error | undefined): void {
+    if (err === undefined && this.j.verify) {
+      if (slot.write) map.set(slot.lba, slot.blocks, slot.gen);
+      else this.checkRead(map, slot.buf, slot.lba, slot.blocks);
+    }
+    this.workload.releaseRange(slot);
   }
 
   /** A job that also writes checks only blocks it has written; a read-only job checks everything it reads. */
@@ -697,6 +677,22 @@ class CloneRun {
     run.checkedBlocks += this.writesToo ? countKnown(map, lba, blocks) : blocks;
     run.recordMismatches(found);
   }
+}
+
+/**
+ * The slot API over a target's read/write, for a target without submit (a multipath head, test doubles): a read's data
+ * is copied into the slot's buffer when the target returned it elsewhere.
+ */
+function submitByPromise(t: BlockTarget, io: IoSlot): void {
+  const done = io.write ? t.write(io.lba, io.buf, io.ctx) : t.read(io.lba, io.blocks, io.ctx, io.buf).then((d) => landIn(io.buf, d));
+  done.then(
+    () => io.ioDone(undefined),
+    (e: unknown) => io.ioDone(e instanceof Error ? e : new Error(String(e))),
+  );
+}
+
+function landIn(buf: Buffer, d: Uint8Array): void {
+  if (d.buffer !== buf.buffer || d.byteOffset !== buf.byteOffset) buf.set(d.subarray(0, buf.length));
 }
 
 function jobResult(st: JobState): JobResult {
