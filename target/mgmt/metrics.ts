@@ -82,316 +82,212 @@ class StatsHistogram extends Histogram<HistogramLabel> {
   }
 }
 
+type WorkerReport = ReturnType<TargetService['workers']>[number];
+type Labels = Record<string, string | number>;
+type Sample = readonly [Labels, number];
+
+/** What one scrape reads: the service snapshot, the workers' last reports, and the loop-delay window. */
+interface ScrapeView {
+  snap: Snapshot;
+  subs: Array<[string, SubsystemStats]>;
+  workers: readonly WorkerReport[];
+  loop: IntervalHistogram;
+}
+
+/** One exported metric: prom-client type, labels, and the samples a scrape reads (same labels summed). */
+interface MetricDef {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge';
+  labels?: readonly string[];
+  samples(v: ScrapeView): Iterable<Sample>;
+}
+
+function* perNamespace(v: ScrapeView, f: (ns: SubsystemStats['namespaces'][number]) => Iterable<[Labels, number]>): Iterable<Sample> {
+  for (const [subnqn, s] of v.subs) for (const ns of s.namespaces) for (const [l, n] of f(ns)) yield [{ subnqn, nsid: ns.nsid, ...l }, n];
+}
+
+function* perQueue(v: ScrapeView, value: (q: ControllerInfo['queues'][number]) => number): Iterable<Sample> {
+  for (const c of v.snap.controllers) for (const q of c.queues) yield [{ subnqn: c.subnqn, type: q.qid === 0 ? 'admin' : 'io' }, value(q)];
+}
+
+function* perWorker(v: ScrapeView, f: (w: WorkerReport) => Iterable<[Labels, number]>): Iterable<Sample> {
+  for (const w of v.workers) for (const [l, n] of f(w)) yield [{ worker: String(w.index), ...l }, n];
+}
+
+const lag = (v: ScrapeView, f: (h: IntervalHistogram) => number): number => (v.loop.count > 0 ? f(v.loop) / 1e9 : 0);
+
+/** The metrics /metrics exports, in exposition order (the latency histogram follows the namespace counters). */
+const METRICS: readonly MetricDef[] = [
+  {
+    name: 'nvme_tcp_commands_total',
+    help: 'Commands received, by subsystem and opcode name (admin, fabrics and I/O).',
+    type: 'counter',
+    labels: ['subnqn', 'opcode'],
+    *samples(v) {
+      for (const [subnqn, s] of v.subs) for (const [opcode, n] of Object.entries(s.opcodes)) yield [{ subnqn, opcode }, n];
+    },
+  },
+  {
+    name: 'nvme_tcp_namespace_commands_total',
+    help: 'I/O commands completed per namespace, by operation.',
+    type: 'counter',
+    labels: ['subnqn', 'nsid', 'op'],
+    samples: (v) => perNamespace(v, (ns) => [[{ op: 'read' }, ns.reads], [{ op: 'write' }, ns.writes], [{ op: 'flush' }, ns.flushes]]),
+  },
+  {
+    name: 'nvme_tcp_namespace_bytes_total',
+    help: 'Bytes read from and written to each namespace.',
+    type: 'counter',
+    labels: ['subnqn', 'nsid', 'direction'],
+    samples: (v) => perNamespace(v, (ns) => [[{ direction: 'read' }, ns.bytesRead], [{ direction: 'write' }, ns.bytesWritten]]),
+  },
+  {
+    name: 'nvme_tcp_namespace_errors_total',
+    help: 'I/O commands on each namespace that completed with a non-zero status.',
+    type: 'counter',
+    labels: ['subnqn', 'nsid'],
+    samples: (v) => perNamespace(v, (ns) => [[{}, ns.errors]]),
+  },
+  {
+    name: 'nvme_tcp_controllers',
+    help: 'Live controllers, by subsystem (the discovery subsystem included).',
+    type: 'gauge',
+    labels: ['subnqn', 'discovery'],
+    *samples(v) {
+      // Every subsystem shows, 0 without controllers.
+      for (const [subnqn] of v.subs) yield [{ subnqn, discovery: 'false' }, 0];
+      for (const c of v.snap.controllers) yield [{ subnqn: c.subnqn, discovery: String(c.discovery) }, 1];
+    },
+  },
+  { name: 'nvme_tcp_queues', help: 'Connected queues (admin qid 0, I/O qid > 0), by subsystem.', type: 'gauge', labels: ['subnqn', 'type'], samples: (v) => perQueue(v, () => 1) },
+  {
+    name: 'nvme_tcp_inflight_commands',
+    help: 'Commands received and not yet completed, by subsystem and queue type (admin includes posted AERs).',
+    type: 'gauge',
+    labels: ['subnqn', 'type'],
+    samples: (v) => perQueue(v, (q) => q.inFlight),
+  },
+  { name: 'nvme_tcp_connections_active', help: 'Open TCP connections (queues), including ones not yet connected to a controller.', type: 'gauge', samples: (v) => [[{}, v.snap.stats.connections.active]] },
+  { name: 'nvme_tcp_connections_accepted_total', help: 'TCP connections accepted.', type: 'counter', samples: (v) => [[{}, v.snap.stats.connections.accepted]] },
+  {
+    name: 'nvme_tcp_connections_rejected_total',
+    help: "TCP connections closed at accept because the port's maxConnections limit was reached.",
+    type: 'counter',
+    samples: (v) => [[{}, v.snap.stats.connections.rejected ?? 0]],
+  },
+  {
+    name: 'nvme_tcp_tls_handshakes_total',
+    help: 'TLS 1.3 handshakes on TLS ports (TP 8011), by result.',
+    type: 'counter',
+    labels: ['result'],
+    samples: (v) => [
+      [{ result: 'ok' }, v.snap.stats.tls?.handshakesOk ?? 0],
+      [{ result: 'failed' }, v.snap.stats.tls?.handshakesFailed ?? 0],
+    ],
+  },
+  {
+    name: 'nvme_tcp_fabrics_connects_total',
+    help: 'Fabrics Connect commands, by result.',
+    type: 'counter',
+    labels: ['result'],
+    samples: (v) => [
+      [{ result: 'ok' }, v.snap.stats.connects.ok],
+      [{ result: 'failed' }, v.snap.stats.connects.failed],
+    ],
+  },
+  {
+    name: 'nvme_tcp_pdu_errors_total',
+    help: 'Fatal PDU errors (C2HTermReq sent or connection dropped), by fatal error status (NVMe/TCP 1.0 Figure 17).',
+    type: 'counter',
+    labels: ['fes'],
+    samples: (v) => Object.entries(v.snap.stats.pduErrorsByFes).map(([fes, n]): Sample => [{ fes }, n]),
+  },
+  { name: 'nvme_tcp_data_digest_errors_total', help: 'PDUs whose DDGST did not match (completed with Transient Transport Error).', type: 'counter', samples: (v) => [[{}, v.snap.stats.dataDigestErrors]] },
+  { name: 'nvme_tcp_kato_expiries_total', help: 'Controllers torn down because the keep-alive timer expired.', type: 'counter', samples: (v) => [[{}, v.snap.stats.katoExpiries]] },
+  { name: 'nvme_tcp_ports', help: 'Listening NVMe/TCP ports.', type: 'gauge', samples: (v) => [[{}, v.snap.ports]] },
+  // Loop lag is exported (the data path must never block the loop). Percentiles cover the interval since the previous scrape.
+  {
+    name: 'nvme_tcp_event_loop_lag_seconds',
+    help: 'Event-loop delay since the previous scrape (monitorEventLoopDelay, 10 ms resolution), by quantile.',
+    type: 'gauge',
+    labels: ['quantile'],
+    samples: (v) => [0.5, 0.9, 0.99].map((q): Sample => [{ quantile: q }, lag(v, (h) => h.percentile(q * 100))]),
+  },
+  { name: 'nvme_tcp_event_loop_lag_max_seconds', help: 'Largest event-loop delay since the previous scrape.', type: 'gauge', samples: (v) => [[{}, lag(v, (h) => h.max)]] },
+  { name: 'nvme_tcp_event_loop_lag_mean_seconds', help: 'Mean event-loop delay since the previous scrape.', type: 'gauge', samples: (v) => [[{}, lag(v, (h) => h.mean)]] },
+  { name: 'nvme_tcp_process_resident_memory_bytes', help: 'Resident set size of the target process.', type: 'gauge', samples: () => [[{}, process.memoryUsage.rss()]] },
+  // Per-worker figures (target/workers), as of each worker's last report (every 200 ms).
+  {
+    name: 'nvme_tcp_worker_cpu_seconds_total',
+    help: 'CPU time of each worker process, by mode (user, system).',
+    type: 'counter',
+    labels: ['worker', 'mode'],
+    samples: (v) => perWorker(v, (w) => [[{ mode: 'user' }, w.cpuUserUs / 1e6], [{ mode: 'system' }, w.cpuSystemUs / 1e6]]),
+  },
+  { name: 'nvme_tcp_worker_commands_total', help: 'Commands each worker process executed on its I/O queues (since it last started).', type: 'counter', labels: ['worker'], samples: (v) => perWorker(v, (w) => [[{}, w.ios]]) },
+  {
+    name: 'nvme_tcp_worker_bytes_total',
+    help: 'Bytes each worker process received (in) and sent (out) on its I/O queues.',
+    type: 'counter',
+    labels: ['worker', 'direction'],
+    samples: (v) => perWorker(v, (w) => [[{ direction: 'in' }, w.bytesIn], [{ direction: 'out' }, w.bytesOut]]),
+  },
+  {
+    name: 'nvme_tcp_worker_cache_invalidations_total',
+    help: "Shared RAM writes of each worker by how other workers' read caches dropped the range: batches sent over worker links (direct) or through the primary (relayed), and writes no other worker held a piece of (unasked).",
+    type: 'counter',
+    labels: ['worker', 'path'],
+    samples: (v) => perWorker(v, (w) => [[{ path: 'direct' }, w.invalidations.direct], [{ path: 'relayed' }, w.invalidations.relayed], [{ path: 'unasked' }, w.invalidations.unasked]]),
+  },
+  {
+    name: 'nvme_tcp_worker_event_loop_lag_seconds',
+    help: 'Event-loop delay of each worker process over its last report interval, mean and max.',
+    type: 'gauge',
+    labels: ['worker', 'stat'],
+    samples: (v) => perWorker(v, (w) => [[{ stat: 'mean' }, w.lagMeanMs / 1e3], [{ stat: 'max' }, w.lagMaxMs / 1e3]]),
+  },
+  { name: 'nvme_tcp_worker_queues', help: 'I/O queues each worker process serves.', type: 'gauge', labels: ['worker'], samples: (v) => perWorker(v, (w) => [[{}, w.queues]]) },
+  { name: 'nvme_tcp_worker_restarts_total', help: 'Times each worker process died and was started again.', type: 'counter', labels: ['worker'], samples: (v) => perWorker(v, (w) => [[{}, w.restarts]]) },
+];
+
+/** Where the latency histogram goes in the exposition: after the per-namespace counters, as it always has. */
+const HISTOGRAM_AFTER = 'nvme_tcp_namespace_errors_total';
+
+/** Registers `m` in `registry`; its collect() re-reads the scrape's samples (a counter is reset and re-summed: the source counters only grow). */
+function register(registry: Registry, m: MetricDef, view: () => ScrapeView): void {
+  const config = { name: m.name, help: m.help, labelNames: [...(m.labels ?? [])], registers: [registry] };
+  if (m.type === 'counter') {
+    new Counter({
+      ...config,
+      collect() {
+        this.reset();
+        for (const [l, n] of m.samples(view())) this.inc(l, n);
+      },
+    });
+  } else {
+    new Gauge({
+      ...config,
+      collect() {
+        this.reset();
+        for (const [l, n] of m.samples(view())) this.inc(l, n);
+      },
+    });
+  }
+}
+
 /** Builds the registry for one service; every start of the API gets its own (no global state). */
 export function createMetrics(service: MetricsSource): TargetMetrics {
   const registry = new Registry();
   let snap: Snapshot | undefined;
   const current = (): Snapshot => (snap ??= { stats: service.stats(), controllers: service.listControllers(), ports: service.boundPorts().length });
-  const subs = (): Array<[string, SubsystemStats]> => Object.entries(current().stats.subsystems);
-
-  new Counter({
-    name: 'nvme_tcp_commands_total',
-    help: 'Commands received, by subsystem and opcode name (admin, fabrics and I/O).',
-    labelNames: ['subnqn', 'opcode'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [subnqn, s] of subs()) for (const [opcode, n] of Object.entries(s.opcodes)) this.inc({ subnqn, opcode }, n);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_namespace_commands_total',
-    help: 'I/O commands completed per namespace, by operation.',
-    labelNames: ['subnqn', 'nsid', 'op'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [subnqn, s] of subs()) {
-        for (const ns of s.namespaces) {
-          this.inc({ subnqn, nsid: ns.nsid, op: 'read' }, ns.reads);
-          this.inc({ subnqn, nsid: ns.nsid, op: 'write' }, ns.writes);
-          this.inc({ subnqn, nsid: ns.nsid, op: 'flush' }, ns.flushes);
-        }
-      }
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_namespace_bytes_total',
-    help: 'Bytes read from and written to each namespace.',
-    labelNames: ['subnqn', 'nsid', 'direction'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [subnqn, s] of subs()) {
-        for (const ns of s.namespaces) {
-          this.inc({ subnqn, nsid: ns.nsid, direction: 'read' }, ns.bytesRead);
-          this.inc({ subnqn, nsid: ns.nsid, direction: 'write' }, ns.bytesWritten);
-        }
-      }
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_namespace_errors_total',
-    help: 'I/O commands on each namespace that completed with a non-zero status.',
-    labelNames: ['subnqn', 'nsid'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [subnqn, s] of subs()) for (const ns of s.namespaces) this.inc({ subnqn, nsid: ns.nsid }, ns.errors);
-    },
-  });
-  registry.registerMetric(new StatsHistogram('nvme_tcp_command_latency_seconds', 'Command latency from capsule received to response queued, by subsystem and opcode.', current));
-
-  new Gauge({
-    name: 'nvme_tcp_controllers',
-    help: 'Live controllers, by subsystem (the discovery subsystem included).',
-    labelNames: ['subnqn', 'discovery'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [subnqn] of subs()) this.set({ subnqn, discovery: 'false' }, 0);
-      const counts = new Map<string, { n: number; discovery: boolean }>();
-      for (const c of current().controllers) {
-        const e = counts.get(c.subnqn) ?? { n: 0, discovery: c.discovery };
-        e.n++;
-        counts.set(c.subnqn, e);
-      }
-      for (const [subnqn, e] of counts) this.set({ subnqn, discovery: String(e.discovery) }, e.n);
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_queues',
-    help: 'Connected queues (admin qid 0, I/O qid > 0), by subsystem.',
-    labelNames: ['subnqn', 'type'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const c of current().controllers) {
-        for (const q of c.queues) this.inc({ subnqn: c.subnqn, type: q.qid === 0 ? 'admin' : 'io' });
-      }
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_inflight_commands',
-    help: 'Commands received and not yet completed, by subsystem and queue type (admin includes posted AERs).',
-    labelNames: ['subnqn', 'type'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const c of current().controllers) {
-        for (const q of c.queues) this.inc({ subnqn: c.subnqn, type: q.qid === 0 ? 'admin' : 'io' }, q.inFlight);
-      }
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_connections_active',
-    help: 'Open TCP connections (queues), including ones not yet connected to a controller.',
-    registers: [registry],
-    collect() {
-      this.set(current().stats.connections.active);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_connections_accepted_total',
-    help: 'TCP connections accepted.',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(current().stats.connections.accepted);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_connections_rejected_total',
-    help: "TCP connections closed at accept because the port's maxConnections limit was reached.",
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(current().stats.connections.rejected ?? 0);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_tls_handshakes_total',
-    help: 'TLS 1.3 handshakes on TLS ports (TP 8011), by result.',
-    labelNames: ['result'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      const t = current().stats.tls;
-      this.inc({ result: 'ok' }, t?.handshakesOk ?? 0);
-      this.inc({ result: 'failed' }, t?.handshakesFailed ?? 0);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_fabrics_connects_total',
-    help: 'Fabrics Connect commands, by result.',
-    labelNames: ['result'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      const c = current().stats.connects;
-      this.inc({ result: 'ok' }, c.ok);
-      this.inc({ result: 'failed' }, c.failed);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_pdu_errors_total',
-    help: 'Fatal PDU errors (C2HTermReq sent or connection dropped), by fatal error status (NVMe/TCP 1.0 Figure 17).',
-    labelNames: ['fes'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [fes, n] of Object.entries(current().stats.pduErrorsByFes)) this.inc({ fes }, n);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_data_digest_errors_total',
-    help: 'PDUs whose DDGST did not match (completed with Transient Transport Error).',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(current().stats.dataDigestErrors);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_kato_expiries_total',
-    help: 'Controllers torn down because the keep-alive timer expired.',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(current().stats.katoExpiries);
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_ports',
-    help: 'Listening NVMe/TCP ports.',
-    registers: [registry],
-    collect() {
-      this.set(current().ports);
-    },
-  });
-
-  // Loop lag is exported (the data path must never block the loop). Percentiles cover the interval since the previous scrape.
   const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
-  new Gauge({
-    name: 'nvme_tcp_event_loop_lag_seconds',
-    help: 'Event-loop delay since the previous scrape (monitorEventLoopDelay, 10 ms resolution), by quantile.',
-    labelNames: ['quantile'],
-    registers: [registry],
-    collect() {
-      for (const q of [0.5, 0.9, 0.99]) this.set({ quantile: q }, loop.count > 0 ? loop.percentile(q * 100) / 1e9 : 0);
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_event_loop_lag_max_seconds',
-    help: 'Largest event-loop delay since the previous scrape.',
-    registers: [registry],
-    collect() {
-      this.set(loop.count > 0 ? loop.max / 1e9 : 0);
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_event_loop_lag_mean_seconds',
-    help: 'Mean event-loop delay since the previous scrape.',
-    registers: [registry],
-    collect() {
-      this.set(loop.count > 0 ? loop.mean / 1e9 : 0);
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_process_resident_memory_bytes',
-    help: 'Resident set size of the target process.',
-    registers: [registry],
-    collect() {
-      this.set(process.memoryUsage.rss());
-    },
-  });
-
-  // Per-worker figures (target/workers), as of each worker's last report (every 200 ms).
-  const workers = (): ReturnType<TargetService['workers']> => service.workers?.() ?? [];
-  new Counter({
-    name: 'nvme_tcp_worker_cpu_seconds_total',
-    help: 'CPU time of each worker process, by mode (user, system).',
-    labelNames: ['worker', 'mode'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) {
-        this.inc({ worker: String(w.index), mode: 'user' }, w.cpuUserUs / 1e6);
-        this.inc({ worker: String(w.index), mode: 'system' }, w.cpuSystemUs / 1e6);
-      }
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_worker_commands_total',
-    help: 'Commands each worker process executed on its I/O queues (since it last started).',
-    labelNames: ['worker'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) this.inc({ worker: String(w.index) }, w.ios);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_worker_bytes_total',
-    help: 'Bytes each worker process received (in) and sent (out) on its I/O queues.',
-    labelNames: ['worker', 'direction'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) {
-        this.inc({ worker: String(w.index), direction: 'in' }, w.bytesIn);
-        this.inc({ worker: String(w.index), direction: 'out' }, w.bytesOut);
-      }
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_worker_cache_invalidations_total',
-    help: 'Shared RAM writes of each worker by how other workers\' read caches dropped the range: batches sent over worker links (direct) or through the primary (relayed), and writes no other worker held a piece of (unasked).',
-    labelNames: ['worker', 'path'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) {
-        this.inc({ worker: String(w.index), path: 'direct' }, w.invalidations.direct);
-        this.inc({ worker: String(w.index), path: 'relayed' }, w.invalidations.relayed);
-        this.inc({ worker: String(w.index), path: 'unasked' }, w.invalidations.unasked);
-      }
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_worker_event_loop_lag_seconds',
-    help: 'Event-loop delay of each worker process over its last report interval, mean and max.',
-    labelNames: ['worker', 'stat'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) {
-        this.set({ worker: String(w.index), stat: 'mean' }, w.lagMeanMs / 1e3);
-        this.set({ worker: String(w.index), stat: 'max' }, w.lagMaxMs / 1e3);
-      }
-    },
-  });
-  new Gauge({
-    name: 'nvme_tcp_worker_queues',
-    help: 'I/O queues each worker process serves.',
-    labelNames: ['worker'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) this.set({ worker: String(w.index) }, w.queues);
-    },
-  });
-  new Counter({
-    name: 'nvme_tcp_worker_restarts_total',
-    help: 'Times each worker process died and was started again.',
-    labelNames: ['worker'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const w of workers()) this.inc({ worker: String(w.index) }, w.restarts);
-    },
-  });
+  const view = (): ScrapeView => ({ snap: current(), subs: Object.entries(current().stats.subsystems), workers: service.workers?.() ?? [], loop });
+  for (const m of METRICS) {
+    register(registry, m, view);
+    if (m.name === HISTOGRAM_AFTER) registry.registerMetric(new StatsHistogram('nvme_tcp_command_latency_seconds', 'Command latency from capsule received to response queued, by subsystem and opcode.', current));
+  }
 
   let scraping: Promise<string> | undefined;
   return {
