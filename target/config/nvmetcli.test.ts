@@ -118,6 +118,8 @@ describe('importNvmetcli', () => {
     expect(warnings).toEqual([
       'ports[0] (portid 1): referral "rdma-peer" trtype "rdma" skipped; only tcp is served',
       'ports[2] (portid 3): trtype "rdma" skipped; only tcp is served',
+      // nvmet's attr_version is what its VS reports; ours is fixed at 1.4 (CTRATT TBKAS and ANA are 1.4 features).
+      `subsystems[0] (${SUB}): attr version 1.3 ignored; this target reports NVMe 1.4`,
       `subsystems[1] (${SUB2}): not linked to any tcp port; it will not be reachable`,
     ]);
   });
