@@ -165,105 +165,138 @@ export function nqnProblem(nqn: string, field: Buffer): string | undefined {
   return v.ok ? undefined : v.reason;
 }
 
+/** Why a Connect is refused: the status to complete it with (dw0/errorLoc already set on the request) and a log line. */
+interface Refusal {
+  refused: number;
+  reason: string;
+}
+
+type ConnectData = ReturnType<typeof decodeConnectData>;
+type Subsys = NonNullable<ReturnType<QueueModel['target']['findSubsystem']>>;
+type Logger = QueueModel['target']['logger'];
+
+/** Connect Invalid Host (NVMe-oF 1.1 §3.3.1), pointing at HOSTNQN in the data. */
+function invalidHost(req: Request, reason: string): Refusal {
+  req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
+  return { refused: Status.CONNECT_INVALID_HOST | DNR, reason };
+}
+
 function executeConnect(req: Request): void {
   const q = req.queueRef as QueueModel;
   const target = q.target;
   const sqe = req.sqe;
   const data = Buffer.concat(req.data ?? [], CONNECT_DATA_SIZE);
+  const qid = sqe.readUInt16LE(ConnectCmdOffset.qid);
+  const sqsize = sqe.readUInt16LE(ConnectCmdOffset.sqsize);
+  const cd = decodeConnectData(data);
+  const log = target.logger.child({ hostnqn: cd.hostnqn, subnqn: cd.subnqn, qid, peer: q.ops.peer });
+  const admitted = admitConnect(req, q, cd, data, log);
+  const ctrl = 'refused' in admitted ? admitted : bindController(req, q, admitted, cd, log);
+  if ('refused' in ctrl) {
+    target.stats.connectsFailed++;
+    log.warn({ status: `0x${ctrl.refused.toString(16)}` }, `connect refused: ${ctrl.reason}`);
+    q.complete(req, ctrl.refused);
+    return;
+  }
+  const subsys = ctrl.subsys;
+  q.ctrl = ctrl;
+  q.qid = qid;
+  q.sqsize = sqsize;
+  // CATTR bit2: SQ flow control disabled → SQHD 0xFFFF and C2H SUCCESS allowed (NVMe-oF 1.1 §3.3; NVMe-TCP 1.0 §3.3.4).
+  q.sqflowDisabled = ((sqe[ConnectCmdOffset.cattr] as number) & ConnectCattr.DISABLE_SQFLOW) !== 0;
+  q.sqhd = 0;
+  ctrl.queues.set(qid, q);
+  q.setState('live');
+  target.stats.connectsOk++;
+  const { atr, concat } = setupQueueAuth(q, ctrl, qid);
+  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr, ascr: q.ops.concatOnly === true });
+  const generated = q.ops.tlsPsk?.type === 'G';
+  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
+  const delay = subsys.faults.connectLatencyMs ?? 0;
+  if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
+  else q.complete(req, 0);
+}
+
+/** The checks every Connect passes before a controller is looked at: format, names, host access, TLS, queue size. */
+function admitConnect(req: Request, q: QueueModel, cd: ConnectData, data: Buffer, log: Logger): Subsys | Refusal {
+  const target = q.target;
+  const sqe = req.sqe;
   const recfmt = sqe.readUInt16LE(ConnectCmdOffset.recfmt);
   const qid = sqe.readUInt16LE(ConnectCmdOffset.qid);
   const sqsize = sqe.readUInt16LE(ConnectCmdOffset.sqsize);
-  const cattr = sqe[ConnectCmdOffset.cattr] as number;
-  const kato = sqe.readUInt32LE(ConnectCmdOffset.kato);
-  const cd = decodeConnectData(data);
-  const log = target.logger.child({ hostnqn: cd.hostnqn, subnqn: cd.subnqn, qid, peer: q.ops.peer });
-
-  const fail = (status: number, reason: string): void => {
-    target.stats.connectsFailed++;
-    log.warn({ status: `0x${status.toString(16)}` }, `connect refused: ${reason}`);
-    q.complete(req, status);
-  };
-
-  if (recfmt !== CONNECT_RECFMT) return fail(Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, `record format ${recfmt}`);
+  if (recfmt !== CONNECT_RECFMT) return { refused: Status.CONNECT_INCOMPATIBLE_FORMAT | DNR, reason: `record format ${recfmt}` };
   const subProblem = nqnProblem(cd.subnqn, data.subarray(ConnectDataOffset.subnqn, ConnectDataOffset.subnqn + NQN_FIELD_SIZE));
-  if (subProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), `subsystem NQN: ${subProblem}`);
+  if (subProblem !== undefined) return { refused: invalidParam(req, true, ConnectDataOffset.subnqn), reason: `subsystem NQN: ${subProblem}` };
   // An empty HOSTNQN (the SPDK host's perf and identify send one unless given hostnqn:) names no host. nvmet and SPDK's
   // nvmf_tgt admit it where any host is allowed, and so do we, with a warning; a subsystem with an allow list cannot
   // match it and refuses it as a host it does not know (NVMe-oF 1.1 §3.3.1, Connect Invalid Host). docs/peers.md.
   const emptyHost = cd.hostnqn === '';
   const hostProblem = emptyHost ? undefined : nqnProblem(cd.hostnqn, data.subarray(ConnectDataOffset.hostnqn, ConnectDataOffset.hostnqn + NQN_FIELD_SIZE));
-  if (hostProblem !== undefined) return fail(invalidParam(req, true, ConnectDataOffset.hostnqn), `host NQN: ${hostProblem}`);
+  if (hostProblem !== undefined) return { refused: invalidParam(req, true, ConnectDataOffset.hostnqn), reason: `host NQN: ${hostProblem}` };
   const subsys = target.findSubsystem(cd.subnqn, q.port.id);
-  if (subsys === undefined) return fail(invalidParam(req, true, ConnectDataOffset.subnqn), 'unknown subsystem');
-  if (!subsys.hostAllowed(cd.hostnqn)) {
-    req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
-    return fail(Status.CONNECT_INVALID_HOST | DNR, emptyHost ? 'empty host NQN, and the subsystem admits listed hosts only' : 'host not allowed');
-  }
+  if (subsys === undefined) return { refused: invalidParam(req, true, ConnectDataOffset.subnqn), reason: 'unknown subsystem' };
+  if (!subsys.hostAllowed(cd.hostnqn)) return invalidHost(req, emptyHost ? 'empty host NQN, and the subsystem admits listed hosts only' : 'host not allowed');
   if (emptyHost && qid === 0) log.warn('empty host NQN admitted (the subsystem allows any host, as nvmet and SPDK nvmf_tgt do); give the host an NQN (SPDK: hostnqn: in the transport ID)');
   // Secure channel concatenation (TP 8018): a generated PSK names one host and subsystem; a cleartext connection on a
   // TLS 'required' port is there only to authenticate an admin queue with NEWTLSPSK (docs/tls.md).
   const psk = q.ops.tlsPsk;
-  if (psk?.type === 'G' && (psk.hostnqn !== cd.hostnqn || psk.subnqn !== cd.subnqn)) {
-    req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
-    return fail(Status.CONNECT_INVALID_HOST | DNR, `the generated TLS PSK was made for host ${psk.hostnqn} and ${psk.subnqn}`);
-  }
+  if (psk?.type === 'G' && (psk.hostnqn !== cd.hostnqn || psk.subnqn !== cd.subnqn)) return invalidHost(req, `the generated TLS PSK was made for host ${psk.hostnqn} and ${psk.subnqn}`);
   if (q.ops.concatOnly === true) {
-    if (qid !== 0) return fail(invalidParam(req, false, ConnectCmdOffset.qid), 'cleartext I/O queue on a port that requires TLS (only the admin queue may authenticate in cleartext, for secure channel concatenation)');
+    if (qid !== 0) return { refused: invalidParam(req, false, ConnectCmdOffset.qid), reason: 'cleartext I/O queue on a port that requires TLS (only the admin queue may authenticate in cleartext, for secure channel concatenation)' };
     if (subsys.kind === 'discovery' || target.hostAuth.get(cd.hostnqn) === undefined) {
-      req.dw0 = connectInvalidParamDw0({ inData: true, offset: ConnectDataOffset.hostnqn });
-      return fail(Status.CONNECT_INVALID_HOST | DNR, 'cleartext connection on a port that requires TLS: secure channel concatenation needs a DH-HMAC-CHAP key for this host (hosts[].dhchapKey)');
+      return invalidHost(req, 'cleartext connection on a port that requires TLS: secure channel concatenation needs a DH-HMAC-CHAP key for this host (hosts[].dhchapKey)');
     }
   }
   const mqes = subsys.maxQueueSize - 1;
-  if (sqsize === 0 || sqsize > mqes) return fail(invalidParam(req, false, ConnectCmdOffset.sqsize), `sqsize ${sqsize} (MQES ${mqes})`);
+  if (sqsize === 0 || sqsize > mqes) return { refused: invalidParam(req, false, ConnectCmdOffset.sqsize), reason: `sqsize ${sqsize} (MQES ${mqes})` };
+  return subsys;
+}
 
-  let ctrl: Controller;
+/** Admin queue: a new controller (NVMe-oF 1.1 §3.3: CNTLID FFFFh, dynamic model). I/O queue: the host's controller. */
+function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: ConnectData, log: Logger): Controller | Refusal {
+  const target = q.target;
+  const qid = req.sqe.readUInt16LE(ConnectCmdOffset.qid);
   if (qid === 0) {
-    if (cd.cntlid !== CNTLID_DYNAMIC) return fail(invalidParam(req, true, ConnectDataOffset.cntlid), `admin connect with cntlid ${cd.cntlid}`);
+    if (cd.cntlid !== CNTLID_DYNAMIC) return { refused: invalidParam(req, true, ConnectDataOffset.cntlid), reason: `admin connect with cntlid ${cd.cntlid}` };
     // nvmet answers an exhausted cntlid range with Controller Busy; a configured cap is the same condition, sooner.
-    if (subsys.controllers.size >= subsys.maxControllers) return fail(Status.CONNECT_CTRL_BUSY | DNR, `controller limit ${subsys.maxControllers} reached`);
+    if (subsys.controllers.size >= subsys.maxControllers) return { refused: Status.CONNECT_CTRL_BUSY | DNR, reason: `controller limit ${subsys.maxControllers} reached` };
     const cntlid = subsys.allocCntlid();
-    if (cntlid === undefined) return fail(Status.CONNECT_CTRL_BUSY | DNR, 'no free controller ID');
-    ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, kato);
+    if (cntlid === undefined) return { refused: Status.CONNECT_CTRL_BUSY | DNR, reason: 'no free controller ID' };
+    const ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, req.sqe.readUInt32LE(ConnectCmdOffset.kato));
     // nvmet_setup_auth: discovery controllers never authenticate; a host with a key always does.
     if (subsys.kind !== 'discovery') ctrl.hostAuth = target.hostAuth.get(cd.hostnqn);
     subsys.controllers.set(cntlid, ctrl);
     ctrl.startKeepAlive();
     log.info({ cntlid, kato: ctrl.katoMs, discovery: ctrl.discovery }, 'controller created');
-  } else {
-    const found = subsys.controllers.get(cd.cntlid);
-    if (!(found instanceof Controller) || found.hostnqn !== cd.hostnqn || found.state === 'dead') return fail(invalidParam(req, true, ConnectDataOffset.cntlid), `no controller ${cd.cntlid} for this host`);
-    if (found.discovery) return fail(invalidParam(req, false, ConnectCmdOffset.qid), 'I/O queue on a discovery controller');
-    if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return fail(invalidParam(req, false, ConnectCmdOffset.qid), `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues`);
-    if (found.queues.has(qid)) return fail(Status.CMD_SEQ_ERROR | DNR, `duplicate qid ${qid}`);
-    ctrl = found;
+    return ctrl;
   }
-  q.ctrl = ctrl;
-  q.qid = qid;
-  q.sqsize = sqsize;
-  // CATTR bit2: SQ flow control disabled → SQHD 0xFFFF and C2H SUCCESS allowed (NVMe-oF 1.1 §3.3; NVMe-TCP 1.0 §3.3.4).
-  q.sqflowDisabled = (cattr & ConnectCattr.DISABLE_SQFLOW) !== 0;
-  q.sqhd = 0;
-  ctrl.queues.set(qid, q);
-  q.setState('live');
-  target.stats.connectsOk++;
-  // ATR on the admin Connect and on every I/O Connect (nvmet_execute_{admin,io}_connect): Linux authenticates each queue.
-  // A TLS session on a generated PSK is authenticated already (nvmet_has_auth is false on TLS queues); its admin queue
-  // may re-authenticate with REPLACETLSPSK. A cleartext admin queue on a concatenation port may use NEWTLSPSK.
+  const found = subsys.controllers.get(cd.cntlid);
+  if (!(found instanceof Controller) || found.hostnqn !== cd.hostnqn || found.state === 'dead') return { refused: invalidParam(req, true, ConnectDataOffset.cntlid), reason: `no controller ${cd.cntlid} for this host` };
+  if (found.discovery) return { refused: invalidParam(req, false, ConnectCmdOffset.qid), reason: 'I/O queue on a discovery controller' };
+  if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return { refused: invalidParam(req, false, ConnectCmdOffset.qid), reason: `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues` };
+  if (found.queues.has(qid)) return { refused: Status.CMD_SEQ_ERROR | DNR, reason: `duplicate qid ${qid}` };
+  return found;
+}
+
+/**
+ * ATR on the admin Connect and on every I/O Connect (nvmet_execute_{admin,io}_connect): Linux authenticates each queue.
+ * A TLS session on a generated PSK is authenticated already (nvmet_has_auth is false on TLS queues); its admin queue
+ * may re-authenticate with REPLACETLSPSK. A cleartext admin queue on a concatenation port may use NEWTLSPSK.
+ */
+function setupQueueAuth(q: QueueModel, ctrl: Controller, qid: number): { atr: boolean; concat: 'none' | 'new' | 'replace' } {
   const hostAuth = ctrl.hostAuth;
-  const generated = psk?.type === 'G';
   const port = q.port.config;
   const concatPort = port.tlsConcat === true && (port.tls ?? 'none') !== 'none';
   const concat: 'none' | 'new' | 'replace' = qid !== 0 || !concatPort ? 'none' : q.ops.tls === true ? 'replace' : 'new';
-  const atr = hostAuth !== undefined && !generated;
+  const atr = hostAuth !== undefined && q.ops.tlsPsk?.type !== 'G';
   if (hostAuth !== undefined && (atr || qid === 0)) {
     q.auth = new QueueAuth({
       hostnqn: ctrl.hostnqn,
-      subsysnqn: subsys.nqn,
+      subsysnqn: ctrl.subsys.nqn,
       auth: hostAuth,
       katoMs: ctrl.katoMs,
-      stats: target.hostAuth.stats,
-      logger: target.logger,
+      stats: q.target.hostAuth.stats,
+      logger: q.target.logger,
       qid,
       cntlid: ctrl.cntlid,
       concat,
@@ -271,11 +304,7 @@ function executeConnect(req: Request): void {
       ...(atr ? {} : { preAuthenticated: true }),
     });
   }
-  req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr, ascr: q.ops.concatOnly === true });
-  log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
-  const delay = subsys.faults.connectLatencyMs ?? 0;
-  if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
-  else q.complete(req, 0);
+  return { atr, concat };
 }
 
 function capValue(q: QueueModel): bigint {
