@@ -15,6 +15,7 @@ import {
   FeatureId,
   LogPageId,
   NidType,
+  NvmeVersion,
   NvmOpcode,
   PduReader,
   PduType,
@@ -41,6 +42,11 @@ import {
   sliceLogPage,
 } from '../../protocol/index.js';
 import type { DiscLogEntry, Pdu, PduFraming, Sqe } from '../../protocol/index.js';
+
+type Respond = (cid: number, status?: number, dw0?: number, dw1?: number) => void;
+type Send = (p: Pdu, f?: PduFraming) => void;
+/** VS of the fake: NVMe 1.3, what a Linux nvmet of the 6.1 era reports (NVMe Base 2.0 §3.1.3.2). */
+const FAKE_VS = NvmeVersion.V1_3;
 
 export interface FakeNamespace {
   nsid: number;
@@ -259,57 +265,63 @@ export class FakeController {
     return this.namespaces.find((n) => n.nsid === nsid);
   }
 
-  #exec(conn: FakeConn, c: Cmd, respond: (cid: number, status?: number, dw0?: number, dw1?: number) => void, send: (p: Pdu, f?: PduFraming) => void): void {
+  #exec(conn: FakeConn, c: Cmd, respond: Respond, send: Send): void {
+    if (c.sqe.opcode === FABRICS_OPCODE) this.#fabrics(conn, c, respond);
+    else if (conn.qid === 0) this.#admin(conn, c, respond, send);
+    else this.#io(conn, c, respond, send);
+  }
+
+  /** Connect (with the configured latency), Property Get/Set of CAP, VS, CC, CSTS (NVMe-oF 1.1 §3.3–3.5). */
+  #fabrics(conn: FakeConn, c: Cmd, respond: Respond): void {
     const sqe = c.sqe;
     const o = this.opts;
-    if (sqe.opcode === FABRICS_OPCODE) {
-      const fctype = c.raw[FabricsSqeOffset.fctype] as number;
-      if (fctype === FabricsType.CONNECT) {
-        const cmd = decodeConnectCmd(c.raw);
-        const data = decodeConnectData(c.h2c ?? Buffer.alloc(1024));
-        this.connectCount++;
-        this.concurrentConnects++;
-        this.maxConcurrentConnects = Math.max(this.maxConcurrentConnects, this.concurrentConnects);
-        const finish = (): void => {
-          this.concurrentConnects--;
-          conn.qid = cmd.qid;
-          if (data.subnqn !== this.subnqn && data.subnqn !== DISCOVERY_NQN) {
-            respond(sqe.cid, Status.CONNECT_INVALID_PARAM | DNR, (1 << 16) | 256);
-            return;
-          }
-          conn.cntlid = cmd.qid === 0 ? this.#nextCntlid++ : data.cntlid;
-          if (data.subnqn === DISCOVERY_NQN) this.#discConns.add(conn.cntlid);
-          respond(sqe.cid, 0, conn.cntlid);
-        };
-        if ((o.connectLatencyMs ?? 0) > 0) setTimeout(finish, o.connectLatencyMs);
-        else finish();
-        return;
-      }
-      const p = decodePropertyCmd(c.raw);
-      if (fctype === FabricsType.PROPERTY_GET) {
-        let v = 0n;
-        if (p.offset === PropertyOffset.CAP) v = encodeCap({ mqes: 1023, to: 2, css: 1 });
-        else if (p.offset === PropertyOffset.VS) v = 0x10300n;
-        else if (p.offset === PropertyOffset.CSTS) v = BigInt(this.#csts.get(conn.cntlid) ?? 0);
-        else if (p.offset === PropertyOffset.CC) v = BigInt(this.#cc.get(conn.cntlid) ?? 0);
-        respond(sqe.cid, 0, Number(v & 0xffffffffn), Number(v >> 32n));
-        return;
-      }
-      if (fctype === FabricsType.PROPERTY_SET && p.offset === PropertyOffset.CC) {
-        const cc = Number(p.value & 0xffffffffn);
-        this.#cc.set(conn.cntlid, cc);
-        const { en, shn } = decodeCc(cc);
-        this.#csts.set(conn.cntlid, encodeCsts({ rdy: en, shst: shn !== 0 ? CstsShst.COMPLETE : CstsShst.NORMAL }));
-        respond(sqe.cid);
-        return;
-      }
-      respond(sqe.cid, Status.INVALID_FIELD | DNR);
+    const fctype = c.raw[FabricsSqeOffset.fctype] as number;
+    if (fctype === FabricsType.CONNECT) {
+      const cmd = decodeConnectCmd(c.raw);
+      const data = decodeConnectData(c.h2c ?? Buffer.alloc(1024));
+      this.connectCount++;
+      this.concurrentConnects++;
+      this.maxConcurrentConnects = Math.max(this.maxConcurrentConnects, this.concurrentConnects);
+      const finish = (): void => {
+        this.concurrentConnects--;
+        conn.qid = cmd.qid;
+        if (data.subnqn !== this.subnqn && data.subnqn !== DISCOVERY_NQN) {
+          respond(sqe.cid, Status.CONNECT_INVALID_PARAM | DNR, (1 << 16) | 256);
+          return;
+        }
+        conn.cntlid = cmd.qid === 0 ? this.#nextCntlid++ : data.cntlid;
+        if (data.subnqn === DISCOVERY_NQN) this.#discConns.add(conn.cntlid);
+        respond(sqe.cid, 0, conn.cntlid);
+      };
+      if ((o.connectLatencyMs ?? 0) > 0) setTimeout(finish, o.connectLatencyMs);
+      else finish();
       return;
     }
-    if (conn.qid === 0) {
-      this.#admin(conn, c, respond, send);
+    const p = decodePropertyCmd(c.raw);
+    if (fctype === FabricsType.PROPERTY_GET) {
+      let v = 0n;
+      if (p.offset === PropertyOffset.CAP) v = encodeCap({ mqes: 1023, to: 2, css: 1 });
+      else if (p.offset === PropertyOffset.VS) v = BigInt(FAKE_VS);
+      else if (p.offset === PropertyOffset.CSTS) v = BigInt(this.#csts.get(conn.cntlid) ?? 0);
+      else if (p.offset === PropertyOffset.CC) v = BigInt(this.#cc.get(conn.cntlid) ?? 0);
+      respond(sqe.cid, 0, Number(v & 0xffffffffn), Number(v >> 32n));
       return;
     }
+    if (fctype === FabricsType.PROPERTY_SET && p.offset === PropertyOffset.CC) {
+      const cc = Number(p.value & 0xffffffffn);
+      this.#cc.set(conn.cntlid, cc);
+      const { en, shn } = decodeCc(cc);
+      this.#csts.set(conn.cntlid, encodeCsts({ rdy: en, shst: shn !== 0 ? CstsShst.COMPLETE : CstsShst.NORMAL }));
+      respond(sqe.cid);
+      return;
+    }
+    respond(sqe.cid, Status.INVALID_FIELD | DNR);
+  }
+
+  /** An I/O command: the onIo hook first (drop, close, a status, corrupt-ddgst), then the namespace's RAM. */
+  #io(conn: FakeConn, c: Cmd, respond: Respond, send: Send): void {
+    const sqe = c.sqe;
+    const o = this.opts;
     if (o.ioResult !== undefined) {
       const plain = respond;
       const r = o.ioResult;
@@ -333,24 +345,11 @@ export class FakeController {
     const rw = decodeRwFields(sqe);
     const off = Number(rw.slba) * ns.blockSize;
     const len = rw.nlb * ns.blockSize;
+    if (sqe.opcode === NvmOpcode.READ) {
+      this.#read(conn, c, ns, off, len, hook === 'corrupt-ddgst', respond, send);
+      return;
+    }
     switch (sqe.opcode) {
-      case NvmOpcode.READ: {
-        if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | DNR);
-        const chunk = o.c2hChunk ?? len;
-        for (let d = 0; d < len; d += chunk) {
-          const n = Math.min(chunk, len - d);
-          const last = d + n === len;
-          const payload = Buffer.from(ns.data.subarray(off + d, off + d + n));
-          if (hook === 'corrupt-ddgst') {
-            const parts = encodePdu({ type: PduType.C2H_DATA, cccid: sqe.cid, datao: d, last, success: false, data: [payload] }, this.#framingOf(conn));
-            const tail = parts[parts.length - 1] as Buffer;
-            tail.writeUInt32LE((tail.readUInt32LE(0) ^ 0xdeadbeef) >>> 0, 0);
-            for (const part of parts) conn.socket.write(part);
-          } else send({ type: PduType.C2H_DATA, cccid: sqe.cid, datao: d, last, success: last && o.c2hSuccess === true, data: [payload] });
-        }
-        if (o.c2hSuccess !== true || hook === 'corrupt-ddgst') respond(sqe.cid);
-        return;
-      }
       case NvmOpcode.WRITE:
         if (off + len > ns.data.length) return respond(sqe.cid, Status.LBA_RANGE | DNR);
         (c.h2c ?? Buffer.alloc(0)).copy(ns.data, off, 0, len);
@@ -370,6 +369,26 @@ export class FakeController {
     }
   }
 
+  /** Read: C2HData in c2hChunk pieces, SUCCESS on the last when c2hSuccess (NVMe-TCP 1.0 §3.6.2.8), or a bad DDGST. */
+  #read(conn: FakeConn, c: Cmd, ns: FakeNamespace, off: number, len: number, corruptDdgst: boolean, respond: Respond, send: Send): void {
+    const cid = c.sqe.cid;
+    const o = this.opts;
+    if (off + len > ns.data.length) return respond(cid, Status.LBA_RANGE | DNR);
+    const chunk = o.c2hChunk ?? len;
+    for (let d = 0; d < len; d += chunk) {
+      const n = Math.min(chunk, len - d);
+      const last = d + n === len;
+      const payload = Buffer.from(ns.data.subarray(off + d, off + d + n));
+      if (corruptDdgst) {
+        const parts = encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao: d, last, success: false, data: [payload] }, this.#framingOf(conn));
+        const tail = parts[parts.length - 1] as Buffer;
+        tail.writeUInt32LE((tail.readUInt32LE(0) ^ 0xdeadbeef) >>> 0, 0);
+        for (const part of parts) conn.socket.write(part);
+      } else send({ type: PduType.C2H_DATA, cccid: cid, datao: d, last, success: last && o.c2hSuccess === true, data: [payload] });
+    }
+    if (o.c2hSuccess !== true || corruptDdgst) respond(cid);
+  }
+
   #framings = new WeakMap<FakeConn, PduFraming>();
   #framingOf(conn: FakeConn): PduFraming {
     return this.#framings.get(conn) ?? { hdgst: false, ddgst: true, pda: 0 };
@@ -378,7 +397,7 @@ export class FakeController {
   #cc = new Map<number, number>();
   #csts = new Map<number, number>();
 
-  #admin(conn: FakeConn, c: Cmd, respond: (cid: number, status?: number, dw0?: number, dw1?: number) => void, send: (p: Pdu, f?: PduFraming) => void): void {
+  #admin(conn: FakeConn, c: Cmd, respond: Respond, send: Send): void {
     const sqe = c.sqe;
     const o = this.opts;
     const c2h = (buf: Buffer): void => {
@@ -388,62 +407,8 @@ export class FakeController {
     };
     const disc = this.#discovery(conn);
     switch (sqe.opcode) {
-      case AdminOpcode.IDENTIFY: {
-        const cns = sqe.cdw10 & 0xff;
-        if (cns === Cns.CTRL) {
-          const inline = o.inlineDataSize ?? 8192;
-          return c2h(
-            encodeIdentifyController({
-              cntlid: o.wrongCntlid === true ? conn.cntlid + 100 : conn.cntlid,
-              sn: 'FAKE0001',
-              mn: 'fake controller',
-              fr: '1.0',
-              cmic: o.ana === true ? 0x0b : 0x02,
-              mdts: o.mdts ?? 5,
-              ver: 0x10300,
-              oaes: disc ? 0x8000_0000 : (1 << 8) | (o.ana === true ? 1 << 11 : 0),
-              ctratt: 1 | (o.tbkas === true ? 1 << 6 : 0),
-              ...(o.crdt !== undefined ? { crdt1: o.crdt[0], crdt2: o.crdt[1], crdt3: o.crdt[2] } : {}),
-              cntrltype: o.cntrltype ?? (disc ? 2 : 1),
-              aerl: 3,
-              lpa: 0x07,
-              kas: o.kas ?? 10,
-              anacap: 0x1f,
-              anagrpmax: 4,
-              nanagrpid: 4,
-              anatt: 10,
-              sqes: 0x66,
-              cqes: 0x44,
-              maxcmd: o.maxcmd ?? 1024,
-              nn: 16,
-              oncs: 0x0d,
-              vwc: 1,
-              sgls: inline > 0 ? 0x100001 : 0x1,
-              mnan: 16,
-              subnqn: disc ? DISCOVERY_NQN : this.subnqn,
-              ioccsz: (64 + inline) / 16,
-              iorcsz: 1,
-              icdoff: 0,
-              msdbd: 1,
-            }),
-          );
-        }
-        if (cns === Cns.NS_ACTIVE_LIST) return c2h(encodeActiveNsList(this.namespaces.map((n) => n.nsid).filter((n) => n > sqe.nsid).sort((a, b) => a - b)));
-        if (cns === Cns.NS) {
-          const ns = this.#ns(sqe.nsid);
-          if (ns === undefined) return c2h(Buffer.alloc(4096));
-          const blocks = BigInt(ns.data.length / ns.blockSize);
-          return c2h(
-            encodeIdentifyNamespace({ nsze: blocks, ncap: blocks, nuse: blocks, nmic: 1, anagrpid: ns.anagrpid, nguid: ns.nguid, lbaf: [{ ms: 0, lbads: ns.blockSize === 512 ? 9 : 12, rp: 0 }] }),
-          );
-        }
-        if (cns === Cns.NS_DESC_LIST) {
-          const ns = this.#ns(sqe.nsid);
-          if (ns === undefined) return respond(sqe.cid, Status.INVALID_NS | DNR);
-          return c2h(encodeNsDescList([{ nidt: NidType.UUID, nid: ns.uuid }, { nidt: NidType.NGUID, nid: ns.nguid }, { nidt: NidType.CSI, nid: Buffer.from([0]) }]));
-        }
-        return respond(sqe.cid, Status.INVALID_FIELD | DNR);
-      }
+      case AdminOpcode.IDENTIFY:
+        return this.#identify(conn, c, c2h, respond);
       case AdminOpcode.SET_FEATURES: {
         const fid = sqe.cdw10 & 0xff;
         if (fid === FeatureId.NUM_QUEUES) {
@@ -453,26 +418,8 @@ export class FakeController {
         }
         return respond(sqe.cid);
       }
-      case AdminOpcode.GET_LOG_PAGE: {
-        const g = decodeGetLogPageCmd(sqe);
-        if (g.lid === LogPageId.DISCOVERY) {
-          const log = encodeDiscoveryLog({ genctr: this.#genctr, entries: o.discoveryEntries ?? [] });
-          if (g.lpo > 0n && this.#bumpsLeft > 0) {
-            this.#bumpsLeft--;
-            this.#genctr++;
-          }
-          return c2h(sliceLogPage(log, g.lpo, g.length));
-        }
-        if (g.lid === LogPageId.ANA) {
-          const groups = [...new Set(this.namespaces.map((n) => n.anagrpid))].sort((a, b) => a - b);
-          const log = encodeAnaLog({
-            chgcnt: 1n,
-            groups: groups.map((grpid) => ({ grpid, chgcnt: 1n, state: o.anaStates?.get(grpid) ?? 1, nsids: this.namespaces.filter((n) => n.anagrpid === grpid).map((n) => n.nsid) })),
-          });
-          return c2h(sliceLogPage(log, g.lpo, g.length));
-        }
-        return c2h(Buffer.alloc(g.length));
-      }
+      case AdminOpcode.GET_LOG_PAGE:
+        return this.#getLogPage(c, c2h);
       case AdminOpcode.ASYNC_EVENT: {
         const fire = (): void => {
           const dw0 = this.#pendingAen.shift();
@@ -487,6 +434,90 @@ export class FakeController {
       default:
         return respond(sqe.cid, Status.INVALID_OPCODE | DNR);
     }
+  }
+
+  /** Identify CNS 01h (controller, from the options), 02h (active namespace list), 00h (namespace), 03h (descriptors). */
+  #identify(conn: FakeConn, c: Cmd, c2h: (buf: Buffer) => void, respond: Respond): void {
+    const sqe = c.sqe;
+    const o = this.opts;
+    const disc = this.#discovery(conn);
+    const cns = sqe.cdw10 & 0xff;
+    if (cns === Cns.CTRL) {
+      const inline = o.inlineDataSize ?? 8192;
+      return c2h(
+        encodeIdentifyController({
+          cntlid: o.wrongCntlid === true ? conn.cntlid + 100 : conn.cntlid,
+          sn: 'FAKE0001',
+          mn: 'fake controller',
+          fr: '1.0',
+          cmic: o.ana === true ? 0x0b : 0x02,
+          mdts: o.mdts ?? 5,
+          ver: FAKE_VS,
+          oaes: disc ? 0x8000_0000 : (1 << 8) | (o.ana === true ? 1 << 11 : 0),
+          ctratt: 1 | (o.tbkas === true ? 1 << 6 : 0),
+          ...(o.crdt !== undefined ? { crdt1: o.crdt[0], crdt2: o.crdt[1], crdt3: o.crdt[2] } : {}),
+          cntrltype: o.cntrltype ?? (disc ? 2 : 1),
+          aerl: 3,
+          lpa: 0x07,
+          kas: o.kas ?? 10,
+          anacap: 0x1f,
+          anagrpmax: 4,
+          nanagrpid: 4,
+          anatt: 10,
+          sqes: 0x66,
+          cqes: 0x44,
+          maxcmd: o.maxcmd ?? 1024,
+          nn: 16,
+          oncs: 0x0d,
+          vwc: 1,
+          sgls: inline > 0 ? 0x100001 : 0x1,
+          mnan: 16,
+          subnqn: disc ? DISCOVERY_NQN : this.subnqn,
+          ioccsz: (64 + inline) / 16,
+          iorcsz: 1,
+          icdoff: 0,
+          msdbd: 1,
+        }),
+      );
+    }
+    if (cns === Cns.NS_ACTIVE_LIST) return c2h(encodeActiveNsList(this.namespaces.map((n) => n.nsid).filter((n) => n > sqe.nsid).sort((a, b) => a - b)));
+    if (cns === Cns.NS) {
+      const ns = this.#ns(sqe.nsid);
+      if (ns === undefined) return c2h(Buffer.alloc(4096));
+      const blocks = BigInt(ns.data.length / ns.blockSize);
+      return c2h(
+        encodeIdentifyNamespace({ nsze: blocks, ncap: blocks, nuse: blocks, nmic: 1, anagrpid: ns.anagrpid, nguid: ns.nguid, lbaf: [{ ms: 0, lbads: ns.blockSize === 512 ? 9 : 12, rp: 0 }] }),
+      );
+    }
+    if (cns === Cns.NS_DESC_LIST) {
+      const ns = this.#ns(sqe.nsid);
+      if (ns === undefined) return respond(sqe.cid, Status.INVALID_NS | DNR);
+      return c2h(encodeNsDescList([{ nidt: NidType.UUID, nid: ns.uuid }, { nidt: NidType.NGUID, nid: ns.nguid }, { nidt: NidType.CSI, nid: Buffer.from([0]) }]));
+    }
+    return respond(sqe.cid, Status.INVALID_FIELD | DNR);
+  }
+
+  /** Get Log Page: discovery (its generation counter bumped mid-read when asked), ANA, anything else zeros. */
+  #getLogPage(c: Cmd, c2h: (buf: Buffer) => void): void {
+    const o = this.opts;
+    const g = decodeGetLogPageCmd(c.sqe);
+    if (g.lid === LogPageId.DISCOVERY) {
+      const log = encodeDiscoveryLog({ genctr: this.#genctr, entries: o.discoveryEntries ?? [] });
+      if (g.lpo > 0n && this.#bumpsLeft > 0) {
+        this.#bumpsLeft--;
+        this.#genctr++;
+      }
+      return c2h(sliceLogPage(log, g.lpo, g.length));
+    }
+    if (g.lid === LogPageId.ANA) {
+      const groups = [...new Set(this.namespaces.map((n) => n.anagrpid))].sort((a, b) => a - b);
+      const log = encodeAnaLog({
+        chgcnt: 1n,
+        groups: groups.map((grpid) => ({ grpid, chgcnt: 1n, state: o.anaStates?.get(grpid) ?? 1, nsids: this.namespaces.filter((n) => n.anagrpid === grpid).map((n) => n.nsid) })),
+      });
+      return c2h(sliceLogPage(log, g.lpo, g.length));
+    }
+    return c2h(Buffer.alloc(g.length));
   }
 
   #discovery(conn: FakeConn): boolean {
