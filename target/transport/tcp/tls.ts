@@ -179,61 +179,83 @@ export interface TlsAccepted {
  * reason, and `ready` is never called. `closed` is called when the socket goes away before `ready`.
  */
 export function acceptTls(socket: net.Socket, opts: TlsAcceptOptions, ready: (a: TlsAccepted) => void, closed: () => void): void {
-  const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
-  let done = false;
-  let tlsSocket: tls.TLSSocket | undefined;
-  let failure: { reason: string; code: string; hostnqn?: string } | undefined;
-  let hostnqn: string | undefined;
-  let pskInfo: { type: 'R' | 'G'; hostnqn: string; subnqn: string } | undefined;
+  new TlsAcceptor(socket, opts, ready, closed).start();
+}
 
-  const fail = (code: string, reason: string, host?: string): void => {
-    if (done) return;
-    done = true;
-    clearTimeout(timer);
+type PskInfo = NonNullable<TlsAccepted['tlsPsk']>;
+
+/** One accepted socket until it is handed on (`ready`) or closed: first byte, then cleartext or the TLS handshake. */
+class TlsAcceptor {
+  readonly #peer: string;
+  #done = false;
+  #timer: NodeJS.Timeout | undefined;
+  #tlsSocket: tls.TLSSocket | undefined;
+  /** Why the PSK callback refused the identity; the handshake error that follows is reported as this. */
+  #failure: { reason: string; code: string; hostnqn?: string } | undefined;
+  #hostnqn: string | undefined;
+  #psk: PskInfo | undefined;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly opts: TlsAcceptOptions,
+    private readonly ready: (a: TlsAccepted) => void,
+    private readonly closed: () => void,
+  ) {
+    this.#peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`;
+  }
+
+  start(): void {
+    this.#timer = setTimeout(() => this.#fail('timeout', `TLS handshake not completed within ${this.opts.handshakeTimeoutMs} ms`, this.#hostnqn), this.opts.handshakeTimeoutMs);
+    this.#timer.unref();
+    this.socket.once('close', this.#onEarlyClose);
+    this.socket.on('error', () => undefined);
+    this.socket.once('data', (chunk: Buffer) => this.#onFirstChunk(chunk));
+    this.socket.resume();
+  }
+
+  /** Ends the wait once: false when it had ended already. */
+  #settle(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    clearTimeout(this.#timer);
+    return true;
+  }
+
+  readonly #onEarlyClose = (): void => {
+    if (this.#settle()) this.closed();
+  };
+
+  #handOn(a: TlsAccepted): void {
+    if (!this.#settle()) return;
+    this.socket.off('close', this.#onEarlyClose);
+    this.ready(a);
+  }
+
+  #fail(code: string, reason: string, host?: string): void {
+    if (!this.#settle()) return;
+    const { opts } = this;
     opts.keys.fail(code);
-    opts.logger.warn({ peer, port: opts.portId, hostnqn: host, reason, code }, `TLS: closing connection from ${peer} on port ${opts.portId}${host !== undefined ? ` (host ${host})` : ''}: ${reason}`);
-    tlsSocket?.destroy();
-    socket.destroy();
-    closed();
-  };
-  const timer = setTimeout(() => fail('timeout', `TLS handshake not completed within ${opts.handshakeTimeoutMs} ms`, hostnqn), opts.handshakeTimeoutMs);
-  timer.unref();
+    opts.logger.warn({ peer: this.#peer, port: opts.portId, hostnqn: host, reason, code }, `TLS: closing connection from ${this.#peer} on port ${opts.portId}${host !== undefined ? ` (host ${host})` : ''}: ${reason}`);
+    this.#tlsSocket?.destroy();
+    this.socket.destroy();
+    this.closed();
+  }
 
-  const onEarlyClose = (): void => {
-    if (done) return;
-    done = true;
-    clearTimeout(timer);
-    closed();
-  };
-  socket.once('close', onEarlyClose);
-  socket.on('error', () => undefined);
-
-  socket.once('data', (chunk: Buffer) => {
+  /** The first byte decides: PDU type 00h is a cleartext ICReq, 16h a TLS handshake record (TP 8011). */
+  #onFirstChunk(chunk: Buffer): void {
+    const { socket, opts } = this;
     socket.pause();
     socket.unshift(chunk);
     const first = chunk[0];
-    if (first === ICREQ_TYPE && opts.mode === 'allowed') {
-      done = true;
-      clearTimeout(timer);
-      socket.off('close', onEarlyClose);
-      ready({ socket, tls: false });
-      return;
-    }
-    if (first === ICREQ_TYPE && opts.concat === true) {
-      done = true;
-      clearTimeout(timer);
-      socket.off('close', onEarlyClose);
-      ready({ socket, tls: false, concatOnly: true });
-      return;
-    }
-    if (first === ICREQ_TYPE) {
-      fail('cleartext-on-required', 'cleartext ICReq on a port that requires TLS');
-      return;
-    }
-    if (first !== TLS_HANDSHAKE_RECORD) {
-      fail('not-tls', `first byte 0x${(first ?? 0).toString(16).padStart(2, '0')} is neither a TLS handshake record nor an ICReq`);
-      return;
-    }
+    if (first === ICREQ_TYPE && opts.mode === 'allowed') return this.#handOn({ socket, tls: false });
+    if (first === ICREQ_TYPE && opts.concat === true) return this.#handOn({ socket, tls: false, concatOnly: true });
+    if (first === ICREQ_TYPE) return this.#fail('cleartext-on-required', 'cleartext ICReq on a port that requires TLS');
+    if (first !== TLS_HANDSHAKE_RECORD) return this.#fail('not-tls', `first byte 0x${(first ?? 0).toString(16).padStart(2, '0')} is neither a TLS handshake record nor an ICReq`);
+    this.#startTls(chunk);
+  }
+
+  #startTls(chunk: Buffer): void {
+    const { opts } = this;
     // The unshifted ClientHello is fed to the TLS engine by the TLSSocket constructor (buffered data is "received").
     // @types/node 20 omits pskCallback from TLSSocketOptions; Node 20's TLSSocket honours it (lib/_tls_wrap.js).
     const tlsOpts: tls.TLSSocketOptions & { pskCallback: (s: tls.TLSSocket, identity: string) => Buffer | null } = {
@@ -241,40 +263,41 @@ export function acceptTls(socket: net.Socket, opts: TlsAcceptOptions, ready: (a:
       minVersion: 'TLSv1.3',
       maxVersion: 'TLSv1.3',
       ciphers: TLS_PSK_CIPHERS,
-      pskCallback: (_s: tls.TLSSocket, identity: string) => {
-        const r = opts.keys.lookup(identity);
-        if ('psk' in r) {
-          hostnqn = r.hostnqn;
-          pskInfo = { type: r.type, hostnqn: r.hostnqn, subnqn: r.subnqn };
-          return r.psk;
-        }
-        failure = r;
-        if (r.hostnqn !== undefined) hostnqn = r.hostnqn;
-        return null;
-      },
+      pskCallback: (_s: tls.TLSSocket, identity: string) => this.#lookupPsk(identity),
     };
-    const t = new tls.TLSSocket(socket, tlsOpts);
-    tlsSocket = t;
+    const t = new tls.TLSSocket(this.socket, tlsOpts);
+    this.#tlsSocket = t;
     if (process.env['NVME_TCP_TLS_TRACE'] === '1') t.enableTrace();
-    opts.logger.debug({ peer, port: opts.portId, firstChunk: chunk.length, record: chunk.length >= 5 ? chunk.readUInt16BE(3) : -1 }, 'TLS ClientHello');
-    t.on('error', (err: Error & { code?: string }) => {
-      if (failure !== undefined) return fail(failure.code, failure.reason, failure.hostnqn);
-      const msg = err.code ?? err.message;
-      // OpenSSL reports a client without a SHA-256 suite (or without a PSK at all) as "no shared cipher".
-      if (/NO_SHARED_CIPHER|no shared cipher/i.test(`${msg} ${err.message}`)) {
-        return fail('sha384', `no TLS_AES_128_GCM_SHA256 in the ClientHello (${SHA384_UNSUPPORTED})`, hostnqn);
-      }
-      fail('handshake', `TLS handshake failed: ${err.message}`, hostnqn);
-    });
+    opts.logger.debug({ peer: this.#peer, port: opts.portId, firstChunk: chunk.length, record: chunk.length >= 5 ? chunk.readUInt16BE(3) : -1 }, 'TLS ClientHello');
+    t.on('error', (err: Error & { code?: string }) => this.#onTlsError(err));
     t.once('secure', () => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      socket.off('close', onEarlyClose);
+      if (this.#done) return;
       opts.keys.stats.handshakesOk++;
-      opts.logger.debug({ peer, port: opts.portId, hostnqn, cipher: t.getCipher().standardName }, 'TLS handshake done');
-      ready({ socket: t, tls: true, ...(hostnqn !== undefined ? { hostnqn } : {}), ...(pskInfo !== undefined ? { tlsPsk: pskInfo } : {}) });
+      opts.logger.debug({ peer: this.#peer, port: opts.portId, hostnqn: this.#hostnqn, cipher: t.getCipher().standardName }, 'TLS handshake done');
+      this.#handOn({ socket: t, tls: true, ...(this.#hostnqn !== undefined ? { hostnqn: this.#hostnqn } : {}), ...(this.#psk !== undefined ? { tlsPsk: this.#psk } : {}) });
     });
-  });
-  socket.resume();
+  }
+
+  #lookupPsk(identity: string): Buffer | null {
+    const r = this.opts.keys.lookup(identity);
+    if ('psk' in r) {
+      this.#hostnqn = r.hostnqn;
+      this.#psk = { type: r.type, hostnqn: r.hostnqn, subnqn: r.subnqn };
+      return r.psk;
+    }
+    this.#failure = r;
+    if (r.hostnqn !== undefined) this.#hostnqn = r.hostnqn;
+    return null;
+  }
+
+  #onTlsError(err: Error & { code?: string }): void {
+    const f = this.#failure;
+    if (f !== undefined) return this.#fail(f.code, f.reason, f.hostnqn);
+    const msg = err.code ?? err.message;
+    // OpenSSL reports a client without a SHA-256 suite (or without a PSK at all) as "no shared cipher".
+    if (/NO_SHARED_CIPHER|no shared cipher/i.test(`${msg} ${err.message}`)) {
+      return this.#fail('sha384', `no TLS_AES_128_GCM_SHA256 in the ClientHello (${SHA384_UNSUPPORTED})`, this.#hostnqn);
+    }
+    this.#fail('handshake', `TLS handshake failed: ${err.message}`, this.#hostnqn);
+  }
 }
