@@ -210,83 +210,62 @@ export function failureMessage(type: 'failure1' | 'failure2', tId: number, expla
 export function decodeAuthMessage(buf: Buffer): AuthDecodeResult {
   if (buf.length < AuthMessageSize.FAILURE) return bad(FailureExplanation.INCORRECT_PAYLOAD, `message too short (${buf.length} bytes)`);
   const authType = buf[0] as number;
+  if (authType === AuthType.COMMON) return decodeCommonMessage(buf);
+  if (authType !== AuthType.DHCHAP) return bad(FailureExplanation.INCORRECT_MESSAGE, `unknown auth_type 0x${authType.toString(16)}`);
+  return decodeDhchapMessage(buf);
+}
+
+/** auth_type 00h (NVMe Base 2.0 §8.13.6): AUTH_Negotiate and the two failure messages. */
+function decodeCommonMessage(buf: Buffer): AuthDecodeResult {
   const authId = buf[1] as number;
   const tId = buf.readUInt16LE(4);
-  if (authType === AuthType.COMMON) {
-    if (authId === AuthMessageId.FAILURE1 || authId === AuthMessageId.FAILURE2) {
-      return {
-        ok: true,
-        message: {
-          type: authId === AuthMessageId.FAILURE1 ? 'failure1' : 'failure2',
-          tId,
-          reasonCode: buf[6] as number,
-          explanation: buf[7] as number,
-        },
-      };
-    }
-    if (authId !== AuthMessageId.NEGOTIATE) return bad(FailureExplanation.INCORRECT_MESSAGE, `unknown common message 0x${authId.toString(16)}`);
-    const napd = buf[7] as number;
-    const need = AuthMessageSize.NEGOTIATE_HEADER + PROTOCOL_DESCRIPTOR_SIZE * napd;
-    if (napd === 0 || buf.length < need) return bad(FailureExplanation.INCORRECT_PAYLOAD, `AUTH_Negotiate with napd ${napd} in ${buf.length} bytes`);
-    const protocols: AuthProtocolDescriptor[] = [];
-    for (let i = 0; i < napd; i++) {
-      const o = AuthMessageSize.NEGOTIATE_HEADER + i * PROTOCOL_DESCRIPTOR_SIZE;
-      const halen = buf[o + 2] as number;
-      const dhlen = buf[o + 3] as number;
-      if (halen > MAX_HASH_IDS || dhlen > MAX_DH_IDS) {
-        return bad(FailureExplanation.INCORRECT_PAYLOAD, `descriptor lists ${halen} hashes / ${dhlen} DH groups (max 30)`);
-      }
-      protocols.push({
-        authId: buf[o] as number,
-        hashIds: [...buf.subarray(o + 4, o + 4 + halen)],
-        dhGroupIds: [...buf.subarray(o + 4 + MAX_HASH_IDS, o + 4 + MAX_HASH_IDS + dhlen)],
-      });
-    }
-    return { ok: true, message: { type: 'negotiate', tId, scC: buf[6] as number, protocols } };
+  if (authId === AuthMessageId.FAILURE1 || authId === AuthMessageId.FAILURE2) {
+    return { ok: true, message: { type: authId === AuthMessageId.FAILURE1 ? 'failure1' : 'failure2', tId, reasonCode: buf[6] as number, explanation: buf[7] as number } };
   }
-  if (authType !== AuthType.DHCHAP) return bad(FailureExplanation.INCORRECT_MESSAGE, `unknown auth_type 0x${authType.toString(16)}`);
+  if (authId !== AuthMessageId.NEGOTIATE) return bad(FailureExplanation.INCORRECT_MESSAGE, `unknown common message 0x${authId.toString(16)}`);
+  const napd = buf[7] as number;
+  const need = AuthMessageSize.NEGOTIATE_HEADER + PROTOCOL_DESCRIPTOR_SIZE * napd;
+  if (napd === 0 || buf.length < need) return bad(FailureExplanation.INCORRECT_PAYLOAD, `AUTH_Negotiate with napd ${napd} in ${buf.length} bytes`);
+  const protocols: AuthProtocolDescriptor[] = [];
+  for (let i = 0; i < napd; i++) {
+    const o = AuthMessageSize.NEGOTIATE_HEADER + i * PROTOCOL_DESCRIPTOR_SIZE;
+    const halen = buf[o + 2] as number;
+    const dhlen = buf[o + 3] as number;
+    if (halen > MAX_HASH_IDS || dhlen > MAX_DH_IDS) {
+      return bad(FailureExplanation.INCORRECT_PAYLOAD, `descriptor lists ${halen} hashes / ${dhlen} DH groups (max 30)`);
+    }
+    protocols.push({
+      authId: buf[o] as number,
+      hashIds: [...buf.subarray(o + 4, o + 4 + halen)],
+      dhGroupIds: [...buf.subarray(o + 4 + MAX_HASH_IDS, o + 4 + MAX_HASH_IDS + dhlen)],
+    });
+  }
+  return { ok: true, message: { type: 'negotiate', tId, scC: buf[6] as number, protocols } };
+}
+
+/** auth_type 01h (NVMe Base 2.0 §8.13.6): DH-HMAC-CHAP Challenge, Reply, Success1, Success2; HL at byte 6. */
+function decodeDhchapMessage(buf: Buffer): AuthDecodeResult {
+  const authId = buf[1] as number;
+  const tId = buf.readUInt16LE(4);
   if (buf.length < 16) return bad(FailureExplanation.INCORRECT_PAYLOAD, `message too short (${buf.length} bytes)`);
   const hl = buf[6] as number;
+  const copy = (from: number, len: number): Buffer => Buffer.from(buf.subarray(from, from + len));
   switch (authId) {
     case AuthMessageId.CHALLENGE: {
       const dhvlen = buf.readUInt16LE(10);
       if (buf.length < 16 + hl + dhvlen) return bad(FailureExplanation.INCORRECT_PAYLOAD, 'challenge shorter than HL + DHVLEN');
-      return {
-        ok: true,
-        message: {
-          type: 'challenge',
-          tId,
-          hashId: buf[8] as number,
-          dhGroupId: buf[9] as number,
-          seqnum: buf.readUInt32LE(12),
-          challenge: Buffer.from(buf.subarray(16, 16 + hl)),
-          dhValue: Buffer.from(buf.subarray(16 + hl, 16 + hl + dhvlen)),
-        },
-      };
+      return { ok: true, message: { type: 'challenge', tId, hashId: buf[8] as number, dhGroupId: buf[9] as number, seqnum: buf.readUInt32LE(12), challenge: copy(16, hl), dhValue: copy(16 + hl, dhvlen) } };
     }
     case AuthMessageId.REPLY: {
       const dhvlen = buf.readUInt16LE(10);
       if (buf.length < 16 + 2 * hl + dhvlen) return bad(FailureExplanation.INCORRECT_PAYLOAD, 'reply shorter than 2*HL + DHVLEN');
-      return {
-        ok: true,
-        message: {
-          type: 'reply',
-          tId,
-          cvalid: ((buf[8] as number) & 1) !== 0,
-          seqnum: buf.readUInt32LE(12),
-          response: Buffer.from(buf.subarray(16, 16 + hl)),
-          challenge: Buffer.from(buf.subarray(16 + hl, 16 + 2 * hl)),
-          dhValue: Buffer.from(buf.subarray(16 + 2 * hl, 16 + 2 * hl + dhvlen)),
-        },
-      };
+      const cvalid = ((buf[8] as number) & 1) !== 0;
+      return { ok: true, message: { type: 'reply', tId, cvalid, seqnum: buf.readUInt32LE(12), response: copy(16, hl), challenge: copy(16 + hl, hl), dhValue: copy(16 + 2 * hl, dhvlen) } };
     }
     case AuthMessageId.SUCCESS1: {
       const rvalid = ((buf[8] as number) & 1) !== 0;
       if (rvalid && buf.length < 16 + hl) return bad(FailureExplanation.INCORRECT_PAYLOAD, 'success1 shorter than HL');
-      return {
-        ok: true,
-        message: { type: 'success1', tId, hl, response: rvalid ? Buffer.from(buf.subarray(16, 16 + hl)) : null },
-      };
+      return { ok: true, message: { type: 'success1', tId, hl, response: rvalid ? copy(16, hl) : null } };
     }
     case AuthMessageId.SUCCESS2:
       return { ok: true, message: { type: 'success2', tId } };
