@@ -166,10 +166,17 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
       out = await measure();
       await allDone;
     } else {
+      // A checkout from before LBAs became numbers (issue #31) takes a bigint; its Namespace rejects a number.
+      const lbaOf = (await ns.read(0, per).then(
+        () => false,
+        () => true,
+      ))
+        ? (l: number): number => BigInt(l) as unknown as number
+        : (l: number): number => l;
       const worker = async (): Promise<void> => {
         const buf = Buffer.allocUnsafeSlow(BS);
         while (!stop) {
-          await ns.read(BigInt(nextLba()), per, buf);
+          await ns.read(lbaOf(nextLba()), per, buf);
           if (measuring) ios++;
         }
       };

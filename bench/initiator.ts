@@ -69,7 +69,7 @@ async function run(): Promise<void> {
         while (performance.now() < end) {
           const lba = seq ? (nextSeq++ * per) % (blocks - per) : Math.floor(Math.random() * (blocks / per - 1)) * per;
           const t0 = performance.now();
-          await ns.read(BigInt(lba), per, buf);
+          await ns.read(lba, per, buf);
           lat.push(performance.now() - t0);
           ios++;
         }

@@ -55,7 +55,7 @@ async function host(port: number, seconds: number, kato: number, qd: number): Pr
   const worker = async (hctx: number): Promise<void> => {
     const buf = Buffer.allocUnsafe(4096);
     while (Date.now() < end) {
-      const lba = BigInt(Math.floor(Math.random() * (blocks / 8 - 1)) * 8);
+      const lba = Math.floor(Math.random() * (blocks / 8 - 1)) * 8;
       await ns.read(lba, 8, buf, { hctx }).then(
         () => ios++,
         () => errors++,

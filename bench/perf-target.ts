@@ -98,7 +98,7 @@ export async function fillNamespace(port: number, nqn = SUBNQN, bytes = NS_BYTES
     const buf = Buffer.alloc(piece);
     for (let off = 0; off < bytes; off += piece) {
       for (let i = 0; i < piece; i += 4) buf.writeUInt32LE(((off + i) * 2654435761) >>> 0, i);
-      await ns.write(BigInt(off / ns.blockSize), buf);
+      await ns.write(off / ns.blockSize, buf);
     }
   } finally {
     await host.disconnect();

@@ -192,7 +192,7 @@ async function writeCost(targets: Array<{ name: string; port: number }>): Promis
       for (let i = 0; i < 400; i++) {
         const b = (i * 2654435761) % blocks;
         const t0 = performance.now();
-        await ns.write(BigInt(b * spb), data(b, round + i), { hctx: i % 2 });
+        await ns.write(b * spb, data(b, round + i), { hctx: i % 2 });
         lat.push((performance.now() - t0) * 1000);
         written.set(b, round + i);
       }
@@ -206,7 +206,7 @@ async function writeCost(targets: Array<{ name: string; port: number }>): Promis
         while (performance.now() < end) {
           const b = (j * 40503 + hctx * 7919) % blocks;
           j += 17;
-          await ns.write(BigInt(b * spb), data(b, 99), { hctx });
+          await ns.write(b * spb, data(b, 99), { hctx });
           written.set(b, 99);
           n++;
         }
@@ -216,7 +216,7 @@ async function writeCost(targets: Array<{ name: string; port: number }>): Promis
       let k = 0;
       for (const [b, v] of written) {
         if (k++ >= 512) break;
-        const got = await ns.read(BigInt(b * spb), spb, undefined, { hctx: (b & 1) ^ 1 });
+        const got = await ns.read(b * spb, spb, undefined, { hctx: (b & 1) ^ 1 });
         if (!got.equals(data(b, v))) throw new Error(`${t.name}: block ${b} reads back wrong`);
       }
       await h.disconnect();
@@ -244,7 +244,7 @@ async function connectLatency(targets: Array<{ name: string; port: number }>): P
         const t0 = performance.now();
         const h = await connect({ traddr: '127.0.0.1', trsvcid: t.port, nqn: SUBNQN, nr_io_queues: n });
         const t1 = performance.now();
-        await h.namespace(1).read(0n, 8, undefined, { hctx: n - 1 });
+        await h.namespace(1).read(0, 8, undefined, { hctx: n - 1 });
         const t2 = performance.now();
         (n === 1 ? row.c1 : row.c8).push(t1 - t0);
         if (n === 8) row.first.push(t2 - t1);

@@ -85,7 +85,7 @@ async function run(): Promise<void> {
             const buf = Buffer.allocUnsafe(bs);
             while (performance.now() < end) {
               const lba = seq ? (next++ * per) % (blocks - per) : Math.floor(Math.random() * (blocks / per - 1)) * per;
-              await ns.read(BigInt(lba), per, buf);
+              await ns.read(lba, per, buf);
               ios++;
             }
           };

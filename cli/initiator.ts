@@ -212,9 +212,9 @@ async function readStates(): Promise<Array<StateFile & { file: string }>> {
   return out;
 }
 
-function stamp(buf: Buffer, lba: bigint, blockSize: number, seed: number): void {
+function stamp(buf: Buffer, lba: number, blockSize: number, seed: number): void {
   for (let off = 0; off < buf.length; off += blockSize) {
-    const b = lba + BigInt(off / blockSize);
+    const b = BigInt(lba + off / blockSize);
     for (let i = 0; i < blockSize; i += 16) {
       buf.writeBigUInt64LE(b, off + i);
       buf.writeUInt32LE(seed >>> 0, off + i + 8);
@@ -241,7 +241,7 @@ async function ioVerify(v: Record<string, string | boolean | undefined>, io: Cli
     for (let i = 0; i < count; i += depth) {
       await Promise.all(
         Array.from({ length: Math.min(depth, count - i) }, (_, k) => {
-          const lba = BigInt((i + k) * per);
+          const lba = (i + k) * per;
           const buf = Buffer.allocUnsafe(bs);
           stamp(buf, lba, ns.blockSize, seed);
           return ns.write(lba, buf, { hctx: (i + k) % hctxs });
@@ -252,9 +252,9 @@ async function ioVerify(v: Record<string, string | boolean | undefined>, io: Cli
     let bad = 0;
     const expect = Buffer.allocUnsafe(bs);
     for (let i = 0; i < count; i += depth) {
-      const reads = await Promise.all(Array.from({ length: Math.min(depth, count - i) }, (_, k) => ns.read(BigInt((i + k) * per), per, undefined, { hctx: (i + k) % hctxs })));
+      const reads = await Promise.all(Array.from({ length: Math.min(depth, count - i) }, (_, k) => ns.read((i + k) * per, per, undefined, { hctx: (i + k) % hctxs })));
       reads.forEach((got, k) => {
-        const lba = BigInt((i + k) * per);
+        const lba = (i + k) * per;
         stamp(expect, lba, ns.blockSize, seed);
         if (!got.equals(expect)) {
           bad++;

@@ -72,8 +72,8 @@ export function namespaceBlockTarget(ns: Namespace | MultipathNamespace, capacit
   const t: BlockTarget = {
     blockSize,
     capacityBlocks,
-    read: (lba, blocks, ctx, into) => ns.read(BigInt(lba), blocks, into, { hctx: hctxOf(ctx) }),
-    write: (lba, data, ctx) => ns.write(BigInt(lba), toBuf(data), { hctx: hctxOf(ctx) }),
+    read: (lba, blocks, ctx, into) => ns.read(lba, blocks, into, { hctx: hctxOf(ctx) }),
+    write: (lba, data, ctx) => ns.write(lba, toBuf(data), { hctx: hctxOf(ctx) }),
   };
   // A single controller's namespace has the callback API: the engine then allocates nothing per I/O (the BlockIo is an
   // initiator IoRequest as is). A multipath head keeps the promise path.

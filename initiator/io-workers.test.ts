@@ -73,14 +73,14 @@ describe('io workers', () => {
     const { ctrl } = await setup({ io_workers: 1, nr_io_queues: 1 });
     const ns = ctrl.namespace(1);
     const plain = Buffer.alloc(64 * 1024, 0x5a);
-    await ns.write(8n, plain);
-    expect((await ns.read(8n, 128)).equals(plain)).toBe(true);
+    await ns.write(8, plain);
+    expect((await ns.read(8, 128)).equals(plain)).toBe(true);
     const shared = ctrl.allocIoBuffer(8192);
     expect(shared.buffer).toBeInstanceOf(SharedArrayBuffer);
     shared.fill(0x33);
-    await ns.write(1000n, shared);
+    await ns.write(1000, shared);
     const into = ctrl.allocIoBuffer(8192);
-    await ns.read(1000n, 16, into);
+    await ns.read(1000, 16, into);
     expect(into.equals(shared)).toBe(true);
     await ns.flush();
   });
@@ -100,8 +100,8 @@ describe('io workers', () => {
     expect(a.ioWorkerInfo()[0]?.queues).toBe(2);
     await a.disconnect();
     const buf = Buffer.alloc(4096, 0x42);
-    await b.namespace(1).write(0n, buf);
-    expect((await b.namespace(1).read(0n, 8)).equals(buf)).toBe(true);
+    await b.namespace(1).write(0, buf);
+    expect((await b.namespace(1).read(0, 8)).equals(buf)).toBe(true);
     expect(b.ioWorkerInfo().every((w) => w.alive)).toBe(true);
     const live = b.ioWorkerInfo().map((w) => w.tid);
     await b.disconnect();
@@ -144,7 +144,7 @@ describe('io workers', () => {
     const ns = ctrl.namespace(1);
     const data = Buffer.alloc(4096, 7);
     const bg = (async () => {
-      for (let i = 0; i < 50; i++) await ns.write(BigInt(i * 8), data, { hctx: 0 });
+      for (let i = 0; i < 50; i++) await ns.write(i * 8, data, { hctx: 0 });
     })();
     await ctrl.setQueueWorker(1, 1);
     await bg;
@@ -158,7 +158,7 @@ describe('io workers', () => {
     expect(ctrl.queueInfo().map((q) => q.worker)).toEqual([1, 1]);
     await ctrl.setQueueWorker(1, -1);
     expect(ctrl.queueInfo().map((q) => q.worker)).toEqual([0, 1]);
-    expect((await ns.read(0n, 8)).equals(data)).toBe(true);
+    expect((await ns.read(0, 8)).equals(data)).toBe(true);
   });
 
   it('a worker killed mid-run: its queues recover, the run completes with no mismatch and no hung command', async () => {

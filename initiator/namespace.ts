@@ -77,7 +77,8 @@ export interface NamespaceInfo {
 }
 
 export interface DeallocateRange {
-  lba: bigint;
+  /** First logical block: a safe integer, as every LBA of this API (see Namespace). */
+  lba: number;
   blocks: number;
 }
 
@@ -165,6 +166,14 @@ export class NamespaceReservation {
 /** Largest block count one Read/Write/Write Zeroes can carry (NLB is 16-bit, 0's based). */
 const MAX_NLB = RwCdw12.NLB_MASK + 1;
 
+/**
+ * One namespace's block I/O: the promise API (read, write, ...) and the callback API (submit) over the controller's
+ * one I/O path. An LBA is a number everywhere in both: a non-negative safe integer. SLBA is 64-bit (NVM Command Set
+ * 1.0 §3.2.4), but 2^53 blocks is 4 EiB at 512-byte blocks, far beyond any namespace, while a bigint would cost an
+ * allocation per command on the callback path and a conversion at every caller (the load engine, the CLI, offsets
+ * computed from byte positions). The BigInt SLBA is made once, when a promise-API command's SQE is encoded. NSZE
+ * (`blocks`) stays the bigint Identify Namespace reports.
+ */
 export class Namespace implements IoSqeBuilder {
   readonly #exec: IoExecutor;
   #info!: NamespaceInfo;
@@ -220,18 +229,19 @@ export class Namespace implements IoSqeBuilder {
     return this.#maxBlocks;
   }
 
-  #check(lba: bigint, blocks: number): void {
-    if (typeof lba !== 'bigint' || lba < 0n) throw new InvalidArgumentError('lba', 'must be a non-negative bigint');
+  /** The range check of every I/O, both APIs: a non-negative safe-integer LBA, whole blocks, inside the namespace. */
+  #check(lba: number, blocks: number): void {
+    if (!Number.isSafeInteger(lba) || lba < 0) throw new InvalidArgumentError('lba', `must be a non-negative safe integer, got ${lba}`);
     if (!Number.isInteger(blocks) || blocks < 1) throw new InvalidArgumentError('blocks', `must be a positive integer, got ${blocks}`);
-    if (lba + BigInt(blocks) > this.info.blocks) throw new InvalidArgumentError('lba', `${lba}+${blocks} beyond namespace size ${this.info.blocks}`);
+    if (lba + blocks > this.#capacity) throw this.#beyond(lba, blocks);
   }
 
-  #rw(opcode: number, lba: bigint, blocks: number, fua: boolean): Buffer {
-    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: lba, nlb: blocks, fua });
+  #rw(opcode: number, lba: number, blocks: number, fua: boolean): Buffer {
+    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: BigInt(lba), nlb: blocks, fua });
   }
 
   /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
-  async #split(lba: bigint, blocks: number, one: (lba: bigint, blocks: number, byteOff: number) => Promise<unknown>): Promise<void> {
+  async #split(lba: number, blocks: number, one: (lba: number, blocks: number, byteOff: number) => Promise<unknown>): Promise<void> {
     const per = this.maxBlocksPerCommand;
     if (blocks <= per) {
       await one(lba, blocks, 0);
@@ -240,13 +250,13 @@ export class Namespace implements IoSqeBuilder {
     const parts: Promise<unknown>[] = [];
     for (let done = 0; done < blocks; done += per) {
       const n = Math.min(per, blocks - done);
-      parts.push(one(lba + BigInt(done), n, done * this.info.blockSize));
+      parts.push(one(lba + done, n, done * this.info.blockSize));
     }
     await Promise.all(parts);
   }
 
   /** Read `blocks` blocks at `lba` into `buf` (allocated when omitted). */
-  async read(lba: bigint, blocks: number, buf?: Buffer, opts: IoOptions = {}): Promise<Buffer> {
+  async read(lba: number, blocks: number, buf?: Buffer, opts: IoOptions = {}): Promise<Buffer> {
     this.#check(lba, blocks);
     const len = blocks * this.info.blockSize;
     const out = buf ?? Buffer.allocUnsafe(len);
@@ -263,11 +273,8 @@ export class Namespace implements IoSqeBuilder {
    * I/O; a larger one is split through the promise path. Argument errors throw here, before anything is submitted.
    */
   submit(io: IoRequest, hctx = 0): void {
-    const lba = io.lba;
     const blocks = io.blocks;
-    if (!Number.isSafeInteger(lba) || lba < 0) throw new InvalidArgumentError('lba', `must be a non-negative safe integer, got ${lba}`);
-    if (!Number.isInteger(blocks) || blocks < 1) throw new InvalidArgumentError('blocks', `must be a positive integer, got ${blocks}`);
-    if (lba + blocks > this.#capacity) throw this.#beyond(lba, blocks);
+    this.#check(io.lba, blocks);
     const len = blocks * this.info.blockSize;
     if (io.buf.length < len) throw new InvalidArgumentError('buf', `${io.buf.length} bytes, need ${len}`);
     if (blocks <= this.maxBlocksPerCommand) this.#exec.submitIo(io, this, hctx, 0);
@@ -275,8 +282,8 @@ export class Namespace implements IoSqeBuilder {
   }
 
   /**
-   * submit()'s range error, built apart: with this message inline (a template reading the `info` getter's BigInt),
-   * V8 allocated 24 bytes on every submit() call, thrown or not (docs/performance.md, "Host path, fourth pass").
+   * The range error, built apart: with this message inline (a template reading the `info` getter's BigInt), V8
+   * allocated 24 bytes on every submit() call, thrown or not (docs/performance.md, "Host path, fourth pass").
    */
   #beyond(lba: number, blocks: number): InvalidArgumentError {
     return new InvalidArgumentError('lba', `${lba}+${blocks} beyond namespace size ${this.info.blocks}`);
@@ -290,7 +297,7 @@ export class Namespace implements IoSqeBuilder {
   #submitSplit(io: IoRequest, hctx: number, len: number): void {
     const opts: IoOptions = { hctx, fua: io.fua === true, failfast: io.failfast === true, poll: io.poll === true };
     const buf = io.buf.length === len ? io.buf : io.buf.subarray(0, len);
-    const done = io.write ? this.write(BigInt(io.lba), buf, opts) : this.read(BigInt(io.lba), io.blocks, buf, opts);
+    const done = io.write ? this.write(io.lba, buf, opts) : this.read(io.lba, io.blocks, buf, opts);
     done.then(
       () => io.ioDone(undefined),
       (e: unknown) => io.ioDone(e instanceof Error ? e : new Error(String(e))),
@@ -313,7 +320,7 @@ export class Namespace implements IoSqeBuilder {
   }
 
   /** Write `data` (a whole number of blocks) at `lba`. */
-  async write(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+  async write(lba: number, data: Buffer, opts: IoOptions = {}): Promise<void> {
     const blocks = this.#blocksOf(data);
     this.#check(lba, blocks);
     await this.#split(lba, blocks, (l, n, off) =>
@@ -322,7 +329,7 @@ export class Namespace implements IoSqeBuilder {
   }
 
   /** Compare `data` with the blocks at `lba`; a mismatch rejects with NvmeStatusError COMPARE_FAILED (0x285). */
-  async compare(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+  async compare(lba: number, data: Buffer, opts: IoOptions = {}): Promise<void> {
     const blocks = this.#blocksOf(data);
     this.#check(lba, blocks);
     await this.#split(lba, blocks, (l, n, off) =>
@@ -335,12 +342,12 @@ export class Namespace implements IoSqeBuilder {
   }
 
   /** Write Zeroes (NVM Command Set 1.0 §3.2.8); `deac` asks the controller to deallocate (CDW12 bit 25). */
-  async writeZeroes(lba: bigint, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
+  async writeZeroes(lba: number, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
     this.#check(lba, blocks);
     const parts: Promise<unknown>[] = [];
     for (let done = 0; done < blocks; done += MAX_NLB) {
       const n = Math.min(MAX_NLB, blocks - done);
-      const l = lba + BigInt(done);
+      const l = BigInt(lba + done);
       parts.push(
         this.#exec.execIo(
           () => ({
@@ -364,7 +371,7 @@ export class Namespace implements IoSqeBuilder {
     const parts: Promise<unknown>[] = [];
     for (let i = 0; i < ranges.length; i += DSM_MAX_RANGES) {
       const chunk = ranges.slice(i, i + DSM_MAX_RANGES);
-      const data = encodeDsmRanges(chunk.map((r) => ({ cattr: 0, nlb: r.blocks, slba: r.lba })));
+      const data = encodeDsmRanges(chunk.map((r) => ({ cattr: 0, nlb: r.blocks, slba: BigInt(r.lba) })));
       parts.push(
         this.#exec.execIo(
           () => ({

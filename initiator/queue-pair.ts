@@ -106,7 +106,7 @@ export interface IoResult {
 export interface IoRequest {
   /** true: Write from buf (and the write hctxs); false: Read into buf. */
   write: boolean;
-  /** First logical block (a safe integer). */
+  /** First logical block: a non-negative safe integer, the one LBA type of the initiator's API (see Namespace). */
   lba: number;
   blocks: number;
   /** Data: exactly blocks × block size bytes (a longer buffer costs a view per command). */

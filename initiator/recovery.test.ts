@@ -36,7 +36,7 @@ describe('error recovery', () => {
     const c = await open(f);
     const first = c.cntlid;
     const data = Buffer.alloc(4096, 0xab);
-    const w = c.namespace(1).write(16n, data);
+    const w = c.namespace(1).write(16, data);
     await new Promise((r) => setTimeout(r, 30));
     hold = false;
     const reconnected = until(c, 'reconnected');
@@ -53,7 +53,7 @@ describe('error recovery', () => {
     const c = await open(f, { fast_io_fail_tmo: 0.1, reconnect_delay: 0.05, ctrl_loss_tmo: 30 });
     const port = f.port;
     await f.close();
-    const r = c.namespace(1).read(0n, 1);
+    const r = c.namespace(1).read(0, 1);
     const err = await r.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectionClosedError);
     expect(String((err as Error).message)).toMatch(/fast_io_fail_tmo|reconnect/);
@@ -64,7 +64,7 @@ describe('error recovery', () => {
     back.port = port;
     cleanups.push(() => back.close());
     if (c.state !== 'live') await until(c, 'reconnected');
-    expect((await c.namespace(1).read(0n, 1)).length).toBe(512);
+    expect((await c.namespace(1).read(0, 1)).length).toBe(512);
   });
 
   it('gives up after ctrl_loss_tmo and emits lost', async () => {
@@ -74,7 +74,7 @@ describe('error recovery', () => {
     await f.close();
     await lost;
     expect(c.state).toBe('dead');
-    await expect(c.namespace(1).read(0n, 1)).rejects.toBeInstanceOf(ConnectionClosedError);
+    await expect(c.namespace(1).read(0, 1)).rejects.toBeInstanceOf(ConnectionClosedError);
   });
 
   it('answers a target that breaks the protocol with an H2CTermReq and a typed error, not a hang', async () => {
@@ -109,7 +109,7 @@ describe('error recovery', () => {
     });
     const c = await open(f);
     const rec = until(c, 'reconnected');
-    const r = await c.namespace(1).read(0n, 1);
+    const r = await c.namespace(1).read(0, 1);
     await rec;
     expect(r.length).toBe(512);
   });
@@ -186,11 +186,11 @@ describe('multipath', () => {
   it('numa uses the first optimized path, round-robin alternates, queue-depth picks the idler path', async () => {
     const { a, b, ca, cb } = await twoPaths('round-robin');
     const rr = createMultipath([ca, cb], 1, { iopolicy: 'round-robin' });
-    for (let i = 0; i < 10; i++) await rr.read(0n, 1);
+    for (let i = 0; i < 10; i++) await rr.read(0, 1);
     const reads = (f: FakeController): number => f.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).length;
     expect([reads(a), reads(b)]).toEqual([5, 5]);
     const numa = createMultipath([ca, cb], 1, { iopolicy: 'numa' });
-    for (let i = 0; i < 4; i++) await numa.read(0n, 1);
+    for (let i = 0; i < 4; i++) await numa.read(0, 1);
     expect([reads(a), reads(b)]).toEqual([9, 5]);
     const qd = createMultipath([ca, cb], 1, { iopolicy: 'queue-depth' });
     expect(qd.select()?.ctrl).toBe(ca);
@@ -199,12 +199,12 @@ describe('multipath', () => {
   it('prefers optimized over non-optimized and never uses inaccessible paths', async () => {
     const { a, b, ca, cb } = await twoPaths('round-robin', [2, 1]);
     const mp = createMultipath([ca, cb], 1, { iopolicy: 'round-robin' });
-    for (let i = 0; i < 6; i++) await mp.read(0n, 1);
+    for (let i = 0; i < 6; i++) await mp.read(0, 1);
     expect(a.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).length).toBe(0);
     expect(b.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).length).toBe(6);
     b.opts.anaStates?.set(1, 3);
     await cb.refreshAna();
-    for (let i = 0; i < 3; i++) await mp.read(0n, 1);
+    for (let i = 0; i < 3; i++) await mp.read(0, 1);
     expect(a.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).length).toBe(3);
   });
 
@@ -222,7 +222,7 @@ describe('multipath', () => {
     const mp = createMultipath([ca, cb], 1, { iopolicy: 'round-robin' });
     let completions = 0;
     const writes = Array.from({ length: 32 }, (_, i) =>
-      mp.write(BigInt(i * 8), Buffer.alloc(4096, i + 1)).then(() => {
+      mp.write(i * 8, Buffer.alloc(4096, i + 1)).then(() => {
         completions++;
       }),
     );
@@ -238,7 +238,7 @@ describe('multipath', () => {
     const { a, ca, cb } = await twoPaths('numa');
     a.opts.onIo = (sqe) => (sqe.opcode === NvmOpcode.READ ? 0x302 : undefined);
     const mp = createMultipath([ca, cb], 1, { iopolicy: 'numa' });
-    expect((await mp.read(0n, 1)).length).toBe(512);
+    expect((await mp.read(0, 1)).length).toBe(512);
     expect(mp.failovers).toBe(1);
   });
 });

@@ -74,7 +74,7 @@ describe('Controller I/O retries against a scripted controller', () => {
     const f = await fake({ onIo: h.onIo, crdt: [1, 0, 0] });
     const c = await open(f);
     const t0 = performance.now();
-    await c.namespace(1).read(0n, 1);
+    await c.namespace(1).read(0, 1);
     const ms = performance.now() - t0;
     expect(h.seen()).toBe(3);
     expect(c.ioRetries).toBe(2);
@@ -87,28 +87,28 @@ describe('Controller I/O retries against a scripted controller', () => {
     const f = await fake({ onIo: h.onIo });
     f.namespaces[0]?.data.fill(0x3c, 0, 512);
     const c = await open(f, { data_digest: true });
-    expect((await c.namespace(1).read(0n, 1)).equals(Buffer.alloc(512, 0x3c))).toBe(true);
+    expect((await c.namespace(1).read(0, 1)).equals(Buffer.alloc(512, 0x3c))).toBe(true);
     expect(h.seen()).toBe(3);
   });
 
   it('gives up after max_retries + 1 attempts with the last status; max_retries 0 sends once', async () => {
     const h = failReads(100, 'corrupt-ddgst');
     const c = await open(await fake({ onIo: h.onIo }), { data_digest: true });
-    const err = await c.namespace(1).read(0n, 1).catch((e: unknown) => e);
+    const err = await c.namespace(1).read(0, 1).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NvmeStatusError);
     expect((err as NvmeStatusError).status).toBe(Status.DATA_XFER_ERROR);
     expect(h.seen()).toBe(6);
 
     const once = failReads(100, Status.NS_NOT_READY);
     const c0 = await open(await fake({ onIo: once.onIo }), { max_retries: 0 });
-    await expect(c0.namespace(1).read(0n, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
+    await expect(c0.namespace(1).read(0, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
     expect(once.seen()).toBe(1);
   });
 
   it('a multipath (failfast) I/O does not retry a path error on the same controller', async () => {
     const h = failReads(100, Status.ANA_INACCESSIBLE);
     const c = await open(await fake({ onIo: h.onIo }));
-    await expect(c.namespace(1).read(0n, 1, undefined, { failfast: true })).rejects.toMatchObject({ status: Status.ANA_INACCESSIBLE });
+    await expect(c.namespace(1).read(0, 1, undefined, { failfast: true })).rejects.toMatchObject({ status: Status.ANA_INACCESSIBLE });
     expect(h.seen()).toBe(1);
   });
 });

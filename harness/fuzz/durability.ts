@@ -173,7 +173,7 @@ async function verifyCycle(ledger: Ledger, ns: Namespace, cycle: number, failure
       lbas.map(async (lba) => {
         const d = ledger.durable[lba] as number;
         const allowed = [d, ...(ledger.maybe.get(lba) ?? [])];
-        const got = readStamp(await ns.read(BigInt(lba), 1), lba);
+        const got = readStamp(await ns.read(lba, 1), lba);
         if (d > 0) verified++;
         if (!allowed.includes(got.gen)) {
           cycleFailures++;
@@ -214,7 +214,7 @@ async function writeUntilKill(ledger: Ledger, ns: Namespace, rng: Rng, load: Wri
       inFlight.add(lba);
       ledger.issued(lba, gen);
       try {
-        await ns.write(BigInt(lba), makeBlock(lba, gen), { fua, hctx: rng.int(2) });
+        await ns.write(lba, makeBlock(lba, gen), { fua, hctx: rng.int(2) });
         if (killed) break;
         acked++;
         if (fua) ledger.markDurable(lba, gen);

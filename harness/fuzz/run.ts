@@ -446,8 +446,8 @@ class FuzzSession {
       const data = stamp(lba, ++gen, rng);
       const s = performance.now();
       try {
-        await ns.write(BigInt(lba), data, { hctx });
-        const back = await ns.read(BigInt(lba), 1, undefined, { hctx });
+        await ns.write(lba, data, { hctx });
+        const back = await ns.read(lba, 1, undefined, { hctx });
         if (!back.equals(data)) healthy.mismatches++;
         healthy.ops++;
       } catch (err) {

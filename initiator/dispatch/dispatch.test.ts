@@ -62,7 +62,7 @@ describe('queue groups (queues_per_hctx)', () => {
     expect(c.hctxs()[0]?.queues.map((q) => q.qid)).toEqual([1, 2, 3, 4]);
     const ns = c.namespace(1);
     const buf = Buffer.alloc(512);
-    await Promise.all(Array.from({ length: 64 }, (_, i) => ns.read(BigInt(i), 1, Buffer.alloc(512), { hctx: 0 })));
+    await Promise.all(Array.from({ length: 64 }, (_, i) => ns.read(i, 1, Buffer.alloc(512), { hctx: 0 })));
     void buf;
     const reads = f.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0);
     const perQ = new Map<number, number>();
@@ -78,7 +78,7 @@ describe('queue groups (queues_per_hctx)', () => {
   it('bounds in-flight commands of a group by the shared tag space', async () => {
     const { f, c } = await setup({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ ? 'drop' : undefined) }, { nr_io_queues: 1, queues_per_hctx: 2, queue_size: 16, io_timeout: 5 });
     const ns = c.namespace(1);
-    const ps = Array.from({ length: 40 }, (_, i) => ns.read(BigInt(i), 1).catch(() => undefined));
+    const ps = Array.from({ length: 40 }, (_, i) => ns.read(i, 1).catch(() => undefined));
     await new Promise((r) => setTimeout(r, 100));
     expect(f.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).length).toBe(16);
     expect(c.hctx(0).inFlight).toBe(16);
@@ -107,9 +107,9 @@ describe('queue groups (queues_per_hctx)', () => {
       [4, 'poll'],
     ]);
     const ns = c.namespace(1);
-    await ns.write(0n, Buffer.alloc(512), { hctx: 1 });
-    await ns.read(0n, 1, undefined, { hctx: 1 });
-    await ns.read(0n, 1, undefined, { poll: true });
+    await ns.write(0, Buffer.alloc(512), { hctx: 1 });
+    await ns.read(0, 1, undefined, { hctx: 1 });
+    await ns.read(0, 1, undefined, { poll: true });
     expect(f.commands.filter((x) => x.opcode === NvmOpcode.WRITE && x.qid > 0).map((x) => x.qid)).toEqual([3]);
     expect(f.commands.filter((x) => x.opcode === NvmOpcode.READ && x.qid > 0).map((x) => x.qid)).toEqual([2, 4]);
   });

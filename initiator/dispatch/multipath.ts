@@ -143,15 +143,15 @@ export class MultipathNamespace {
     }
   }
 
-  read(lba: bigint, blocks: number, buf?: Buffer, opts: IoOptions = {}): Promise<Buffer> {
+  read(lba: number, blocks: number, buf?: Buffer, opts: IoOptions = {}): Promise<Buffer> {
     return this.#exec((ns, o) => ns.read(lba, blocks, buf, o), opts);
   }
 
-  write(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+  write(lba: number, data: Buffer, opts: IoOptions = {}): Promise<void> {
     return this.#exec((ns, o) => ns.write(lba, data, o), opts);
   }
 
-  compare(lba: bigint, data: Buffer, opts: IoOptions = {}): Promise<void> {
+  compare(lba: number, data: Buffer, opts: IoOptions = {}): Promise<void> {
     return this.#exec((ns, o) => ns.compare(lba, data, o), opts);
   }
 
@@ -159,7 +159,7 @@ export class MultipathNamespace {
     return this.#exec((ns, o) => ns.flush(o), opts);
   }
 
-  writeZeroes(lba: bigint, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
+  writeZeroes(lba: number, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
     return this.#exec((ns, o) => ns.writeZeroes(lba, blocks, flags, o), opts);
   }
 

@@ -30,16 +30,16 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, timeo
 }
 
 /** A 4 KiB block that names its LBA and write sequence number, so a read shows which write it returns. */
-function fillBlock(buf: Buffer, lba: bigint, seq: number): void {
-  buf.writeBigUInt64LE(lba, 0);
+function fillBlock(buf: Buffer, lba: number, seq: number): void {
+  buf.writeBigUInt64LE(BigInt(lba), 0);
   buf.writeUInt32LE(seq, 8);
-  buf.fill((seq * 31 + Number(lba & 0xffn)) & 0xff, 12);
+  buf.fill((seq * 31 + (lba & 0xff)) & 0xff, 12);
 }
 
-function blockSeq(buf: Buffer, lba: bigint): number | 'corrupt' {
+function blockSeq(buf: Buffer, lba: number): number | 'corrupt' {
   const seq = buf.readUInt32LE(8);
-  if (buf.readBigUInt64LE(0) !== lba) return 'corrupt';
-  const b = (seq * 31 + Number(lba & 0xffn)) & 0xff;
+  if (buf.readBigUInt64LE(0) !== BigInt(lba)) return 'corrupt';
+  const b = (seq * 31 + (lba & 0xff)) & 0xff;
   for (let i = 12; i < buf.length; i++) if (buf[i] !== b) return 'corrupt';
   return seq;
 }
@@ -53,7 +53,7 @@ interface Stats {
   maxGap: number;
 }
 
-function startWorkload(mp: MultipathNamespace, stats: Stats, expected: Map<bigint, number>, stop: { now: boolean }): Promise<void[]> {
+function startWorkload(mp: MultipathNamespace, stats: Stats, expected: Map<number, number>, stop: { now: boolean }): Promise<void[]> {
   const blocks = IO / mp.blockSize;
   const done = (): void => {
     const now = performance.now();
@@ -67,7 +67,7 @@ function startWorkload(mp: MultipathNamespace, stats: Stats, expected: Map<bigin
       let seq = 0;
       while (!stop.now) {
         const slot = Math.floor(Math.random() * SLOTS);
-        const lba = BigInt((w * SLOTS + slot) * blocks);
+        const lba = (w * SLOTS + slot) * blocks;
         seq++;
         fillBlock(wbuf, lba, seq);
         await mp.write(lba, wbuf);
@@ -76,7 +76,7 @@ function startWorkload(mp: MultipathNamespace, stats: Stats, expected: Map<bigin
         done();
         // Read back a block this worker wrote before (it alone writes its region, so the expected value is exact).
         const rslot = Math.floor(Math.random() * SLOTS);
-        const rlba = BigInt((w * SLOTS + rslot) * blocks);
+        const rlba = (w * SLOTS + rslot) * blocks;
         const want = expected.get(rlba);
         if (want === undefined) continue;
         const got = blockSeq(await mp.read(rlba, blocks, rbuf), rlba);
@@ -128,7 +128,7 @@ describe('docker/compose.ha.yaml: HA gateway pair with ANA failover', () => {
     const mp = createMultipath([ca, cb], 1, { iopolicy: 'numa', noPathTimeoutMs: 60_000 });
     expect(mp.select()?.ctrl).toBe(ca);
     const stats: Stats = { writes: 0, reads: 0, mismatches: [], lastDone: performance.now(), maxGap: 0 };
-    const expected = new Map<bigint, number>();
+    const expected = new Map<number, number>();
     const stop = { now: false };
     const workload = startWorkload(mp, stats, expected, stop);
     const cmds = async (api: number) => counter(await metrics(api), 'nvme_tcp_commands_total');

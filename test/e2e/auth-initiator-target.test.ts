@@ -57,8 +57,8 @@ async function roundTrip(c: Controller): Promise<void> {
   const data = Buffer.alloc(8192, 0);
   for (let i = 0; i < data.length; i++) data[i] = (i * 31 + 7) & 0xff;
   const ns = c.namespace(1);
-  await ns.write(8n, data, { hctx: 1 });
-  expect((await ns.read(8n, 16, undefined, { hctx: 0 })).equals(data)).toBe(true);
+  await ns.write(8, data, { hctx: 1 });
+  expect((await ns.read(8, 16, undefined, { hctx: 0 })).equals(data)).toBe(true);
 }
 
 describe('DH-HMAC-CHAP: initiator ↔ target', () => {

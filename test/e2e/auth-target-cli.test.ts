@@ -86,8 +86,8 @@ describe('nvme-tcp target with --dhchap-key / --dhchap-ctrl-key', () => {
     const c = await host(port, HOSTNQN, { dhchap_secret: KEY, dhchap_ctrl_secret: CKEY });
     expect(c.authInfo?.bidirectional).toBe(true);
     const data = Buffer.alloc(4096, 0x5a);
-    await c.namespace(1).write(0n, data);
-    expect((await c.namespace(1).read(0n, 8)).equals(data)).toBe(true);
+    await c.namespace(1).write(0, data);
+    expect((await c.namespace(1).read(0, 8)).equals(data)).toBe(true);
     // Refusals: wrong host key, no key, and the controller key of another host.
     await expect(host(port, HOSTNQN, { dhchap_secret: OTHER_KEY })).rejects.toBeInstanceOf(DhchapAuthError);
     await expect(host(port, HOSTNQN)).rejects.toBeInstanceOf(AuthenticationRequiredError);

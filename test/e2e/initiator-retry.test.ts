@@ -36,9 +36,9 @@ describe('initiator retries NVMe errors like Linux (against failNext)', () => {
   it.each([1, 3, 5])('a read failed %i time(s) without DNR succeeds on the retry, and the target saw every attempt', async (n) => {
     const { t, c } = await setup();
     const data = Buffer.alloc(4096, 0x6b);
-    await c.namespace(1).write(8n, data);
+    await c.namespace(1).write(8, data);
     t.setFaults(SUBNQN, { failNext: { count: n, status: Status.NS_NOT_READY } });
-    expect((await c.namespace(1).read(8n, 8)).equals(data)).toBe(true);
+    expect((await c.namespace(1).read(8, 8)).equals(data)).toBe(true);
     expect(seen(t)).toEqual({ read: n + 1, write: 1, reads: 1, writes: 1, errors: n });
     expect(c.ioRetries).toBe(n);
     expect(t.getConfig().subsystems[0]?.faults).toBeUndefined();
@@ -47,7 +47,7 @@ describe('initiator retries NVMe errors like Linux (against failNext)', () => {
   it('a write failing 6 times (more than max_retries) fails with the status after 6 attempts', async () => {
     const { t, c } = await setup();
     t.setFaults(SUBNQN, { failNext: { count: 6, status: Status.NS_NOT_READY } });
-    const err = await c.namespace(1).write(0n, Buffer.alloc(512, 1)).catch((e: unknown) => e);
+    const err = await c.namespace(1).write(0, Buffer.alloc(512, 1)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NvmeStatusError);
     expect(err).toMatchObject({ status: Status.NS_NOT_READY, dnr: false });
     expect(seen(t)).toEqual({ read: 0, write: 6, reads: 0, writes: 0, errors: 6 });
@@ -56,7 +56,7 @@ describe('initiator retries NVMe errors like Linux (against failNext)', () => {
   it('DNR set: fails at once, one attempt, the rest of the fault left armed', async () => {
     const { t, c } = await setup();
     t.setFaults(SUBNQN, { failNext: { count: 3, status: Status.INVALID_FIELD | DNR } });
-    await expect(c.namespace(1).read(0n, 1)).rejects.toMatchObject({ status: Status.INVALID_FIELD | DNR, dnr: true });
+    await expect(c.namespace(1).read(0, 1)).rejects.toMatchObject({ status: Status.INVALID_FIELD | DNR, dnr: true });
     expect(seen(t)).toEqual({ read: 1, write: 0, reads: 0, writes: 0, errors: 1 });
     expect(c.ioRetries).toBe(0);
     expect(t.getConfig().subsystems[0]?.faults).toEqual({ failNext: { count: 2, status: Status.INVALID_FIELD | DNR } });
@@ -65,11 +65,11 @@ describe('initiator retries NVMe errors like Linux (against failNext)', () => {
   it('max_retries bounds the attempts (2 → 3 attempts; 0 → 1)', async () => {
     const { t, c } = await setup({ max_retries: 2 });
     t.setFaults(SUBNQN, { failNext: { count: 10, status: Status.NS_NOT_READY } });
-    await expect(c.namespace(1).read(0n, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
+    await expect(c.namespace(1).read(0, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
     expect(seen(t).read).toBe(3);
     const z = await setup({ max_retries: 0 });
     z.t.setFaults(SUBNQN, { failNext: { count: 1, status: Status.NS_NOT_READY } });
-    await expect(z.c.namespace(1).read(0n, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
+    await expect(z.c.namespace(1).read(0, 1)).rejects.toMatchObject({ status: Status.NS_NOT_READY });
     expect(seen(z.t).read).toBe(1);
   });
 });

@@ -54,15 +54,15 @@ describe('initiator ↔ TypeScript target', () => {
       const { ports } = await target({}, [port]);
       const c = await open(ports[0] as number, extra);
       const ns = c.namespace(1);
-      let lba = 0n;
+      let lba = 0;
       for (const size of [512, 1024, 4096, 8192, 65536, 131072, 262144, 1 << 20]) {
         const data = pattern(size, size + 1);
-        await ns.write(lba, data, { hctx: Number(lba % 2n) });
+        await ns.write(lba, data, { hctx: lba % 2 });
         expect((await ns.read(lba, size / 512)).equals(data), `${size}`).toBe(true);
-        lba += BigInt(size / 512);
+        lba += size / 512;
       }
-      await ns.writeZeroes(0n, 2);
-      expect((await ns.read(0n, 2)).every((b) => b === 0)).toBe(true);
+      await ns.writeZeroes(0, 2);
+      expect((await ns.read(0, 2)).every((b) => b === 0)).toBe(true);
       await ns.flush();
     });
   }
@@ -76,7 +76,7 @@ describe('initiator ↔ TypeScript target', () => {
       [3, 4],
     ]);
     const ns = c.namespace(1);
-    await Promise.all(Array.from({ length: 40 }, (_, i) => ns.read(BigInt(i), 1, undefined, { hctx: 1 })));
+    await Promise.all(Array.from({ length: 40 }, (_, i) => ns.read(i, 1, undefined, { hctx: 1 })));
     const info = c.queueInfo();
     expect(info.find((q) => q.qid === 3)?.completed).toBeGreaterThanOrEqual(21);
     expect(info.find((q) => q.qid === 4)?.completed).toBeGreaterThanOrEqual(21);
@@ -133,14 +133,14 @@ describe('initiator ↔ TypeScript target', () => {
     expect(mp.select()?.ctrl).toBe(a);
     let done = 0;
     const writes = Array.from({ length: 64 }, (_, i) =>
-      mp.write(BigInt(i * 8), pattern(4096, i)).then(() => {
+      mp.write(i * 8, pattern(4096, i)).then(() => {
         done++;
       }),
     );
     setTimeout(() => void t.removePort(1), 2);
     await Promise.all(writes);
     expect(done).toBe(64);
-    for (let i = 0; i < 64; i++) expect((await mp.read(BigInt(i * 8), 8)).equals(pattern(4096, i)), `block ${i}`).toBe(true);
+    for (let i = 0; i < 64; i++) expect((await mp.read(i * 8, 8)).equals(pattern(4096, i)), `block ${i}`).toBe(true);
   });
 
   it('reconnects after the target restarts (new cntlid) and resumes queued I/O', async () => {
@@ -148,11 +148,11 @@ describe('initiator ↔ TypeScript target', () => {
     const port = first.ports[0] as number;
     const c = await open(port, { reconnect_delay: 0.1, ctrl_loss_tmo: 10 });
     const oldId = c.cntlid;
-    await c.namespace(1).write(0n, pattern(4096, 9));
+    await c.namespace(1).write(0, pattern(4096, 9));
     const reconnecting = new Promise<void>((r) => c.once('reconnecting', () => r()));
     await first.t.stop();
     await reconnecting;
-    const pending = c.namespace(1).read(0n, 8);
+    const pending = c.namespace(1).read(0, 8);
     const t2 = new TargetService();
     cleanups.push(() => t2.stop());
     await t2.addPort({ id: 1, addr: '127.0.0.1', port });

@@ -83,8 +83,8 @@ describe('management API: runtime changes reach connected hosts', () => {
     expect(ns2.info.blockSize).toBe(4096);
     expect(ns2.info.blocks).toBe(512n);
     const data = Buffer.alloc(8192, 0x5a);
-    await ns2.write(3n, data);
-    expect((await ns2.read(3n, 2)).equals(data)).toBe(true);
+    await ns2.write(3, data);
+    expect((await ns2.read(3, 2)).equals(data)).toBe(true);
 
     const listed = await call(api, 'GET', `/subsystems/${seg(NQN)}/namespaces`);
     expect((listed.json as Array<{ nsid: number }>).map((n) => n.nsid)).toEqual([1, 2]);
@@ -123,7 +123,7 @@ describe('management API: runtime changes reach connected hosts', () => {
   it('lists controllers with per-queue counters, KATO, host NQN and peer address', async () => {
     const { api, port } = await setup();
     const c = await host(port);
-    await c.namespace(1).write(0n, Buffer.alloc(4096, 1));
+    await c.namespace(1).write(0, Buffer.alloc(4096, 1));
     const list = (await call(api, 'GET', '/controllers')).json as ControllerInfo[];
     const mine = list.filter((x) => x.subnqn === NQN);
     expect(mine).toHaveLength(1);

@@ -93,11 +93,11 @@ describe('/metrics', () => {
     const W = 37;
     const R = 23;
     const F = 3;
-    await Promise.all(Array.from({ length: W }, (_, i) => ns1.write(BigInt(i * 8), Buffer.alloc(4096, i))));
-    await Promise.all(Array.from({ length: R }, (_, i) => ns1.read(BigInt(i * 2), 2)));
+    await Promise.all(Array.from({ length: W }, (_, i) => ns1.write(i * 8, Buffer.alloc(4096, i))));
+    await Promise.all(Array.from({ length: R }, (_, i) => ns1.read(i * 2, 2)));
     for (let i = 0; i < F; i++) await ns1.flush();
-    await ns2.write(0n, Buffer.alloc(65536));
-    await ns2.read(0n, 16);
+    await ns2.write(0, Buffer.alloc(65536));
+    await ns2.read(0, 16);
 
     const { samples, types, contentType } = await scrape(api);
     expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -133,7 +133,7 @@ describe('/metrics', () => {
     expect(one(samples, 'nvme_tcp_event_loop_lag_max_seconds')).toBeGreaterThanOrEqual(0);
 
     // A second workload adds to the same counters; a disconnect drops the gauges.
-    await ns1.write(0n, Buffer.alloc(512));
+    await ns1.write(0, Buffer.alloc(512));
     await c.disconnect();
     await new Promise((r) => setTimeout(r, 50));
     const after = (await scrape(api)).samples;
@@ -207,10 +207,10 @@ describe('/metrics', () => {
     // after the first round finds the block held by the other worker's cache and sends it an invalidation.
     const W = 12;
     for (let i = 0; i < W; i++) {
-      for (const hctx of [0, 1]) await ns.write(BigInt((i * 2 + hctx) * 8), Buffer.alloc(4096, i + 1), { hctx });
-      for (const hctx of [0, 1]) await ns.read(BigInt((i * 2 + hctx) * 8), 8, undefined, { hctx: 1 - hctx });
+      for (const hctx of [0, 1]) await ns.write((i * 2 + hctx) * 8, Buffer.alloc(4096, i + 1), { hctx });
+      for (const hctx of [0, 1]) await ns.read((i * 2 + hctx) * 8, 8, undefined, { hctx: 1 - hctx });
     }
-    for (const hctx of [0, 1]) for (let i = 0; i < W; i++) await ns.write(BigInt((i * 2 + hctx) * 8), Buffer.alloc(4096, 99), { hctx });
+    for (const hctx of [0, 1]) for (let i = 0; i < W; i++) await ns.write((i * 2 + hctx) * 8, Buffer.alloc(4096, 99), { hctx });
     const perWorker = 3 * W;
     let samples: Sample[] = [];
     const deadline = Date.now() + 5000;

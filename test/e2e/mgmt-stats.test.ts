@@ -48,11 +48,11 @@ describe('target statistics with real traffic', () => {
   it('latency histograms count every command once, land in the right buckets, and render as Prometheus histograms', async () => {
     const { t, c, api } = await setup();
     const ns = c.namespace(1);
-    for (let i = 0; i < 20; i++) await ns.write(BigInt(i * 8), Buffer.alloc(4096, i));
-    for (let i = 0; i < 10; i++) await ns.read(BigInt(i * 8), 8);
+    for (let i = 0; i < 20; i++) await ns.write(i * 8, Buffer.alloc(4096, i));
+    for (let i = 0; i < 10; i++) await ns.read(i * 8, 8);
     // 3 ms of injected latency per I/O: these writes must sit in the (2.5 ms, 5 ms] bucket or above.
     t.setFaults(SUBNQN, { commandLatencyUs: 3000 });
-    for (let i = 0; i < 5; i++) await ns.write(0n, Buffer.alloc(512, 9));
+    for (let i = 0; i < 5; i++) await ns.write(0, Buffer.alloc(512, 9));
     t.setFaults(SUBNQN, {});
 
     const s = t.stats().subsystems[SUBNQN];
@@ -102,7 +102,7 @@ describe('target statistics with real traffic', () => {
 
     await new Promise((r) => setTimeout(r, 30));
     const beforeIo = Date.now();
-    await c.namespace(1).read(0n, 1);
+    await c.namespace(1).read(0, 1);
     const afterIo = await get();
     expect(afterIo.lastCommand).toBeGreaterThanOrEqual(beforeIo - 1);
     expect(afterIo.lastCommand).toBeLessThanOrEqual(Date.now() + 1);
@@ -119,13 +119,13 @@ describe('target statistics with real traffic', () => {
   it('commands failed by failNext are namespace errors, not reads/writes (stats and /metrics)', async () => {
     const { t, c, api } = await setup();
     const ns = c.namespace(1);
-    await ns.write(0n, Buffer.alloc(1024, 1));
-    await ns.read(0n, 2);
+    await ns.write(0, Buffer.alloc(1024, 1));
+    await ns.read(0, 2);
     t.setFaults(SUBNQN, { failNext: { count: 3, status: Status.INVALID_FIELD | DNR } });
-    await expect(ns.read(0n, 2)).rejects.toMatchObject({ status: Status.INVALID_FIELD | DNR });
-    await expect(ns.write(0n, Buffer.alloc(1024, 2))).rejects.toMatchObject({ dnr: true });
+    await expect(ns.read(0, 2)).rejects.toMatchObject({ status: Status.INVALID_FIELD | DNR });
+    await expect(ns.write(0, Buffer.alloc(1024, 2))).rejects.toMatchObject({ dnr: true });
     await expect(ns.flush()).rejects.toMatchObject({ dnr: true });
-    await ns.read(0n, 2);
+    await ns.read(0, 2);
     expect(t.stats().subsystems[SUBNQN]?.namespaces[0]).toEqual({ nsid: 1, reads: 2, writes: 1, bytesRead: 2048, bytesWritten: 1024, flushes: 0, errors: 3 });
     const errs = (await metric(api, 'nvme_tcp_namespace_errors_total')).find((x) => x.labels.subnqn === SUBNQN);
     expect(errs?.value).toBe(3);

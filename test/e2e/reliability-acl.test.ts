@@ -52,8 +52,8 @@ describe('host ACL (initiator ↔ target)', () => {
     const { svc, port } = await target();
     const c = await open(port, SUB_A, H1);
     const data = Buffer.alloc(4096, 0x5a);
-    await c.namespace(1).write(8n, data);
-    expect((await c.namespace(1).read(8n, 8)).equals(data)).toBe(true);
+    await c.namespace(1).write(8, data);
+    expect((await c.namespace(1).read(8, 8)).equals(data)).toBe(true);
     expect(svc.listControllers().filter((x) => x.subnqn === SUB_A).map((x) => x.hostnqn)).toEqual([H1]);
   });
 
@@ -104,7 +104,7 @@ describe('host ACL (initiator ↔ target)', () => {
     expect(await aer(0x31)).toBe(AenDw0.DISC_CHANGE);
     expect(await nvmSubsystems(port, H3)).toEqual([SUB_A, SUB_OPEN].sort());
     const c = await open(port, SUB_A, H3);
-    expect((await c.namespace(1).read(0n, 1)).length).toBe(512);
+    expect((await c.namespace(1).read(0, 1)).length).toBe(512);
     // Reading the log without RAE unmasks the notice (NVMe Base 2.0 §5.2), so the next change raises a new AEN.
     expectOk(await p.command(getLog(0x70, 1024)));
     postAer(0x32);

@@ -79,10 +79,10 @@ describe('connection dropped', () => {
     // Capsule, then the R2T comes back, then H2CData: cut 50,000 bytes into its payload.
     r.proxy.setFaults({ toServer: { dropAfterBytes: c.toServer + CAPSULE + DATA_HDR + 50_000 } }, c.id);
     const reconnected = once(r.ctrl, 'reconnected');
-    await r.ctrl.namespace(1).write(64n, data);
+    await r.ctrl.namespace(1).write(64, data);
     await reconnected;
     expect(r.ctrl.cntlid).not.toBe(first);
-    expect((await r.ctrl.namespace(1).read(64n, data.length / 512)).equals(data)).toBe(true);
+    expect((await r.ctrl.namespace(1).read(64, data.length / 512)).equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
     expectOneLiveController(r);
   });
@@ -90,11 +90,11 @@ describe('connection dropped', () => {
   it('mid-C2H: the read is resubmitted and returns the right data', async () => {
     const r = await rig();
     const data = pattern(256 * 1024, 2);
-    await r.ctrl.namespace(1).write(0n, data);
+    await r.ctrl.namespace(1).write(0, data);
     const c = ioConn(r);
     r.proxy.setFaults({ toClient: { dropAfterBytes: c.toClient + DATA_HDR + 60_000 } }, c.id);
     const reconnected = once(r.ctrl, 'reconnected');
-    const back = await r.ctrl.namespace(1).read(0n, data.length / 512);
+    const back = await r.ctrl.namespace(1).read(0, data.length / 512);
     await reconnected;
     expect(back.equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
@@ -133,8 +133,8 @@ describe('connection dropped', () => {
     // At least two reconnect attempts went through the proxy and were cut inside Connect.
     expect(accepted).toBeGreaterThanOrEqual(4);
     const data = pattern(8192, 3);
-    await r.ctrl.namespace(1).write(8n, data);
-    expect((await r.ctrl.namespace(1).read(8n, 16)).equals(data)).toBe(true);
+    await r.ctrl.namespace(1).write(8, data);
+    expect((await r.ctrl.namespace(1).read(8, 16)).equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
     expectOneLiveController(r);
   });
@@ -147,7 +147,7 @@ describe('stall longer than KATO', () => {
     const expiries = r.svc.stats().katoExpiries;
     r.proxy.pause();
     const data = pattern(4096, 4);
-    const w = r.ctrl.namespace(1).write(32n, data);
+    const w = r.ctrl.namespace(1).write(32, data);
     // KATO is 1 s; the target checks every KATO (TBKAS), so it has expired the controller within ~2 s.
     const end = Date.now() + 4000;
     while (r.svc.stats().katoExpiries === expiries && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
@@ -158,7 +158,7 @@ describe('stall longer than KATO', () => {
     await reconnected;
     await w;
     expect(r.ctrl.cntlid).not.toBe(first);
-    expect((await r.ctrl.namespace(1).read(32n, 8)).equals(data)).toBe(true);
+    expect((await r.ctrl.namespace(1).read(32, 8)).equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
     expectOneLiveController(r);
   });
@@ -172,25 +172,25 @@ describe('corruption with digests on (always detected)', () => {
   it('C2H payload: the read fails with DATA_XFER_ERROR instead of returning wrong data; a retry reads the truth', async () => {
     const r = await rig({ conn: { ...digests, max_retries: 0 } });
     const data = pattern(65536, 5);
-    await r.ctrl.namespace(1).write(0n, data);
+    await r.ctrl.namespace(1).write(0, data);
     const c = ioConn(r);
     r.proxy.setFaults({ toClient: { corruptAtOffset: c.toClient + DATA_HDR + HD + 1000 } }, c.id);
-    const err = await r.ctrl.namespace(1).read(0n, 128).catch((e: unknown) => e);
+    const err = await r.ctrl.namespace(1).read(0, 128).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NvmeStatusError);
     expect((err as NvmeStatusError).status & 0x7ff).toBe(Status.DATA_XFER_ERROR);
     expect(r.proxy.connections()[c.id]?.corrupted.toClient).toBe(true);
     // The queue lives on (Linux nvme_tcp_ddgst_error path); the caller's retry gets the right bytes.
-    expect((await r.ctrl.namespace(1).read(0n, 128)).equals(data)).toBe(true);
+    expect((await r.ctrl.namespace(1).read(0, 128)).equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
   });
 
   it('C2H payload with the default max_retries: the initiator retries the DATA_XFER_ERROR and the read returns the truth', async () => {
     const r = await rig({ conn: digests });
     const data = pattern(65536, 9);
-    await r.ctrl.namespace(1).write(0n, data);
+    await r.ctrl.namespace(1).write(0, data);
     const c = ioConn(r);
     r.proxy.setFaults({ toClient: { corruptAtOffset: c.toClient + DATA_HDR + HD + 1000 } }, c.id);
-    expect((await r.ctrl.namespace(1).read(0n, 128)).equals(data)).toBe(true);
+    expect((await r.ctrl.namespace(1).read(0, 128)).equals(data)).toBe(true);
     expect(r.proxy.connections()[c.id]?.corrupted.toClient).toBe(true);
     expect(r.ctrl.ioRetries).toBe(1);
     await settledCounts(r.svc, 2);
@@ -199,30 +199,30 @@ describe('corruption with digests on (always detected)', () => {
   it('H2C payload: the target refuses the write (TRANSIENT_TRANSPORT) and stores nothing; a retry lands', async () => {
     const r = await rig({ conn: { ...digests, max_retries: 0 } });
     const before = pattern(65536, 6);
-    await r.ctrl.namespace(1).write(0n, before);
+    await r.ctrl.namespace(1).write(0, before);
     const data = pattern(65536, 7);
     const c = ioConn(r);
     // CapsuleCmd (+HDGST) → R2T → H2CData header (+HDGST) → payload.
     r.proxy.setFaults({ toServer: { corruptAtOffset: c.toServer + CAPSULE + HD + DATA_HDR + HD + 2000 } }, c.id);
     const digestErrors = r.svc.stats().dataDigestErrors;
-    const err = await r.ctrl.namespace(1).write(0n, data).catch((e: unknown) => e);
+    const err = await r.ctrl.namespace(1).write(0, data).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NvmeStatusError);
     expect((err as NvmeStatusError).status & 0x7ff).toBe(Status.TRANSIENT_TRANSPORT);
     expect(r.svc.stats().dataDigestErrors).toBe(digestErrors + 1);
-    expect((await r.ctrl.namespace(1).read(0n, 128)).equals(before)).toBe(true);
-    await r.ctrl.namespace(1).write(0n, data);
-    expect((await r.ctrl.namespace(1).read(0n, 128)).equals(data)).toBe(true);
+    expect((await r.ctrl.namespace(1).read(0, 128)).equals(before)).toBe(true);
+    await r.ctrl.namespace(1).write(0, data);
+    expect((await r.ctrl.namespace(1).read(0, 128)).equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
   });
 
   it('C2H header: a header digest error is fatal for the queue; the host reconnects and the read returns the truth', async () => {
     const r = await rig({ conn: digests });
     const data = pattern(8192, 8);
-    await r.ctrl.namespace(1).write(0n, data);
+    await r.ctrl.namespace(1).write(0, data);
     const c = ioConn(r);
     r.proxy.setFaults({ toClient: { corruptAtOffset: c.toClient + 12 } }, c.id);
     const reconnected = once(r.ctrl, 'reconnected');
-    const back = await r.ctrl.namespace(1).read(0n, 16);
+    const back = await r.ctrl.namespace(1).read(0, 16);
     await reconnected;
     expect(back.equals(data)).toBe(true);
     await settledCounts(r.svc, 2);
@@ -234,10 +234,10 @@ describe('corruption with digests off (undetectable: documentation test)', () =>
   it('a flipped C2H payload byte reaches the caller as wrong data, with no error', async () => {
     const r = await rig();
     const data = pattern(65536, 9);
-    await r.ctrl.namespace(1).write(0n, data);
+    await r.ctrl.namespace(1).write(0, data);
     const c = ioConn(r);
     r.proxy.setFaults({ toClient: { corruptAtOffset: c.toClient + DATA_HDR + 1000, corruptXor: 0x01 } }, c.id);
-    const back = await r.ctrl.namespace(1).read(0n, 128);
+    const back = await r.ctrl.namespace(1).read(0, 128);
     const diff = [...back].flatMap((b, i) => (b !== data[i] ? [i] : []));
     // TCP checksums do not catch a flip made by a middlebox; without DDGST nothing in NVMe/TCP does.
     expect(diff).toEqual([1000]);
@@ -248,8 +248,8 @@ describe('corruption with digests off (undetectable: documentation test)', () =>
     const data = pattern(65536, 10);
     const c = ioConn(r);
     r.proxy.setFaults({ toServer: { corruptAtOffset: c.toServer + CAPSULE + DATA_HDR + 3000, corruptXor: 0x80 } }, c.id);
-    await r.ctrl.namespace(1).write(0n, data);
-    const back = await r.ctrl.namespace(1).read(0n, 128);
+    await r.ctrl.namespace(1).write(0, data);
+    const back = await r.ctrl.namespace(1).read(0, 128);
     const diff = [...back].flatMap((b, i) => (b !== data[i] ? [i] : []));
     expect(diff).toEqual([3000]);
     expect(r.svc.stats().dataDigestErrors).toBe(0);

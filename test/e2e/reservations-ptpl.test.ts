@@ -88,7 +88,7 @@ describe('reservations across target restarts', () => {
     const after = await b.namespace(1).reservation.report();
     expect(after).toEqual(before);
     expect(after.ptpls).toBe(true);
-    await expect(b.namespace(1).write(0n, Buffer.alloc(512))).rejects.toMatchObject({ sc: 0x83 });
+    await expect(b.namespace(1).write(0, Buffer.alloc(512))).rejects.toMatchObject({ sc: 0x83 });
     // PTPL cleared (Register with CPTPL 10b): the next restart starts with no reservation.
     await a.namespace(1).reservation.register({ nrkey: 0x11n, cptpl: 2 });
     await stop(t, 'SIGTERM');
@@ -96,7 +96,7 @@ describe('reservations across target restarts', () => {
     b = await host(t, B);
     const cleared = await b.namespace(1).reservation.report();
     expect([cleared.rtype, cleared.regctls.length, cleared.ptpls]).toEqual([0, 0, false]);
-    await b.namespace(1).write(0n, Buffer.alloc(512));
+    await b.namespace(1).write(0, Buffer.alloc(512));
   }, 90_000);
 
   it('SIGKILL at random moments of a replace stream leaves the old or the new key, never a torn state', async () => {

@@ -93,8 +93,8 @@ const INVALID_NS = 0x0b;
 const block = Buffer.alloc(512, 0x5a);
 
 async function access(h: HostName): Promise<{ read: string; write: string }> {
-  const r = await sc(ns(h).read(0n, 1));
-  const w = await sc(ns(h).write(0n, block));
+  const r = await sc(ns(h).read(0, 1));
+  const w = await sc(ns(h).write(0, block));
   for (const s of [r, w]) if (s !== 0 && s !== CONFLICT) throw new Error(`unexpected status 0x${s.toString(16)}`);
   return { read: r === 0 ? 'A' : 'C', write: w === 0 ? 'A' : 'C' };
 }
@@ -134,7 +134,7 @@ describe('every reservation type × action, three hosts, against the spec table'
       expect(await sc(ns('A').reservation.acquire({ crkey: HOST.A.key, rtype }))).toBe(0);
       expect(await access('A')).toEqual({ read: row.read[0], write: row.write[0] });
       // a second controller of the holder's host is the holder too (registrants are hosts, §8.19.2)
-      const viaA2 = await sc(a2.namespace(1).write(0n, block));
+      const viaA2 = await sc(a2.namespace(1).write(0, block));
       expect(viaA2 === 0 ? 'A' : 'C').toBe(row.write[0]);
       expect(await access('B')).toEqual({ read: row.read[1], write: row.write[1] });
       expect(await access('C')).toEqual({ read: row.read[2], write: row.write[2] });
@@ -241,7 +241,7 @@ describe('notifications, features and bad input', () => {
     expect(await sc(ns('A').reservation.acquire({ crkey: HOST.A.key, rtype: 2 }))).toBe(0);
     t.setFaults(NQN, { commandLatencyUs: 300_000 });
     try {
-      const queued = [0, 1, 2, 3].map((i) => sc(ns('A').write(BigInt(i), block)));
+      const queued = [0, 1, 2, 3].map((i) => sc(ns('A').write(i, block)));
       await new Promise((r) => setTimeout(r, 50));
       expect(await sc(ns('B').reservation.acquire({ crkey: HOST.B.key, rtype: 2, racqa: 2, prkey: HOST.A.key }))).toBe(0);
       // Command Aborted due to Preempt and Abort (generic 1Bh)
@@ -249,7 +249,7 @@ describe('notifications, features and bad input', () => {
     } finally {
       t.setFaults(NQN, {});
     }
-    expect(await sc(ns('A').read(0n, 1))).toBe(CONFLICT);
+    expect(await sc(ns('A').read(0, 1))).toBe(CONFLICT);
     expect(await sc(ns('B').reservation.release({ crkey: HOST.B.key, rrela: 1 }))).toBe(0);
   });
 });
@@ -258,7 +258,7 @@ describe('namespace masking', () => {
   it('a namespace attached to A only does not exist for B: active list, I/O; attach raises the AEN only on B', async () => {
     expect(ctrls.A.namespaces.map((n) => n.nsid)).toEqual([1, 2]);
     expect(ctrls.B.namespaces.map((n) => n.nsid)).toEqual([1]);
-    await ns('A', 2).write(0n, block);
+    await ns('A', 2).write(0, block);
     events.A.length = 0;
     events.B.length = 0;
     events.C.length = 0;
@@ -266,7 +266,7 @@ describe('namespace masking', () => {
     t.attachNamespaceHost(NQN, 2, HOST.B.nqn);
     await changed;
     expect(ctrls.B.namespaces.map((n) => n.nsid)).toEqual([1, 2]);
-    expect((await ns('B', 2).read(0n, 1)).equals(block)).toBe(true);
+    expect((await ns('B', 2).read(0, 1)).equals(block)).toBe(true);
     await new Promise((r) => setTimeout(r, 100));
     expect(events.A).toEqual([]);
     expect(events.C).toEqual([]);

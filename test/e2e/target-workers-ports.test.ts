@@ -42,8 +42,8 @@ describe('target workers: per-port placement', () => {
     try {
       c = await connect({ traddr: '127.0.0.1', trsvcid: tcp[portId - 1] as number, nqn: NQN, nr_io_queues: 2 });
       const ns = c.namespace(1);
-      for (let q = 0; q < 2; q++) await ns.write(BigInt(q * 8), pattern(4096, portId * 10 + q), { hctx: q });
-      for (let q = 0; q < 2; q++) expect((await ns.read(BigInt(q * 8), 8, undefined, { hctx: 1 - q })).equals(pattern(4096, portId * 10 + q))).toBe(true);
+      for (let q = 0; q < 2; q++) await ns.write(q * 8, pattern(4096, portId * 10 + q), { hctx: q });
+      for (let q = 0; q < 2; q++) expect((await ns.read(q * 8, 8, undefined, { hctx: 1 - q })).equals(pattern(4096, portId * 10 + q))).toBe(true);
       const cntlid = c.cntlid;
       const info = t.listControllers().find((x) => x.subnqn === NQN && x.cntlid === cntlid) as ControllerInfo;
       return info.queues.filter((q) => q.qid > 0).map((q) => q.worker as number);

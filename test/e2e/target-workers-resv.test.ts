@@ -69,8 +69,8 @@ async function reportOn(c: Controller, hctx: number): Promise<ReturnType<typeof 
   await c.execIo(() => ({ sqe, c2h: buf, timeoutMs: 5000 }), { write: false, hctx });
   return decodeResvStatus(buf, true);
 }
-const write = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).write(0n, block, { hctx });
-const read = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).read(0n, 1, undefined, { hctx });
+const write = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).write(0, block, { hctx });
+const read = (c: Controller, hctx: number): Promise<unknown> => c.namespace(1).read(0, 1, undefined, { hctx });
 
 function workersOf(t: TargetService, hostnqn: string): Array<number | undefined> {
   return t.listControllers().filter((c) => c.hostnqn === hostnqn).flatMap((c) => c.queues.filter((q) => q.qid > 0).map((q) => q.worker));
@@ -133,7 +133,7 @@ describe('target workers: reservations', () => {
     t.setFaults(NQN, { commandLatencyUs: 400_000 });
     try {
       await new Promise((r) => setTimeout(r, 200)); // the faults reach the workers
-      const queued = [0, 1, 2, 3].map((i) => sc(a.namespace(1).write(BigInt(i), block)));
+      const queued = [0, 1, 2, 3].map((i) => sc(a.namespace(1).write(i, block)));
       await new Promise((r) => setTimeout(r, 50));
       expect(await sc(b.namespace(1).reservation.acquire({ crkey: KEY_B, rtype: 2, racqa: 2, prkey: KEY_A }))).toBe(0);
       expect(await Promise.all(queued)).toEqual([PREEMPT_ABORTED, PREEMPT_ABORTED, PREEMPT_ABORTED, PREEMPT_ABORTED]);
@@ -216,12 +216,12 @@ describe('target workers: masking', () => {
     // Held from before the detach: the host's rescan drops namespace 2, but this handle still sends commands, which is
     // what a host that ignores the notice would do.
     const ns2 = a.namespace(2);
-    await ns2.write(0n, data);
+    await ns2.write(0, data);
     const changed = new Promise<void>((resolve) => a.once('namespacesChanged', () => resolve()));
     t.detachNamespaceHost(NQN, 2, HOST_A);
     await changed;
-    expect(await sc(ns2.read(0n, 8, undefined, { hctx: 0 }))).toBe(Status.INVALID_NS);
-    expect(await sc(ns2.read(0n, 8, undefined, { hctx: 1 }))).toBe(Status.INVALID_NS);
-    expect((await b.namespace(2).read(0n, 8)).equals(data)).toBe(true);
+    expect(await sc(ns2.read(0, 8, undefined, { hctx: 0 }))).toBe(Status.INVALID_NS);
+    expect(await sc(ns2.read(0, 8, undefined, { hctx: 1 }))).toBe(Status.INVALID_NS);
+    expect((await b.namespace(2).read(0, 8)).equals(data)).toBe(true);
   }, 60_000);
 });

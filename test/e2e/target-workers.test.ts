@@ -81,7 +81,7 @@ async function verifiedIo(cs: Controller[], round: number): Promise<void> {
     for (const nsid of [1, 2]) {
       const ns = c.namespace(nsid);
       for (let q = 0; q < 4; q++) {
-        const lba = BigInt((i * 4 + q) * blocks);
+        const lba = (i * 4 + q) * blocks;
         await ns.write(lba, pattern(blocks * 512, round * 1000 + i * 10 + q + nsid), { hctx: q % 2 });
       }
     }
@@ -91,7 +91,7 @@ async function verifiedIo(cs: Controller[], round: number): Promise<void> {
       const ns = c.namespace(nsid);
       for (let i = 0; i < cs.length; i++) {
         for (let q = 0; q < 4; q++) {
-          const got = await ns.read(BigInt((i * 4 + q) * blocks), blocks, undefined, { hctx: (q + 1) % 2 });
+          const got = await ns.read((i * 4 + q) * blocks, blocks, undefined, { hctx: (q + 1) % 2 });
           expect(got.equals(pattern(blocks * 512, round * 1000 + i * 10 + q + nsid)), `ns ${nsid} region ${i}/${q}`).toBe(true);
         }
       }
@@ -166,14 +166,14 @@ describe('target workers: placement, shared namespaces and controller-wide state
       await t.addNamespace(NQN, { nsid: 3, backend: { type: 'ram', size: '2M' } });
       for (const a of added) expect(await a).toEqual([3]);
       const data = pattern(8192, 77);
-      await cs[0]?.namespace(3).write(5n, data);
-      for (const c of cs) expect((await c.namespace(3).read(5n, 16)).equals(data)).toBe(true);
+      await cs[0]?.namespace(3).write(5, data);
+      for (const c of cs) expect((await c.namespace(3).read(5, 16)).equals(data)).toBe(true);
 
       const ana = cs.map((c) => waitFor<AsyncEvent>('ANA AEN', (r) => c.on('aen', (e) => e.info === 0x03 && r(e))));
       t.setAnaState(1, 1, 'inaccessible');
       for (const a of ana) expect(await a).toMatchObject({ type: 2, info: 0x03, lid: 0x0c });
       // The workers apply the ANA state to I/O (nvmet_check_ana_state): reads now fail with ANA Inaccessible.
-      const err = (await cs[1]?.namespace(1).read(0n, 1).then(() => undefined, (e: unknown) => e)) as { status?: number } | undefined;
+      const err = (await cs[1]?.namespace(1).read(0, 1).then(() => undefined, (e: unknown) => e)) as { status?: number } | undefined;
       expect(err?.status).toBe(0x302);
       t.setAnaState(1, 1, 'optimized');
       await sleep(100);
@@ -239,12 +239,12 @@ describe('target workers: placement, shared namespaces and controller-wide state
       const ns = c.namespace(1);
       const small = Array.from({ length: 96 }, (_, i) => pattern(4096, 7000 + i));
       const big = Array.from({ length: 4 }, (_, i) => pattern(256 * 1024, 8000 + i));
-      await ns.write(0n, Buffer.concat(small));
-      for (const [i, b] of big.entries()) await ns.write(BigInt(1024 + i * 512), b);
+      await ns.write(0, Buffer.concat(small));
+      for (const [i, b] of big.entries()) await ns.write(1024 + i * 512, b);
       for (let round = 0; round < 3; round++) {
         const reads = [
-          ...small.map((_, i) => ns.read(BigInt(i * 8), 8)),
-          ...big.map((_, i) => ns.read(BigInt(1024 + i * 512), 512)),
+          ...small.map((_, i) => ns.read(i * 8, 8)),
+          ...big.map((_, i) => ns.read(1024 + i * 512, 512)),
         ];
         const got = await Promise.all(reads);
         for (const [i, b] of small.entries()) expect(got[i]?.equals(b), `4 KiB block ${i}, round ${round}`).toBe(true);
@@ -252,7 +252,7 @@ describe('target workers: placement, shared namespaces and controller-wide state
       }
       t.setFaults(NQN, { commandLatencyUs: 3000 });
       try {
-        const got = await Promise.all(small.slice(0, 24).map((_, i) => ns.read(BigInt(i * 8), 8)));
+        const got = await Promise.all(small.slice(0, 24).map((_, i) => ns.read(i * 8, 8)));
         for (const [i, b] of got.entries()) expect(b.equals(small[i] as Buffer), `delayed block ${i}`).toBe(true);
       } finally {
         t.setFaults(NQN, {});
@@ -276,10 +276,10 @@ describe('target workers: read caches with three workers (every pair linked, als
   });
 
   /** Each round: every worker caches the block, then one writes it; every worker must read the new bytes. */
-  async function rounds(c: Controller, base: bigint, tag: number): Promise<void> {
+  async function rounds(c: Controller, base: number, tag: number): Promise<void> {
     const ns = c.namespace(1);
     for (let i = 0; i < 12; i++) {
-      const b = base + BigInt(i) * 8n;
+      const b = base + i * 8;
       await ns.write(b, pattern(4096, tag + i), { hctx: 0 });
       for (const hctx of [0, 1, 2]) expect((await ns.read(b, 8, undefined, { hctx })).equals(pattern(4096, tag + i))).toBe(true);
       const next = pattern(4096, tag + 100 + i);
@@ -292,14 +292,14 @@ describe('target workers: read caches with three workers (every pair linked, als
     let c = await host(port, HOST_A, { nr_io_queues: 3 });
     try {
       expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(3);
-      await rounds(c, 0n, 2000);
+      await rounds(c, 0, 2000);
       await c.disconnect();
       process.kill(t.workers()[1]?.pid as number, 'SIGKILL');
       await until('worker 1 restarted', () => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000);
       c = await host(port, HOST_A, { nr_io_queues: 3 });
       expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(3);
-      await rounds(c, 0n, 3000);
-      await rounds(c, 8192n, 4000);
+      await rounds(c, 0, 3000);
+      await rounds(c, 8192, 4000);
       for (const w of t.workers()) expect(w.invalidations.relayed, `worker ${w.index}: nothing relayed`).toBe(0);
     } finally {
       await c.disconnect();
@@ -335,7 +335,7 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       expect(new Set(w).size, `queues on both workers: ${JSON.stringify(w)}`).toBe(2);
       const ns = c.namespace(1);
       // 512-byte LBAs; the cache's 1 MiB pieces meet at LBA 2048, its 4 KiB blocks every 8 LBAs.
-      const lba = 2040n;
+      const lba = 2040;
       const n = 16;
       const expectRead = async (want: Buffer, why: string): Promise<void> => {
         for (const hctx of [0, 1]) expect((await ns.read(lba, n, undefined, { hctx })).equals(want), `${why}, read on hctx ${hctx}`).toBe(true);
@@ -346,16 +346,16 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       // One 512-byte LBA inside a cached 4 KiB block, from either side.
       for (const [i, hctx] of [[7, 1], [8, 0], [3, 0], [12, 1]] as const) {
         const one = pattern(512, 100 + i);
-        await ns.write(lba + BigInt(i), one, { hctx });
+        await ns.write(lba + i, one, { hctx });
         one.copy(want, i * 512);
         await expectRead(want, `partial block LBA +${i} written on hctx ${hctx}`);
       }
-      await ns.writeZeroes(lba + 6n, 4, {}, { hctx: 1 });
+      await ns.writeZeroes(lba + 6, 4, {}, { hctx: 1 });
       want.fill(0, 6 * 512, 10 * 512);
       await expectRead(want, 'Write Zeroes across the piece edge');
       // Alternating sides, each read right after the other side's write completed.
       for (let i = 0; i < 40; i++) {
-        const b = BigInt((i * 37) % 1024) * 8n;
+        const b = ((i * 37) % 1024) * 8;
         const data = pattern(4096, 500 + i);
         await ns.write(b, data, { hctx: i % 2 });
         expect((await ns.read(b, 8, undefined, { hctx: (i + 1) % 2 })).equals(data), `block ${b} round ${i}`).toBe(true);
@@ -378,15 +378,15 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       const inv = (): { direct: number; relayed: number; unasked: number } => t.workers()[x]?.invalidations ?? { direct: -1, relayed: -1, unasked: -1 };
       await sleep(450); // two report intervals: the figures below start from this one
       const base = inv();
-      const lbas = Array.from({ length: 10 }, (_, i) => 12288n + BigInt(i) * 200n);
+      const lbas = Array.from({ length: 10 }, (_, i) => 12288 + i * 200);
       for (const [i, lba] of lbas.entries()) await c1.namespace(1).write(lba, pattern(4096, 1100 + i));
       await until('the writer reported its unasked writes', () => inv().unasked >= base.unasked + 10);
       expect(inv().direct, 'no batch went to the other worker').toBe(base.direct);
       expect(inv().relayed).toBe(base.relayed);
       for (const [i, lba] of lbas.entries()) expect((await reader.namespace(1).read(lba, 8)).equals(pattern(4096, 1100 + i)), `LBA ${lba}`).toBe(true);
       // The reader holds pieces 6 and 7 now: the next write there must drop its copy first.
-      await c1.namespace(1).write(lbas[3] as bigint, pattern(4096, 1200));
-      expect((await reader.namespace(1).read(lbas[3] as bigint, 8)).equals(pattern(4096, 1200))).toBe(true);
+      await c1.namespace(1).write(lbas[3] as number, pattern(4096, 1200));
+      expect((await reader.namespace(1).read(lbas[3] as number, 8)).equals(pattern(4096, 1200))).toBe(true);
       await until('the writer reported a direct batch', () => inv().direct >= base.direct + 1);
       expect(inv().unasked).toBe(base.unasked + 10);
     } finally {
@@ -404,7 +404,7 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(2);
       const ns = c.namespace(1);
       for (let i = 0; i < 20; i++) {
-        const b = 4096n + BigInt(i) * 8n;
+        const b = 4096 + i * 8;
         const old = pattern(4096, 700 + i);
         await ns.write(b, old, { hctx: 0 });
         for (const hctx of [0, 1]) expect((await ns.read(b, 8, undefined, { hctx })).equals(old)).toBe(true);
@@ -425,7 +425,7 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       const nsA = a.namespace(1);
       const nsP = p.namespace(1);
       for (let i = 0; i < 6; i++) {
-        const lba = BigInt(4096 + i * 64);
+        const lba = 4096 + i * 64;
         const old = pattern(8192, 900 + i);
         await nsA.write(lba, old, { hctx: i % 2 });
         // Both workers cache the old bytes, then the primary overwrites them.
@@ -461,7 +461,7 @@ describe('target workers: faults and lifecycle', () => {
         let i = 0;
         while (run) {
           const data = pattern(4096, i);
-          const lba = BigInt((i % 64) * 8);
+          const lba = (i % 64) * 8;
           try {
             await ns?.write(lba, data);
             const back = await ns?.read(lba, 8);
@@ -480,8 +480,8 @@ describe('target workers: faults and lifecycle', () => {
       // The hit host reconnects (new controller) and its I/O works again, served by a worker.
       await until('host B reconnected', () => cs[1]?.state === 'live' && t.listControllers().some((x) => x.hostnqn === HOST_B && x.queues.filter((q) => q.qid > 0).length === 2), 30_000);
       const d = pattern(4096, 4242);
-      await cs[1]?.namespace(1).write(900n, d);
-      expect((await cs[1]?.namespace(1).read(900n, 8))?.equals(d)).toBe(true);
+      await cs[1]?.namespace(1).write(900, d);
+      expect((await cs[1]?.namespace(1).read(900, 8))?.equals(d)).toBe(true);
       const before = ios;
       await until('more I/O after the restart', () => ios > before + 20);
       run = false;
@@ -499,7 +499,7 @@ describe('target workers: faults and lifecycle', () => {
     const pids = t.workers().map((w) => w.pid as number);
     const c = await host(port, HOST_A);
     const data = pattern(65536, 9);
-    await c.namespace(2).write(64n, data);
+    await c.namespace(2).write(64, data);
     await c.disconnect();
     await t.stop();
     for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();

@@ -59,7 +59,7 @@ function pattern(n: number, seed: number): Buffer {
 
 async function verify(c: Controller, seed: number): Promise<void> {
   const ns = c.namespace(1);
-  for (const [lba, len, hctx] of [[0n, 4096, 0], [64n, 131072, 1]] as const) {
+  for (const [lba, len, hctx] of [[0, 4096, 0], [64, 131072, 1]] as const) {
     const data = pattern(len, seed + Number(lba));
     await ns.write(lba, data, { hctx });
     expect((await ns.read(lba, len / 512, undefined, { hctx: 1 - hctx })).equals(data)).toBe(true);

@@ -59,8 +59,8 @@ function pattern(n: number, seed: number): Buffer {
 async function verify(c: Controller, seed: number): Promise<void> {
   const ns = c.namespace(1);
   // Each seed writes its own 1 MiB region: two hosts verifying at once must not overwrite each other's blocks.
-  const base = BigInt((seed % 4) * 2048);
-  for (const [lba, len, hctx] of [[base, 4096, 0], [base + 64n, 131072, 1]] as const) {
+  const base = (seed % 4) * 2048;
+  for (const [lba, len, hctx] of [[base, 4096, 0], [base + 64, 131072, 1]] as const) {
     const data = pattern(len, seed + Number(lba));
     await ns.write(lba, data, { hctx });
     expect((await ns.read(lba, len / 512, undefined, { hctx: 1 - hctx })).equals(data)).toBe(true);

@@ -52,14 +52,14 @@ describe(`initiator ↔ Linux ${labKernel()} kernel nvmet (qemu lab)`, () => {
         const ns = c.namespaces[0];
         expect(ns).toBeDefined();
         if (ns === undefined) return;
-        let lba = 0n;
+        let lba = 0;
         for (const size of [4096, 8192, 16384, 65536, 131072, 524288, 1 << 20]) {
           const data = pattern(size, size ^ (digests ? 0x5a5a : 0));
           const blocks = size / ns.blockSize;
           await ns.write(lba, data, { hctx: size % 2 });
           const back = await ns.read(lba, blocks, undefined, { hctx: 1 });
           expect(back.equals(data), `${size} bytes at lba ${lba}`).toBe(true);
-          lba += BigInt(blocks);
+          lba += blocks;
         }
         const info = c.queueInfo();
         expect(info.every((q) => q.errors === 0 && q.inFlight === 0)).toBe(true);

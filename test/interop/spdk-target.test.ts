@@ -209,7 +209,7 @@ class PduTap {
 
 /** Writes SIZES back to back through alternating hctxs and reads each back through another; returns the I/O count. */
 async function verifySizes(ns: Namespace, queues: number, seed: number): Promise<number> {
-  let lba = 0n;
+  let lba = 0;
   let i = 0;
   for (const size of SIZES) {
     const data = pattern(size, seed ^ size ^ ns.blockSize);
@@ -217,7 +217,7 @@ async function verifySizes(ns: Namespace, queues: number, seed: number): Promise
     await ns.write(lba, data, { hctx: i % queues });
     const back = await ns.read(lba, blocks, undefined, { hctx: (i + 1) % queues });
     expect(back.equals(data), `${size} bytes at lba ${lba} (block size ${ns.blockSize})`).toBe(true);
-    lba += BigInt(blocks);
+    lba += blocks;
     i++;
   }
   return 2 * i;
@@ -330,7 +330,7 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
       const before = new Map(info.map((q) => [q.qid, q.completed]));
       // Written through one hctx's rotor and read back through it: each block goes out on one queue, back on the other.
       for (const h of [0, 1]) {
-        const writes = Array.from({ length: 8 }, (_, i) => ({ lba: BigInt((h * 8 + i) * 64), data: pattern(32768, h * 100 + i) }));
+        const writes = Array.from({ length: 8 }, (_, i) => ({ lba: (h * 8 + i) * 64, data: pattern(32768, h * 100 + i) }));
         for (const w of writes) await ns.write(w.lba, w.data, { hctx: h });
         for (const w of writes) expect((await ns.read(w.lba, 64, undefined, { hctx: h })).equals(w.data)).toBe(true);
       }
@@ -361,7 +361,7 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
         { size: 2 * icd, inCapsule: false },
         { size: 1 << 20, inCapsule: false },
       ];
-      let lba = 0n;
+      let lba = 0;
       for (const k of cases) {
         const mark = tap.pdus.length;
         const data = pattern(k.size, k.size);
@@ -397,7 +397,7 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
         expect(c2h.reduce((n, p) => n + p.head.readUInt32LE(16), 0)).toBe(k.size);
         expect(c2h.filter((p) => (p.flags & F.SUCCESS) !== 0).length).toBe(tr.c2h_success ? commands : 0);
         expect(tap.since(mark2).filter((p) => p.type === PDU.CAPSULE_RESP).length).toBe(tr.c2h_success ? 0 : commands);
-        lba += BigInt(k.size / ns.blockSize);
+        lba += k.size / ns.blockSize;
       }
       // Connect (NVMe-oF 1.1 §3.3): CATTR bit 2 (disable SQ flow control) clear on both queues.
       const connects = tap.pdus.filter((p) => p.type === PDU.CAPSULE_CMD && p.head[8] === 0x7f && p.head[8 + 4] === 0x01);
@@ -417,12 +417,12 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
         for (const [size, inCapsule] of [[8192, true], [8704, false], [1 << 20, false]] as const) {
           const mark = tap.pdus.length;
           const data = pattern(size, size + 1);
-          await ns.write(64n, data);
+          await ns.write(64, data);
           const cmds = tap.since(mark).filter((p) => p.type === PDU.CAPSULE_CMD);
           expect(cmds.length).toBe(Math.ceil(size / 262144));
           expect(cmds.map(dataLength)).toEqual(cmds.map(() => (inCapsule ? size : 0)));
           expect(tap.since(mark).filter((p) => p.type === PDU.R2T).length).toBe(inCapsule ? 0 : cmds.length);
-          expect((await ns.read(64n, size / 512)).equals(data)).toBe(true);
+          expect((await ns.read(64, size / 512)).equals(data)).toBe(true);
         }
       } finally {
         await c?.disconnect().catch(() => undefined);
@@ -469,7 +469,7 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
         const done = (): number[] => [a, b].map((c) => c.queueInfo().reduce((n, q) => n + q.completed, 0));
         const before = done();
         // 16 writes in flight at once, then 16 reads: queue-depth sends each to the path with fewer in flight.
-        const blocks = Array.from({ length: 16 }, (_, i) => ({ lba: BigInt(i * 128), data: pattern(65536, ++seed) }));
+        const blocks = Array.from({ length: 16 }, (_, i) => ({ lba: i * 128, data: pattern(65536, ++seed) }));
         await Promise.all(blocks.map((x) => mp.write(x.lba, x.data)));
         const back = await Promise.all(blocks.map((x) => mp.read(x.lba, 128)));
         back.forEach((d, i) => expect(d.equals(blocks[i]?.data as Buffer), `${iopolicy} block ${i}`).toBe(true));
@@ -553,7 +553,7 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
       const c = await connect(tls({ trsvcid: tap.port }));
       ctrls.push(c);
       const ns = c.namespace(1);
-      for (const [lba, size] of [[0n, 4096], [64n, 131072], [512n, 1 << 20]] as const) {
+      for (const [lba, size] of [[0, 4096], [64, 131072], [512, 1 << 20]] as const) {
         const data = pattern(size, size ^ 0x715);
         await ns.write(lba, data);
         expect((await ns.read(lba, size / 512)).equals(data)).toBe(true);
@@ -602,8 +602,8 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
         expect(spdk.every((a) => a?.state === 'completed' && a.digest === spdk[0]?.digest && a.dhgroup === spdk[0]?.dhgroup), JSON.stringify(spdk)).toBe(true);
         expect(c.authInfo).toEqual({ hash: `hmac(${spdk[0]?.digest})`, dhgroup: spdk[0]?.dhgroup, bidirectional });
         const data = pattern(65536, bidirectional ? 1 : 2);
-        await c.namespace(1).write(256n, data);
-        expect((await c.namespace(1).read(256n, 128)).equals(data)).toBe(true);
+        await c.namespace(1).write(256, data);
+        expect((await c.namespace(1).read(256, 128)).equals(data)).toBe(true);
       });
     }
 
@@ -696,18 +696,18 @@ describe('initiator → SPDK v26.05 nvmf_tgt', () => {
       await step('reg2', n2.reservation.register({ nrkey: K2 }));
       await step('acq1-we', n1.reservation.acquire({ crkey: K1, rtype: ResvType.WRITE_EXCLUSIVE }));
       await step('acq2-busy', n2.reservation.acquire({ crkey: K2, rtype: ResvType.WRITE_EXCLUSIVE }));
-      await step('write2-we', n2.write(0n, block));
-      await step('read2-we', n2.read(0n, 1));
-      await step('write1-we', n1.write(0n, block));
+      await step('write2-we', n2.write(0, block));
+      await step('read2-we', n2.read(0, 1));
+      await step('write1-we', n1.write(0, block));
       reports.push(await report());
       await step('acq1-wrong-key', n1.reservation.acquire({ crkey: 0xbadn, rtype: ResvType.WRITE_EXCLUSIVE }));
       await step('rel1-wrong-type', n1.reservation.release({ crkey: K1, rtype: ResvType.EXCLUSIVE_ACCESS }));
       await step('report-no-eds', n1.reservation.report({ eds: false }));
       await step('pre2', n2.reservation.acquire({ racqa: 1, crkey: K2, prkey: K1, rtype: ResvType.WRITE_EXCLUSIVE }));
-      await step('write1-preempted', n1.write(0n, block));
+      await step('write1-preempted', n1.write(0, block));
       reports.push(await report());
       await step('clear2', n2.reservation.release({ rrela: 1, crkey: K2 }));
-      await step('write1-cleared', n1.write(0n, block));
+      await step('write1-cleared', n1.write(0, block));
       reports.push(await report());
       for (const c of ctrls.splice(0)) await c.disconnect();
       return { statuses, reports };

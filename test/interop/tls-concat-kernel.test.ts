@@ -141,7 +141,7 @@ describe('secure channel concatenation: our initiator (concat) → Linux 7.x nvm
     try {
       expect(c.authInfo).toMatchObject({ hash: 'hmac(sha256)' });
       const ns = c.namespace(1);
-      for (const [lba, len] of [[0n, 4096], [64n, 131072]] as const) {
+      for (const [lba, len] of [[0, 4096], [64, 131072]] as const) {
         const data = Buffer.alloc(len);
         for (let i = 0; i < len; i++) data[i] = (i * 17 + Number(lba)) & 0xff;
         await ns.write(lba, data);

@@ -173,7 +173,7 @@ describe('TLS: our initiator → Linux nvmet with a TLS-required port (tlshd ser
     try {
       const ns = c.namespace(1);
       // nvmet's file backend on tmpfs reports 4096-byte blocks: count in the namespace's own block size.
-      for (const [lba, len] of [[0n, 4096], [64n, 131072]] as const) {
+      for (const [lba, len] of [[0, 4096], [64, 131072]] as const) {
         const data = Buffer.alloc(len);
         for (let i = 0; i < len; i++) data[i] = (i * 13 + Number(lba)) & 0xff;
         await ns.write(lba, data);

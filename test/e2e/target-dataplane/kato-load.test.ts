@@ -56,10 +56,10 @@ describe('keep-alive with 64 busy queues', () => {
     const end = Date.now() + 1600;
     const worker = async (hctx: number): Promise<void> => {
       const buf = Buffer.allocUnsafe(4096);
-      let lba = BigInt(hctx * 1024);
+      let lba = hctx * 1024;
       while (!stop && Date.now() < end) {
         await ns.read(lba, 8, buf, { hctx });
-        lba += 8n;
+        lba += 8;
         ios++;
       }
     };
