@@ -1,21 +1,22 @@
 // TargetService: the one management surface (config load, CLI and HTTP API all call it). It owns the core registry
-// and the TCP listeners and translates config objects into core objects.
+// and the TCP listeners; its parts each keep one concern (target/service/): host keys, persisted reservations, config
+// checks and backends, replication to worker processes, and the read views.
 import pino, { type Logger } from 'pino';
-import { Buffer } from 'node:buffer';
-import { DNR, InvalidArgumentError, Status, formatUuid, validateNqn, validateNvmetName } from '../protocol/index.js';
-import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from './backend/index.js';
-import { nqnWarning } from './config/schema.js';
-import { parseSize } from './config/size.js';
-import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../protocol/auth/index.js';
-import { DEFAULT_HKDF_ENCODING, TlsKeyError, deriveConcatTlsPsk, parseTlsKey } from '../protocol/tls/index.js';
+import { InvalidArgumentError, formatUuid, validateNqn } from '../protocol/index.js';
+import type { NamespaceBackend } from './backend/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
-import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from './core/auth.js';
-import { CNTLID_MAX, CNTLID_MIN, CorePort, LATENCY_BOUNDS_US, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, runResvCommand, type QueueCounters } from './core/index.js';
-import type { NamespaceCounters } from './core/namespace.js';
-import { TcpListener, TlsKeyStore, type TlsStats } from './transport/tcp/index.js';
-import { ShmBackend, WorkerPool, isPlacement, PLACEMENTS, type NsOpen, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from './workers/index.js';
+import type { AuthStats, HostAuthView } from './core/auth.js';
+import { CorePort, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
 import type { PersistedResv } from './core/reservation.js';
-import { loadResvState, resvStateKey, saveResvState } from './resv-state.js';
+import { TcpListener, type TlsStats } from './transport/tcp/index.js';
+import { isPlacement, PLACEMENTS, type Placement, type WorkerView } from './workers/index.js';
+import { checkCntlidRange, checkMaskHost, checkName, checkNamespace, checkPort, checkSubsystem, openBackend, sameJson, workerCache } from './service/config-translation.js';
+import { HostKeys } from './service/keys.js';
+import { debugCounts, listControllers, targetStats, type ControllerInfo, type DebugCounts, type TargetStats } from './service/reports.js';
+import { Replication } from './service/replication.js';
+import { ReservationStore } from './service/reservations-store.js';
+
+export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './service/reports.js';
 
 export interface TargetServiceOptions {
   logger?: Logger;
@@ -45,80 +46,11 @@ export interface BoundPort {
   port: number;
 }
 
-export interface QueueInfo extends QueueCounters {
-  qid: number;
-  peer: string;
-  state: string;
-  inFlight: number;
-  sqsize: number;
-  /** DH-HMAC-CHAP state of the queue when its host must authenticate (no key material). */
-  auth?: { state: string; authenticated: boolean; hash?: string; dhgroup?: string; bidirectional?: boolean };
-  /** The queue's connection is a TLS 1.3 session (TP 8011). */
-  tls?: boolean;
-  /** Worker process serving this I/O queue (workers > 1); absent: this process (admin queues, authenticated hosts). */
-  worker?: number;
-}
-
-export interface ControllerInfo {
-  cntlid: number;
-  subnqn: string;
-  hostnqn: string;
-  hostid: string;
-  kato: number;
-  discovery: boolean;
-  portId: number;
-  /** Epoch ms of the last Keep Alive command, or null if none came yet. */
-  lastKeepAlive: number | null;
-  /**
-   * Epoch ms of the last command on any of its queues, or null. The target advertises TBKAS (CTRATT bit 6), so
-   * any command also keeps the controller alive: the Linux host skips Keep Alive while I/O flows.
-   */
-  lastCommand: number | null;
-  queues: QueueInfo[];
-}
-
-/** Latency of one opcode from capsule receipt to completion (nvme_tcp_command_latency_seconds). */
-export interface LatencyStats {
-  /** Upper bucket bounds in µs (log-spaced 10 µs .. 100 ms). */
-  boundsUs: readonly number[];
-  /** Per bucket, not cumulative: counts[i] is commands in (boundsUs[i-1], boundsUs[i]]; one extra last +Inf bucket. */
-  counts: readonly number[];
-  sumUs: number;
-  count: number;
-}
-
-export interface NamespaceStats extends NamespaceCounters {
-  nsid: number;
-}
-
-export interface TargetStats {
-  subsystems: Record<string, { controllers: number; opcodes: Record<string, number>; latency: Record<string, LatencyStats>; namespaces: NamespaceStats[] }>;
-  pduErrorsByFes: Record<string, number>;
-  dataDigestErrors: number;
-  katoExpiries: number;
-  /** rejected: closed at accept because the port's maxConnections was reached. */
-  connections: { accepted: number; active: number; rejected: number };
-  connects: { ok: number; failed: number };
-  /** TLS handshakes on TLS ports (TP 8011). */
-  tls?: { handshakesOk: number; handshakesFailed: number };
-}
-
-/** Leak-counting view of the live object graph (reliability tests compare it before and after faults). */
-export interface DebugCounts {
-  /** Live controllers, discovery controllers included. */
-  controllers: number;
-  /** Queues bound to those controllers (admin + I/O). */
-  queues: number;
-  /** Accepted TCP connections not yet closed, in any state (waiting for ICReq/Connect included). */
-  connections: number;
-  /** Connections not yet bound to a controller (no ICReq or no Connect yet). */
-  unboundConnections: number;
-  /** Commands received and not completed, AERs excluded (they stay posted by design). */
-  pendingRequests: number;
-  /** Posted Asynchronous Event Requests. */
-  aersPosted: number;
-  /** Node handles of this process by type (TCPSocketWrap, Timeout, FSReqCallback, ...). */
-  handles: Record<string, number>;
+export interface BoundPort {
+  id: number;
+  addr: string;
+  /** Actual TCP port (differs from the config when it asked for 0). */
+  port: number;
 }
 
 export class TargetService {
@@ -126,39 +58,28 @@ export class TargetService {
   readonly #listeners = new Map<number, TcpListener>();
   readonly #log: Logger;
   readonly #icReqTimeoutMs: number;
-  /** Host entries as configured (with their secrets), for getConfig({ includeSecrets: true }) / write-back. */
-  readonly #hostConfigs = new Map<string, HostConfig>();
-  /** TLS PSKs by host (TP 8011), shared by every TLS port, and the entries as configured for getConfig. */
-  readonly #tlsKeys = new TlsKeyStore();
-  readonly #tlsHosts = new Map<string, Pick<HostConfig, 'tlsKey' | 'tlsHkdf'>>();
+  readonly #keys: HostKeys;
+  readonly #resv: ReservationStore;
+  readonly #workers: Replication;
+  #placement: Placement;
   #stopped = false;
   #nsChain: Promise<void> = Promise.resolve();
-  readonly #workerCount: number;
-  #placement: Placement;
-  readonly #workerEntry: string | undefined;
-  #pool: WorkerPool | undefined;
-  #poolStart: Promise<void> | undefined;
-  readonly #resvPath: string | undefined;
-  /** Persisted reservations by resvStateKey: what is on disk (PTPL on), plus entries for namespaces not yet added. */
-  readonly #resvState: Map<string, PersistedResv>;
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#icReqTimeoutMs = Math.max(1, Math.round((opts.icReqTimeoutS ?? 10) * 1000));
     this.#core = new TargetCore(this.#log);
-    this.#core.onGeneratedPsk = (e) => this.#installGeneratedPsk(e);
+    this.#keys = new HostKeys(this.#core, this.#log);
     // NVME_TCP_TARGET_WORKERS / NVME_TCP_TARGET_PLACEMENT: defaults for services that set neither (lets a whole
     // suite, e.g. test/interop, run against workers without changing its code).
     const envWorkers = process.env.NVME_TCP_TARGET_WORKERS;
     const n = opts.workers ?? (envWorkers !== undefined && envWorkers !== '' ? Number(envWorkers) : 1);
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('workers', `${String(n)} is not a worker count; use an integer >= 1`);
-    this.#workerCount = n;
     const p = opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue');
     if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
     this.#placement = p;
-    this.#workerEntry = opts.workerEntry;
-    this.#resvPath = opts.resvStatePath;
-    this.#resvState = this.#resvPath === undefined ? new Map() : loadResvState(this.#resvPath);
+    this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
+    this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
   }
 
   /**
@@ -166,28 +87,12 @@ export class TargetService {
    * worker cannot start, with none left running.
    */
   async startWorkers(): Promise<void> {
-    if (this.#workerCount <= 1 || this.#stopped) return;
-    if (this.#poolStart === undefined) {
-      const pool = new WorkerPool({
-        count: this.#workerCount,
-        placement: this.#placement,
-        logger: this.#log,
-        logLevel: this.#log.level,
-        state: () => this.#workerState(),
-        resvCommand: (m) => this.#forwardedResv(m.nqn, m.nsid, m.hostid, m.opcode, m.cdw10, m.data),
-        ...(this.#workerEntry !== undefined ? { entry: this.#workerEntry } : {}),
-      });
-      this.#poolStart = pool.start().then(() => {
-        this.#pool = pool;
-        this.#log.info({ workers: pool.count, placement: pool.placement }, 'worker processes ready');
-      });
-    }
-    await this.#poolStart;
+    if (!this.#stopped) await this.#workers.start();
   }
 
   /** Worker processes (empty with workers 1): state, queues, CPU, I/Os, bytes, event-loop lag. */
   workers(): WorkerView[] {
-    return this.#pool?.workers() ?? [];
+    return this.#workers.workers();
   }
 
   get placement(): Placement {
@@ -198,7 +103,8 @@ export class TargetService {
   setPlacement(p: string): void {
     if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
     this.#placement = p;
-    if (this.#pool !== undefined) this.#pool.placement = p;
+    const pool = this.#workers.pool;
+    if (pool !== undefined) pool.placement = p;
   }
 
   /**
@@ -209,90 +115,12 @@ export class TargetService {
     const port = this.#port(portId);
     if (p !== null && !isPlacement(p)) throw new InvalidArgumentError('ports.placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}, or null for the target-wide one`);
     port.placement = p ?? undefined;
-    this.#pool?.setPortPlacement(portId, port.placement);
+    this.#workers.pool?.setPortPlacement(portId, port.placement);
   }
 
   /** Every port's own placement (null: none) and the one its new queues get. */
   portPlacements(): { portId: number; placement: Placement | null; effective: Placement }[] {
     return [...this.#core.ports.values()].map((p) => ({ portId: p.id, placement: p.placement ?? null, effective: p.placement ?? this.#placement }));
-  }
-
-  #portSpec(p: CorePort): PortSpec {
-    return { config: p.snapshot(), anaChangeCount: p.anaChangeCount.toString() };
-  }
-
-  #subsysSpec(sub: Subsystem): SubsysSpec {
-    const { namespaces: _n, ...config } = sub.snapshot();
-    return {
-      config,
-      faults: { ...sub.faults },
-      namespaces: [...sub.namespaces.values()].map((ns) => ({ config: ns.config, enabled: ns.enabled, open: nsOpen(ns) })),
-      resv: [...sub.reservations].map(([nsid, rs]) => [nsid, rs.replica()]),
-    };
-  }
-
-  #workerState(): { ports: PortSpec[]; subsystems: SubsysSpec[] } {
-    return { ports: [...this.#core.ports.values()].map((p) => this.#portSpec(p)), subsystems: [...this.#core.subsystems.values()].map((s) => this.#subsysSpec(s)) };
-  }
-
-  /** Bring the workers' copy of a subsystem in line (before its AENs go out, so a host's next I/O finds it there). */
-  async #syncSubsystem(sub: Subsystem): Promise<void> {
-    if (this.#pool !== undefined && this.#core.subsystems.get(sub.nqn) === sub) await this.#pool.syncSubsystem(this.#subsysSpec(sub));
-  }
-
-  /** A namespace's reservation state changed: keep the file in step when PTPL is (or was) on. */
-  #resvChanged(sub: Subsystem, nsid: number): void {
-    const key = resvStateKey(sub.nqn, nsid);
-    const rs = sub.reservations.get(nsid);
-    if (rs !== undefined && rs.ptpl) this.#resvState.set(key, rs.snapshot());
-    else if (!this.#resvState.delete(key)) return;
-    if (this.#resvPath === undefined) return;
-    try {
-      saveResvState(this.#resvPath, this.#resvState);
-    } catch (err) {
-      this.#log.error({ err, file: this.#resvPath, subnqn: sub.nqn, nsid }, 'saving reservation state failed; it will not survive a restart');
-    }
-  }
-
-  /** The latest replication of each namespace's reservation state to the workers (resolves when all applied it). */
-  readonly #resvSynced = new Map<string, Promise<void>>();
-
-  /** Send a namespace's changed reservation state to every worker; never rejects (a dead worker gets it on restart). */
-  #replicateResv(sub: Subsystem, nsid: number): void {
-    const pool = this.#pool;
-    const rs = sub.reservations.get(nsid);
-    if (pool === undefined || rs === undefined || this.#core.subsystems.get(sub.nqn) !== sub) return;
-    const key = resvStateKey(sub.nqn, nsid);
-    const p = pool.syncResv(sub.nqn, nsid, rs.replica()).catch((err: Error) => {
-      this.#log.error({ err: err.message, subnqn: sub.nqn, nsid }, 'reservation state not applied on a worker');
-    });
-    this.#resvSynced.set(key, p);
-    void p.then(() => {
-      if (this.#resvSynced.get(key) === p) this.#resvSynced.delete(key);
-    });
-  }
-
-  /** A Register / Acquire / Release from a worker queue, run on the one state; the status once every worker has it. */
-  async #forwardedResv(nqn: string, nsid: number, hostidHex: string, opcode: number, cdw10: number, data: string): Promise<number> {
-    const sub = this.#core.subsystems.get(nqn);
-    const ns = sub?.namespaces.get(nsid);
-    if (sub === undefined || ns === undefined || !ns.enabled) return Status.INVALID_NS | DNR;
-    const hostid = Buffer.from(hostidHex, 'hex');
-    const status = runResvCommand(sub.reservation(nsid), hostidHex, hostid, opcode, cdw10, Buffer.from(data, 'base64'));
-    if (status === 0) await sub.resvCommit?.(nsid);
-    return status;
-  }
-
-  /** Bring back a namespace's persisted reservations (target start, or the namespace added again). */
-  #restoreResv(sub: Subsystem, nsid: number): void {
-    const p = this.#resvState.get(resvStateKey(sub.nqn, nsid));
-    if (p === undefined || !p.ptpl) return;
-    try {
-      sub.reservation(nsid).restore(p);
-      this.#log.info({ subnqn: sub.nqn, nsid, rtype: p.rtype, registrants: p.registrants.length }, 'reservations restored (PTPL)');
-    } catch (err) {
-      this.#log.error({ err, subnqn: sub.nqn, nsid }, 'persisted reservation state is malformed; starting without it');
-    }
   }
 
   /** Reservation state of one namespace as the API and ctl show it. */
@@ -317,15 +145,7 @@ export class TargetService {
    * parsed here and never logged or echoed in errors.
    */
   setHostAuth(h: HostConfig): void {
-    this.#checkName('hosts.nqn', 'host', h.nqn);
-    if (h.dhchapKey === undefined) throw new InvalidArgumentError('hosts.dhchapKey', 'is required to enable authentication (use clearHostAuth to disable it)');
-    const auth: HostAuth = { hostKey: parseSecret('hosts.dhchapKey', h.dhchapKey) };
-    if (h.dhchapCtrlKey !== undefined) auth.ctrlKey = parseSecret('hosts.dhchapCtrlKey', h.dhchapCtrlKey);
-    if (h.dhchapHash !== undefined) auth.hashes = namesToIds('hosts.dhchapHash', h.dhchapHash, HASH_NAMES);
-    if (h.dhchapDhgroup !== undefined) auth.dhGroups = namesToIds('hosts.dhchapDhgroup', h.dhchapDhgroup, DH_GROUP_BY_NAME);
-    this.#core.hostAuth.set(h.nqn, auth);
-    this.#hostConfigs.set(h.nqn, { ...h });
-    this.#log.info({ hostnqn: h.nqn, bidirectional: auth.ctrlKey !== undefined }, 'host authentication keys set');
+    this.#keys.setHostAuth(h);
   }
 
   /**
@@ -333,82 +153,45 @@ export class TargetService {
    * connections whose ClientHello identity names this host use it. Parsed here; never logged or echoed in errors.
    */
   setHostTlsKey(h: HostConfig): void {
-    this.#checkName('hosts.nqn', 'host', h.nqn);
-    if (h.tlsKey === undefined) throw new InvalidArgumentError('hosts.tlsKey', 'is required to set a TLS key');
-    let key;
-    try {
-      key = parseTlsKey(h.tlsKey);
-    } catch (e) {
-      if (e instanceof TlsKeyError) throw new InvalidArgumentError('hosts.tlsKey', e.message);
-      throw e;
-    }
-    this.#tlsKeys.set(h.nqn, key, h.tlsHkdf ?? DEFAULT_HKDF_ENCODING);
-    this.#tlsHosts.set(h.nqn, { tlsKey: h.tlsKey, ...(h.tlsHkdf !== undefined ? { tlsHkdf: h.tlsHkdf } : {}) });
-    this.#log.info({ hostnqn: h.nqn, hash: key.hash, hkdf: h.tlsHkdf ?? DEFAULT_HKDF_ENCODING }, 'host TLS key set');
-  }
-
-  /**
-   * Secure channel concatenation (TP 8018): the TLS identities and PSKs of a generated PSK, one per session-key form
-   * (protocol/auth DhchapConcatResult), for the host's reconnect inside TLS. Only SHA-256 is ever negotiated here.
-   */
-  #installGeneratedPsk(e: { hostnqn: string; subnqn: string; hashId: number; scC: number; psks: Buffer[] }): void {
-    const hash = e.hashId === 2 ? 2 : 1;
-    const entries = e.psks.map((p) => {
-      const d = deriveConcatTlsPsk(hash, p, e.hostnqn, e.subnqn);
-      p.fill(0);
-      return d;
-    });
-    this.#tlsKeys.setGenerated(e.hostnqn, e.subnqn, entries);
-    this.#log.info({ hostnqn: e.hostnqn, subnqn: e.subnqn, scC: e.scC, hash: `0${hash}` }, 'secure channel concatenation: generated TLS PSK installed');
+    this.#keys.setHostTlsKey(h);
   }
 
   clearHostTlsKey(hostnqn: string): void {
-    if (!this.#tlsKeys.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no TLS key for ${hostnqn}`);
-    this.#tlsHosts.delete(hostnqn);
-    this.#log.info({ hostnqn }, 'host TLS key cleared');
+    this.#keys.clearHostTlsKey(hostnqn);
   }
 
   /** TLS handshakes completed and failed since start, failures by reason. */
   tlsStats(): TlsStats {
-    const st = this.#tlsKeys.stats;
-    return { handshakesOk: st.handshakesOk, handshakesFailed: st.handshakesFailed, failuresByReason: { ...st.failuresByReason } };
+    return this.#keys.tlsStats();
   }
 
   /** Stop requiring authentication from a host (new controllers only). */
   clearHostAuth(hostnqn: string): void {
-    if (!this.#core.hostAuth.delete(hostnqn)) throw new InvalidArgumentError('hostnqn', `no authentication keys for ${hostnqn}`);
-    this.#hostConfigs.delete(hostnqn);
-    // Generated PSKs came from these keys: new TLS sessions on them end with the keys (open sessions continue).
-    this.#tlsKeys.dropGenerated(hostnqn);
-    this.#log.info({ hostnqn }, 'host authentication keys cleared');
+    this.#keys.clearHostAuth(hostnqn);
   }
 
   /** Hosts with keys, secrets shown as "<redacted>". */
   listHostAuth(): HostAuthView[] {
-    return this.#core.hostAuth.list();
+    return this.#keys.listHostAuth();
   }
 
   /** DH-HMAC-CHAP transactions completed, failed and expired since start. */
   authStats(): AuthStats {
-    return { ...this.#core.hostAuth.stats };
+    return this.#keys.authStats();
   }
 
   async addPort(p: PortConfig): Promise<BoundPort> {
     if (this.#listeners.has(p.id)) throw new InvalidArgumentError('ports.id', `port ${p.id} already exists`);
-    const maxh2c = p.maxH2CData ?? 131072;
-    if (maxh2c < 4096 || maxh2c % 4 !== 0) throw new InvalidArgumentError('ports.maxH2CData', 'must be a multiple of 4 and at least 4096 (NVMe/TCP 1.0 §3.6.2.3)');
-    if ((p.inlineDataSize ?? 16384) % 16 !== 0) throw new InvalidArgumentError('ports.inlineDataSize', 'must be a multiple of 16 (IOCCSZ is in 16-byte units)');
-    if ((p.c2hDataSize ?? 131072) < 512) throw new InvalidArgumentError('ports.c2hDataSize', 'must be at least 512');
-    if (p.tlsConcat === true && (p.tls ?? 'none') === 'none') throw new InvalidArgumentError('ports.tlsConcat', 'needs a TLS port; set tls to "allowed" or "required"');
+    checkPort(p);
     await this.startWorkers();
     const port = new CorePort(p);
-    const pool = this.#pool;
-    if (pool !== undefined) await pool.syncPort(this.#portSpec(port));
+    await this.#workers.replicate({ kind: 'port', port });
+    const pool = this.#workers.pool;
     const tlsMode = p.tls ?? 'none';
     const tls =
       tlsMode === 'none'
         ? undefined
-        : { mode: tlsMode, keys: this.#tlsKeys, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000), ...(p.tlsConcat === true ? { concat: true } : {}) };
+        : { mode: tlsMode, keys: this.#keys.tls, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000), ...(p.tlsConcat === true ? { concat: true } : {}) };
     const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);
@@ -424,7 +207,7 @@ export class TargetService {
     this.#listeners.delete(id);
     this.#core.ports.delete(id);
     const closing = l.close(true);
-    await this.#pool?.removePort(id);
+    await this.#workers.replicate({ kind: 'port-removed', id });
     await closing;
     this.#core.discoveryChanged();
   }
@@ -439,33 +222,22 @@ export class TargetService {
   }
 
   async addSubsystem(s: SubsystemConfig): Promise<void> {
-    // nvmet_subsys_make refuses only the discovery NQNs (and nvmet_subsys_alloc names over 223 bytes).
-    if (s.nqn === WELL_KNOWN_DISCOVERY_NQN || s.nqn === this.#core.uniqueDiscoveryNqn) throw new InvalidArgumentError('subsystems.nqn', 'is a discovery NQN');
-    if (this.#core.subsystems.has(s.nqn)) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn} already exists`);
-    const v = validateNvmetName(s.nqn);
-    if (!v.ok) throw new InvalidArgumentError('subsystems.nqn', `${s.nqn}: ${v.reason}`);
-    for (const h of s.hosts ?? []) {
-      const hv = validateNvmetName(h);
-      if (!hv.ok) throw new InvalidArgumentError('subsystems.hosts', `${h}: ${hv.reason}`);
-    }
-    checkCntlidRange(s.cntlidMin ?? CNTLID_MIN, s.cntlidMax ?? CNTLID_MAX);
-    this.#warnName('subsystem', s.nqn);
-    for (const h of s.hosts ?? []) this.#warnName('host', h);
+    checkSubsystem(this.#log, this.#core, s);
     await this.startWorkers();
     const sub = new Subsystem({ ...s, namespaces: [] });
     sub.onResvChanged = (x, nsid) => {
-      this.#resvChanged(x, nsid);
-      this.#replicateResv(x, nsid);
+      this.#resv.changed(x, nsid);
+      this.#workers.resvChanged(x, nsid);
     };
     // With workers the primary owns the state; a change completes once every worker has it (docs/target.md).
-    if (this.#workerCount > 1) sub.resvCommit = (nsid) => this.#resvSynced.get(resvStateKey(sub.nqn, nsid)) ?? Promise.resolve();
+    sub.resvCommit = this.#workers.resvCommit(sub);
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);
-      await this.#syncSubsystem(sub);
+      await this.#workers.replicate({ kind: 'subsystem', sub });
     } catch (err) {
       this.#core.subsystems.delete(s.nqn);
-      await this.#pool?.removeSubsystem(s.nqn).catch(() => undefined);
+      await this.#workers.replicate({ kind: 'subsystem-removed', nqn: s.nqn }).catch(() => undefined);
       for (const ns of sub.namespaces.values()) await ns.backend.close();
       throw err;
     }
@@ -477,7 +249,7 @@ export class TargetService {
     const sub = this.#subsys(nqn);
     this.#core.subsystems.delete(nqn);
     for (const c of [...sub.controllers.values()]) c.teardown('subsystem removed');
-    await this.#pool?.removeSubsystem(nqn);
+    await this.#workers.replicate({ kind: 'subsystem-removed', nqn });
     for (const ns of sub.namespaces.values()) await ns.backend.close();
     this.#core.discoveryChanged();
     this.#log.info({ subnqn: nqn }, 'subsystem removed');
@@ -492,7 +264,7 @@ export class TargetService {
       const sub = this.#subsys(subnqn);
       const ns = sub.removeNamespace(nsid);
       if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-      await this.#syncSubsystem(sub);
+      await this.#workers.replicate({ kind: 'subsystem', sub });
       this.#core.nsChanged(sub, nsid);
       await this.#retire(ns);
       this.#log.info({ subnqn, nsid }, 'namespace removed');
@@ -517,7 +289,7 @@ export class TargetService {
       const { enabled: _b, ...have } = cur.config;
       if (sameJson(want, have)) {
         if (!sub.setNamespaceEnabled(cur, enabled)) return;
-        await this.#syncSubsystem(sub);
+        await this.#workers.replicate({ kind: 'subsystem', sub });
         this.#core.nsChanged(sub, next.nsid);
         this.#log.info({ subnqn, nsid: next.nsid }, enabled ? 'namespace enabled' : 'namespace disabled');
         return;
@@ -526,7 +298,7 @@ export class TargetService {
       const ns = await this.#buildNs(sub, next, reuse, cur);
       Object.assign(ns.counters, cur.counters);
       sub.replaceNamespace(ns);
-      await this.#syncSubsystem(sub);
+      await this.#workers.replicate({ kind: 'subsystem', sub });
       this.#core.nsChanged(sub, next.nsid);
       this.#log.info({ subnqn, nsid: next.nsid, backend: ns.backend.kind, bytes: ns.backend.size, uuid: formatUuid(ns.uuid), enabled: ns.enabled }, 'namespace re-mapped');
       if (reuse === undefined) await this.#retire(cur);
@@ -556,7 +328,7 @@ export class TargetService {
 
   addAllowedHost(subnqn: string, hostnqn: string): void {
     const sub = this.#subsys(subnqn);
-    this.#checkName('hostnqn', 'host', hostnqn);
+    checkName(this.#log, 'hostnqn', 'host', hostnqn);
     sub.hosts.add(hostnqn);
     if (sub.config.allowAnyHost !== true) sub.allowAnyHost = false;
     this.#core.discoveryChanged();
@@ -581,15 +353,7 @@ export class TargetService {
     port.anaChangeCount++;
     // Workers check ANA on every I/O command (nvmet_check_ana_state) and apply the new state before the hosts hear
     // of it, so I/O a host sends after the AEN meets it everywhere.
-    if (this.#pool === undefined) this.#core.anaChanged(portId);
-    else
-      this.#pool.syncPort(this.#portSpec(port)).then(
-        () => this.#core.anaChanged(portId),
-        (err: Error) => {
-          this.#log.error({ err: err.message, portId }, 'ANA change not applied on a worker');
-          this.#core.anaChanged(portId);
-        },
-      );
+    this.#workers.replicateThen({ kind: 'port', port }, 'ANA change', { portId }, () => this.#core.anaChanged(portId));
     this.#log.info({ portId, anaGroup, state }, 'ANA state changed');
   }
 
@@ -610,16 +374,7 @@ export class TargetService {
   setFaults(subnqn: string, f: FaultConfig): void {
     const sub = this.#subsys(subnqn);
     sub.setFaults(f);
-    if (this.#pool !== undefined) void this.#syncSubsystem(sub).catch((err: Error) => this.#log.error({ err: err.message, subnqn }, 'faults not applied on a worker'));
-  }
-
-  /** nvmet's name rules (1..223 bytes, no NUL); a name that is not a well-formed NQN passes with one warning line. */
-  /** A namespace may be attached only to a host the subsystem lets in (namespaces[].hosts, attach). */
-  #checkMaskHost(sub: Subsystem, hostnqn: string): void {
-    this.#checkName('namespaces.hosts', 'host', hostnqn);
-    if (!sub.allowAnyHost && !sub.hosts.has(hostnqn)) {
-      throw new InvalidArgumentError('namespaces.hosts', `${JSON.stringify(hostnqn)} is not a host of ${sub.nqn}; allow it on the subsystem first or leave it out`);
-    }
+    this.#workers.replicateThen({ kind: 'subsystem', sub }, 'faults', { subnqn });
   }
 
   /**
@@ -631,7 +386,7 @@ export class TargetService {
     const sub = this.#subsys(subnqn);
     const ns = sub.namespaces.get(nsid);
     if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    this.#checkMaskHost(sub, hostnqn);
+    checkMaskHost(this.#log, sub, hostnqn);
     const next = new Set(ns.hostMask ?? []);
     next.add(hostnqn);
     this.#setMask(sub, nsid, next);
@@ -659,28 +414,11 @@ export class TargetService {
     const ns = sub.namespaces.get(nsid) as Namespace;
     const affected = sub.setNamespaceHosts(ns, hosts);
     ns.config.hosts = [...hosts];
-    const notify = (): void => {
-      if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
-    };
     // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
-    if (this.#pool === undefined) notify();
-    else
-      this.#syncSubsystem(sub).then(notify, (err: unknown) => {
-        this.#log.error({ err, subnqn: sub.nqn, nsid }, 'workers did not take the new host mask');
-        notify();
-      });
+    this.#workers.replicateThen({ kind: 'subsystem', sub }, 'host mask', { subnqn: sub.nqn, nsid }, () => {
+      if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
+    });
     this.#log.info({ subnqn: sub.nqn, nsid, hosts: [...hosts], notified: [...affected] }, 'namespace host mask changed');
-  }
-
-  #checkName(field: string, kind: 'subsystem' | 'host', name: string): void {
-    const v = validateNvmetName(name);
-    if (!v.ok) throw new InvalidArgumentError(field, `${name}: ${v.reason}`);
-    this.#warnName(kind, name);
-  }
-
-  #warnName(kind: 'subsystem' | 'host', name: string): void {
-    const w = nqnWarning(kind, name);
-    if (w !== undefined) this.#log.warn(w);
   }
 
   /** Runs namespace changes one at a time, in call order: a rapid disable/re-map/enable sequence applies as sent. */
@@ -717,116 +455,24 @@ export class TargetService {
       ports: [...this.#core.ports.values()].map((p) => p.snapshot()),
       subsystems: [...this.#core.subsystems.values()].map((s) => s.snapshot()),
     };
-    if (this.#hostConfigs.size > 0) {
-      cfg.hosts = [...this.#hostConfigs.values()].map((h) => {
-        if (opts.includeSecrets === true) return { ...h };
-        const r: HostConfig = { ...h, dhchapKey: REDACTED };
-        if (h.dhchapCtrlKey !== undefined) r.dhchapCtrlKey = REDACTED;
-        return r;
-      });
-    }
-    for (const [nqn, t] of this.#tlsHosts) {
-      const hosts = (cfg.hosts ??= []);
-      let entry = hosts.find((h) => h.nqn === nqn);
-      if (entry === undefined) hosts.push((entry = { nqn }));
-      entry.tlsKey = opts.includeSecrets === true ? (t.tlsKey as string) : REDACTED;
-      if (t.tlsHkdf !== undefined) entry.tlsHkdf = t.tlsHkdf;
-    }
+    const hosts = this.#keys.configEntries(opts.includeSecrets === true);
+    if (hosts !== undefined) cfg.hosts = hosts;
     if (this.#core.uniqueDiscoveryNqn !== undefined) cfg.discoveryNqn = this.#core.uniqueDiscoveryNqn;
     if (this.#icReqTimeoutMs !== 10_000) cfg.icReqTimeoutS = this.#icReqTimeoutMs / 1000;
     return cfg;
   }
 
   listControllers(): ControllerInfo[] {
-    const out: ControllerInfo[] = [];
-    const subs = [this.#core.discovery, ...this.#core.subsystems.values()];
-    for (const s of subs) {
-      for (const c of s.controllers.values()) {
-        out.push({
-          cntlid: c.cntlid,
-          subnqn: s.kind === 'discovery' ? this.#core.discoveryNqn : s.nqn,
-          hostnqn: c.hostnqn,
-          hostid: formatUuid(c.hostid),
-          kato: c.katoMs,
-          discovery: c.discovery,
-          portId: c.port.id,
-          lastKeepAlive: c.lastKeepAliveAt > 0 ? Math.round(c.lastKeepAliveAt) : null,
-          lastCommand: c.lastCommandAt > 0 ? Math.round(c.lastCommandAt) : null,
-          queues: [...c.queues.values()].sort((a, b) => a.qid - b.qid).map((q) => q.info()),
-        });
-      }
-    }
-    return out;
+    return listControllers(this.#core);
   }
 
   /** Counts for leak checks (reliability suites, fuzzer): every number must return to its baseline once connections die. */
   debugCounts(): DebugCounts {
-    let controllers = 0;
-    let queues = 0;
-    let aersPosted = 0;
-    for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) {
-      for (const c of s.controllers.values()) {
-        controllers++;
-        queues += c.queues.size;
-        aersPosted += c.aers.length;
-      }
-    }
-    let connections = 0;
-    let unboundConnections = 0;
-    let inFlight = 0;
-    for (const l of this.#listeners.values()) {
-      for (const q of l.queues) {
-        connections++;
-        if (q.core.state !== 'live') unboundConnections++;
-        else inFlight += q.core.inFlight;
-      }
-    }
-    const handles: Record<string, number> = {};
-    for (const h of process.getActiveResourcesInfo()) handles[h] = (handles[h] ?? 0) + 1;
-    return { controllers, queues, connections, unboundConnections, pendingRequests: inFlight - aersPosted, aersPosted, handles };
+    return debugCounts(this.#core, this.#listeners.values());
   }
 
   stats(): TargetStats {
-    const subsystems: TargetStats['subsystems'] = {};
-    for (const s of this.#core.subsystems.values()) {
-      const latency: Record<string, LatencyStats> = {};
-      for (const [op, h] of Object.entries(s.latency)) {
-        if (h.count > 0) latency[op] = { boundsUs: [...LATENCY_BOUNDS_US], counts: [...h.counts], sumUs: h.sumUs, count: h.count };
-      }
-      subsystems[s.nqn] = {
-        controllers: s.controllers.size,
-        opcodes: { ...s.opcodeCounts },
-        latency,
-        namespaces: s.nsids.map((id) => this.#withWorkerCounters(s.nqn, id, (s.namespaces.get(id) as Namespace).counters)),
-      };
-    }
-    const st = this.#core.stats;
-    return {
-      subsystems,
-      pduErrorsByFes: { ...st.pduErrorsByFes },
-      dataDigestErrors: st.dataDigestErrors,
-      katoExpiries: st.katoExpiries,
-      connections: { accepted: st.connectionsAccepted, active: st.connectionsActive, rejected: st.connectionsRejected },
-      connects: { ok: st.connectsOk, failed: st.connectsFailed },
-      tls: { handshakesOk: this.#tlsKeys.stats.handshakesOk, handshakesFailed: this.#tlsKeys.stats.handshakesFailed },
-    };
-  }
-
-  /** A namespace's counters here plus its workers' latest (each worker counts the commands it executed). */
-  #withWorkerCounters(subnqn: string, nsid: number, own: NamespaceCounters): NamespaceStats {
-    const out: NamespaceStats = { nsid, ...own };
-    for (const list of this.#pool?.namespaceReports() ?? []) {
-      for (const r of list) {
-        if (r.nqn !== subnqn || r.nsid !== nsid) continue;
-        out.reads += r.reads;
-        out.writes += r.writes;
-        out.bytesRead += r.bytesRead;
-        out.bytesWritten += r.bytesWritten;
-        out.flushes += r.flushes;
-        out.errors += r.errors;
-      }
-    }
-    return out;
+    return targetStats(this.#core, this.#keys.tls.stats, this.#workers.namespaceReports());
   }
 
   async stop(): Promise<void> {
@@ -837,9 +483,7 @@ export class TargetService {
     // Stop accepting, let in-flight commands finish (bounded), then close every connection.
     const closing = listeners.map((l) => l.close(false));
     await Promise.all(listeners.flatMap((l) => [...l.queues].map((q) => q.drain(2000))));
-    // Workers finish their in-flight commands, close their queues and fsync/close their namespaces, then exit.
-    await this.#poolStart?.catch(() => undefined);
-    await this.#pool?.stop();
+    await this.#workers.stop();
     for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) for (const c of [...s.controllers.values()]) c.teardown('target stopping');
     for (const l of listeners) for (const q of [...l.queues]) q.close('target stopping');
     await Promise.all(closing);
@@ -864,14 +508,14 @@ export class TargetService {
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
     const ns = await this.#buildNs(sub, cfg, undefined, undefined);
     sub.addNamespace(ns);
-    this.#restoreResv(sub, cfg.nsid);
+    this.#resv.restore(sub, cfg.nsid);
     if (notify) {
       try {
-        await this.#syncSubsystem(sub);
+        await this.#workers.replicate({ kind: 'subsystem', sub });
       } catch (err) {
         // A worker could not open it: the namespace does not exist anywhere (no AEN went out).
         sub.removeNamespace(cfg.nsid);
-        await this.#syncSubsystem(sub).catch(() => undefined);
+        await this.#workers.replicate({ kind: 'subsystem', sub }).catch(() => undefined);
         await ns.backend.close();
         throw new InvalidArgumentError('namespaces.backend', (err as Error).message);
       }
@@ -885,21 +529,21 @@ export class TargetService {
    * the namespace it will take the place of (its identifiers may be kept); a backend opened here is closed on failure.
    */
   async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: Namespace | undefined): Promise<Namespace> {
-    if (!Number.isInteger(cfg.nsid) || cfg.nsid < 1 || cfg.nsid >= 0xffff_fffe) throw new InvalidArgumentError('namespaces.nsid', `invalid NSID ${cfg.nsid}`);
-    const bs = cfg.blockSize ?? 512;
-    if (bs !== 512 && bs !== 4096) throw new InvalidArgumentError('namespaces.blockSize', 'must be 512 or 4096');
-    if ((cfg.anaGroup ?? 1) < 1 || (cfg.anaGroup ?? 1) > 128) throw new InvalidArgumentError('namespaces.anaGroup', 'must be 1..128');
-    for (const h of cfg.hosts ?? []) this.#checkMaskHost(sub, h);
-    const backend = reuse ?? (await openBackend(cfg, this.#workerCount > 1));
+    checkNamespace(this.#log, sub, cfg);
+    const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled));
     try {
       const ns = new Namespace(sub.nqn, cfg, backend);
       // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
-      if (backend.sharing?.().kind === 'shm' && workerCache(cfg)) {
+      if (backend.setCoherence !== undefined && workerCache(cfg)) {
         const nqn = sub.nqn;
         const nsid = cfg.nsid;
-        backend.setCoherence?.((off, len, done) => (this.#pool === undefined ? done() : this.#pool.invalidate(nqn, nsid, off, len, done)));
+        backend.setCoherence((off, len, done) => {
+          const pool = this.#workers.pool;
+          if (pool === undefined) done();
+          else pool.invalidate(nqn, nsid, off, len, done);
+        });
       }
-      if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${bs}-byte block`);
+      if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${cfg.blockSize ?? 512}-byte block`);
       for (const other of this.#core.allNamespaces()) {
         if (other === replacing) continue;
         if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
@@ -908,79 +552,6 @@ export class TargetService {
     } catch (err) {
       if (reuse === undefined) await backend.close();
       throw err;
-    }
-  }
-}
-
-const REDACTED = '<redacted>';
-
-function parseSecret(field: string, secret: string): ReturnType<typeof parseDhchapSecret> {
-  try {
-    return parseDhchapSecret(secret);
-  } catch (e) {
-    // DhchapKeyError messages never contain the secret; keep it that way in the wrapper.
-    if (e instanceof DhchapKeyError) throw new InvalidArgumentError(field, e.message);
-    throw e;
-  }
-}
-
-function namesToIds<T extends HashId | DhGroupId>(field: string, names: readonly string[], table: Readonly<Record<string, T>>): T[] {
-  if (names.length === 0) throw new InvalidArgumentError(field, 'must list at least one value');
-  return names.map((n) => {
-    const id = table[n];
-    if (id === undefined) throw new InvalidArgumentError(field, `unknown value ${JSON.stringify(n)}; use one of ${Object.keys(table).join(', ')}`);
-    return id;
-  });
-}
-
-/** The controller-ID range rules of nvmet attr_cntlid_min/max: 1 <= min <= max <= FFEFh. */
-function checkCntlidRange(min: number, max: number): void {
-  if (!Number.isInteger(min) || min < CNTLID_MIN || min > CNTLID_MAX) throw new InvalidArgumentError('cntlidMin', `${min} is not a controller ID; use ${CNTLID_MIN}..${CNTLID_MAX}`);
-  if (!Number.isInteger(max) || max < CNTLID_MIN || max > CNTLID_MAX) throw new InvalidArgumentError('cntlidMax', `${max} is not a controller ID; use ${CNTLID_MIN}..${CNTLID_MAX}`);
-  if (min > max) throw new InvalidArgumentError('cntlidMin', `${min} is above cntlidMax ${max}; make cntlidMin <= cntlidMax`);
-}
-
-/** Deep equality of two config values, key order ignored (a body may list keys in any order). */
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
-
-function canonical(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(canonical);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const k of Object.keys(v).sort()) out[k] = canonical((v as Record<string, unknown>)[k]);
-  return out;
-}
-
-/** Whether workers cache a shared RAM namespace's blocks (BackendConfig workerCache, default true). */
-function workerCache(cfg: NamespaceConfig): boolean {
-  return cfg.backend.type !== 'ram' || cfg.backend.workerCache !== false;
-}
-
-/** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */
-function nsOpen(ns: Namespace): NsOpen {
-  const s = ns.backend.sharing?.();
-  if (s?.kind === 'shm') return { kind: 'shm', path: s.path, size: s.size, cache: workerCache(ns.config) };
-  if (s?.kind === 'file') return { kind: 'file', path: s.path, readOnly: ns.readOnly };
-  if (s?.kind === 'null') return { kind: 'null', size: s.size };
-  throw new InvalidArgumentError('namespaces.backend', `namespace ${ns.nsid}: a process-local RAM backend cannot be shared with workers`);
-}
-
-/** `shared`: workers > 1, so a RAM namespace lives in a tmpfs file every worker maps (target/workers/shm-backend.ts). */
-async function openBackend(cfg: NamespaceConfig, shared: boolean): Promise<NamespaceBackend> {
-  const b = cfg.backend;
-  switch (b.type) {
-    case 'ram':
-      if (shared) return ShmBackend.create(parseSize(b.size, 'backend.size'));
-      return new RamBackend(parseSize(b.size, 'backend.size'));
-    case 'null':
-      return new NullBackend(parseSize(b.size, 'backend.size'));
-    case 'file': {
-      const opts: { path: string; size?: number; readOnly?: boolean } = { path: b.path };
-      if (b.size !== undefined) opts.size = parseSize(b.size, 'backend.size');
-      if (cfg.readOnly === true) opts.readOnly = true;
-      return FileBackend.open(opts);
     }
   }
 }
