@@ -2,19 +2,19 @@
 // and the TCP listeners; its parts each keep one concern (target/service/): host keys, persisted reservations, config
 // checks and backends, replication to worker processes, and the read views.
 import pino, { type Logger } from 'pino';
-import { InvalidArgumentError, formatUuid, validateNqn } from '../protocol/index.js';
-import type { NamespaceBackend } from './backend/index.js';
+import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
 import type { AuthStats, HostAuthView } from './core/auth.js';
-import { CorePort, Namespace, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
+import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
 import type { PersistedResv } from './core/reservation.js';
 import { TcpListener, type TlsStats } from './transport/tcp/index.js';
 import { isPlacement, PLACEMENTS, type Placement, type WorkerView } from './workers/index.js';
-import { checkCntlidRange, checkMaskHost, checkName, checkNamespace, checkPort, checkSubsystem, openBackend, sameJson, workerCache } from './service/config-translation.js';
+import { checkCntlidRange, checkName, checkPort, checkSubsystem } from './service/config-translation.js';
 import { HostKeys } from './service/keys.js';
 import { debugCounts, listControllers, targetStats, type ControllerInfo, type DebugCounts, type TargetStats } from './service/reports.js';
 import { Replication } from './service/replication.js';
 import { ReservationStore } from './service/reservations-store.js';
+import { Namespaces } from './service/namespaces.js';
 
 export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './service/reports.js';
 
@@ -63,7 +63,7 @@ export class TargetService {
   readonly #workers: Replication;
   #placement: Placement;
   #stopped = false;
-  #nsChain: Promise<void> = Promise.resolve();
+  readonly #ns: Namespaces;
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
@@ -80,6 +80,7 @@ export class TargetService {
     this.#placement = p;
     this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
+    this.#ns = new Namespaces(this.#core, this.#log, this.#workers, this.#resv, (nqn) => this.#subsys(nqn));
   }
 
   /**
@@ -233,7 +234,7 @@ export class TargetService {
     sub.resvCommit = this.#workers.resvCommit(sub);
     this.#core.subsystems.set(s.nqn, sub);
     try {
-      for (const ns of s.namespaces ?? []) await this.#addNs(sub, ns, false);
+      for (const ns of s.namespaces ?? []) await this.#ns.addToNew(sub, ns);
       await this.#workers.replicate({ kind: 'subsystem', sub });
     } catch (err) {
       this.#core.subsystems.delete(s.nqn);
@@ -256,53 +257,21 @@ export class TargetService {
   }
 
   async addNamespace(subnqn: string, ns: NamespaceConfig): Promise<void> {
-    await this.#nsOp(() => this.#addNs(this.#subsys(subnqn), ns, true));
+    await this.#ns.addNamespace(subnqn, ns);
   }
 
   async removeNamespace(subnqn: string, nsid: number): Promise<void> {
-    await this.#nsOp(async () => {
-      const sub = this.#subsys(subnqn);
-      const ns = sub.removeNamespace(nsid);
-      if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-      await this.#workers.replicate({ kind: 'subsystem', sub });
-      this.#core.nsChanged(sub, nsid);
-      await this.#retire(ns);
-      this.#log.info({ subnqn, nsid }, 'namespace removed');
-    });
+    await this.#ns.removeNamespace(subnqn, nsid);
   }
 
   /**
    * Change a namespace in place (nvmet namespaces/<nsid>/{enable,device_path,device_uuid,...}); `next` is its whole
-   * new config, nsid unchanged. Only `enabled` different: the namespace is attached or detached, keeping its backend
-   * and identifiers. Anything else different: it is re-mapped, a new namespace under the same NSID (the backend
-   * reopened when its config changed). Either way every controller gets a Namespace Attribute Changed notice for the
-   * NSID (nvmet_ns_changed), so hosts rescan. Commands already executing on a replaced backend finish on it; it is
-   * closed once they have (nvmet_ns_disable waits for the namespace's references the same way).
+   * new config, nsid unchanged. Only `enabled` different: attached or detached, keeping its backend and identifiers;
+   * anything else: re-mapped, a new namespace under the same NSID. Either way hosts get a Namespace Attribute Changed
+   * notice (nvmet_ns_changed).
    */
   async updateNamespace(subnqn: string, next: NamespaceConfig): Promise<void> {
-    await this.#nsOp(async () => {
-      const sub = this.#subsys(subnqn);
-      const cur = sub.namespaces.get(next.nsid);
-      if (cur === undefined) throw new InvalidArgumentError('nsid', `no namespace ${next.nsid} in ${subnqn}`);
-      const enabled = next.enabled ?? true;
-      const { enabled: _a, ...want } = next;
-      const { enabled: _b, ...have } = cur.config;
-      if (sameJson(want, have)) {
-        if (!sub.setNamespaceEnabled(cur, enabled)) return;
-        await this.#workers.replicate({ kind: 'subsystem', sub });
-        this.#core.nsChanged(sub, next.nsid);
-        this.#log.info({ subnqn, nsid: next.nsid }, enabled ? 'namespace enabled' : 'namespace disabled');
-        return;
-      }
-      const reuse = sameJson(want.backend, have.backend) ? cur.backend : undefined;
-      const ns = await this.#buildNs(sub, next, reuse, cur);
-      Object.assign(ns.counters, cur.counters);
-      sub.replaceNamespace(ns);
-      await this.#workers.replicate({ kind: 'subsystem', sub });
-      this.#core.nsChanged(sub, next.nsid);
-      this.#log.info({ subnqn, nsid: next.nsid, backend: ns.backend.kind, bytes: ns.backend.size, uuid: formatUuid(ns.uuid), enabled: ns.enabled }, 'namespace re-mapped');
-      if (reuse === undefined) await this.#retire(cur);
-    });
+    await this.#ns.updateNamespace(subnqn, next);
   }
 
   /**
@@ -377,66 +346,19 @@ export class TargetService {
     this.#workers.replicateThen({ kind: 'subsystem', sub }, 'faults', { subnqn });
   }
 
-  /**
-   * Namespace masking at runtime: attach `nsid` to one more host, or detach it from one (the first attach turns an
-   * all-hosts namespace into a masked one; detaching the last host leaves it visible to nobody). Only the controllers
-   * of the host whose view changed get the Namespace Attribute Changed notice.
-   */
+  /** Namespace masking at runtime: attach `nsid` to one more host (only that host's controllers get the notice). */
   attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
-    const sub = this.#subsys(subnqn);
-    const ns = sub.namespaces.get(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    checkMaskHost(this.#log, sub, hostnqn);
-    const next = new Set(ns.hostMask ?? []);
-    next.add(hostnqn);
-    this.#setMask(sub, nsid, next);
+    this.#ns.attachNamespaceHost(subnqn, nsid, hostnqn);
   }
 
+  /** Detach `nsid` from one host (from an all-hosts namespace: every allowed host but this one keeps it). */
   detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
-    const sub = this.#subsys(subnqn);
-    const ns = sub.namespaces.get(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    if (ns.hostMask !== undefined && !ns.hostMask.has(hostnqn)) throw new InvalidArgumentError('hostnqn', `namespace ${nsid} is not attached to ${hostnqn}`);
-    // Detaching from an all-hosts namespace: every allowed host but this one keeps it.
-    const next = new Set(ns.hostMask ?? [...sub.hosts]);
-    next.delete(hostnqn);
-    this.#setMask(sub, nsid, next);
+    this.#ns.detachNamespaceHost(subnqn, nsid, hostnqn);
   }
 
   /** Hosts a namespace is attached to; undefined = every allowed host. */
   namespaceHosts(subnqn: string, nsid: number): string[] | undefined {
-    const ns = this.#subsys(subnqn).namespaces.get(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    return ns.hostMask === undefined ? undefined : [...ns.hostMask];
-  }
-
-  #setMask(sub: Subsystem, nsid: number, hosts: Set<string>): void {
-    const ns = sub.namespaces.get(nsid) as Namespace;
-    const affected = sub.setNamespaceHosts(ns, hosts);
-    ns.config.hosts = [...hosts];
-    // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
-    this.#workers.replicateThen({ kind: 'subsystem', sub }, 'host mask', { subnqn: sub.nqn, nsid }, () => {
-      if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
-    });
-    this.#log.info({ subnqn: sub.nqn, nsid, hosts: [...hosts], notified: [...affected] }, 'namespace host mask changed');
-  }
-
-  /** Runs namespace changes one at a time, in call order: a rapid disable/re-map/enable sequence applies as sent. */
-  #nsOp<T>(op: () => Promise<T>): Promise<T> {
-    const run = this.#nsChain.then(op);
-    this.#nsChain = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
-  }
-
-  /** Closes a detached namespace's backend once the commands executing on it are done (bounded: 10 s). */
-  async #retire(ns: Namespace): Promise<void> {
-    const end = Date.now() + 10_000;
-    while (ns.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
-    if (ns.executing > 0) this.#log.warn({ subnqn: ns.subnqn, nsid: ns.nsid, executing: ns.executing }, 'closing a namespace backend with commands still executing');
-    await ns.backend.close();
+    return this.#ns.namespaceHosts(subnqn, nsid);
   }
 
   setDiscoveryNqn(nqn: string): void {
@@ -504,54 +426,4 @@ export class TargetService {
     return p;
   }
 
-  async #addNs(sub: Subsystem, cfg: NamespaceConfig, notify: boolean): Promise<void> {
-    if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
-    const ns = await this.#buildNs(sub, cfg, undefined, undefined);
-    sub.addNamespace(ns);
-    this.#resv.restore(sub, cfg.nsid);
-    if (notify) {
-      try {
-        await this.#workers.replicate({ kind: 'subsystem', sub });
-      } catch (err) {
-        // A worker could not open it: the namespace does not exist anywhere (no AEN went out).
-        sub.removeNamespace(cfg.nsid);
-        await this.#workers.replicate({ kind: 'subsystem', sub }).catch(() => undefined);
-        await ns.backend.close();
-        throw new InvalidArgumentError('namespaces.backend', (err as Error).message);
-      }
-    }
-    this.#log.info({ subnqn: sub.nqn, nsid: cfg.nsid, backend: ns.backend.kind, bytes: ns.backend.size, blockSize: ns.blockSize, enabled: ns.enabled }, 'namespace added');
-    if (notify && ns.enabled) this.#core.nsChanged(sub, cfg.nsid);
-  }
-
-  /**
-   * Checks a namespace config and builds the Namespace, opening its backend unless `reuse` is given. `replacing` is
-   * the namespace it will take the place of (its identifiers may be kept); a backend opened here is closed on failure.
-   */
-  async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: Namespace | undefined): Promise<Namespace> {
-    checkNamespace(this.#log, sub, cfg);
-    const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled));
-    try {
-      const ns = new Namespace(sub.nqn, cfg, backend);
-      // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
-      if (backend.setCoherence !== undefined && workerCache(cfg)) {
-        const nqn = sub.nqn;
-        const nsid = cfg.nsid;
-        backend.setCoherence((off, len, done) => {
-          const pool = this.#workers.pool;
-          if (pool === undefined) done();
-          else pool.invalidate(nqn, nsid, off, len, done);
-        });
-      }
-      if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${cfg.blockSize ?? 512}-byte block`);
-      for (const other of this.#core.allNamespaces()) {
-        if (other === replacing) continue;
-        if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
-      }
-      return ns;
-    } catch (err) {
-      if (reuse === undefined) await backend.close();
-      throw err;
-    }
-  }
 }
