@@ -3,7 +3,7 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type C2HDataPdu, type C2HPayload, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { C2HPayload, PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
@@ -320,18 +320,13 @@ export class TcpConnection {
     this.#reader.setMaxDataLength(n);
   }
 
-  /** Queue a PDU in this tick's batch. False when the connection no longer sends (terminating or closed). */
-  send(pdu: Pdu): boolean {
+  /**
+   * Queue a PDU in this tick's batch; `payload` (PduBatch.add) says whether its data goes out as a view, a copy or a
+   * snapshot. False when the connection no longer sends (terminating or closed).
+   */
+  send(pdu: Pdu, payload: C2HPayload = C2HPayload.VIEW): boolean {
     if (this.#state !== 'open' && this.#state !== 'connecting') return false;
-    this.#batch.add(pdu, this.#framing);
-    this.#queued();
-    return true;
-  }
-
-  /** send() for C2HData (PduBatch.addC2HData): `payload` says whether the payload goes out as a view, a copy or a snapshot. */
-  sendC2HData(pdu: C2HDataPdu, payload: C2HPayload): boolean {
-    if (this.#state !== 'open') return false;
-    this.#batch.addC2HData(pdu, this.#framing, payload);
+    this.#batch.add(pdu, this.#framing, payload);
     this.#queued();
     return true;
   }
@@ -344,18 +339,18 @@ export class TcpConnection {
     return true;
   }
 
-  /** The framing adds no digest and no padding (PduBatch.addReadReply applies). */
+  /** The framing adds no digest and no padding. */
   get plainFraming(): boolean {
     return this.#plain;
   }
 
   /**
-   * A read's reply in one call under plainFraming (PduBatch.addReadReply): C2HData with `data` copied when the batch
-   * is written, and the CapsuleResp unless `success`.
+   * A read's reply in one call (PduBatch.addReadReply): C2HData with `data` copied when the batch is written, and the
+   * CapsuleResp unless `success`.
    */
   sendReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
     if (this.#state !== 'open') return false;
-    this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status);
+    this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status, this.#framing);
     this.#queued();
     return true;
   }

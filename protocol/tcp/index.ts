@@ -4,6 +4,7 @@ export * from './crc32c.js';
 export * from './data-range.js';
 export * from './ic-digest.js';
 export * from './pdu.js';
+export * from './pdu-header.js';
 export * from './reader.js';
 export * from './term-req.js';
 export * from './validate.js';

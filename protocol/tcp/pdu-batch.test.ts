@@ -24,14 +24,12 @@ describe('PduBatch', () => {
       fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.constantFrom(C2HPayload.VIEW, C2HPayload.COPY, C2HPayload.SNAPSHOT), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, payload, slab) => {
         const b = new PduBatch(slab, copyMax, 8192);
         for (const p of pdus) {
-          if (p.type === PduType.C2H_DATA) b.addC2HData(p, framing, payload);
-          else if (p.type === PduType.CAPSULE_RESP) {
-            // The field-wise writer cannot express a set phase bit (always 0 on NVMe/TCP): those go through addCapsuleResp.
+          if (p.type === PduType.CAPSULE_RESP) {
+            // The field-wise writer cannot express a set phase bit (always 0 on NVMe/TCP): those go through add().
             const c = p.cqe;
-            if ((c[14] as number) & 1) b.addCapsuleResp(p, framing);
+            if ((c[14] as number) & 1) b.add(p, framing);
             else b.addCapsuleRespCqe(c.readUInt32LE(0), c.readUInt32LE(4), c.readUInt16LE(8), c.readUInt16LE(10), c.readUInt16LE(12), c.readUInt16LE(14) >> 1, framing);
-          }
-          else b.add(p, framing);
+          } else b.add(p, framing, payload);
         }
         const out = Buffer.concat(b.take());
         expect(out.equals(expected(pdus, framing))).toBe(true);
@@ -68,7 +66,7 @@ describe('PduBatch', () => {
       const src = Buffer.alloc(size, 0xaa);
       const want = Buffer.concat(encodePdu({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.from(src)] }, framing));
       const b = new PduBatch(64 * 1024, 0, 128 * 1024);
-      b.addC2HData({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, C2HPayload.SNAPSHOT);
+      b.add({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, C2HPayload.SNAPSHOT);
       src.fill(0x55);
       expect(Buffer.concat(b.take()).equals(want)).toBe(true);
     }
@@ -80,9 +78,9 @@ describe('PduBatch', () => {
     const mem = Buffer.alloc(64 * 1024);
     const srcs = [0, 1, 2].map((i) => mem.subarray(100 + i * 9000, 100 + i * 9000 + 4096).fill(i + 1));
     const b = new PduBatch(256 * 1024);
-    b.addC2HData(c2h(0, srcs[0] as Buffer), framing, C2HPayload.COPY);
-    b.addC2HData(c2h(1, srcs[1] as Buffer), framing, C2HPayload.SNAPSHOT);
-    b.addC2HData(c2h(2, srcs[2] as Buffer), framing, C2HPayload.COPY);
+    b.add(c2h(0, srcs[0] as Buffer), framing, C2HPayload.COPY);
+    b.add(c2h(1, srcs[1] as Buffer), framing, C2HPayload.SNAPSHOT);
+    b.add(c2h(2, srcs[2] as Buffer), framing, C2HPayload.COPY);
     const atCall = srcs.map((s) => Buffer.from(s));
     for (const s of srcs) s.fill(0xee);
     const chunks = b.take();
@@ -112,7 +110,7 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
-  it('emits addC2HData(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take()', () => {
+  it('emits add(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take()', () => {
     const reply = fc.record({
       data: fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
       success: fc.boolean(),
@@ -157,13 +155,42 @@ describe('PduBatch', () => {
     );
   });
 
+  it('writes a read reply under any framing as encodePdu writes its C2HData and CapsuleResp', () => {
+    fc.assert(
+      fc.property(
+        framingArb,
+        fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
+        fc.boolean(),
+        fc.integer({ min: 0, max: 0xffff }),
+        fc.integer({ min: 0, max: 0x7fff }),
+        fc.constantFrom(512, 4096, 65536),
+        (framing, data, success, cid, status, slab) => {
+          const b = new PduBatch(slab);
+          b.addReadReply(data, success, 7, 9, 3, 1, cid, status, framing);
+          const cqe = Buffer.alloc(16);
+          cqe.writeUInt32LE(7, 0);
+          cqe.writeUInt32LE(9, 4);
+          cqe.writeUInt16LE(3, 8);
+          cqe.writeUInt16LE(1, 10);
+          cqe.writeUInt16LE(cid, 12);
+          cqe.writeUInt16LE(status << 1, 14);
+          const want = [...encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao: 0, last: true, success, data: [data] }, framing)];
+          if (!success) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, framing));
+          expect(b.bytes).toBe(Buffer.concat(want).length);
+          expect(Buffer.concat(b.take()).equals(Buffer.concat(want))).toBe(true);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
   it('counts the payload bytes copied into the slab (adaptive copy budget), not views, and resets on take', () => {
     const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     const c2h = (n: number): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.alloc(n, 1)] });
     const b = new PduBatch(256 * 1024);
-    b.addC2HData(c2h(4096), framing, C2HPayload.SNAPSHOT);
-    b.addC2HData(c2h(512), framing, C2HPayload.VIEW);
-    b.addC2HData(c2h(1000), framing, C2HPayload.COPY);
+    b.add(c2h(4096), framing, C2HPayload.SNAPSHOT);
+    b.add(c2h(512), framing, C2HPayload.VIEW);
+    b.add(c2h(1000), framing, C2HPayload.COPY);
     expect(b.copied).toBe(5096);
     // One copied payload after another stays one contiguous chunk; the view in between cuts it.
     expect(b.take().length).toBe(3);

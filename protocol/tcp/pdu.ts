@@ -1,20 +1,24 @@
-// NVMe/TCP PDU shapes and the one encoder — TCP Transport 1.0 §3.6.2. encodePdu alone writes hlen/pdo/plen and digests.
+// NVMe/TCP PDU shapes and their encoders — TCP Transport 1.0 §3.6.2. Headers come from one writer per PDU type
+// (pdu-header.ts); encodePdu and PduBatch lay out data and DDGST around them.
 import { Buffer } from 'node:buffer';
-import {
-  CAPSULE_CMD_HLEN,
-  CH_SIZE,
-  DATA_PDU_HLEN,
-  DIGEST_SIZE,
-  IC_PDU_SIZE,
-  PDU_INFO,
-  PduFlag,
-  PduType,
-  TERM_REQ_HLEN,
-  TERM_REQ_MAX_DATA,
-  dataOffset,
-} from './constants.js';
+import { CAPSULE_CMD_HLEN, CH_SIZE, DATA_PDU_HLEN, DIGEST_SIZE, IC_PDU_SIZE, PduFlag, PduType, TERM_REQ_HLEN, dataOffset } from './constants.js';
 import { crc32c } from './crc32c.js';
-import { wr16, wr32 } from '../le.js';
+import {
+  CAPSULE_RESP_HLEN,
+  NO_DIGESTS,
+  PDU_MAX_HEADER_BYTES,
+  c2hDataFlags,
+  writeC2HDataHeader,
+  writeCapsuleCmdHeader,
+  writeCapsuleRespHeader,
+  writeH2CDataHeader,
+  writeIcReqHeader,
+  writeIcRespHeader,
+  writeR2THeader,
+  writeTermReqHeader,
+  type PduFraming,
+} from './pdu-header.js';
+import { rd16, rd32, wr32 } from '../le.js';
 import { bufferView } from '../view.js';
 
 /** ICReq (§3.6.2.2). */
@@ -107,15 +111,7 @@ export interface R2TPdu {
 
 export type Pdu = IcReqPdu | IcRespPdu | TermReqPdu | CapsuleCmdPdu | CapsuleRespPdu | H2CDataPdu | C2HDataPdu | R2TPdu;
 
-/** Negotiated per-connection framing: digests from ICReq/ICResp, pda = the receiver's alignment (peer's xPDA). */
-export interface PduFraming {
-  hdgst: boolean;
-  ddgst: boolean;
-  /** Alignment (0's based dwords) the receiving side asked for: CPDA for H2C PDUs, HPDA for C2H PDUs. */
-  pda: number;
-}
-
-export const NO_DIGESTS: PduFraming = Object.freeze({ hdgst: false, ddgst: false, pda: 0 });
+export { NO_DIGESTS, PDU_MAX_HEADER_BYTES, type PduFraming } from './pdu-header.js';
 
 function byteLength(data: readonly Buffer[]): number {
   let n = 0;
@@ -124,22 +120,21 @@ function byteLength(data: readonly Buffer[]): number {
 }
 
 /**
- * Encode one PDU as `[header(+HDGST)(+pad), ...data views, DDGST?]`. The only writer of hlen, pdo, plen,
- * HDGSTF/DDGSTF and digests (together with encodePduInto, which shares the code); payload buffers are passed
- * through, never copied.
+ * Encode one PDU as `[header(+HDGST)(+pad), ...data views, DDGST?]`. The header comes from its type's writer
+ * (pdu-header.ts, shared with encodePduInto and PduBatch); payload buffers are passed through, never copied.
  */
 export function encodePdu(pdu: Pdu, framing: PduFraming = NO_DIGESTS): Buffer[] {
   const data = pduData(pdu);
   const datalen = data === undefined ? 0 : byteLength(data);
-  // allocUnsafe draws from the shared pool (Buffer.alloc does not); writeHeader zeroes reserved bytes and padding.
-  const head = Buffer.allocUnsafe(headerBytes(pdu, framing, datalen));
-  writeHeader(head, 0, pdu, framing, datalen);
+  // allocUnsafe draws from the shared pool (Buffer.alloc does not); the writers zero reserved bytes and padding.
+  const scratch = Buffer.allocUnsafe(PDU_MAX_HEADER_BYTES);
+  const head = scratch.subarray(0, writeHeader(scratch, 0, pdu, framing, datalen));
   if (datalen === 0 || data === undefined) return [head];
   const out: Buffer[] = [head];
   for (const d of data) if (d.length > 0) out.push(d);
   if (framing.ddgst) {
     const tail = Buffer.allocUnsafe(DIGEST_SIZE);
-    tail.writeUInt32LE(pduDataDigest(pdu, data), 0);
+    wr32(tail, 0, pduDataDigest(pdu, data));
     out.push(tail);
   }
   return out;
@@ -166,190 +161,41 @@ export function pduHasDataDigest(pdu: Pdu, framing: PduFraming): boolean {
 
 /** Write the DDGST of `pdu`'s data at `dst[off..off+4]`; returns 4. */
 export function encodeDataDigestInto(dst: Buffer, off: number, pdu: Pdu): number {
-  dst.writeUInt32LE(pduDataDigest(pdu, pduData(pdu) ?? []), off);
+  wr32(dst, off, pduDataDigest(pdu, pduData(pdu) ?? []));
   return DIGEST_SIZE;
 }
 
-/** Largest header encodePduInto writes (ICReq/ICResp 128 bytes; TermReq 24 + 128 bytes of error data). */
-export const PDU_MAX_HEADER_BYTES = TERM_REQ_HLEN + TERM_REQ_MAX_DATA;
-
-function pduDataDigest(pdu: Pdu, data: readonly Buffer[]): number {
-  // A data digest the sender already knows (C2HData from a cache of block CRCs) is used as is.
+/** DDGST (§3.6.1.4): CRC32C of the data, or the one a C2HData sender already knows (from a cache of block CRCs). */
+export function pduDataDigest(pdu: Pdu, data: readonly Buffer[]): number {
   if (pdu.type === PduType.C2H_DATA && pdu.ddgst !== undefined) return pdu.ddgst >>> 0;
   let crc = 0;
   for (const d of data) if (d.length > 0) crc = crc32c(d, crc);
   return crc;
 }
 
-function isTermReq(pdu: Pdu): pdu is TermReqPdu {
-  return pdu.type === PduType.H2C_TERM_REQ || pdu.type === PduType.C2H_TERM_REQ;
-}
-
-/** Bytes of the header part: CH+PSH(+HDGST)(+pad to PDO) when data follows; the whole PDU for TermReq. */
-function headerBytes(pdu: Pdu, framing: PduFraming, datalen: number): number {
-  const info = PDU_INFO[pdu.type];
-  if (isTermReq(pdu)) return info.hlen + Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA);
-  const hdgst = info.hdgst && framing.hdgst;
-  return datalen > 0 ? dataOffset(info.hlen, hdgst, framing.pda) : info.hlen + (hdgst ? DIGEST_SIZE : 0);
-}
-
-function writeHeader(head: Buffer, o: number, pdu: Pdu, framing: PduFraming, datalen: number): number {
-  // The per-command replies have monomorphic writers (PduBatch calls them directly); same bytes as below.
-  if (pdu.type === PduType.C2H_DATA) return writeC2HDataHeader(head, o, pdu, framing, datalen);
-  if (pdu.type === PduType.CAPSULE_RESP) return writeCapsuleRespHeader(head, o, pdu, framing);
-  if (pdu.type === PduType.CAPSULE_CMD) return writeCapsuleCmdHeader(head, o, pdu, framing, datalen);
-  const info = PDU_INFO[pdu.type];
-  const hlen = info.hlen;
-  const hdgst = info.hdgst && framing.hdgst;
-  const hasData = datalen > 0;
-  const ddgst = hasData && framing.ddgst;
-  const pdo = hasData ? dataOffset(hlen, hdgst, framing.pda) : 0;
-  const headLen = headerBytes(pdu, framing, datalen);
-  let plen = headLen + datalen + (ddgst ? DIGEST_SIZE : 0);
-  if (isTermReq(pdu)) plen = headLen;
-  // Reserved bytes and padding must be zero.
-  head.fill(0, o, o + headLen);
-  let flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
+/** `pdu`'s header at `o` by its type's writer (pdu-header.ts); `datalen` bytes of data follow it. */
+function writeHeader(h: Buffer, o: number, pdu: Pdu, f: PduFraming, datalen: number): number {
   switch (pdu.type) {
+    case PduType.C2H_DATA:
+      return writeC2HDataHeader(h, o, pdu.cccid, pdu.datao, datalen, c2hDataFlags(pdu.last, pdu.success), f);
+    case PduType.CAPSULE_RESP: {
+      const c = pdu.cqe;
+      return writeCapsuleRespHeader(h, o, f.hdgst, rd32(c, 0), rd32(c, 4), rd16(c, 8), rd16(c, 10), rd16(c, 12), rd16(c, 14));
+    }
+    case PduType.CAPSULE_CMD:
+      return writeCapsuleCmdHeader(h, o, pdu.sqe, datalen, f);
+    case PduType.H2C_DATA:
+      return writeH2CDataHeader(h, o, pdu.cccid, pdu.ttag, pdu.datao, datalen, pdu.last, f);
+    case PduType.R2T:
+      return writeR2THeader(h, o, pdu.cccid, pdu.ttag, pdu.r2to, pdu.r2tl, f.hdgst);
     case PduType.IC_REQ:
-      head.writeUInt16LE(pdu.pfv, o + 8);
-      head[o + 10] = pdu.hpda;
-      head[o + 11] = pdu.dgst;
-      head.writeUInt32LE(pdu.maxr2t >>> 0, o + 12);
-      break;
+      return writeIcReqHeader(h, o, pdu.pfv, pdu.hpda, pdu.dgst, pdu.maxr2t);
     case PduType.IC_RESP:
-      head.writeUInt16LE(pdu.pfv, o + 8);
-      head[o + 10] = pdu.cpda;
-      head[o + 11] = pdu.dgst;
-      head.writeUInt32LE(pdu.maxh2cdata >>> 0, o + 12);
-      break;
+      return writeIcRespHeader(h, o, pdu.pfv, pdu.cpda, pdu.dgst, pdu.maxh2cdata);
     case PduType.H2C_TERM_REQ:
     case PduType.C2H_TERM_REQ:
-      head.writeUInt16LE(pdu.fes, o + 8);
-      head.writeUInt32LE(pdu.fei >>> 0, o + 10);
-      pdu.errorData.copy(head, o + TERM_REQ_HLEN, 0, Math.min(pdu.errorData.length, TERM_REQ_MAX_DATA));
-      break;
-    case PduType.H2C_DATA:
-      wr16(head, o + 8, pdu.cccid);
-      wr16(head, o + 10, pdu.ttag);
-      wr32(head, o + 12, pdu.datao);
-      wr32(head, o + 16, datalen);
-      if (pdu.last) flags |= PduFlag.DATA_LAST;
-      break;
-    case PduType.R2T:
-      wr16(head, o + 8, pdu.cccid);
-      wr16(head, o + 10, pdu.ttag);
-      wr32(head, o + 12, pdu.r2to);
-      wr32(head, o + 16, pdu.r2tl);
-      break;
+      return writeTermReqHeader(h, o, pdu.type, pdu.fes, pdu.fei, pdu.errorData);
   }
-  head[o] = pdu.type;
-  head[o + 1] = flags;
-  head[o + 2] = hlen;
-  head[o + 3] = pdo;
-  wr32(head, o + 4, plen);
-  if (hdgst) writeHeaderDigest(head, o, hlen);
-  return headLen;
-}
-
-/** C2HData header (§3.6.2.9): CH, CCCID, DATAO, DATAL, reserved; HDGST and padding up to PDO. */
-function writeC2HDataHeader(head: Buffer, o: number, pdu: C2HDataPdu, framing: PduFraming, datalen: number): number {
-  const hdgst = framing.hdgst;
-  const pdo = pdoOf(DATA_PDU_HLEN, framing, datalen);
-  const headLen = headLenOf(DATA_PDU_HLEN, hdgst, pdo);
-  const ddgst = datalen > 0 && framing.ddgst;
-  const flags = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0) | (pdu.last ? PduFlag.DATA_LAST : 0) | (pdu.success ? PduFlag.DATA_SUCCESS : 0);
-  head[o] = PduType.C2H_DATA;
-  head[o + 1] = flags;
-  head[o + 2] = DATA_PDU_HLEN;
-  head[o + 3] = pdo;
-  wr32(head, o + 4, headLen + datalen + (ddgst ? DIGEST_SIZE : 0));
-  wr16(head, o + 8, pdu.cccid);
-  head[o + 10] = 0;
-  head[o + 11] = 0;
-  wr32(head, o + 12, pdu.datao);
-  wr32(head, o + 16, datalen);
-  wr32(head, o + 20, 0);
-  return finishHeader(head, o, DATA_PDU_HLEN, hdgst, headLen);
-}
-
-/** PDO (§3.6.1.2): where data starts, after the header, its HDGST and padding to the alignment asked for; 0 without data. */
-function pdoOf(hlen: number, framing: PduFraming, datalen: number): number {
-  return datalen > 0 ? dataOffset(hlen, framing.hdgst, framing.pda) : 0;
-}
-
-/** Bytes before the data: up to PDO when there is data, else the header and its HDGST. */
-function headLenOf(hlen: number, hdgst: boolean, pdo: number): number {
-  return pdo > 0 ? pdo : hlen + (hdgst ? DIGEST_SIZE : 0);
-}
-
-/** HDGST after the `hlen` header bytes, then zero padding up to `headLen`; returns `headLen`. */
-function finishHeader(head: Buffer, o: number, hlen: number, hdgst: boolean, headLen: number): number {
-  if (hdgst) writeHeaderDigest(head, o, hlen);
-  const padFrom = hlen + (hdgst ? DIGEST_SIZE : 0);
-  if (headLen > padFrom) head.fill(0, o + padFrom, o + headLen);
-  return headLen;
-}
-
-/** The SQE a CapsuleCmd carries after its CH (§3.6.2.6). */
-const SQE_BYTES = CAPSULE_CMD_HLEN - CH_SIZE;
-
-/**
- * CapsuleCmd header (§3.6.2.6): CH and the 64-byte SQE, then HDGST and padding up to PDO when in-capsule data
- * follows. The host's per-command writer: byte stores and one TypedArray.set, no argument-checked fill/copy.
- */
-function writeCapsuleCmdHeader(head: Buffer, o: number, pdu: CapsuleCmdPdu, framing: PduFraming, datalen: number): number {
-  const hdgst = framing.hdgst;
-  const pdo = pdoOf(CAPSULE_CMD_HLEN, framing, datalen);
-  const headLen = headLenOf(CAPSULE_CMD_HLEN, hdgst, pdo);
-  const ddgst = datalen > 0 && framing.ddgst;
-  head[o] = PduType.CAPSULE_CMD;
-  head[o + 1] = (hdgst ? PduFlag.HDGSTF : 0) | (ddgst ? PduFlag.DDGSTF : 0);
-  head[o + 2] = CAPSULE_CMD_HLEN;
-  head[o + 3] = pdo;
-  wr32(head, o + 4, headLen + datalen + (ddgst ? DIGEST_SIZE : 0));
-  const sqe = pdu.sqe;
-  if (sqe.length === SQE_BYTES) head.set(sqe, o + CH_SIZE);
-  else {
-    head.set(sqe.length > SQE_BYTES ? sqe.subarray(0, SQE_BYTES) : sqe, o + CH_SIZE);
-    if (sqe.length < SQE_BYTES) head.fill(0, o + CH_SIZE + sqe.length, o + CAPSULE_CMD_HLEN);
-  }
-  return finishHeader(head, o, CAPSULE_CMD_HLEN, hdgst, headLen);
-}
-
-/** HDGST (§3.6.1.3): CRC32C of the `hlen` header bytes at `o`, written right after them. */
-function writeHeaderDigest(head: Buffer, o: number, hlen: number): void {
-  wr32(head, o + hlen, crc32c(head.subarray(o, o + hlen)));
-}
-
-/** CapsuleResp CH (§3.6.2.7); returns the PDU length (header and HDGST). The CQE follows at o + CH_SIZE. */
-function writeCapsuleRespCh(head: Buffer, o: number, hdgst: boolean): number {
-  const headLen = CAPSULE_RESP_HLEN + (hdgst ? DIGEST_SIZE : 0);
-  head[o] = PduType.CAPSULE_RESP;
-  head[o + 1] = hdgst ? PduFlag.HDGSTF : 0;
-  head[o + 2] = CAPSULE_RESP_HLEN;
-  head[o + 3] = 0;
-  wr32(head, o + 4, headLen);
-  return headLen;
-}
-
-/** The 16-byte CQE (NVMe Base 2.0 §4.2.2) at `o`: DW0, DW1, SQHD, SQID, CID, and the 15-bit status with phase 0. */
-function writeCqeFields(head: Buffer, o: number, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): void {
-  wr32(head, o, dw0);
-  wr32(head, o + 4, dw1);
-  wr16(head, o + 8, sqhd);
-  wr16(head, o + 10, sqid);
-  wr16(head, o + 12, cid);
-  wr16(head, o + 14, (status << 1) & 0xfffe);
-}
-const CQE_BYTES = 16;
-
-/** CapsuleResp header (§3.6.2.7): CH and the 16-byte CQE, then HDGST. */
-function writeCapsuleRespHeader(head: Buffer, o: number, pdu: CapsuleRespPdu, framing: PduFraming): number {
-  const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
-  pdu.cqe.copy(head, o + CH_SIZE, 0, 16);
-  if (framing.hdgst) writeHeaderDigest(head, o, CAPSULE_RESP_HLEN);
-  return headLen;
 }
 
 function pduData(pdu: Pdu): Buffer[] | undefined {
@@ -369,7 +215,7 @@ export function encodedLength(parts: readonly Buffer[]): number {
 }
 
 /**
- * How PduBatch.addC2HData treats a payload. VIEW: sent as the caller's buffer, which must stay unchanged until the
+ * How PduBatch.add treats a payload. VIEW: sent as the caller's buffer, which must stay unchanged until the
  * batch is written. COPY: copied into the batch slab, under the same promise, so the copy may wait for take().
  * SNAPSHOT: copied now (the source may change once the call returns; a data digest computed now must match).
  */
@@ -398,8 +244,6 @@ const EMPTY = Buffer.alloc(0);
  * everything is reusable at once; with `true` it gets a release function to call from the write callback.
  * Fresh large buffers are expensive (a 128 KiB allocation is an mmap plus page faults), hence the pools.
  */
-const CAPSULE_RESP_HLEN = PDU_INFO[PduType.CAPSULE_RESP].hlen;
-
 export class PduBatch {
   #slab: Buffer;
   /** The slab's memory and offset in it (#cut makes its views from these: `Buffer.subarray` reads `.buffer` per call). */
@@ -439,162 +283,134 @@ export class PduBatch {
     return this.bytes === 0;
   }
 
-  /** Append one PDU, encoded by the same code as encodePdu. */
-  add(pdu: Pdu, framing: PduFraming = NO_DIGESTS): void {
+  /**
+   * Append one PDU: its header by its type's writer (as encodePdu), then its data as `payload` (C2HPayload) says. VIEW
+   * sends the caller's buffers (copied into the slab only up to copyMax), COPY copies them into the slab at take(),
+   * SNAPSHOT copies them now (into the slab or a pooled buffer), so that the data digest computed now matches the
+   * bytes sent later even if the source buffer changes in between.
+   */
+  add(pdu: Pdu, framing: PduFraming = NO_DIGESTS, payload: C2HPayload = C2HPayload.VIEW): void {
     const data = pduData(pdu);
     const datalen = data === undefined ? 0 : byteLength(data);
-    const copy = datalen > 0 && datalen <= this.copyMax;
-    const ddgst = datalen > 0 && framing.ddgst;
-    this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
-    const slab = this.#slab;
-    const headLen = writeHeader(slab, this.#pos, pdu, framing, datalen);
-    this.#pos += headLen;
-    this.bytes += headLen + datalen;
-    if (datalen === 0 || data === undefined) return;
-    for (const d of data) {
-      if (d.length === 0) continue;
-      if (copy) {
-        d.copy(slab, this.#pos);
-        this.#pos += d.length;
-      } else {
-        this.#cut();
-        this.#chunks.push(d);
-      }
-    }
-    if (ddgst) {
-      wr32(slab, this.#pos, pduDataDigest(pdu, data));
-      this.#pos += DIGEST_SIZE;
-      this.bytes += DIGEST_SIZE;
-    }
-  }
-
-  /**
-   * add() for the per-read reply: C2HData with its payload (monomorphic path, same encoding). `payload` (C2HPayload):
-   * VIEW sends the caller's buffers (copied into the slab only up to copyMax), COPY copies them into the slab at
-   * take(), SNAPSHOT copies them now (into the slab or a pooled buffer), so that the data digest computed now matches
-   * the bytes sent later even if the source buffer changes in between.
-   */
-  addC2HData(pdu: C2HDataPdu, framing: PduFraming = NO_DIGESTS, payload: C2HPayload = C2HPayload.VIEW): void {
-    const data = pdu.data;
-    const datalen = byteLength(data);
     const snapshot = payload === C2HPayload.SNAPSHOT;
     const copy = datalen > 0 && (datalen <= this.copyMax || payload === C2HPayload.COPY || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
     this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
-    const headLen = writeC2HDataHeader(this.#slab, this.#pos, pdu, framing, datalen);
+    const headLen = writeHeader(this.#slab, this.#pos, pdu, framing, datalen);
     this.#pos += headLen;
     this.bytes += headLen + datalen;
-    if (datalen === 0) return;
+    if (datalen === 0 || data === undefined) return;
     let crcOf = data;
-    if (copy && !snapshot) {
-      // The caller lends `data` until the batch is written (as for payloads sent as views), so the copy can wait for
-      // take(), where the whole batch's copies run back to back (#copyPending).
-      let pos = this.#pos;
-      let n = this.#pendN;
-      for (const d of data) {
-        if (d.length === 0) continue;
-        this.#pendSrc[n] = d;
-        this.#pendAt[n] = pos;
-        n++;
-        pos += d.length;
-      }
-      this.#pendN = n;
-      this.#pos = pos;
-      this.copied += datalen;
-    } else if (copy) {
-      // A snapshot is copied now: its source may change as soon as this call returns.
-      // TypedArray.set, not Buffer.copy: copy's JS wrapper re-derives bounds the room check above already holds.
-      const slab = this.#slab;
-      let pos = this.#pos;
-      for (const d of data) {
-        slab.set(d, pos);
-        pos += d.length;
-      }
-      this.#pos = pos;
-      this.copied += datalen;
-    } else if (snapshot) {
-      const buf = datalen <= this.snapshotSize ? (this.#freeSnaps.pop() ?? Buffer.allocUnsafeSlow(this.snapshotSize)) : Buffer.allocUnsafeSlow(datalen);
-      let o = 0;
-      for (const d of data) o += d.copy(buf, o);
-      const snap = buf.subarray(0, datalen);
-      this.#held.push(buf);
-      this.#cut();
-      this.#chunks.push(snap);
-      crcOf = [snap];
-    } else {
-      for (const d of data) {
-        if (d.length === 0) continue;
-        this.#cut();
-        this.#chunks.push(d);
-      }
-    }
-    if (framing.ddgst) {
-      wr32(this.#slab, this.#pos, pduDataDigest(pdu, crcOf));
-      this.#pos += DIGEST_SIZE;
-      this.bytes += DIGEST_SIZE;
-    }
-  }
-
-  /** add() for a CapsuleResp (monomorphic path, same encoding). */
-  addCapsuleResp(pdu: CapsuleRespPdu, framing: PduFraming = NO_DIGESTS): void {
-    this.#room(PDU_MAX_HEADER_BYTES);
-    const n = writeCapsuleRespHeader(this.#slab, this.#pos, pdu, framing);
-    this.#pos += n;
-    this.bytes += n;
+    if (copy && !snapshot) this.#deferCopies(data, datalen);
+    else if (copy) this.#copyNow(data, datalen);
+    else if (snapshot) crcOf = [this.#snapshot(data, datalen)];
+    else this.#views(data);
+    if (framing.ddgst) this.#digest(pduDataDigest(pdu, crcOf));
   }
 
   /**
-   * addCapsuleResp with the CQE fields written straight into the slab (NVMe Base 2.0 §4.2.2: DW0, DW1, SQHD, SQID,
-   * CID, status with the phase bit 0), so the per-command completion neither builds nor copies a CQE. `status` is the
-   * 15-bit status field (wire value status << 1), as in encodeCqeInto.
+   * The CapsuleResp of a completion from its CQE fields (status: the 15-bit status field, phase 0), so the
+   * per-command completion neither builds nor copies a CQE.
    */
   addCapsuleRespCqe(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, framing: PduFraming = NO_DIGESTS): void {
     this.#room(PDU_MAX_HEADER_BYTES);
-    const head = this.#slab;
-    const o = this.#pos;
-    const headLen = writeCapsuleRespCh(head, o, framing.hdgst);
-    writeCqeFields(head, o + CH_SIZE, dw0, dw1, sqhd, sqid, cid, status);
-    if (framing.hdgst) writeHeaderDigest(head, o, CAPSULE_RESP_HLEN);
-    this.#pos = o + headLen;
-    this.bytes += headLen;
+    this.#pos += this.#respCqe(this.#pos, dw0, dw1, sqhd, sqid, cid, status, framing.hdgst);
   }
 
   /**
-   * The reply to a read of one payload when no digest and no padding applies (PDA 0): C2HData (LAST, and SUCCESS
-   * when `success`) with `data` copied at take() as addC2HData's COPY, then, unless `success`, the CapsuleResp of
-   * addCapsuleRespCqe. The same bytes as those two calls; one room check and direct stores, because this is every
-   * 4 KiB read's reply (NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7; docs/performance.md, ninth pass). `data` is lent until take().
+   * The reply to a read of one payload: C2HData (LAST, and SUCCESS when `success`) with `data` copied at take() as
+   * add()'s COPY, then, unless `success`, the CapsuleResp of addCapsuleRespCqe: the same bytes as those two calls with
+   * one room check, because this is every 4 KiB read's reply (NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7; docs/performance.md,
+   * ninth pass). `data` is lent until take().
    */
-  addReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): void {
+  addReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, framing: PduFraming = NO_DIGESTS): void {
     const len = data.length;
-    const plen = DATA_PDU_HLEN + len;
-    const all = success ? plen : plen + CAPSULE_RESP_HLEN;
-    if (this.#slab.length - this.#pos < all) this.#room(all);
-    const head = this.#slab;
-    let o = this.#pos;
-    head[o] = PduType.C2H_DATA;
-    head[o + 1] = success ? PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS : PduFlag.DATA_LAST;
-    head[o + 2] = DATA_PDU_HLEN;
-    head[o + 3] = DATA_PDU_HLEN;
-    wr32(head, o + 4, plen);
-    wr16(head, o + 8, cid);
-    head[o + 10] = 0;
-    head[o + 11] = 0;
-    wr32(head, o + 12, 0);
-    wr32(head, o + 16, len);
-    wr32(head, o + 20, 0);
-    o += DATA_PDU_HLEN;
+    // Exactly what the two writers below produce, so a reply that fits never rolls the slab over (#room copies pending
+    // payloads early when it does).
+    const hd = framing.hdgst ? DIGEST_SIZE : 0;
+    const need = dataOffset(DATA_PDU_HLEN, framing.hdgst, framing.pda) + len + (framing.ddgst ? DIGEST_SIZE : 0) + (success ? 0 : CAPSULE_RESP_HLEN + hd);
+    if (this.#slab.length - this.#pos < need) this.#room(need);
+    const flags = success ? PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS : PduFlag.DATA_LAST;
+    const start = this.#pos;
+    let o = start + writeC2HDataHeader(this.#slab, start, cid, 0, len, flags, framing);
     const n = this.#pendN;
     this.#pendSrc[n] = data;
     this.#pendAt[n] = o;
     this.#pendN = n + 1;
     o += len;
     this.copied += len;
-    if (!success) {
-      o += writeCapsuleRespCh(head, o, false);
-      writeCqeFields(head, o - CQE_BYTES, dw0, dw1, sqhd, sqid, cid, status);
-    }
+    this.bytes += o - start;
     this.#pos = o;
-    this.bytes += all;
+    if (framing.ddgst) this.#digest(crc32c(data));
+    if (!success) this.#pos += this.#respCqe(this.#pos, dw0, dw1, sqhd, sqid, cid, status, framing.hdgst);
+  }
+
+  /** CapsuleResp at `o` in the slab, counted in `bytes`; returns its length. */
+  #respCqe(o: number, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, hdgst: boolean): number {
+    const n = writeCapsuleRespHeader(this.#slab, o, hdgst, dw0, dw1, sqhd, sqid, cid, (status << 1) & 0xfffe);
+    this.bytes += n;
+    return n;
+  }
+
+  /** DDGST at the slab position (§3.6.1.4). */
+  #digest(crc: number): void {
+    wr32(this.#slab, this.#pos, crc);
+    this.#pos += DIGEST_SIZE;
+    this.bytes += DIGEST_SIZE;
+  }
+
+  /**
+   * The caller lends `data` until the batch is written (as for payloads sent as views), so the copy into the slab
+   * can wait for take(), where the whole batch's copies run back to back (#copyPending).
+   */
+  #deferCopies(data: readonly Buffer[], datalen: number): void {
+    let pos = this.#pos;
+    let n = this.#pendN;
+    for (const d of data) {
+      if (d.length === 0) continue;
+      this.#pendSrc[n] = d;
+      this.#pendAt[n] = pos;
+      n++;
+      pos += d.length;
+    }
+    this.#pendN = n;
+    this.#pos = pos;
+    this.copied += datalen;
+  }
+
+  /**
+   * A snapshot small enough for the slab is copied now: its source may change as soon as the call returns.
+   * TypedArray.set, not Buffer.copy: copy's JS wrapper re-derives bounds the room check already holds.
+   */
+  #copyNow(data: readonly Buffer[], datalen: number): void {
+    const slab = this.#slab;
+    let pos = this.#pos;
+    for (const d of data) {
+      slab.set(d, pos);
+      pos += d.length;
+    }
+    this.#pos = pos;
+    this.copied += datalen;
+  }
+
+  /** A larger snapshot goes into a pooled buffer of its own, sent as a view of it; returns that view. */
+  #snapshot(data: readonly Buffer[], datalen: number): Buffer {
+    const buf = datalen <= this.snapshotSize ? (this.#freeSnaps.pop() ?? Buffer.allocUnsafeSlow(this.snapshotSize)) : Buffer.allocUnsafeSlow(datalen);
+    let o = 0;
+    for (const d of data) o += d.copy(buf, o);
+    const snap = buf.subarray(0, datalen);
+    this.#held.push(buf);
+    this.#cut();
+    this.#chunks.push(snap);
+    return snap;
+  }
+
+  /** Payloads sent as the caller's buffers, between slab chunks. */
+  #views(data: readonly Buffer[]): void {
+    for (const d of data) {
+      if (d.length === 0) continue;
+      this.#cut();
+      this.#chunks.push(d);
+    }
   }
 
   /** The chunks to write, in order; valid until the next add(). */

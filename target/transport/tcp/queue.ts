@@ -610,7 +610,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       one.success = success;
       one.data = out;
       if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.sendC2HData(one, copy ? C2HPayload.COPY : uncopied);
+      conn.send(one, copy ? C2HPayload.COPY : uncopied);
       one.data = NO_DATA;
       return;
     }
@@ -622,7 +622,7 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
       pdu.last = last;
       pdu.success = last && success;
       pdu.data = piece;
-      conn.sendC2HData(pdu, uncopied);
+      conn.send(pdu, uncopied);
       datao += pieceLen;
       piece = [];
       pieceLen = 0;
