@@ -8,8 +8,8 @@ import type { AuthStats, HostAuthView } from './core/auth.js';
 import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
 import type { PersistedResv } from './core/reservation.js';
 import { TcpListener, type TlsStats } from './transport/tcp/index.js';
-import { isPlacement, PLACEMENTS, type Placement, type WorkerView } from './workers/index.js';
-import { checkCntlidRange, checkName, checkPort, checkSubsystem } from './service/config-translation.js';
+import type { Placement, WorkerView } from './workers/index.js';
+import { checkCntlidRange, checkName, checkPlacement, checkPort, checkSubsystem } from './service/config-translation.js';
 import { HostKeys } from './service/keys.js';
 import { debugCounts, listControllers, targetStats, type ControllerInfo, type DebugCounts, type TargetStats } from './service/reports.js';
 import { Replication } from './service/replication.js';
@@ -75,8 +75,7 @@ export class TargetService {
     const envWorkers = process.env.NVME_TCP_TARGET_WORKERS;
     const n = opts.workers ?? (envWorkers !== undefined && envWorkers !== '' ? Number(envWorkers) : 1);
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('workers', `${String(n)} is not a worker count; use an integer >= 1`);
-    const p = opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue');
-    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
+    const p = checkPlacement('placement', opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue'));
     this.#placement = p;
     this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
@@ -102,10 +101,9 @@ export class TargetService {
 
   /** Change the placement policy for queues connected from now on (queues already placed stay where they are). */
   setPlacement(p: string): void {
-    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
-    this.#placement = p;
+    this.#placement = checkPlacement('placement', p);
     const pool = this.#workers.pool;
-    if (pool !== undefined) pool.placement = p;
+    if (pool !== undefined) pool.placement = this.#placement;
   }
 
   /**
@@ -114,8 +112,7 @@ export class TargetService {
    */
   setPortPlacement(portId: number, p: string | null): void {
     const port = this.#port(portId);
-    if (p !== null && !isPlacement(p)) throw new InvalidArgumentError('ports.placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}, or null for the target-wide one`);
-    port.placement = p ?? undefined;
+    port.placement = p === null ? undefined : checkPlacement('ports.placement', p, true);
     this.#workers.pool?.setPortPlacement(portId, port.placement);
   }
 

@@ -13,11 +13,11 @@ import path from 'node:path';
 import type { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { releaseFromServer } from '../../connection/index.js';
-import { DNR, Status } from '../../protocol/index.js';
+import { DNR, InvalidArgumentError, Status } from '../../protocol/index.js';
 import type { Controller, QueueHandle, QueueInfoView, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue, QueueHandOff } from '../transport/tcp/index.js';
 import { InvalidationBatcher, type InvRange } from './coherence.js';
-import { isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
+import { PLACEMENTS, isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
 
 /** Worker process states: starting (forked, no 'ready' yet), ready, stopping (told to stop), dead (exited). */
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
@@ -202,7 +202,7 @@ export class WorkerPool implements QueueHandOff {
 
   /** Applies to queues placed from now on; queues already placed stay where they are. */
   set placement(p: Placement) {
-    if (!isPlacement(p)) throw new Error(`unknown placement ${String(p)}`);
+    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
     this.#placement = p;
     this.#log.info({ placement: p }, 'placement changed');
   }
@@ -213,7 +213,7 @@ export class WorkerPool implements QueueHandOff {
       if (this.#portPlacement.delete(id)) this.#log.info({ portId: id, placement: this.#placement }, 'port placement cleared');
       return;
     }
-    if (!isPlacement(p)) throw new Error(`unknown placement ${String(p)}`);
+    if (!isPlacement(p)) throw new InvalidArgumentError('placement', `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}`);
     this.#portPlacement.set(id, p);
     this.#log.info({ portId: id, placement: p }, 'port placement changed');
   }
