@@ -545,11 +545,6 @@ export class WorkerPool implements QueueHandOff {
     return this.#broadcast((seq) => ({ t: 'port-remove', seq, id }));
   }
 
-  /** Worker of a queue handle, or undefined when it is served here. */
-  static workerOf(q: QueueHandle): number | undefined {
-    return q instanceof RemoteQueue ? q.worker.index : undefined;
-  }
-
   workers(): WorkerView[] {
     return this.#workers.map((w) => {
       const r = w.report;
