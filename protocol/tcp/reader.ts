@@ -59,11 +59,8 @@ type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
 /** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
 const NO_DATA: Buffer[] = [];
 
-/** A CapsuleResp without header digest: CH + 16-byte CQE (§3.6.2.7). */
-const CAPSULE_RESP_PLEN = 24;
-/** C2HData header without header digest, and so its data offset with PDA 0 (§3.6.2.9). */
-const C2H_DATA_HLEN = 24;
-const C2H_DATA_FLAGS = PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS;
+/** Slots of the known-CH table (#knownCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
+const KNOWN_SLOTS = 16;
 /**
  * Offset slots of the view cache (#viewOf): distinct for the ~60 PDU offsets of 4 KiB reads in a 256 KiB read, and
  * for the 72-byte capsules of a QD32 batch.
@@ -74,10 +71,14 @@ export class PduReader {
   #state: State = 'ch';
   #opts: PduReaderOptions;
   #icDone = false;
-  /** Controller role, IC done, no header digests: the CapsuleCmd fast path in push() applies. */
-  #fastCmd = false;
-  /** Host role, IC done, no header digests: the CapsuleResp fast path applies. */
-  #fastResp = false;
+  /**
+   * CHs validatePduHeader accepted in the current context, by PDU type (#knownCh): bytes 0–3 and PLEN as numbers
+   * (-1: none), and the header and data lengths it found for them.
+   */
+  readonly #knownWord = new Float64Array(KNOWN_SLOTS).fill(-1);
+  readonly #knownPlen = new Float64Array(KNOWN_SLOTS).fill(-1);
+  readonly #knownHead = new Int32Array(KNOWN_SLOTS);
+  readonly #knownData = new Int32Array(KNOWN_SLOTS);
   /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
   #fastData = false;
   /** Direct C2HData in progress: where its data goes, the PDU's datao, cccid and flags. */
@@ -122,9 +123,9 @@ export class PduReader {
 
   /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
   setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
-    this.#fastCmd = this.#icDone && this.#opts.role === 'controller' && !hdgst;
-    this.#fastResp = this.#icDone && this.#opts.role === 'host' && !hdgst;
-    this.#fastData = this.#fastResp && !ddgst && pda === 0 && this.#opts.onC2HDataHeader !== undefined && this.#opts.onC2HDataEnd !== undefined;
+    // The CHs accepted so far were accepted under the old framing.
+    this.#knownWord.fill(-1);
+    this.#fastData = this.#icDone && this.#opts.role === 'host' && !hdgst && !ddgst && pda === 0 && this.#opts.onC2HDataHeader !== undefined && this.#opts.onC2HDataEnd !== undefined;
     this.#hdgst = hdgst;
     this.#ddgst = ddgst;
     this.#pda = pda;
@@ -132,6 +133,7 @@ export class PduReader {
 
   setMaxDataLength(n: number): void {
     this.#opts.maxDataLength = n;
+    this.#knownWord.fill(-1);
   }
 
   get failed(): boolean {
@@ -140,12 +142,15 @@ export class PduReader {
 
   /**
    * Feed the next received chunk: its first `n` bytes (all of it by default; a reused receive buffer is pushed whole
-   * with the count read, so no view is made per read). Never throws for any byte content.
+   * with the count read, so no view is made per read). Never throws for any byte content. One receive method per
+   * state, as Linux nvme_tcp_recv_skb (recv_pdu, recv_data, recv_ddgst): each consumes what its state needs from
+   * `off` and returns where the next starts (`n` once the reader failed).
    */
   push(chunk: Buffer, n = chunk.length): void {
     let off = 0;
     this.bytesIn += n;
-    if (this.#opts.reusesChunks === true && chunk !== this.#viewsOf) {
+    const reuses = this.#opts.reusesChunks === true;
+    if (reuses && chunk !== this.#viewsOf) {
       // Keyed by the Buffer object, not its memory: `chunk.buffer` costs a runtime call per read in optimized code.
       this.#views.fill(undefined);
       this.#viewsOf = chunk;
@@ -153,128 +158,142 @@ export class PduReader {
     }
     while (off < n) {
       switch (this.#state) {
+        case 'ch':
+          off = this.#recvCh(chunk, off, n);
+          break;
+        case 'head':
+          off = this.#recvHead(chunk, off, n);
+          break;
+        case 'data':
+          off = this.#recvData(chunk, off, n);
+          break;
+        case 'ddgst':
+          off = this.#recvDdgst(chunk, off, n);
+          break;
         case 'failed':
           return;
-        case 'ch': {
-          if (
-            this.#fastCmd &&
-            this.#chHave === 0 &&
-            n - off >= CAPSULE_CMD_HLEN &&
-            chunk[off] === PduType.CAPSULE_CMD &&
-            chunk[off + 1] === 0 &&
-            chunk[off + 2] === CAPSULE_CMD_HLEN &&
-            chunk[off + 3] === 0 &&
-            rd32(chunk, off + 4) === CAPSULE_CMD_HLEN
-          ) {
-            // Fast path for the dominant PDU, a CapsuleCmd without data and without header digest: after the IC
-            // exchange these 8 CH bytes are its only valid encoding (the checks of validatePduHeader and
-            // validatePduSpecific all pass for exactly this CH), so the SQE is handed out as one view.
-            const sqe = this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE);
-            off += CAPSULE_CMD_HLEN;
-            const onCmd = this.#opts.onCapsuleCmd;
-            if (onCmd !== undefined) onCmd(sqe);
-            else this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
-            break;
-          }
-          if (
-            this.#fastResp &&
-            this.#chHave === 0 &&
-            n - off >= CAPSULE_RESP_PLEN &&
-            chunk[off] === PduType.CAPSULE_RESP &&
-            chunk[off + 1] === 0 &&
-            chunk[off + 2] === CAPSULE_RESP_PLEN &&
-            chunk[off + 3] === 0 &&
-            rd32(chunk, off + 4) === CAPSULE_RESP_PLEN
-          ) {
-            // Host-side twin of the fast path above: a CapsuleResp without header digest has exactly this CH.
-            const at = off;
-            off += CAPSULE_RESP_PLEN;
-            const onResp = this.#opts.onCapsuleResp;
-            if (onResp !== undefined) onResp(chunk, at + CH_SIZE);
-            else this.#opts.onPdu({ type: PduType.CAPSULE_RESP, cqe: chunk.subarray(at + CH_SIZE, at + CAPSULE_RESP_PLEN) });
-            break;
-          }
-          if (this.#fastData && this.#chHave === 0 && n - off >= C2H_DATA_HLEN && chunk[off] === PduType.C2H_DATA && this.#directHeader(chunk, off)) {
-            off += C2H_DATA_HLEN;
-            if (this.#direct === undefined) {
-              this.#state = 'failed';
-              return;
-            }
-            break;
-          }
-          if (this.#chHave === 0 && n - off >= CH_SIZE) {
-            // Fast path: whole CH here; take the header as a view when it is complete in this chunk.
-            const verdict = this.#checkCh(chunk.subarray(off, off + CH_SIZE));
-            if (verdict === undefined) return;
-            if (n - off >= this.#headLen) {
-              this.#head = chunk.subarray(off, off + this.#headLen);
-              off += this.#headLen;
-              if (!this.#headerComplete()) return;
-            } else {
-              this.#head = Buffer.allocUnsafe(this.#headLen);
-              chunk.copy(this.#head, 0, off, n);
-              this.#headHave = n - off;
-              off = n;
-              this.#state = 'head';
-            }
-            break;
-          }
-          const take = Math.min(CH_SIZE - this.#chHave, n - off);
-          chunk.copy(this.#ch, this.#chHave, off, off + take);
-          this.#chHave += take;
-          off += take;
-          if (this.#chHave < CH_SIZE) return;
-          this.#chHave = 0;
-          if (this.#checkCh(this.#ch) === undefined) return;
-          this.#head = Buffer.allocUnsafe(this.#headLen);
-          this.#ch.copy(this.#head, 0);
-          this.#headHave = CH_SIZE;
-          this.#state = 'head';
-          if (this.#headHave === this.#headLen && !this.#headerComplete()) return;
-          break;
-        }
-        case 'head': {
-          const take = Math.min(this.#headLen - this.#headHave, n - off);
-          chunk.copy(this.#head, this.#headHave, off, off + take);
-          this.#headHave += take;
-          off += take;
-          if (this.#headHave === this.#headLen && !this.#headerComplete()) return;
-          break;
-        }
-        case 'data': {
-          const take = Math.min(this.#dataLen - this.#dataHave, n - off);
-          const direct = this.#direct;
-          if (direct !== undefined) {
-            this.#copyDirect(chunk, off, take, direct, this.#directAt + this.#dataHave);
-            this.#dataHave += take;
-            off += take;
-            if (this.#dataHave === this.#dataLen) {
-              this.#direct = undefined;
-              this.#state = 'ch';
-              this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
-            }
-            break;
-          }
-          const view = chunk.subarray(off, off + take);
-          if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
-          else this.#data.push(view);
-          if (this.#wantsDdgst()) this.#crc = crc32c(view, this.#crc);
-          this.#dataHave += take;
-          off += take;
-          if (this.#dataHave === this.#dataLen) this.#dataComplete();
-          break;
-        }
-        case 'ddgst': {
-          const take = Math.min(DIGEST_SIZE - this.#ddgstHave, n - off);
-          chunk.copy(this.#ddgstBuf, this.#ddgstHave, off, off + take);
-          this.#ddgstHave += take;
-          off += take;
-          if (this.#ddgstHave === DIGEST_SIZE) this.#finish(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
-          break;
-        }
       }
     }
-    if (this.#opts.reusesChunks === true) this.#detach(chunk);
+    if (reuses) this.#detach(chunk);
+  }
+
+  /** CH (§3.6.1): validated (or known), then the rest of the header from this chunk or in the 'head' state. */
+  #recvCh(chunk: Buffer, off: number, n: number): number {
+    if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
+    if (!this.#knownCh(chunk, off) && !this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
+    const headLen = this.#headLen;
+    if (n - off >= headLen) return this.#wholeHeader(chunk, off);
+    this.#head = Buffer.allocUnsafe(headLen);
+    chunk.copy(this.#head, 0, off, n);
+    this.#headHave = n - off;
+    this.#state = 'head';
+    return n;
+  }
+
+  /** A CH that straddles chunks: gathered in #ch, then its header continues in the 'head' state. */
+  #gatherCh(chunk: Buffer, off: number, n: number): number {
+    const take = Math.min(CH_SIZE - this.#chHave, n - off);
+    chunk.copy(this.#ch, this.#chHave, off, off + take);
+    this.#chHave += take;
+    off += take;
+    if (this.#chHave < CH_SIZE) return off;
+    this.#chHave = 0;
+    if (!this.#checkCh(this.#ch)) return n;
+    this.#head = Buffer.allocUnsafe(this.#headLen);
+    this.#ch.copy(this.#head, 0);
+    this.#headHave = CH_SIZE;
+    this.#state = 'head';
+    if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
+    return off;
+  }
+
+  /** PDU-specific header (and HDGST, padding) that straddles chunks, gathered into #head. */
+  #recvHead(chunk: Buffer, off: number, n: number): number {
+    const take = Math.min(this.#headLen - this.#headHave, n - off);
+    chunk.copy(this.#head, this.#headHave, off, off + take);
+    this.#headHave += take;
+    if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
+    return off + take;
+  }
+
+  /** Data: copied straight to its destination (direct C2HData) or kept as views (staged with reusesChunks). */
+  #recvData(chunk: Buffer, off: number, n: number): number {
+    const take = Math.min(this.#dataLen - this.#dataHave, n - off);
+    const direct = this.#direct;
+    if (direct !== undefined) {
+      this.#copyDirect(chunk, off, take, direct, this.#directAt + this.#dataHave);
+      this.#dataHave += take;
+      if (this.#dataHave === this.#dataLen) {
+        this.#direct = undefined;
+        this.#state = 'ch';
+        this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
+      }
+      return off + take;
+    }
+    const view = chunk.subarray(off, off + take);
+    if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
+    else this.#data.push(view);
+    if (this.#wantsDdgst()) this.#crc = crc32c(view, this.#crc);
+    this.#dataHave += take;
+    if (this.#dataHave === this.#dataLen) this.#dataComplete();
+    return off + take;
+  }
+
+  /** DDGST (§3.6.1.4), gathered across chunks, then compared with the CRC32C of the data. */
+  #recvDdgst(chunk: Buffer, off: number, n: number): number {
+    const take = Math.min(DIGEST_SIZE - this.#ddgstHave, n - off);
+    chunk.copy(this.#ddgstBuf, this.#ddgstHave, off, off + take);
+    this.#ddgstHave += take;
+    if (this.#ddgstHave === DIGEST_SIZE) this.#finish(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
+    return off + take;
+  }
+
+  /**
+   * The whole header is in this chunk. Without a header digest the PDUs of every command skip the header view and
+   * the PDU object: a CapsuleCmd without data goes to onCapsuleCmd as its SQE, a CapsuleResp to onCapsuleResp in
+   * place, a C2HData into its direct copy (after validatePduSpecific, as #headerComplete would). Everything else,
+   * and any finding, takes #headerComplete.
+   */
+  #wholeHeader(chunk: Buffer, off: number): number {
+    const end = off + this.#headLen;
+    if (((chunk[off + 1] as number) & PduFlag.HDGSTF) === 0) {
+      const type = chunk[off] as number;
+      if (type === PduType.CAPSULE_CMD && this.#dataLen === 0) {
+        const sqe = this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE);
+        const onCmd = this.#opts.onCapsuleCmd;
+        if (onCmd !== undefined) onCmd(sqe);
+        else this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
+        return end;
+      }
+      const onResp = this.#opts.onCapsuleResp;
+      if (type === PduType.CAPSULE_RESP && onResp !== undefined) {
+        onResp(chunk, off + CH_SIZE);
+        return end;
+      }
+      if (type === PduType.C2H_DATA && this.#fastData && validatePduSpecific(chunk, type, this.#dataLen, off) === undefined) {
+        this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), this.#dataLen, chunk[off + 1] as number);
+        if (this.#direct !== undefined) return end;
+        this.#state = 'failed';
+        return end;
+      }
+    }
+    this.#head = chunk.subarray(off, end);
+    // On a finding the state is 'failed' and push() stops.
+    this.#headerComplete();
+    return end;
+  }
+
+  /**
+   * A CH identical to one validatePduHeader accepted in this context (same framing and limits, IC done) is valid the
+   * same way, so its lengths come from the table, keyed by PDU type, without validating again: the PDUs of a stream
+   * repeat their CH (every CapsuleCmd without data, every CapsuleResp, the C2HData of every read of one size).
+   */
+  #knownCh(chunk: Buffer, off: number): boolean {
+    const type = chunk[off] as number;
+    if (type >= KNOWN_SLOTS || this.#knownWord[type] !== rd32(chunk, off) || this.#knownPlen[type] !== rd32(chunk, off + 4)) return false;
+    this.#headLen = this.#knownHead[type] as number;
+    this.#dataLen = this.#knownData[type] as number;
+    return true;
   }
 
   /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
@@ -288,24 +307,6 @@ export class PduReader {
     for (const d of this.#data) at += d.copy(this.#stage, at);
     this.#data = [];
     this.#staging = true;
-  }
-
-  /**
-   * A whole C2HData header at `off` with exactly the CH and datal that validatePduHeader and validatePduSpecific
-   * accept without digests at PDA 0 (hlen 24, pdo 24, only LAST/SUCCESS, SUCCESS only with LAST, datal = plen − 24 > 0,
-   * within maxDataLength): start the direct copy and return true. Anything else returns false and takes the general
-   * path, which reports the finding.
-   */
-  #directHeader(chunk: Buffer, off: number): boolean {
-    const flags = chunk[off + 1] as number;
-    if ((flags & ~C2H_DATA_FLAGS) !== 0 || (flags & C2H_DATA_FLAGS) === PduFlag.DATA_SUCCESS) return false;
-    if (chunk[off + 2] !== C2H_DATA_HLEN || chunk[off + 3] !== C2H_DATA_HLEN) return false;
-    const datal = rd32(chunk, off + 16);
-    if (datal === 0 || rd32(chunk, off + 4) !== C2H_DATA_HLEN + datal) return false;
-    const max = this.#opts.maxDataLength ?? 0;
-    if (max > 0 && datal > max) return false;
-    this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), datal, flags);
-    return true;
   }
 
   /** Copy `take` bytes at `off` in `chunk` to `at` in `dst` (from a kept view: #viewOf). */
@@ -351,8 +352,11 @@ export class PduReader {
     this.#opts.onFatal({ ...f, header: Buffer.from(header.subarray(0, Math.min(header.length, 128))) });
   }
 
-  /** Validates the CH; on success sets #headLen/#dataLen and returns true, else fails and returns undefined. */
-  #checkCh(ch: Buffer): true | undefined {
+  /**
+   * Validates the CH (validatePduHeader, the one place its rules live); on success sets #headLen/#dataLen, remembers
+   * the CH for #knownCh once the IC exchange is done, and returns true, else fails and returns false.
+   */
+  #checkCh(ch: Buffer): boolean {
     const type = ch[0] as number;
     const verdict = validatePduHeader(ch, {
       role: this.#opts.role,
@@ -364,14 +368,21 @@ export class PduReader {
     });
     if (!verdict.ok) {
       this.#fail(verdict, ch);
-      return undefined;
+      return false;
     }
     if (type === PduType.CAPSULE_CMD && (this.#opts.maxInCapsuleData ?? 0) > 0 && verdict.dataLen > (this.#opts.maxInCapsuleData ?? 0)) {
       this.#fail({ fes: Fes.DATA_LIMIT_EXCEEDED, fei: 4, reason: `in-capsule data ${verdict.dataLen} exceeds ${this.#opts.maxInCapsuleData}` }, ch);
-      return undefined;
+      return false;
     }
     this.#headLen = verdict.headLen;
     this.#dataLen = verdict.dataLen;
+    // Before the IC exchange the same CH is judged differently afterwards (§3.3): only what comes after is kept.
+    if (this.#icDone) {
+      this.#knownWord[type] = rd32(ch, 0);
+      this.#knownPlen[type] = rd32(ch, 4);
+      this.#knownHead[type] = verdict.headLen;
+      this.#knownData[type] = verdict.dataLen;
+    }
     return true;
   }
 

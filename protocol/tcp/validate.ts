@@ -99,29 +99,29 @@ export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict
   return { ok: true, dataLen, headLen: pdo };
 }
 
-/** Checks on the PDU-specific header once it is complete (field order as in §3.6.2). */
-export function validatePduSpecific(head: Buffer, type: number, dataLen: number): FatalFinding | undefined {
+/** Checks on the PDU-specific header once it is complete, at `at` in `head` (field order as in §3.6.2). */
+export function validatePduSpecific(head: Buffer, type: number, dataLen: number, at = 0): FatalFinding | undefined {
   switch (type) {
     case PduType.IC_REQ:
-      if (head.readUInt16LE(8) !== 0) return { fes: Fes.UNSUPPORTED_PARAMETER, fei: 8, reason: `ICReq pfv ${head.readUInt16LE(8)}` };
-      if ((head[10] as number) > 31) return { fes: Fes.INVALID_HEADER_FIELD, fei: 10, reason: `ICReq hpda ${head[10]}` };
-      if (((head[11] as number) & ~0x03) !== 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 11, reason: `ICReq digest bits 0x${(head[11] as number).toString(16)}` };
+      if (head.readUInt16LE(at + 8) !== 0) return { fes: Fes.UNSUPPORTED_PARAMETER, fei: 8, reason: `ICReq pfv ${head.readUInt16LE(at + 8)}` };
+      if ((head[at + 10] as number) > 31) return { fes: Fes.INVALID_HEADER_FIELD, fei: 10, reason: `ICReq hpda ${head[at + 10]}` };
+      if (((head[at + 11] as number) & ~0x03) !== 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 11, reason: `ICReq digest bits 0x${(head[at + 11] as number).toString(16)}` };
       return undefined;
     case PduType.IC_RESP:
-      if (head.readUInt16LE(8) !== 0) return { fes: Fes.UNSUPPORTED_PARAMETER, fei: 8, reason: `ICResp pfv ${head.readUInt16LE(8)}` };
-      if ((head[10] as number) > 31) return { fes: Fes.INVALID_HEADER_FIELD, fei: 10, reason: `ICResp cpda ${head[10]}` };
+      if (head.readUInt16LE(at + 8) !== 0) return { fes: Fes.UNSUPPORTED_PARAMETER, fei: 8, reason: `ICResp pfv ${head.readUInt16LE(at + 8)}` };
+      if ((head[at + 10] as number) > 31) return { fes: Fes.INVALID_HEADER_FIELD, fei: 10, reason: `ICResp cpda ${head[at + 10]}` };
       {
-        const maxdata = head.readUInt32LE(12);
+        const maxdata = head.readUInt32LE(at + 12);
         if (maxdata < 4096 || maxdata % 4 !== 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 12, reason: `ICResp maxh2cdata ${maxdata}` };
       }
       return undefined;
     case PduType.H2C_DATA:
     case PduType.C2H_DATA:
       // datal must equal the data the PDU carries (nvmet: no padding accepted).
-      if (rd32(head, 16) !== dataLen) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: `datal ${head.readUInt32LE(16)} but PDU carries ${dataLen}` };
+      if (rd32(head, at + 16) !== dataLen) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: `datal ${head.readUInt32LE(at + 16)} but PDU carries ${dataLen}` };
       return undefined;
     case PduType.R2T:
-      if (head.readUInt32LE(16) === 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: 'R2T r2tl 0' };
+      if (head.readUInt32LE(at + 16) === 0) return { fes: Fes.INVALID_HEADER_FIELD, fei: 16, reason: 'R2T r2tl 0' };
       return undefined;
     default:
       return undefined;
