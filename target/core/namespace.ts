@@ -74,6 +74,16 @@ export class Namespace {
     return this.config.nsid;
   }
 
+  /**
+   * Resolves once no command executes on this namespace any more (a detached or replaced one, before its backend
+   * closes: nvmet_ns_disable waits for the namespace's references the same way), or after `timeoutMs`: false then.
+   */
+  async idle(timeoutMs = 10_000): Promise<boolean> {
+    const end = Date.now() + timeoutMs;
+    while (this.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+    return this.executing === 0;
+  }
+
   /** The config with the live enabled state (`enabled` only when false, so a saved config keeps its shape). */
   snapshot(): NamespaceConfig {
     const { enabled: _e, hosts: _h, ...rest } = this.config;

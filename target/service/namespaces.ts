@@ -138,9 +138,7 @@ export class Namespaces {
 
   /** Closes a detached namespace's backend once the commands executing on it are done (bounded: 10 s). */
   async #retire(ns: Namespace): Promise<void> {
-    const end = Date.now() + 10_000;
-    while (ns.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
-    if (ns.executing > 0) this.#log.warn({ subnqn: ns.subnqn, nsid: ns.nsid, executing: ns.executing }, 'closing a namespace backend with commands still executing');
+    if (!(await ns.idle())) this.#log.warn({ subnqn: ns.subnqn, nsid: ns.nsid, executing: ns.executing }, 'closing a namespace backend with commands still executing');
     await ns.backend.close();
   }
 

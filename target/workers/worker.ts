@@ -357,7 +357,6 @@ async function openNs(n: NsSpec, coherence: CoherenceHook, holds: PieceHolds | u
 
 /** Close a namespace's backend once its executing commands finished (bounded, as the primary's retire). */
 async function retire(ns: Namespace): Promise<void> {
-  const end = Date.now() + 10_000;
-  while (ns.executing > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 2));
+  await ns.idle();
   await ns.backend.close();
 }
