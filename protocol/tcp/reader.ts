@@ -59,7 +59,7 @@ type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
 /** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
 const NO_DATA: Buffer[] = [];
 
-/** Slots of the known-CH table (#knownCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
+/** Slots of the known-CH table (#recvCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
 const KNOWN_SLOTS = 16;
 /**
  * Offset slots of the view cache (#viewOf): distinct for the ~60 PDU offsets of 4 KiB reads in a 256 KiB read, and
@@ -72,11 +72,13 @@ export class PduReader {
   #opts: PduReaderOptions;
   #icDone = false;
   /**
-   * CHs validatePduHeader accepted in the current context, by PDU type (#knownCh): bytes 0–3 and PLEN as numbers
-   * (-1: none), and the header and data lengths it found for them.
+   * The known-CH table (#recvCh): a CH identical to one validatePduHeader accepted in this context (same framing and
+   * limits, IC done) is valid the same way, so its lengths come from the table, keyed by PDU type, without validating
+   * again: the PDUs of a stream repeat their CH (every CapsuleCmd without data, every CapsuleResp, the C2HData of
+   * every read of one size). Words are stored as int32 (`| 0`); -1 marks none (no valid CH has type byte 0xff).
    */
-  readonly #knownWord = new Float64Array(KNOWN_SLOTS).fill(-1);
-  readonly #knownPlen = new Float64Array(KNOWN_SLOTS).fill(-1);
+  readonly #knownWord = new Int32Array(KNOWN_SLOTS).fill(-1);
+  readonly #knownPlen = new Int32Array(KNOWN_SLOTS).fill(-1);
   readonly #knownHead = new Int32Array(KNOWN_SLOTS);
   readonly #knownData = new Int32Array(KNOWN_SLOTS);
   /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
@@ -180,7 +182,12 @@ export class PduReader {
   /** CH (§3.6.1): validated (or known), then the rest of the header from this chunk or in the 'head' state. */
   #recvCh(chunk: Buffer, off: number, n: number): number {
     if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
-    if (!this.#knownCh(chunk, off) && !this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
+    // The known-CH table (see #knownWord) spares validatePduHeader and its verdict object for a repeated CH.
+    const type = chunk[off] as number;
+    if (type < KNOWN_SLOTS && this.#knownWord[type] === (rd32(chunk, off) | 0) && this.#knownPlen[type] === (rd32(chunk, off + 4) | 0)) {
+      this.#headLen = this.#knownHead[type] as number;
+      this.#dataLen = this.#knownData[type] as number;
+    } else if (!this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
     const headLen = this.#headLen;
     if (n - off >= headLen) return this.#wholeHeader(chunk, off);
     this.#head = Buffer.allocUnsafe(headLen);
@@ -283,19 +290,6 @@ export class PduReader {
     return end;
   }
 
-  /**
-   * A CH identical to one validatePduHeader accepted in this context (same framing and limits, IC done) is valid the
-   * same way, so its lengths come from the table, keyed by PDU type, without validating again: the PDUs of a stream
-   * repeat their CH (every CapsuleCmd without data, every CapsuleResp, the C2HData of every read of one size).
-   */
-  #knownCh(chunk: Buffer, off: number): boolean {
-    const type = chunk[off] as number;
-    if (type >= KNOWN_SLOTS || this.#knownWord[type] !== rd32(chunk, off) || this.#knownPlen[type] !== rd32(chunk, off + 4)) return false;
-    this.#headLen = this.#knownHead[type] as number;
-    this.#dataLen = this.#knownData[type] as number;
-    return true;
-  }
-
   /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
   #detach(chunk: Buffer): void {
     if (this.#state !== 'data' && this.#state !== 'ddgst') return;
@@ -354,7 +348,7 @@ export class PduReader {
 
   /**
    * Validates the CH (validatePduHeader, the one place its rules live); on success sets #headLen/#dataLen, remembers
-   * the CH for #knownCh once the IC exchange is done, and returns true, else fails and returns false.
+   * the CH in the known-CH table once the IC exchange is done, and returns true, else fails and returns false.
    */
   #checkCh(ch: Buffer): boolean {
     const type = ch[0] as number;
@@ -378,8 +372,8 @@ export class PduReader {
     this.#dataLen = verdict.dataLen;
     // Before the IC exchange the same CH is judged differently afterwards (§3.3): only what comes after is kept.
     if (this.#icDone) {
-      this.#knownWord[type] = rd32(ch, 0);
-      this.#knownPlen[type] = rd32(ch, 4);
+      this.#knownWord[type] = rd32(ch, 0) | 0;
+      this.#knownPlen[type] = rd32(ch, 4) | 0;
       this.#knownHead[type] = verdict.headLen;
       this.#knownData[type] = verdict.dataLen;
     }
