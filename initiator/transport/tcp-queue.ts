@@ -123,13 +123,7 @@ export class TcpQueue {
       this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
     },
     onC2HDataHeader: (cccid, datao, datal) => this.#c2hDataHeader(cccid, datao, datal),
-    onC2HDataEnd: (cccid, _datal, flags) => {
-      const cmd = this.#dataCmd;
-      this.#dataCmd = undefined;
-      if (cmd === undefined) return;
-      cmd.c2hReceived = this.#dataEnd;
-      if ((flags & PduFlag.DATA_SUCCESS) !== 0) this.#handlers?.onResponse(undefined, 0, cmd, cccid);
-    },
+    onC2HDataEnd: (cccid, _datal, flags) => this.#c2hDataEnd(cccid, flags),
   };
   /** The command a direct C2HData is being copied for, and where its data ends. */
   #dataCmd: HostCommand | undefined;
@@ -274,37 +268,31 @@ export class TcpQueue {
     w?.resolve(this.#params);
   }
 
-  /** C2HData (TCP 1.0 §3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data): in-order offsets within the buffer. */
+  /**
+   * C2HData as a PDU object (digests on, or a reader without the direct path): the same checks and completion as the
+   * direct path (#c2hDataHeader, #c2hDataEnd), with the data copied from the received views.
+   */
   #handleC2HData(pdu: C2HDataPdu): void {
-    const cmd = this.#handlers?.command(pdu.cccid);
-    if (cmd === undefined || cmd.c2h === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${pdu.cccid.toString(16)}`);
-      return;
-    }
     let len = 0;
     for (const d of pdu.data) len += d.length;
-    const finding = checkC2HData(pdu.datao, len, cmd.c2hReceived, cmd.c2h.length);
-    if (finding !== undefined) {
-      this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${pdu.cccid.toString(16)})` });
-      return;
-    }
+    const dst = this.#c2hDataHeader(pdu.cccid, pdu.datao, len);
+    if (dst === undefined) return;
     let off = pdu.datao;
     for (const d of pdu.data) {
-      d.copy(cmd.c2h, off);
+      d.copy(dst, off);
       off += d.length;
     }
-    cmd.c2hReceived = off;
-    // TCP 1.0 §3.6.2.9: SUCCESS completes the command without a CapsuleResp, with the data that came (SPDK ends an Authentication Receive short of its buffer; checkC2HData).
-    if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
+    this.#c2hDataEnd(pdu.cccid, pdu.success ? PduFlag.DATA_SUCCESS : 0);
   }
 
-  /** #handleC2HData's checks for a direct C2HData: the buffer to copy into, or undefined once the connection ends. */
+  /**
+   * The C2HData checks, once for both paths (TCP 1.0 §3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data):
+   * a read command with this CID, in-order offsets within its buffer. Returns the buffer to copy into, or undefined
+   * once the connection ends.
+   */
   #c2hDataHeader(cccid: number, datao: number, datal: number): Buffer | undefined {
-    const cmd = this.#handlers?.command(cccid);
-    if (cmd === undefined || cmd.c2h === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${cccid.toString(16)}`);
-      return undefined;
-    }
+    const cmd = this.#c2hCommand(cccid);
+    if (cmd === undefined || cmd.c2h === undefined) return undefined;
     const finding = checkC2HData(datao, datal, cmd.c2hReceived, cmd.c2h.length);
     if (finding !== undefined) {
       this.#conn?.fatal({ ...finding, reason: `${finding.reason} (cid 0x${cccid.toString(16)})` });
@@ -313,6 +301,26 @@ export class TcpQueue {
     this.#dataCmd = cmd;
     this.#dataEnd = datao + datal;
     return cmd.c2h;
+  }
+
+  /**
+   * The data of the C2HData #c2hDataHeader accepted has arrived. TCP 1.0 §3.6.2.9: SUCCESS completes the command
+   * without a CapsuleResp, with the data that came (SPDK ends an Authentication Receive short of its buffer; checkC2HData).
+   */
+  #c2hDataEnd(cccid: number, flags: number): void {
+    const cmd = this.#dataCmd;
+    this.#dataCmd = undefined;
+    if (cmd === undefined) return;
+    cmd.c2hReceived = this.#dataEnd;
+    if ((flags & PduFlag.DATA_SUCCESS) !== 0) this.#handlers?.onResponse(undefined, 0, cmd, cccid);
+  }
+
+  /** The read command a C2HData's CCCID names; otherwise H2CTermReq (FEI: the CCCID field) and undefined. */
+  #c2hCommand(cccid: number): HostCommand | undefined {
+    const cmd = this.#handlers?.command(cccid);
+    if (cmd !== undefined && cmd.c2h !== undefined) return cmd;
+    this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown or non-read cid 0x${cccid.toString(16)}`);
+    return undefined;
   }
 
   /** R2T (TCP 1.0 §3.6.2.10; Linux nvme_tcp_handle_r2t): answer with H2CData chunks ≤ MAXH2CDATA, DATA_LAST on the last one. */
@@ -355,11 +363,8 @@ export class TcpQueue {
       this.#protocolError(Fes.HEADER_DIGEST_ERROR, 0, 'data digest error');
       return;
     }
-    const cmd = this.#handlers?.command(pdu.cccid);
-    if (cmd === undefined || cmd.c2h === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `C2HData for unknown cid 0x${pdu.cccid.toString(16)}`);
-      return;
-    }
+    const cmd = this.#c2hCommand(pdu.cccid);
+    if (cmd === undefined) return;
     let len = 0;
     for (const d of pdu.data) len += d.length;
     cmd.c2hReceived = pdu.datao + len;
