@@ -1,0 +1,421 @@
+// GatewayGroup: one gateway's membership in a named gateway group, coordinated through etcd (v3 API, etcd3 client).
+//
+// etcd keys under `${prefix}/${group}/`:
+//   members/<id>  this gateway's liveness: written with its lease, so etcd deletes it when the lease expires (etcd
+//                 leases: a key attached to a lease lives exactly as long as the lease; the lease expires TTL seconds
+//                 after the last keep-alive the server received).
+//   state         the one record that is the truth for membership, the owner of each ANA group and a change counter.
+//                 Every write is a transaction comparing the record's mod revision with the one the writer read (etcd
+//                 txn: the `then` ops apply only if every compare holds, atomically), so two gateways never both
+//                 write a conflicting owner map: the loser re-reads and recomputes (planOwnership is pure).
+//
+// Fencing: this gateway knows when its lease can expire at the earliest: the send time of the last keep-alive (or
+// grant) etcd answered, plus the TTL (etcd starts the new TTL when it receives the request, which is later). It stops
+// reporting any group owned a margin before that instant, by a timer and by the synchronous check in ownsNow() (for a
+// process that was stalled past its timers), so it is fenced before etcd lets anyone else take its groups over.
+import { EventEmitter } from 'node:events';
+import { Etcd3, type Lease, type Watcher } from 'etcd3';
+import { anaGroupIds, describeDifference, descriptionDigest, type GroupDescription } from './description.js';
+import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError } from './errors.js';
+import { anaStateOn, planOwnership, releaseGroup, type AnaStateName, type GroupOwnership, type Transition } from './ownership.js';
+
+export interface GatewayPort {
+  traddr: string;
+  trsvcid: string;
+}
+
+export interface GatewayGroupOptions {
+  group: string;
+  id: string;
+  etcd: string[];
+  description: GroupDescription;
+  ports?: GatewayPort[];
+  /** ANA group ids this gateway is the preferred owner of (sticky in the record once set). */
+  preferred?: number[];
+  /** Lease TTL in seconds (etcd's minimum is 1). Default 3. */
+  ttlSec?: number;
+  failbackDelayMs?: number;
+  /** Controller IDs per gateway (NVMe cntlid 1..0xFFEF). Default 1000. */
+  cntlidRangeSize?: number;
+  notOwned?: 'inaccessible' | 'non-optimized';
+  prefix?: string;
+  /** Retry interval of the rejoin loop after fencing. Default 500 ms. */
+  rejoinMs?: number;
+}
+
+export interface MemberRecord {
+  joinSeq: number;
+  joinedAt: number;
+  ports: GatewayPort[];
+  cntlid: [number, number];
+}
+
+export interface GroupRecord {
+  counter: number;
+  digest: string;
+  description: GroupDescription;
+  members: Record<string, MemberRecord>;
+  cntlidSlots: Record<string, number>;
+  nextJoinSeq: number;
+  groups: GroupOwnership[];
+  transitions: Transition[];
+}
+
+export interface OwnershipEvent {
+  /** ANA groups this gateway reports optimized. */
+  owned: number[];
+  /** Per ANA group, the state this gateway's ports report (NVMe 2.0 §8.1.2). */
+  states: Record<number, AnaStateName>;
+  fenced: boolean;
+  counter: number;
+  at: number;
+  reason: string;
+}
+
+const MAX_TRANSITIONS = 32;
+const MAX_CNTLID = 0xffef;
+
+export class GatewayGroup extends EventEmitter {
+  private readonly client: Etcd3;
+  private readonly ttlMs: number;
+  private readonly marginMs: number;
+  private lease: Lease | undefined;
+  private validUntil = 0;
+  private fenceTimer: NodeJS.Timeout | undefined;
+  private keepTimer: NodeJS.Timeout | undefined;
+  private checkTimer: NodeJS.Timeout | undefined;
+  private watcher: Watcher | undefined;
+  private fenced = true;
+  private closed = false;
+  private record: GroupRecord | undefined;
+  private lastKey = '';
+  private chain: Promise<void> = Promise.resolve();
+  private rejoining = false;
+  cntlidRange: [number, number] = [0, 0];
+
+  private constructor(readonly opts: GatewayGroupOptions) {
+    super();
+    this.client = new Etcd3({ hosts: opts.etcd });
+    this.ttlMs = (opts.ttlSec ?? 3) * 1000;
+    this.marginMs = Math.min(500, this.ttlMs / 4);
+  }
+
+  private get prefix(): string {
+    return `${this.opts.prefix ?? '/nvme-tcp/gateway-groups'}/${this.opts.group}/`;
+  }
+  private get stateKey(): string {
+    return `${this.prefix}state`;
+  }
+  private memberKey(id = this.opts.id): string {
+    return `${this.prefix}members/${id}`;
+  }
+
+  /** Join: refused with DuplicateGatewayError, DescriptionMismatchError, or EtcdUnreachableError. */
+  static async join(opts: GatewayGroupOptions): Promise<GatewayGroup> {
+    const gw = new GatewayGroup(opts);
+    try {
+      await gw.joinOnce();
+    } catch (err) {
+      gw.client.close();
+      throw err;
+    }
+    gw.watcher = await gw.client.watch().prefix(gw.prefix).create();
+    gw.watcher.on('put', () => gw.schedule('watch'));
+    gw.watcher.on('delete', () => gw.schedule('watch'));
+    gw.watcher.on('error', () => undefined);
+    gw.schedule('joined');
+    return gw;
+  }
+
+  private async withDeadline<T>(p: Promise<T>): Promise<T> {
+    let t: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      t = setTimeout(() => reject(new EtcdUnreachableError(this.opts.etcd)), this.ttlMs);
+    });
+    try {
+      return await Promise.race([p, timeout]);
+    } finally {
+      clearTimeout(t);
+    }
+  }
+
+  private async readState(): Promise<{ record: GroupRecord | undefined; modRev: string; live: Set<string> }> {
+    const res = await this.withDeadline(this.client.get(this.stateKey).exec());
+    const kv = res.kvs[0];
+    const keys = await this.withDeadline(this.client.getAll().prefix(`${this.prefix}members/`).keys());
+    const live = new Set(keys.map((k) => k.slice(`${this.prefix}members/`.length)));
+    return {
+      record: kv ? (JSON.parse(kv.value.toString()) as GroupRecord) : undefined,
+      modRev: kv ? kv.mod_revision : '0',
+      live,
+    };
+  }
+
+  private async joinOnce(): Promise<void> {
+    const { opts } = this;
+    const lease = this.client.lease(this.ttlMs / 1000, { autoKeepAlive: false });
+    lease.on('lost', () => undefined);
+    const tGrant = Date.now();
+    let leaseId: string;
+    try {
+      leaseId = await this.withDeadline(lease.grant());
+    } catch (cause) {
+      throw new EtcdUnreachableError(opts.etcd, { cause });
+    }
+    for (let attempt = 0; ; attempt++) {
+      const { record: prev, modRev, live } = await this.readState();
+      if (live.has(opts.id)) {
+        lease.release();
+        throw new DuplicateGatewayError(opts.group, opts.id);
+      }
+      if (prev) {
+        const diff = describeDifference(opts.description, prev.description);
+        if (diff !== undefined) {
+          lease.release();
+          throw new DescriptionMismatchError(opts.group, diff);
+        }
+      }
+      const now = Date.now();
+      const rec: GroupRecord = prev
+        ? structuredClone(prev)
+        : {
+            counter: 0,
+            digest: descriptionDigest(opts.description),
+            description: opts.description,
+            members: {},
+            cntlidSlots: {},
+            nextJoinSeq: 1,
+            groups: anaGroupIds(opts.description).map((grpid) => ({ grpid, owner: null, since: now })),
+            transitions: [],
+          };
+      // Controller-ID ranges: a sticky slot per gateway id, so the same gateway keeps its range and a fenced gateway's
+      // hosts (still connected to it) never meet their cntlid on another gateway.
+      const size = opts.cntlidRangeSize ?? 1000;
+      let slot = rec.cntlidSlots[opts.id];
+      if (slot === undefined) {
+        const used = new Set(Object.values(rec.cntlidSlots));
+        slot = 0;
+        while (used.has(slot)) slot++;
+        rec.cntlidSlots[opts.id] = slot;
+      }
+      const lo = 1 + slot * size;
+      const hi = Math.min(lo + size - 1, MAX_CNTLID);
+      if (lo > MAX_CNTLID) throw new DescriptionMismatchError(opts.group, `no controller-ID range left for '${opts.id}'`);
+      for (const g of rec.groups) if (opts.preferred?.includes(g.grpid) && g.preferred === undefined) g.preferred = opts.id;
+      rec.members[opts.id] = { joinSeq: rec.nextJoinSeq++, joinedAt: now, ports: opts.ports ?? [], cntlid: [lo, hi] };
+      live.add(opts.id);
+      this.applyPlan(rec, live, now);
+      rec.counter++;
+      const txn = this.client
+        .if(this.stateKey, 'Mod', '==', modRev)
+        .and(this.memberKey(), 'Create', '==', 0)
+        .then(
+          this.client.put(this.stateKey).value(JSON.stringify(rec)),
+          this.client.put(this.memberKey()).value(JSON.stringify({ id: opts.id, ports: opts.ports ?? [] })).lease(leaseId),
+        );
+      const res = await this.withDeadline(txn.commit());
+      if (res.succeeded) {
+        this.lease = lease;
+        this.cntlidRange = [lo, hi];
+        this.renewed(tGrant);
+        this.keepTimer = setInterval(() => this.keepAlive(), this.ttlMs / 3);
+        this.fenced = false;
+        this.observe(rec, 'joined');
+        return;
+      }
+      if (attempt > 20) throw new EtcdUnreachableError(opts.etcd);
+    }
+  }
+
+  /** Prune members to the live keys and apply planOwnership; returns whether anything changed. */
+  private applyPlan(rec: GroupRecord, live: Set<string>, now: number): boolean {
+    let changed = false;
+    for (const id of Object.keys(rec.members)) {
+      if (!live.has(id)) {
+        delete rec.members[id];
+        changed = true;
+      }
+    }
+    const members = Object.entries(rec.members).map(([id, m]) => ({ id, joinSeq: m.joinSeq, joinedAt: m.joinedAt }));
+    const plan = planOwnership({ members, groups: rec.groups, failbackDelayMs: this.opts.failbackDelayMs ?? 5000, now });
+    if (JSON.stringify(plan.groups) !== JSON.stringify(rec.groups)) changed = true;
+    rec.groups = plan.groups;
+    rec.transitions = [...rec.transitions, ...plan.transitions].slice(-MAX_TRANSITIONS);
+    clearTimeout(this.checkTimer);
+    if (plan.nextCheckAt !== undefined && !this.closed) {
+      this.checkTimer = setTimeout(() => this.schedule('failback-delay'), Math.max(0, plan.nextCheckAt - now) + 10);
+    }
+    return changed;
+  }
+
+  private renewed(sentAt: number): void {
+    this.validUntil = sentAt + this.ttlMs;
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = setTimeout(() => this.fence('lease could expire'), this.validUntil - this.marginMs - Date.now());
+  }
+
+  private keepAlive(): void {
+    const lease = this.lease;
+    if (!lease || this.fenced) return;
+    const sentAt = Date.now();
+    lease
+      .keepaliveOnce({ deadline: sentAt + this.ttlMs })
+      .then(() => {
+        if (this.lease === lease && !this.fenced) this.renewed(sentAt);
+      })
+      .catch((err: unknown) => {
+        // A lease etcd says is gone (TTL 0) is lost now; other errors (unreachable) wait for the fence timer.
+        if ((err as { name?: string }).name === 'EtcdLeaseInvalidError') this.fence('lease lost');
+      });
+  }
+
+  /** Report nothing owned, at once, then rejoin when etcd answers again. */
+  private fence(reason: string): void {
+    if (this.fenced || this.closed) return;
+    this.fenced = true;
+    clearTimeout(this.fenceTimer);
+    clearInterval(this.keepTimer);
+    this.emitState(reason);
+    this.lease?.release();
+    void this.rejoin();
+  }
+
+  private async rejoin(): Promise<void> {
+    if (this.rejoining) return;
+    this.rejoining = true;
+    const old = this.lease;
+    this.lease = undefined;
+    while (!this.closed) {
+      try {
+        // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
+        // revoke it so the rejoin is not refused as a duplicate of ourselves.
+        if (old) await this.withDeadline(old.revoke()).catch(() => undefined);
+        await this.joinOnce();
+        break;
+      } catch (err) {
+        if (err instanceof DescriptionMismatchError || err instanceof DuplicateGatewayError) {
+          this.emit('error', err);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, this.opts.rejoinMs ?? 500));
+      }
+    }
+    this.rejoining = false;
+  }
+
+  private schedule(reason: string): void {
+    this.chain = this.chain.then(() => this.reconcile(reason)).catch(() => undefined);
+  }
+
+  private async reconcile(reason: string): Promise<void> {
+    for (let attempt = 0; attempt < 20 && !this.closed; attempt++) {
+      const { record: prev, modRev, live } = await this.readState();
+      if (!prev) return;
+      const rec = structuredClone(prev);
+      const now = Date.now();
+      let changed = this.applyPlan(rec, live, now);
+      // Complete handoffs of groups we own: our ports already report them `change` (observe emitted it before this).
+      this.observe(rec, reason);
+      if (!this.fenced && this.ownsNowCheck()) {
+        for (const g of rec.groups) {
+          if (g.owner === this.opts.id && g.next !== undefined) {
+            const r = releaseGroup(rec.groups, g.grpid, this.opts.id, now);
+            if (r) {
+              rec.groups = r.groups;
+              rec.transitions = [...rec.transitions, r.transition].slice(-MAX_TRANSITIONS);
+              changed = true;
+            }
+          }
+        }
+      }
+      if (!changed) return;
+      rec.counter++;
+      const res = await this.withDeadline(
+        this.client.if(this.stateKey, 'Mod', '==', modRev).then(this.client.put(this.stateKey).value(JSON.stringify(rec))).commit(),
+      );
+      if (res.succeeded) {
+        this.observe(rec, reason);
+        return;
+      }
+    }
+  }
+
+  private observe(rec: GroupRecord, reason: string): void {
+    if (this.record && rec.counter < this.record.counter) return;
+    this.record = rec;
+    this.emitState(reason);
+  }
+
+  private ownsNowCheck(): boolean {
+    return !this.fenced && Date.now() < this.validUntil - this.marginMs;
+  }
+
+  /** Per ANA group, what this gateway's ports report now (all not-owned while fenced). */
+  states(): Record<number, AnaStateName> {
+    const out: Record<number, AnaStateName> = {};
+    const notOwned = this.opts.notOwned ?? 'inaccessible';
+    const live = this.ownsNowCheck();
+    for (const g of this.record?.groups ?? []) out[g.grpid] = live ? anaStateOn(g, this.opts.id, notOwned) : notOwned;
+    return out;
+  }
+
+  /** Whether this gateway may serve I/O of `grpid` as its owner right now (checked against the lease deadline). */
+  ownsNow(grpid: number): boolean {
+    return this.states()[grpid] === 'optimized';
+  }
+
+  owned(): number[] {
+    return Object.entries(this.states())
+      .filter(([, s]) => s === 'optimized')
+      .map(([k]) => Number(k));
+  }
+
+  get isFenced(): boolean {
+    return this.fenced;
+  }
+
+  /** The last record this gateway saw. */
+  get snapshot(): GroupRecord | undefined {
+    return this.record;
+  }
+
+  private emitState(reason: string): void {
+    const states = this.states();
+    const key = JSON.stringify([states, this.fenced]);
+    if (key === this.lastKey) return;
+    this.lastKey = key;
+    const ev: OwnershipEvent = {
+      owned: this.owned(),
+      states,
+      fenced: this.fenced,
+      counter: this.record?.counter ?? 0,
+      at: Date.now(),
+      reason,
+    };
+    this.emit('ownership', ev);
+  }
+
+  /** Simulate a crash for tests: stop keep-alives and watching without telling etcd (the lease expires by itself). */
+  abandon(): void {
+    this.closed = true;
+    clearInterval(this.keepTimer);
+    clearTimeout(this.fenceTimer);
+    clearTimeout(this.checkTimer);
+    void this.watcher?.cancel().catch(() => undefined);
+    this.client.close();
+  }
+
+  /** Leave: report nothing owned, then revoke the lease so the others take over at once. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.fenced = true;
+    this.emitState('closing');
+    this.closed = true;
+    clearInterval(this.keepTimer);
+    clearTimeout(this.fenceTimer);
+    clearTimeout(this.checkTimer);
+    await this.watcher?.cancel().catch(() => undefined);
+    await this.withDeadline(this.lease?.revoke() ?? Promise.resolve()).catch(() => undefined);
+    this.client.close();
+  }
+}
