@@ -103,6 +103,17 @@ describe('GatewayGroup (real etcd)', () => {
     }
   });
 
+  it('fencing: a process stalled past its TTL owns nothing the moment it runs again, then rejoins', async () => {
+    const a = await join(opts(`g${++n}`, 'a', { preferred: [1, 2, 3, 4, 5, 6] }));
+    await until(() => a.owned().length === 6);
+    expect(a.ownsNow(1)).toBe(true);
+    // Block the whole process (as SIGSTOP would) longer than the 1 s lease: no timer can run meanwhile.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1100);
+    expect(a.ownsNow(1)).toBe(false);
+    expect(a.owned()).toEqual([]);
+    await until(() => !a.isFenced && a.owned().length === 6);
+  });
+
   it('concurrent joins never lose an update (txn on the record revision)', async () => {
     const name = `g${++n}`;
     const gws = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => join(opts(name, id))));
