@@ -33,7 +33,10 @@ set -u
 RT=${runtimeS}
 # A target that misbehaves during Connect would otherwise cost the 60 s admin timeout (lab README, limits).
 echo 5 > /sys/module/nvme_core/parameters/admin_timeout
-waitdev() { i=0; while [ ! -b "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; [ -b "$1" ]; }
+# Namespace scanning after Connect is asynchronous, and slow under TCG on a loaded machine: wait up to 30 s.
+waitdev() { i=0; while [ ! -b "$1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -b "$1" ]; }
+# The kernel names the new controller, so its namespace's node is found by waiting, not read once.
+firstdev() { i=0; while [ $i -lt 300 ]; do for d in /dev/nvme*n1; do [ -b "$d" ] && { echo "$d"; return 0; }; done; sleep 0.1; i=$((i+1)); done; return 1; }
 runfio() {
   # terse v3: field 5 error, 8 read IOPS, 7 read KiB/s, 40 read total latency mean (usec)
   out=$(fio --name="$1" --filename="$2" --rw=randread --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \\
@@ -51,8 +54,7 @@ echo "### linux host -> linux target ($LAB_GUEST_IP, guest-local)"
 # nvmet listens on eth0's address: hostfwd delivers there for step 3 (a 127.0.0.1 port is unreachable from the host).
 lab-nvmet-setup --traddr "$LAB_GUEST_IP" --trsvcid 4420 --backing file --size-gb 1 >/dev/null
 if nvme connect -t tcp -a "$LAB_GUEST_IP" -s 4420 -n ${KERNEL_NQN} --nr-io-queues=2; then
-  dev=$(ls /dev/nvme*n1 | head -n 1)
-  if waitdev "$dev"; then runfio kernel-target "$dev"; else echo "FIGURE kernel-target err=nodev"; fi
+  if dev=$(firstdev); then runfio kernel-target "$dev"; else echo "FIGURE kernel-target err=nodev"; fi
   nvme disconnect -n ${KERNEL_NQN} >/dev/null
 else
   echo "FIGURE kernel-target err=connect"
