@@ -3,9 +3,8 @@
 // random reads at QD 1/32/128 and 128 KiB sequential reads at QD16, and the serial/parallel connect-time ratio for 64
 // I/O queues with 1 ms of connect latency injected at the target.
 //   npx tsx bench/initiator.ts [--seconds 3]
-import { spawn, execFileSync } from 'node:child_process';
+import { startServeChild } from './serve-child.js';
 import { Buffer } from 'node:buffer';
-import { fileURLToPath } from 'node:url';
 import { connect } from '../initiator/index.js';
 
 const NQN = 'nqn.2024-01.io.bench:initiator';
@@ -29,25 +28,8 @@ function pct(sorted: Float64Array, p: number): number {
 async function run(): Promise<void> {
   const secIdx = process.argv.indexOf('--seconds');
   const seconds = secIdx > 0 ? Number(process.argv[secIdx + 1]) : 3;
-  let pinned = 'unpinned';
-  try {
-    execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
-    pinned = 'both pinned to CPU 0';
-  } catch {
-    // taskset missing: report it
-  }
-  const self = fileURLToPath(import.meta.url);
-  const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
-  const child = pinned === 'unpinned' ? spawn(tsx, [self, '--serve'], { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn('taskset', ['-c', '0', tsx, self, '--serve'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) resolve((JSON.parse(buf.slice(0, nl)) as { port: number }).port);
-    });
-    child.once('exit', (c) => reject(new Error(`target exited ${c}`)));
-  });
+  const { child, hello, pinned } = await startServeChild<{ port: number }>(import.meta.url);
+  const port = hello.port;
   const results: string[] = [`# initiator bench (${pinned}; ${seconds} s per point; RAM namespace; 1 I/O queue)`, '', '| workload | QD | IOPS | MB/s | p50 µs | p99 µs |', '|---|---|---|---|---|---|'];
   try {
     const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 1, queue_size: 128, keep_alive_tmo: 30 });

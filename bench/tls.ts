@@ -3,10 +3,9 @@
 // reads at QD32 and 128 KiB sequential reads at QD16 on each port, alternating, and the connect time of one queue and
 // of 64 I/O queues connected in parallel, cleartext vs TLS.
 //   npx tsx bench/tls.ts [--seconds 3]
-import { spawn, execFileSync } from 'node:child_process';
+import { startServeChild } from './serve-child.js';
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { connect } from '../initiator/index.js';
 import { formatTlsKey } from '../protocol/tls/index.js';
 
@@ -34,26 +33,7 @@ async function run(): Promise<void> {
   const secIdx = process.argv.indexOf('--seconds');
   const seconds = secIdx > 0 ? Number(process.argv[secIdx + 1]) : 3;
   const key = formatTlsKey(1, randomBytes(32));
-  let pinned = 'unpinned';
-  try {
-    execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
-    pinned = 'both pinned to CPU 0';
-  } catch {
-    // taskset missing: report it
-  }
-  const self = fileURLToPath(import.meta.url);
-  const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
-  const args = [self, '--serve', key];
-  const child = pinned === 'unpinned' ? spawn(tsx, args, { stdio: ['pipe', 'pipe', 'inherit'] }) : spawn('taskset', ['-c', '0', tsx, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const ports = await new Promise<{ clear: number; tls: number }>((resolve, reject) => {
-    let buf = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) resolve(JSON.parse(buf.slice(0, nl)) as { clear: number; tls: number });
-    });
-    child.once('exit', (c) => reject(new Error(`target exited ${c}`)));
-  });
+  const { child, hello: ports, pinned } = await startServeChild<{ clear: number; tls: number }>(import.meta.url, [key]);
   const out: string[] = [`# TLS bench (${pinned}; ${seconds} s per point; RAM namespace; 1 I/O queue; cleartext and TLS alternate)`, '', '| workload | QD | cleartext IOPS | TLS IOPS | TLS / cleartext |', '|---|---|---|---|---|'];
   const opts = (tls: boolean, extra: Record<string, unknown> = {}) => ({
     traddr: '127.0.0.1',

@@ -80,22 +80,17 @@ function seqTid(seqnum: number, transactionId: number): Buffer {
   return b;
 }
 
+/** The response both sides compute (NVMe Base 2.0 §8.13.5): HMAC(key, C || S(le32) || T_ID(le16) || SC_C || role || first NQN || 00h || second NQN). */
+function response(i: ResponseInput, role: Buffer, first: string, second: string): Buffer {
+  return hmac(i.hashId, i.key, i.challenge, seqTid(i.seqnum, i.transactionId), scCByte(i.scC), role, Buffer.from(first, 'utf8'), NUL, Buffer.from(second, 'utf8'));
+}
+
 /**
  * Host response R1 = HMAC(Kh', C1 || S1(le32) || T_ID(le16) || SC_C (00h) || "HostHost" || NQNh || 00h || NQNc)
  * (Linux nvme_auth_dhchap_setup_host_response / nvmet_auth_host_hash).
  */
 export function hostResponse(i: ResponseInput): Buffer {
-  return hmac(
-    i.hashId,
-    i.key,
-    i.challenge,
-    seqTid(i.seqnum, i.transactionId),
-    scCByte(i.scC),
-    HOST_HOST,
-    Buffer.from(i.hostnqn, 'utf8'),
-    NUL,
-    Buffer.from(i.subsysnqn, 'utf8'),
-  );
+  return response(i, HOST_HOST, i.hostnqn, i.subsysnqn);
 }
 
 /**
@@ -103,17 +98,7 @@ export function hostResponse(i: ResponseInput): Buffer {
  * (Linux nvme_auth_dhchap_setup_ctrl_response / nvmet_auth_ctrl_hash).
  */
 export function controllerResponse(i: ResponseInput): Buffer {
-  return hmac(
-    i.hashId,
-    i.key,
-    i.challenge,
-    seqTid(i.seqnum, i.transactionId),
-    scCByte(i.scC),
-    CONTROLLER,
-    Buffer.from(i.subsysnqn, 'utf8'),
-    NUL,
-    Buffer.from(i.hostnqn, 'utf8'),
-  );
+  return response(i, CONTROLLER, i.subsysnqn, i.hostnqn);
 }
 
 // ---- finite-field Diffie-Hellman (RFC 7919) ----

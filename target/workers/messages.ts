@@ -2,7 +2,7 @@
 // rides along with its 'queue' message). The primary owns all controller-wide state; a worker only serves the I/O
 // queues handed to it and mirrors what it needs to execute their commands (docs/target.md, "Target workers").
 import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
-import type { ResvReplica } from '../core/index.js';
+import type { NamespaceCounters, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
 import type { InvRange } from './coherence.js';
 
@@ -71,15 +71,9 @@ export interface QueueReport {
 }
 
 /** Per-namespace counters of one worker: the commands it executed on `nqn`/`nsid`. */
-export interface NsReport {
+export interface NsReport extends NamespaceCounters {
   nqn: string;
   nsid: number;
-  reads: number;
-  writes: number;
-  bytesRead: number;
-  bytesWritten: number;
-  flushes: number;
-  errors: number;
 }
 
 /** A worker's shared RAM writes and cache invalidations over its life. */
