@@ -2,7 +2,7 @@
  * Decodes the Fabrics commands, Connect data, properties and the discovery log in the captured
  * Linux host ↔ nvmet sessions (../shared/fixtures, README there).
  */
-import { readFixtureJson } from '../../test/fixtures/load.js';
+import { parsedCaptures } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   Adrfam,
@@ -37,17 +37,9 @@ import {
 } from './index.js';
 import { AenConfig, cqeResult64, decodeCqe, decodeFeatureCmd, decodeGetLogPageCmd, decodeIdentifyController, decodeSqe, sliceLogPage } from '../nvme/index.js';
 import type { FixtureConnection, FixturePdu } from '../testing/fixture-builder.js';
-import { c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe, responseFor } from '../testing/fixture-builder.js';
+import { c2hDataFor, capsuleData, capsuleSqe, findCommands, respCqe, responseFor } from '../testing/fixture-builder.js';
 
-function loadFixture(name: string): FixtureConnection[] | undefined {
-  const json = readFixtureJson(name);
-  return json === undefined ? undefined : parseFixture(json);
-}
-
-const io = loadFixture('io.json');
-const ioDigest = loadFixture('io-digest.json');
-const discover = loadFixture('discover.json');
-const haveFixtures = io !== undefined && ioDigest !== undefined && discover !== undefined;
+const { io, ioDigest, discover, haveFixtures } = parsedCaptures();
 
 const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001';
 const HOSTID = '6c61622d-6e76-6d65-7463-700000000001';

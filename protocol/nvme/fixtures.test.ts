@@ -3,7 +3,7 @@
  * (../shared/fixtures, README there) and checks them against the documented values.
  */
 import { Buffer } from 'node:buffer';
-import { readFixtureJson } from '../../test/fixtures/load.js';
+import { parsedCaptures } from '../../test/fixtures/load.js';
 import { describe, expect, it } from 'vitest';
 import {
   AenConfig,
@@ -35,17 +35,9 @@ import {
   statusName,
 } from './index.js';
 import type { FixtureConnection } from '../testing/fixture-builder.js';
-import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, parseFixture, respCqe } from '../testing/fixture-builder.js';
+import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, respCqe } from '../testing/fixture-builder.js';
 
-function loadFixture(name: string): FixtureConnection[] | undefined {
-  const json = readFixtureJson(name);
-  return json === undefined ? undefined : parseFixture(json);
-}
-
-const io = loadFixture('io.json');
-const ioDigest = loadFixture('io-digest.json');
-const discover = loadFixture('discover.json');
-const haveFixtures = io !== undefined && ioDigest !== undefined && discover !== undefined;
+const { io, ioDigest, discover, haveFixtures } = parsedCaptures();
 
 function conn(f: FixtureConnection[] | undefined, role: string): FixtureConnection {
   const c = f?.find((x) => x.role === role);
