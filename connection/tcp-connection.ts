@@ -3,8 +3,9 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { C2HPayload, PduBatch, PduReader, PduType, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { PduReader, PduType, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
+import { C2HPayload, PduBatch } from './pdu-batch.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
 /** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */

@@ -5,7 +5,6 @@ import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import type { Logger } from 'pino';
 import {
-  C2HPayload,
   DATA_PDU_HLEN,
   DataPduOffset,
   FABRICS_OPCODE,
@@ -22,7 +21,7 @@ import {
   type H2CDataPdu,
   type Pdu,
 } from '../../../protocol/index.js';
-import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
+import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
 import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 

@@ -1,9 +1,11 @@
-// PduBatch and encodePduInto must produce exactly encodePdu's bytes (one encoder), whatever the batching.
+// PduBatch must produce exactly encodePdu's bytes (one encoder), whatever the batching, and reuse its memory only
+// once the writer is done with it.
 import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PduType } from './constants.js';
-import { C2HPayload, PDU_MAX_HEADER_BYTES, PduBatch, encodePdu, encodePduInto, type Pdu, type PduFraming } from './pdu.js';
+import { PDU_MAX_HEADER_BYTES, PduType, encodePdu, encodePduInto, type Pdu, type PduFraming } from '../protocol/index.js';
+import { CASES, FR } from '../protocol/testing/pdu-cases.js';
+import { C2HPayload, PduBatch } from './pdu-batch.js';
 
 const framingArb: fc.Arbitrary<PduFraming> = fc.record({ hdgst: fc.boolean(), ddgst: fc.boolean(), pda: fc.constantFrom(0, 0, 1, 7) });
 const dataArb = fc.array(fc.uint8Array({ minLength: 0, maxLength: 3000 }).map((a) => Buffer.from(a)), { maxLength: 3 });
@@ -211,4 +213,62 @@ describe('encodePduInto', () => {
       { numRuns: 300 },
     );
   });
+});
+
+describe('PduBatch over the codec table (protocol/testing/pdu-cases.ts)', () => {
+  it.each([0, 64, 1 << 20])('PduBatch.add of every table row, copyMax %i, one take()', (copyMax) => {
+    const batch = new PduBatch(4096, copyMax);
+    for (const c of CASES) batch.add(c.fields, c.framing);
+    const want = Buffer.concat(CASES.map((c) => c.bytes));
+    expect(batch.bytes).toBe(want.length);
+    expect(Buffer.concat(batch.take()).toString('hex')).toBe(want.toString('hex'));
+  });
+
+  it('PduBatch.add writes every byte of every row over a reused slab full of garbage (reserved bytes, padding)', () => {
+    // Fill the slab with 0xee through a copied payload, then recycle it: the next batch starts at the same bytes.
+    const junk: Pdu = { type: PduType.H2C_DATA, cccid: 1, ttag: 1, datao: 0, last: true, data: [Buffer.alloc(32 * 1024, 0xee)] };
+    const copying = new PduBatch(64 * 1024, 1 << 20);
+    copying.add(junk, FR.plain);
+    copying.take();
+    copying.recycle(false);
+    for (const c of CASES) copying.add(c.fields, c.framing);
+    expect(Buffer.concat(copying.take()).toString('hex')).toBe(Buffer.concat(CASES.map((c) => c.bytes)).toString('hex'));
+  });
+
+  it.each([C2HPayload.VIEW, C2HPayload.COPY, C2HPayload.SNAPSHOT])('PduBatch.add of C2HData (payload mode %i) and addCapsuleRespCqe match the table', (payload) => {
+    const rows = CASES.filter((c) => c.fields.type === PduType.C2H_DATA || c.fields.type === PduType.CAPSULE_RESP);
+    expect(rows.length).toBeGreaterThan(10);
+    for (const copyMax of [0, 1 << 20]) {
+      const batch = new PduBatch(8192, copyMax);
+      for (const c of rows) {
+        if (c.fields.type === PduType.C2H_DATA) batch.add(c.fields, c.framing, payload);
+        else if (c.fields.type === PduType.CAPSULE_RESP) {
+          const q = c.fields.cqe;
+          // The field-wise writer sends the phase bit as 0 (NVMe/TCP); a row with it set goes through add().
+          if ((q[14] as number) & 1) batch.add(c.fields, c.framing);
+          else batch.addCapsuleRespCqe(q.readUInt32LE(0), q.readUInt32LE(4), q.readUInt16LE(8), q.readUInt16LE(10), q.readUInt16LE(12), q.readUInt16LE(14) >> 1, c.framing);
+        }
+      }
+      expect(Buffer.concat(batch.take()).toString('hex')).toBe(Buffer.concat(rows.map((c) => c.bytes)).toString('hex'));
+    }
+  });
+
+  it('PduBatch reuses its slab only after recycle(false), never under bytes still being written', () => {
+    const batch = new PduBatch(4096, 1 << 20);
+    const a = CASES.find((c) => c.name === 'CapsuleResp [both]');
+    const b = CASES.find((c) => c.name === 'R2T [hd]');
+    if (a === undefined || b === undefined) throw new Error('table rows missing');
+    batch.add(a.fields, a.framing);
+    // take() returns the batch's own array (valid until the next add), so keep a copy of the chunk list.
+    const first = [...batch.take()];
+    const firstHex = Buffer.concat(first).toString('hex');
+    batch.recycle(true);
+    batch.add(b.fields, b.framing);
+    expect(Buffer.concat(first).toString('hex')).toBe(firstHex);
+    expect(Buffer.concat(batch.take()).toString('hex')).toBe(b.bytes.toString('hex'));
+    batch.recycle(false);
+    batch.add(a.fields, a.framing);
+    expect(Buffer.concat(batch.take()).toString('hex')).toBe(a.bytes.toString('hex'));
+  });
+
 });
