@@ -9,6 +9,7 @@ export {
   type ConnectionHandler,
   type ConnectionRole,
   type ConnectionState,
+  type DirectPduHandlers,
   type ResumedConnection,
   type TcpConnectOptions,
   type TcpConnectionOptions,

@@ -5,11 +5,12 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as B from '../protocol/testing/pdu-builder.js';
-import { Fes, PduType, type Pdu } from '../protocol/index.js';
+import { Fes, PduType, type Pdu, type PduHandlers } from '../protocol/index.js';
 import { CONNECTION_TRANSITIONS, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ConnectionState, type TcpConnectionOptions } from './index.js';
 
-/** A handler that records everything; `onPdu` may be replaced per test. */
+/** A handler that records everything (an entry for every PDU kind); `pduHook` may be set per test. */
 class Recorder implements ConnectionHandler {
+  readonly received: PduHandlers = Object.fromEntries(Object.values(PduType).map((t) => [t, (pdu: Pdu) => this.#onPdu(pdu)]));
   pdus: Pdu[] = [];
   fatals: ConnectionFatal[] = [];
   internal: unknown[] = [];
@@ -24,7 +25,7 @@ class Recorder implements ConnectionHandler {
   constructor() {
     this.closed = new Promise((r) => (this.#resolveClosed = r));
   }
-  onPdu(pdu: Pdu): void {
+  #onPdu(pdu: Pdu): void {
     this.pdus.push(pdu);
     this.pduHook?.(pdu);
   }
@@ -40,15 +41,13 @@ class Recorder implements ConnectionHandler {
   onFlushed(bytes: number, unsent: number): void {
     this.flushes.push([bytes, unsent]);
   }
-  onConnect(): void {
-    this.connected++;
-  }
   onClose(err: Error | undefined): void {
     if (this.closeErr !== null) throw new Error('onClose twice');
     this.closeErr = err;
     this.#resolveClosed();
   }
   onStateChange(from: ConnectionState, to: ConnectionState): void {
+    if (from === 'connecting' && to === 'open') this.connected++;
     this.edges.push(`${from}->${to}`);
   }
 }
@@ -208,7 +207,7 @@ describe('batch flush', () => {
     const { conn, accepted, peer } = await controllerPair(h);
     const write = vi.spyOn(accepted, 'write');
     conn.send({ type: PduType.R2T, cccid: 1, ttag: 1, r2to: 0, r2tl: 4096 });
-    conn.sendCapsuleResp(0, 0, 1, 1, 7, 0);
+    conn.sendResponse(undefined, false, 0, 0, 1, 1, 7, 0);
     conn.send({ type: PduType.R2T, cccid: 2, ttag: 2, r2to: 0, r2tl: 512 });
     expect(write).not.toHaveBeenCalled();
     expect(conn.batchBytes).toBe(72);
@@ -236,7 +235,7 @@ describe('batch flush', () => {
     };
     h.pduHook = (pdu): void => {
       if (pdu.type === PduType.IC_REQ) conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: 0, maxh2cdata: 131072 });
-      if (pdu.type === PduType.CAPSULE_CMD) conn.sendCapsuleResp(0, 0, 0, 0, 5, 0);
+      if (pdu.type === PduType.CAPSULE_CMD) conn.sendResponse(undefined, false, 0, 0, 0, 0, 5, 0);
     };
     client.write(Buffer.concat([ICREQ, B.capsuleCmd({ sqe: SQE }), B.capsuleCmd({ sqe: SQE })]));
     const got = await peer.bytesAtLeast(128 + 48);
@@ -310,6 +309,19 @@ describe('fatal', () => {
     peer.socket.write(bad);
     await peer.waitFor(() => peer.ended);
     expect(peer.bytes.toString('hex')).toBe(B.termReq(B.T.H2C_TERM_REQ, { fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, errorData: bad.subarray(0, 8) }).toString('hex'));
+    await h.closed;
+  });
+
+  it('a received kind without an entry in `received` is a sequence error: C2HTermReq naming its type, and no call', async () => {
+    const h = new Recorder();
+    // A controller that takes ICReq only: the CapsuleCmd after it has no handler.
+    const handler: ConnectionHandler = Object.assign(h, { received: { [PduType.IC_REQ]: (pdu: Pdu) => h.pdus.push(pdu) } });
+    const { peer, client } = await controllerPair(handler);
+    client.write(Buffer.concat([ICREQ, B.capsuleCmd({ sqe: SQE })]));
+    await peer.waitFor(() => peer.ended);
+    expect(peer.bytes.toString('hex')).toBe(B.termReq(B.T.C2H_TERM_REQ, { fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, errorData: Buffer.from([B.T.CAPSULE_CMD]) }).toString('hex'));
+    expect(h.pdus.map((p) => p.type)).toEqual([PduType.IC_REQ]);
+    expect(h.fatals).toMatchObject([{ fes: Fes.PDU_SEQUENCE_ERROR, reason: 'unexpected PDU type 4' }]);
     await h.closed;
   });
 
@@ -437,7 +449,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     const write = vi.spyOn(net.Socket.prototype, 'write');
     const a = B.pattern(5000, 3);
     conn.send(c2h(1, a));
-    conn.sendCapsuleResp(0, 0, 1, 1, 1, 0);
+    conn.sendResponse(undefined, false, 0, 0, 1, 1, 1, 0);
     await tick();
     expect(write.mock.contexts.filter((s) => s !== peer.socket && s !== accepted)).toHaveLength(0);
     expect(h.flushes).toEqual([[5000 + 24 + 24, 0]]);
@@ -477,7 +489,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     // Drained: the next batch is direct again.
     await peer.waitFor(() => conn.writableLength === 0);
     write.mockClear();
-    conn.sendCapsuleResp(0, 0, 2, 1, 9, 0);
+    conn.sendResponse(undefined, false, 0, 0, 2, 1, 9, 0);
     await tick();
     expect(write.mock.calls.length).toBe(0);
     const last = await peer.bytesAtLeast(want.length + 24);
@@ -490,7 +502,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     client.resetAndDestroy();
     await new Promise((r) => setTimeout(r, 20));
     for (let i = 0; i < 3 && conn.state === 'open'; i++) {
-      conn.sendCapsuleResp(0, 0, 1, 1, i, 0);
+      conn.sendResponse(undefined, false, 0, 0, 1, 1, i, 0);
       await tick();
     }
     await h.closed;

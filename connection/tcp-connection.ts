@@ -3,7 +3,7 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { PduReader, PduType, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type ReceiverRole } from '../protocol/index.js';
+import { Fes, PduReader, PduType, dispatchPdu, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type PduHandlers, type ReceiverRole } from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
 import { C2HPayload, PduBatch } from './pdu-batch.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
@@ -30,28 +30,43 @@ export interface ConnectionFatal extends FatalFinding {
   header?: Buffer;
 }
 
+/**
+ * Received PDUs of the hot kinds without a PDU object, keyed by PDU type like ConnectionHandler.received (the reader's
+ * fast paths, PduReaderOptions.onCapsuleCmd / onCapsuleResp / onC2HDataHeader+onC2HDataEnd). Each applies only where
+ * the reader can take it (no digests: see PduReaderOptions); otherwise the kind comes through `received`. Only while
+ * the connection is open; views valid only during the call.
+ */
+export interface DirectPduHandlers {
+  /** Controller role, no header digest: a CapsuleCmd without in-capsule data, as its SQE view. */
+  readonly [PduType.CAPSULE_CMD]?: (sqe: Buffer) => void;
+  /** Host role, no digests: a CapsuleResp as its CQE at `cqeOff` in `buf`. */
+  readonly [PduType.CAPSULE_RESP]?: (buf: Buffer, cqeOff: number) => void;
+  /**
+   * Host role, no digests: a C2HData as its header (the handler returns where its data goes, or undefined to get views
+   * through PduReaderOptions semantics) and its end. Needs the CAPSULE_RESP entry too (the reader takes both or none).
+   */
+  readonly [PduType.C2H_DATA]?: {
+    header(cccid: number, datao: number, datal: number, flags: number): Buffer | undefined;
+    end(cccid: number, datal: number, flags: number): void;
+  };
+}
+
 /** The role's side of a connection. Called on the event loop of the socket; none of them may keep received views. */
 export interface ConnectionHandler {
-  /** A complete, valid PDU while the connection is open; its data views are valid only during the call. */
-  onPdu(pdu: Pdu): void;
+  /**
+   * One typed event per received PDU kind while the connection is open (PduHandlers: each entry gets its own PDU
+   * shape; data views valid only during the call). A kind without an entry is a PDU sequence error (TCP 1.0 §3.6.2.4/5,
+   * FES 2): the connection sends its TermReq and onFatal follows.
+   */
+  readonly received: PduHandlers;
+  /** The same kinds without PDU objects, where the reader can deliver them so (the hot path of each role). */
+  readonly direct?: DirectPduHandlers;
   /** A PDU whose data digest did not match (TCP 1.0 §3.6.1.4 leaves recovery to the command). Unset: fatal (FES 3). */
   onDataDigestError?(pdu: Pdu): void;
   /** The connection terminates for `finding` (found by the reader, or passed to fatal()); its TermReq is already sent. Once. */
   onFatal(finding: ConnectionFatal): void;
   /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
   onInternalError?(err: unknown): void;
-  /**
-   * Controller role, no header digest: a CapsuleCmd without in-capsule data as its SQE view, without a PDU object
-   * (PduReaderOptions.onCapsuleCmd); unset: it comes through onPdu. Only while the connection is open.
-   */
-  onCapsuleCmd?(sqe: Buffer): void;
-  /**
-   * Host role, no digests: CapsuleResp and C2HData without a PDU object (PduReaderOptions.onCapsuleResp,
-   * onC2HDataHeader, onC2HDataEnd; the hot path of reads). Set all three or none; only while the connection is open.
-   */
-  onCapsuleResp?(buf: Buffer, cqeOff: number): void;
-  onC2HDataHeader?(cccid: number, datao: number, datal: number, flags: number): Buffer | undefined;
-  onC2HDataEnd?(cccid: number, datal: number, flags: number): void;
   /** Before the first PDU of a received chunk. */
   onChunkStart?(): void;
   /** After the last PDU of a received chunk, before that chunk's batch is flushed. */
@@ -60,14 +75,10 @@ export interface ConnectionHandler {
   onFlushed?(bytes: number, unsent: number): void;
   /** The socket's write buffer drained ('drain'). */
   onDrain?(): void;
-  /** TCP connect completed (connections made by TcpConnection.connect). */
-  onConnect?(): void;
-  /** The socket reported an error; onClose follows. */
-  onSocketError?(err: Error): void;
-  /** The socket closed; `err` is the socket error before it, if any. Once, and last. */
-  onClose(err: Error | undefined): void;
-  /** Every state change, for trace logging. */
+  /** Every state change; connecting → open is TCP connect done (connections made by TcpConnection.connect). */
   onStateChange?(from: ConnectionState, to: ConnectionState): void;
+  /** The socket closed; `err` is the first socket error before it, if any. Once, and last. */
+  onClose(err: Error | undefined): void;
 }
 
 export interface TcpConnectionOptions {
@@ -127,13 +138,14 @@ export class TcpConnection {
   readonly role: ConnectionRole;
   #state: ConnectionState;
   readonly #handler: ConnectionHandler;
+  readonly #received: PduHandlers;
   readonly #reader: PduReader;
   readonly #batch: PduBatch;
   readonly #reuse: boolean;
   readonly #lingerMs: number;
   #socket!: net.Socket;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
-  /** No digests and no padding before data: sendReadReply applies. */
+  /** No digests and no padding before data: sendResponse may carry data. */
   #plain = true;
   #inChunk = false;
   #flushScheduled = false;
@@ -218,26 +230,31 @@ export class TcpConnection {
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
     this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
     const h = opts.handler;
+    this.#received = h.received;
+    const d = h.direct;
+    const cmd = d?.[PduType.CAPSULE_CMD];
+    const resp = d?.[PduType.CAPSULE_RESP];
+    const c2h = d?.[PduType.C2H_DATA];
     this.#reader = new PduReader({
       role: opts.role,
       onPdu: (pdu) => this.#onPdu(pdu),
       onFatal: (f) => this.fatal(f),
       ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
-      ...(h.onCapsuleCmd !== undefined
+      ...(cmd !== undefined
         ? {
             onCapsuleCmd: (sqe: Buffer) => {
-              if (this.#state === 'open') h.onCapsuleCmd?.(sqe);
+              if (this.#state === 'open') cmd(sqe);
             },
           }
         : {}),
-      ...(h.onCapsuleResp !== undefined && h.onC2HDataHeader !== undefined && h.onC2HDataEnd !== undefined
+      ...(resp !== undefined && c2h !== undefined
         ? {
             onCapsuleResp: (buf: Buffer, at: number) => {
-              if (this.#state === 'open') h.onCapsuleResp?.(buf, at);
+              if (this.#state === 'open') resp(buf, at);
             },
-            onC2HDataHeader: (cccid: number, datao: number, datal: number, flags: number) => (this.#state === 'open' ? h.onC2HDataHeader?.(cccid, datao, datal, flags) : undefined),
+            onC2HDataHeader: (cccid: number, datao: number, datal: number, flags: number) => (this.#state === 'open' ? c2h.header(cccid, datao, datal, flags) : undefined),
             onC2HDataEnd: (cccid: number, datal: number, flags: number) => {
-              if (this.#state === 'open') h.onC2HDataEnd?.(cccid, datal, flags);
+              if (this.#state === 'open') c2h.end(cccid, datal, flags);
             },
           }
         : {}),
@@ -332,26 +349,21 @@ export class TcpConnection {
     return true;
   }
 
-  /** send() for a CapsuleResp with the CQE fields written in place (PduBatch.addCapsuleRespCqe; `status` 15-bit). */
-  sendCapsuleResp(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
-    if (this.#state !== 'open') return false;
-    this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
-    this.#queued();
-    return true;
-  }
-
-  /** The framing adds no digest and no padding. */
+  /** The framing adds no digest and no padding (a `sendResponse` with data needs it). */
   get plainFraming(): boolean {
     return this.#plain;
   }
 
   /**
-   * A read's reply in one call (PduBatch.addReadReply): C2HData with `data` copied when the batch is written, and the
-   * CapsuleResp unless `success`.
+   * A command's completion with the CQE fields written in place (`status` 15-bit), without a PDU object: the
+   * controller's per-command send. `data` undefined: the CapsuleResp only (PduBatch.addCapsuleRespCqe). `data` set
+   * (plainFraming only): C2HData with `data` copied when the batch is written, and the CapsuleResp unless `success`
+   * (PduBatch.addReadReply; NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7). False when the connection no longer sends.
    */
-  sendReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
+  sendResponse(data: Buffer | undefined, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
     if (this.#state !== 'open') return false;
-    this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    if (data === undefined) this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    else this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status, this.#framing);
     this.#queued();
     return true;
   }
@@ -512,7 +524,9 @@ export class TcpConnection {
   #onPdu(pdu: Pdu): void {
     if (this.#priming) return;
     // After a TermReq the rest of the chunk is not acted on (TCP 1.0 §3.6.2.4/5: the connection is being torn down).
-    if (this.#state === 'open') this.#handler.onPdu(pdu);
+    if (this.#state !== 'open' || dispatchPdu(this.#received, pdu)) return;
+    // A kind this role does not take here (the reader already refuses the other direction's types).
+    this.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
   }
 
   #onDataDigestError(pdu: Pdu): void {
@@ -530,13 +544,11 @@ export class TcpConnection {
   }
 
   #onConnect(): void {
-    if (!this.#setState('open')) return;
-    this.#handler.onConnect?.();
+    this.#setState('open');
   }
 
   #onSocketError(err: Error): void {
     this.#socketError ??= err;
-    this.#handler.onSocketError?.(err);
   }
 
   #onSocketClose(): void {

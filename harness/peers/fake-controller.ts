@@ -30,6 +30,7 @@ import {
   decodePropertyCmd,
   decodeRwFields,
   decodeSqe,
+  dispatchPdu,
   encodeActiveNsList,
   encodeAnaLog,
   encodeCap,
@@ -41,7 +42,7 @@ import {
   encodePdu,
   sliceLogPage,
 } from '../../protocol/index.js';
-import type { DiscLogEntry, Pdu, PduFraming, Sqe } from '../../protocol/index.js';
+import type { CapsuleCmdPdu, DiscLogEntry, H2CDataPdu, IcReqPdu, Pdu, PduFraming, PduHandlers, Sqe } from '../../protocol/index.js';
 
 type Respond = (cid: number, status?: number, dw0?: number, dw1?: number) => void;
 type Send = (p: Pdu, f?: PduFraming) => void;
@@ -110,6 +111,19 @@ interface Cmd {
   got: number;
 }
 
+/** One connection's wire state, shared by its PDU handlers (FakeController.#wire). */
+interface Wire {
+  readonly conn: FakeConn;
+  framing: PduFraming;
+  /** Commands waiting for H2CData, by CID; R2T transfer tags to CIDs. */
+  readonly cmds: Map<number, Cmd>;
+  readonly ttags: Map<number, number>;
+  ttagNext: number;
+  reader: PduReader | undefined;
+  readonly send: Send;
+  readonly respond: Respond;
+}
+
 export class FakeController {
   readonly server: net.Server;
   readonly opts: FakeOptions;
@@ -175,90 +189,105 @@ export class FakeController {
     } else this.#pendingAen.push(dw0);
   }
 
+  /** One connection: its wire state, then one handler per PDU kind a controller takes; any other kind drops it. */
   #accept(socket: net.Socket): void {
     socket.setNoDelay(true);
     const conn: FakeConn = { socket, qid: -1, cntlid: 0, cids: [] };
     this.conns.add(conn);
-    let framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
-    const cmds = new Map<number, Cmd>();
-    let ttagNext = 1;
-    const ttags = new Map<number, number>();
-    const send = (pdu: Pdu, f: PduFraming = framing): void => {
-      if (socket.destroyed) return;
-      for (const p of encodePdu(pdu, f)) socket.write(p);
-    };
-    const respond = (cid: number, status = 0, dw0 = 0, dw1 = 0): void => {
-      send({ type: PduType.CAPSULE_RESP, cqe: encodeCqe({ cid, status, dw0, dw1, sqid: Math.max(0, conn.qid), sqhd: 0xffff }) });
+    const w = this.#wire(conn);
+    const received: PduHandlers = {
+      [PduType.IC_REQ]: (pdu) => this.#icReq(w, pdu),
+      [PduType.CAPSULE_CMD]: (pdu) => this.#capsuleCmd(w, pdu),
+      [PduType.H2C_DATA]: (pdu) => this.#h2cData(w, pdu),
     };
     const reader = new PduReader({
       role: 'controller',
       onFatal: () => socket.destroy(),
       onPdu: (pdu) => {
-        switch (pdu.type) {
-          case PduType.IC_REQ: {
-            const o = this.opts;
-            const dg = o.icRespDigest ?? pdu.dgst;
-            socket.write(encodePdu({ type: PduType.IC_RESP, pfv: 0, cpda: o.cpda ?? 0, dgst: dg, maxh2cdata: o.maxh2cdata ?? 131072 })[0] as Buffer);
-            framing = { hdgst: (pdu.dgst & 1) !== 0, ddgst: (pdu.dgst & 2) !== 0, pda: 0 };
-            reader.setFraming(framing.hdgst, framing.ddgst, o.cpda ?? 0);
-            this.#framings.set(conn, framing);
-            return;
-          }
-          case PduType.CAPSULE_CMD: {
-            const raw = Buffer.from(pdu.sqe);
-            const sqe = decodeSqe(raw);
-            conn.cids.push(sqe.cid);
-            this.commands.push({ qid: conn.qid, opcode: sqe.opcode, cid: sqe.cid });
-            const inCap = pdu.data.length > 0 ? Buffer.concat(pdu.data) : undefined;
-            const c: Cmd = { sqe, raw, got: 0, ...(inCap !== undefined ? { h2c: inCap } : {}) };
-            const dir = sqe.opcode === FABRICS_OPCODE ? 'h2c' : (sqe.opcode & 3) === 1 ? 'h2c' : 'none';
-            if (dir === 'h2c' && inCap === undefined && sqe.sgl.length > 0) {
-              // Data by R2T: one R2T per chunk (TCP 1.0 §3.3.3 / nvmet sends one for the whole length).
-              c.h2c = Buffer.alloc(sqe.sgl.length);
-              cmds.set(sqe.cid, c);
-              const ttag = ttagNext++;
-              ttags.set(ttag, sqe.cid);
-              const chunk = this.opts.r2tChunk ?? sqe.sgl.length;
-              send({ type: PduType.R2T, cccid: sqe.cid, ttag, r2to: 0, r2tl: Math.min(chunk, sqe.sgl.length) });
-              return;
-            }
-            this.#exec(conn, c, respond, send);
-            return;
-          }
-          case PduType.H2C_DATA: {
-            const cid = ttags.get(pdu.ttag);
-            const c = cid === undefined ? undefined : cmds.get(cid);
-            if (c === undefined || c.h2c === undefined || pdu.cccid !== cid) {
-              socket.destroy();
-              return;
-            }
-            let off = pdu.datao;
-            if (off !== c.got) {
-              socket.destroy();
-              return;
-            }
-            for (const d of pdu.data) {
-              d.copy(c.h2c, off);
-              off += d.length;
-            }
-            c.got = off;
-            if (c.got === c.h2c.length) {
-              cmds.delete(pdu.cccid);
-              this.#exec(conn, c, respond, send);
-            } else if (pdu.last) {
-              const chunk = this.opts.r2tChunk ?? c.h2c.length;
-              send({ type: PduType.R2T, cccid: pdu.cccid, ttag: pdu.ttag, r2to: c.got, r2tl: Math.min(chunk, c.h2c.length - c.got) });
-            }
-            return;
-          }
-          default:
-            socket.destroy();
-        }
+        if (!dispatchPdu(received, pdu)) socket.destroy();
       },
     });
+    w.reader = reader;
     socket.on('data', (d: Buffer) => reader.push(d));
     socket.on('close', () => this.conns.delete(conn));
     socket.on('error', () => undefined);
+  }
+
+  /** The per-connection state the PDU handlers share: framing, commands waiting for H2CData, R2T tags, writers. */
+  #wire(conn: FakeConn): Wire {
+    const socket = conn.socket;
+    const w: Wire = {
+      conn,
+      framing: { hdgst: false, ddgst: false, pda: 0 },
+      cmds: new Map(),
+      ttags: new Map(),
+      ttagNext: 1,
+      reader: undefined,
+      send: (pdu, f = w.framing) => {
+        if (socket.destroyed) return;
+        for (const p of encodePdu(pdu, f)) socket.write(p);
+      },
+      respond: (cid, status = 0, dw0 = 0, dw1 = 0) => {
+        w.send({ type: PduType.CAPSULE_RESP, cqe: encodeCqe({ cid, status, dw0, dw1, sqid: Math.max(0, conn.qid), sqhd: 0xffff }) });
+      },
+    };
+    return w;
+  }
+
+  /** ICReq → ICResp with the configured CPDA/digests; the framing applies from the next PDU (TCP 1.0 §3.6.2.2/3). */
+  #icReq(w: Wire, pdu: IcReqPdu): void {
+    const o = this.opts;
+    const dg = o.icRespDigest ?? pdu.dgst;
+    w.conn.socket.write(encodePdu({ type: PduType.IC_RESP, pfv: 0, cpda: o.cpda ?? 0, dgst: dg, maxh2cdata: o.maxh2cdata ?? 131072 })[0] as Buffer);
+    w.framing = { hdgst: (pdu.dgst & 1) !== 0, ddgst: (pdu.dgst & 2) !== 0, pda: 0 };
+    w.reader?.setFraming(w.framing.hdgst, w.framing.ddgst, o.cpda ?? 0);
+    this.#framings.set(w.conn, w.framing);
+  }
+
+  /** A command: executed at once, or, for host-to-controller data not in the capsule, after its data came by R2T. */
+  #capsuleCmd(w: Wire, pdu: CapsuleCmdPdu): void {
+    const conn = w.conn;
+    const raw = Buffer.from(pdu.sqe);
+    const sqe = decodeSqe(raw);
+    conn.cids.push(sqe.cid);
+    this.commands.push({ qid: conn.qid, opcode: sqe.opcode, cid: sqe.cid });
+    const inCap = pdu.data.length > 0 ? Buffer.concat(pdu.data) : undefined;
+    const c: Cmd = { sqe, raw, got: 0, ...(inCap !== undefined ? { h2c: inCap } : {}) };
+    const dir = sqe.opcode === FABRICS_OPCODE ? 'h2c' : (sqe.opcode & 3) === 1 ? 'h2c' : 'none';
+    if (dir === 'h2c' && inCap === undefined && sqe.sgl.length > 0) {
+      // Data by R2T: one R2T per chunk (TCP 1.0 §3.3.3 / nvmet sends one for the whole length).
+      c.h2c = Buffer.alloc(sqe.sgl.length);
+      w.cmds.set(sqe.cid, c);
+      const ttag = w.ttagNext++;
+      w.ttags.set(ttag, sqe.cid);
+      const chunk = this.opts.r2tChunk ?? sqe.sgl.length;
+      w.send({ type: PduType.R2T, cccid: sqe.cid, ttag, r2to: 0, r2tl: Math.min(chunk, sqe.sgl.length) });
+      return;
+    }
+    this.#exec(conn, c, w.respond, w.send);
+  }
+
+  /** H2CData for an R2T: in order or the connection drops; the next R2T after a LAST, the command once all came. */
+  #h2cData(w: Wire, pdu: H2CDataPdu): void {
+    const cid = w.ttags.get(pdu.ttag);
+    const c = cid === undefined ? undefined : w.cmds.get(cid);
+    if (c === undefined || c.h2c === undefined || pdu.cccid !== cid || pdu.datao !== c.got) {
+      w.conn.socket.destroy();
+      return;
+    }
+    let off = pdu.datao;
+    for (const d of pdu.data) {
+      d.copy(c.h2c, off);
+      off += d.length;
+    }
+    c.got = off;
+    if (c.got === c.h2c.length) {
+      w.cmds.delete(pdu.cccid);
+      this.#exec(w.conn, c, w.respond, w.send);
+    } else if (pdu.last) {
+      const chunk = this.opts.r2tChunk ?? c.h2c.length;
+      w.send({ type: PduType.R2T, cccid: pdu.cccid, ttag: pdu.ttag, r2to: c.got, r2tl: Math.min(chunk, c.h2c.length - c.got) });
+    }
   }
 
   #ns(nsid: number): FakeNamespace | undefined {

@@ -110,20 +110,41 @@ export class TcpQueue {
   #closeErr: Error | undefined;
   /** The host role's side of the connection core (one object per queue). */
   readonly #handler: ConnectionHandler = {
-    onPdu: (pdu) => this.#handlePdu(pdu),
+    // One entry per PDU kind a host takes; the connection core makes any other kind a sequence error.
+    received: {
+      [PduType.IC_RESP]: (pdu) => this.#handleIcResp(pdu),
+      [PduType.CAPSULE_RESP]: (pdu) => {
+        const cid = rd16(pdu.cqe, CQE_CID);
+        this.#handlers?.onResponse(pdu.cqe, 0, this.#handlers.command(cid), cid);
+      },
+      [PduType.C2H_DATA]: (pdu) => this.#handleC2HData(pdu),
+      [PduType.R2T]: (pdu) => this.#handleR2T(pdu),
+      [PduType.C2H_TERM_REQ]: (pdu) => this.#fail(new TransportFatalError(`${this.#label()}: controller sent C2HTermReq: ${fesName(pdu.fes)} (fei ${pdu.fei})`, pdu.fes, pdu.fei)),
+    },
+    // The read path without PDU objects (PduReaderOptions.onCapsuleResp / onC2HData*): nothing allocated per I/O.
+    direct: {
+      [PduType.CAPSULE_RESP]: (buf, at) => {
+        const cid = rd16(buf, at + CQE_CID);
+        this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
+      },
+      [PduType.C2H_DATA]: {
+        header: (cccid, datao, datal) => this.#c2hDataHeader(cccid, datao, datal),
+        end: (cccid, _datal, flags) => this.#c2hDataEnd(cccid, flags),
+      },
+    },
     onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
     onFatal: (f) => this.#onFatal(f),
     onInternalError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: internal error handling received data`, { cause: err })),
-    onConnect: () => this.#sendIcReq(),
-    onSocketError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })),
-    onClose: () => this.#fail(new ConnectionClosedError(`${this.#label()}: connection closed by ${this.#opts.host}:${this.#opts.port}`)),
-    // The read path without PDU objects (PduReaderOptions.onCapsuleResp / onC2HData*): nothing allocated per I/O.
-    onCapsuleResp: (buf, at) => {
-      const cid = rd16(buf, at + CQE_CID);
-      this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
+    // TCP connected (connecting → open): the IC exchange starts (TCP 1.0 §3.3).
+    onStateChange: (_from, to) => {
+      if (to === 'open') this.#sendIcReq();
     },
-    onC2HDataHeader: (cccid, datao, datal) => this.#c2hDataHeader(cccid, datao, datal),
-    onC2HDataEnd: (cccid, _datal, flags) => this.#c2hDataEnd(cccid, flags),
+    onClose: (err) =>
+      this.#fail(
+        err !== undefined
+          ? new ConnectionClosedError(`${this.#label()}: ${err.message}`, { cause: err })
+          : new ConnectionClosedError(`${this.#label()}: connection closed by ${this.#opts.host}:${this.#opts.port}`),
+      ),
   };
   /** The command a direct C2HData is being copied for, and where its data ends. */
   #dataCmd: HostCommand | undefined;
@@ -226,30 +247,6 @@ export class TcpQueue {
     return true;
   }
 
-  #handlePdu(pdu: Pdu): void {
-    switch (pdu.type) {
-      case PduType.IC_RESP:
-        this.#handleIcResp(pdu);
-        return;
-      case PduType.CAPSULE_RESP: {
-        const cid = pdu.cqe.readUInt16LE(CQE_CID);
-        this.#handlers?.onResponse(pdu.cqe, 0, this.#handlers.command(cid), cid);
-        return;
-      }
-      case PduType.C2H_DATA:
-        this.#handleC2HData(pdu);
-        return;
-      case PduType.R2T:
-        this.#handleR2T(pdu);
-        return;
-      case PduType.C2H_TERM_REQ:
-        this.#fail(new TransportFatalError(`${this.#label()}: controller sent C2HTermReq: ${fesName(pdu.fes)} (fei ${pdu.fei})`, pdu.fes, pdu.fei));
-        return;
-      default:
-        // The reader only hands a host C2H PDU types; anything else is a sequence error.
-        this.#protocolError(Fes.PDU_SEQUENCE_ERROR, 0, `unexpected PDU type ${pdu.type}`);
-    }
-  }
 
   #handleIcResp(pdu: IcRespPdu): void {
     const o = this.#opts;

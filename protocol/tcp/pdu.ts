@@ -112,6 +112,23 @@ export interface R2TPdu {
 
 export type Pdu = IcReqPdu | IcRespPdu | TermReqPdu | CapsuleCmdPdu | CapsuleRespPdu | H2CDataPdu | C2HDataPdu | R2TPdu;
 
+/** The PDU shape whose `type` can be `T` (TermReqPdu covers both TermReq types). */
+export type PduOf<T extends Pdu['type'], P extends Pdu = Pdu> = P extends unknown ? (T extends P['type'] ? P : never) : never;
+
+/**
+ * One typed handler per PDU kind, keyed by the CH type (TCP 1.0 §3.6.1 Figure 17): each entry receives its own PDU
+ * shape. A receiver lists the kinds its role accepts; dispatchPdu reports the others as unhandled.
+ */
+export type PduHandlers = { readonly [T in Pdu['type']]?: (pdu: PduOf<T>) => void };
+
+/** Call `handlers`' entry for `pdu`'s type; false when there is none (the caller decides: usually a sequence error). */
+export function dispatchPdu(handlers: PduHandlers, pdu: Pdu): boolean {
+  const f = handlers[pdu.type] as ((p: Pdu) => void) | undefined;
+  if (f === undefined) return false;
+  f(pdu);
+  return true;
+}
+
 export { NO_DIGESTS, PDU_MAX_HEADER_BYTES, type PduFraming } from './pdu-header.js';
 
 /** Bytes in `data` (a PDU's payload views). */

@@ -20,8 +20,9 @@ import {
   type C2HDataPdu,
   type H2CDataPdu,
   type Pdu,
+  type PduHandlers,
 } from '../../../protocol/index.js';
-import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ResumedConnection } from '../../../connection/index.js';
+import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
 import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
@@ -272,10 +273,6 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#pump();
   }
 
-  onSocketError(err: Error): void {
-    this.#log.debug({ err }, 'socket error');
-  }
-
   /**
    * A PDU behind the Connect in the same read, before its response could reach the host, cannot travel with the
    * socket being handed off (it is parsed here): the queue goes and the host reconnects. True when that happened.
@@ -286,31 +283,33 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     return true;
   }
 
-  /** ConnectionHandler: a CapsuleCmd without in-capsule data (the reader's fast path; onPdu's CAPSULE_CMD otherwise). */
-  onCapsuleCmd(sqe: Buffer): void {
-    if (this.#refusedDuringHandOff()) return;
-    this.#handleCapsule(sqe, NO_DATA);
-  }
+  /**
+   * ConnectionHandler: one entry per PDU kind a controller takes (the reader refuses the controller-to-host types; the
+   * connection core makes any other kind a sequence error).
+   */
+  readonly received: PduHandlers = {
+    [PduType.IC_REQ]: (pdu) => {
+      if (!this.#refusedDuringHandOff()) this.#handleIcReq(pdu.hpda, pdu.dgst);
+    },
+    [PduType.CAPSULE_CMD]: (pdu) => {
+      if (!this.#refusedDuringHandOff()) this.#handleCapsule(pdu.sqe, pdu.data);
+    },
+    [PduType.H2C_DATA]: (pdu) => {
+      if (!this.#refusedDuringHandOff()) this.#handleH2CData(pdu, false);
+    },
+    [PduType.H2C_TERM_REQ]: (pdu) => {
+      if (this.#refusedDuringHandOff()) return;
+      this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
+      this.close('H2CTermReq');
+    },
+  };
 
-  /** ConnectionHandler: one received PDU (controller role: the reader delivers host-to-controller types only). */
-  onPdu(pdu: Pdu): void {
-    if (this.#refusedDuringHandOff()) return;
-    switch (pdu.type) {
-      case PduType.IC_REQ:
-        return this.#handleIcReq(pdu.hpda, pdu.dgst);
-      case PduType.CAPSULE_CMD:
-        return this.#handleCapsule(pdu.sqe, pdu.data);
-      case PduType.H2C_DATA:
-        return this.#handleH2CData(pdu, false);
-      case PduType.H2C_TERM_REQ:
-        this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
-        this.close('H2CTermReq');
-        return;
-      default:
-        // The host-role types never reach a controller reader; anything else is a sequence error.
-        this.#conn.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
-    }
-  }
+  /** ConnectionHandler: a CapsuleCmd without in-capsule data as its SQE (the reader's fast path; `received` otherwise). */
+  readonly direct: DirectPduHandlers = {
+    [PduType.CAPSULE_CMD]: (sqe) => {
+      if (!this.#refusedDuringHandOff()) this.#handleCapsule(sqe, NO_DATA);
+    },
+  };
 
   #handleIcReq(hpda: number, dgst: number): void {
     const { hdgst, ddgst } = unpackDigests(dgst);
@@ -514,10 +513,10 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     const success = data !== undefined && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
     if (data !== undefined && this.#oneCopiedPayload(data, req.outLent)) {
       // The common read: one small payload, no digests. Copied into the slab as #sendC2H would, in one call with its CQE.
-      conn.sendReadReply(data[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
+      conn.sendResponse(data[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
     } else {
       if (data !== undefined) this.#sendC2H(req.cid, data, success, req.outCrc, req.outLent);
-      if (!success) conn.sendCapsuleResp(req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
+      if (!success) conn.sendResponse(undefined, false, req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
     }
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
@@ -671,8 +670,9 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
     for (const r of this.#parked.splice(0)) this.#release(r);
   }
 
-  /** ConnectionHandler: the socket is gone (last event of the connection). */
-  onClose(): void {
+  /** ConnectionHandler: the socket is gone (last event of the connection); `err` is the socket error before it. */
+  onClose(err: Error | undefined): void {
+    if (err !== undefined) this.#log.debug({ err }, 'socket error');
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#failPending();
