@@ -2,7 +2,8 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { CqeOffset, NvmOpcode, SglType, SqeOffset, decodeSqe, encodeCqe, encodeRwCmd, sglInCapsule } from '../protocol/index.js';
-import { QueuePair, TagSet } from './queue-pair.js';
+import { itChecksEveryEdge } from '../test/fixtures/state-table.js';
+import { QUEUE_PAIR_TRANSITIONS, QueuePair, TagSet, type QueuePairState } from './queue-pair.js';
 import type { TcpQueue, TcpQueueHandlers } from './transport/index.js';
 
 class FakeTcp {
@@ -77,5 +78,25 @@ describe('QueuePair SGL and CID', () => {
     const h = tcp.handlers as TcpQueueHandlers;
     h.onResponse(cqe, 0, h.command(cid), cid);
     await expect(p).rejects.toMatchObject({ status: 0x0281 });
+  });
+});
+
+describe('QueuePair state table', () => {
+  it('has exactly the documented edges', () => {
+    expect(QUEUE_PAIR_TRANSITIONS).toEqual({ connecting: ['live', 'closed'], live: ['closed'], closed: [] });
+  });
+
+  itChecksEveryEdge<QueuePairState>(QUEUE_PAIR_TRANSITIONS, 'connecting', () => {
+    const tcp = new FakeTcp();
+    return new QueuePair({ qid: 1, tcp: tcp as unknown as TcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
+  });
+
+  it('a closed transport closes the pair once: setLive after it changes nothing', () => {
+    const tcp = new FakeTcp();
+    const qp = new QueuePair({ qid: 1, tcp: tcp as unknown as TcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
+    tcp.handlers?.onClose(new Error('gone'));
+    expect(qp.state).toBe('closed');
+    qp.setLive();
+    expect(qp.state).toBe('closed');
   });
 });

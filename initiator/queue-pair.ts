@@ -267,6 +267,13 @@ class CommandSlot implements HostCommand {
 /** Queue states: connecting (IC + Connect in progress), live, closed (socket gone; all commands failed). */
 export type QueuePairState = 'connecting' | 'live' | 'closed';
 
+/** Allowed QueuePair edges; QueuePair.setState refuses every other one (closed is final: the controller makes a new pair). */
+export const QUEUE_PAIR_TRANSITIONS: Readonly<Record<QueuePairState, readonly QueuePairState[]>> = {
+  connecting: ['live', 'closed'],
+  live: ['closed'],
+  closed: [],
+};
+
 export interface QueueCounters {
   submitted: number;
   completed: number;
@@ -372,7 +379,7 @@ export class QueuePair implements IoQueue {
       onResponse: (buf, at, cmd, cid) => this.#complete(buf, at, cmd as CommandSlot | undefined, cid),
       onClose: (err) => this.#closed(err),
     });
-    if (opts.tcp.closed) this.#state = 'closed';
+    if (opts.tcp.closed) this.setState('closed');
   }
 
   get state(): QueuePairState {
@@ -392,7 +399,14 @@ export class QueuePair implements IoQueue {
   }
 
   setLive(): void {
-    if (this.#state === 'connecting') this.#state = 'live';
+    this.setState('live');
+  }
+
+  /** The one place the queue state changes: refuses (returns false) any edge not in QUEUE_PAIR_TRANSITIONS. */
+  setState(next: QueuePairState): boolean {
+    if (!QUEUE_PAIR_TRANSITIONS[this.#state].includes(next)) return false;
+    this.#state = next;
+    return true;
   }
 
   #lookup(cid: number): CommandSlot | undefined {
@@ -601,7 +615,7 @@ export class QueuePair implements IoQueue {
   }
 
   #closed(err: Error): void {
-    this.#state = 'closed';
+    this.setState('closed');
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     // On teardown every in-flight command is rejected with the one error that closed the queue (Linux

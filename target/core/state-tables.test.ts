@@ -17,54 +17,9 @@ import {
   type Transitions,
 } from './index.js';
 
+import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
+
 const logger = pino({ level: 'silent' });
-
-/** Shortest path of allowed edges from `start` to `goal` (the states listed first in each table row win ties). */
-function pathTo<S extends string>(table: Transitions<S>, start: S, goal: S): S[] {
-  const prev = new Map<S, S>();
-  const seen = new Set<S>([start]);
-  const todo: S[] = [start];
-  while (todo.length > 0) {
-    const s = todo.shift() as S;
-    if (s === goal) break;
-    for (const n of table[s]) {
-      if (seen.has(n)) continue;
-      seen.add(n);
-      prev.set(n, s);
-      todo.push(n);
-    }
-  }
-  if (!seen.has(goal)) throw new Error(`${goal} unreachable from ${start}`);
-  const out: S[] = [];
-  for (let s = goal; s !== start; s = prev.get(s) as S) out.unshift(s);
-  return out;
-}
-
-function allEdges<S extends string>(table: Transitions<S>): [S, S, boolean][] {
-  const states = Object.keys(table) as S[];
-  return states.flatMap((from) => states.map((to): [S, S, boolean] => [from, to, table[from].includes(to)]));
-}
-
-/** Anything driven by a transition table: its current state and the one writer that consults the table. */
-interface StateMachine<S extends string> {
-  readonly state: S;
-  setState(next: S): boolean;
-}
-
-/**
- * One test per (from, to) pair of `table`: a fresh machine from `create` is walked along allowed edges from
- * `start` to `from`, then asked to move to `to`; it must succeed exactly when the table lists the edge, and a
- * refused edge must leave the state where it was.
- */
-function itChecksEveryEdge<S extends string>(table: Transitions<S>, start: S, create: () => StateMachine<S>): void {
-  it.each(allEdges(table))('%s -> %s allowed=%s', (from, to, allowed) => {
-    const m = create();
-    for (const s of pathTo(table, start, from)) expect(m.setState(s)).toBe(true);
-    expect(m.state).toBe(from);
-    expect(m.setState(to)).toBe(allowed);
-    expect(m.state).toBe(allowed ? to : from);
-  });
-}
 
 function newController(): Controller {
   const target = new TargetCore(logger);
