@@ -14,7 +14,6 @@ import {
   type QueueState,
   type QueueTransportOps,
   type Request,
-  type Transitions,
 } from './index.js';
 
 import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
