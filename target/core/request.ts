@@ -4,7 +4,7 @@ import { SglDescType, SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/in
 import { ReadLent, type ReadCallback } from '../backend/index.js';
 import type { Namespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
-import type { ReqDir, ReqState } from './types.js';
+import type { ReqDir, ReqState, Transitions } from './types.js';
 
 /** The queue as a command sees it: where its completion goes. QueueModel (queue-model.ts) is the full view. */
 export interface RequestQueue {
@@ -19,6 +19,18 @@ export const NO_ERROR_LOCATION = 0xffff;
 /** SGL1 (NVMe Base 2.0 §4.3.2) starts at DPTR: byte offsets of its length and type inside the SQE. */
 const SGL1_LEN = SqeOffset.dptr + SglOffset.length;
 const SGL1_TYPE = SqeOffset.dptr + SglOffset.type;
+
+/**
+ * A command's lifecycle (nvmet_req): free (pooled) → exec (parsed, executing) or need-data (waiting for R2T/H2CData)
+ * → done (completion handed to the transport) → free. Teardown may release a command from any state but free.
+ * Request.setState refuses every other edge.
+ */
+export const REQUEST_TRANSITIONS: Transitions<ReqState> = {
+  free: ['exec'],
+  exec: ['need-data', 'done', 'free'],
+  'need-data': ['exec', 'done', 'free'],
+  done: ['free'],
+};
 
 export class Request {
   /** The 64-byte SQE (a view into the received chunk; valid until completion). */
@@ -47,7 +59,19 @@ export class Request {
   dw0 = 0;
   dw1 = 0;
   status = 0;
-  state: ReqState = 'free';
+  #state: ReqState = 'free';
+
+  get state(): ReqState {
+    return this.#state;
+  }
+
+  /** The one place the lifecycle state changes: refuses (returns false) any edge not in REQUEST_TRANSITIONS. */
+  setState(next: ReqState): boolean {
+    // A lookup in a two- or three-element array per edge; nothing is allocated per command.
+    if (!REQUEST_TRANSITIONS[this.#state].includes(next)) return false;
+    this.#state = next;
+    return true;
+  }
   ns: Namespace | undefined = undefined;
   /** The command is counted in ns.executing (from execute to completion). */
   nsHeld = false;

@@ -8,12 +8,14 @@ import {
   CorePort,
   CoreQueue,
   QUEUE_TRANSITIONS,
+  REQUEST_TRANSITIONS,
+  Request,
   Subsystem,
   TargetCore,
   type ControllerState,
   type QueueState,
+  type ReqState,
   type QueueTransportOps,
-  type Request,
 } from './index.js';
 
 import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
@@ -96,5 +98,25 @@ describe('CoreQueue state table', () => {
     expect(q.state).toBe('closed');
     q.onTransportClosed();
     expect(q.state).toBe('closed');
+  });
+});
+
+describe('Request lifecycle table', () => {
+  it('has exactly the documented edges', () => {
+    expect(REQUEST_TRANSITIONS).toEqual({ free: ['exec'], exec: ['need-data', 'done', 'free'], 'need-data': ['exec', 'done', 'free'], done: ['free'] });
+  });
+
+  itChecksEveryEdge<ReqState>(REQUEST_TRANSITIONS, 'free', () => new Request());
+
+  it('complete() is once: a second completion of the same command is refused by the table', () => {
+    const sent: Request[] = [];
+    const ops = new FakeOps();
+    ops.queueResponse = (r: Request): void => void sent.push(r);
+    const q = newQueue(ops);
+    const req = new Request();
+    q.reject(req, 0x6);
+    q.complete(req, 0);
+    expect(sent).toHaveLength(1);
+    expect([req.state, req.status]).toEqual(['done', 0x6]);
   });
 });

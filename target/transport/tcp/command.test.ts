@@ -37,7 +37,7 @@ describe('TcpCommand', () => {
     c.req.data = [Buffer.alloc(1)];
     c.req.inCapsule = [Buffer.alloc(1)];
     c.h2c.push(Buffer.alloc(1));
-    c.req.state = 'done';
+    expect(c.req.setState('exec') && c.req.setState('done')).toBe(true);
     c.release();
     expect([c.req.out, c.req.data, c.req.inCapsule, c.h2c.length, c.req.state]).toEqual([undefined, undefined, undefined, 0, 'free']);
   });
