@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import { REPO_ROOT } from './nvme.js';
+import { CLI_NODE_ARGS, REPO_ROOT } from './nvme.js';
 
 /** ../shared/lab next to the repository (CI layout), else the shared lab of this machine. */
 export function labDir(): string {
@@ -178,12 +178,12 @@ export interface CliTarget {
 }
 
 /**
- * Starts `node [nodeArgs] --import tsx cli/main.ts target ARGS` and resolves once it prints where it listens (and,
+ * Starts `node [nodeArgs] CLI_NODE_ARGS target ARGS` and resolves once it prints where it listens (and,
  * with `--api`, the API's address); rejects with its log when it exits first or takes over 30 s. `log` may be a
  * list the caller keeps across restarts.
  */
 export async function startCliTarget(args: readonly string[], o: { nodeArgs?: readonly string[]; log?: string[]; /** the whole environment (default: this process's) */ env?: NodeJS.ProcessEnv; onSpawn?: (child: ChildProcess) => void } = {}): Promise<CliTarget> {
-  const argv = [...(o.nodeArgs ?? []), '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', ...args];
+  const argv = [...(o.nodeArgs ?? []), ...CLI_NODE_ARGS, 'target', ...args];
   const child = spawn(process.execPath, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], ...(o.env === undefined ? {} : { env: o.env }) });
   o.onSpawn?.(child);
   const log = o.log ?? [];

@@ -11,8 +11,16 @@ import type { BlockTarget, QueueCounter, SubmitContext } from './load/types.js';
 
 export const DEFAULT_BENCH_NQN = 'nqn.2024-01.io.nvme-tcp-ts:bench';
 
-/** The repository root (for spawning `cli/main.ts`). */
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+/** This module runs compiled (dist/harness/nvme.js, the installed package) rather than from its source through tsx. */
+const COMPILED = import.meta.url.endsWith('.js');
+/** The repository (or installed package) root: dist/ sits one level below it. */
+export const REPO_ROOT = path.resolve(HERE, COMPILED ? '../..' : '..');
+/**
+ * Node arguments that start `nvme-tcp`: the compiled CLI next to this module, or cli/main.ts through tsx (`node
+ * --import tsx` rather than the tsx CLI: the CLI runs the script in a grandchild, whose CPU we could not read).
+ */
+export const CLI_NODE_ARGS: readonly string[] = COMPILED ? [path.join(HERE, '..', 'cli', 'main.js')] : ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts')];
 
 export interface InProcessTargetOptions {
   nqn?: string;
@@ -134,13 +142,12 @@ export interface ChildTarget {
 }
 
 /**
- * Runs `nvme-tcp target` (cli/main.ts through tsx) as a child, optionally behind a command prefix
+ * Runs `nvme-tcp target` (CLI_NODE_ARGS) as a child, optionally behind a command prefix
  * (e.g. `ip netns exec NS`), and resolves once it prints its listening line.
  */
 export async function startChildTarget(o: { listen: string; nqn?: string; ram?: string; prefix?: string[]; timeoutMs?: number; /** also serve the management API on a free loopback port */ api?: boolean; /** more `nvme-tcp target` flags (e.g. --config) */ extraArgs?: string[] }): Promise<ChildTarget> {
   const nqn = o.nqn ?? DEFAULT_BENCH_NQN;
-  // `node --import tsx` rather than the tsx CLI: the CLI runs the script in a grandchild, whose CPU we could not read.
-  const args = [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn', ...(o.api === true ? ['--api', '127.0.0.1:0'] : []), ...(o.extraArgs ?? [])];
+  const args = [process.execPath, ...CLI_NODE_ARGS, 'target', '--listen', o.listen, '--nqn', nqn, '--ram', o.ram ?? '256M', '--log-level', 'warn', ...(o.api === true ? ['--api', '127.0.0.1:0'] : []), ...(o.extraArgs ?? [])];
   const [cmd, ...rest] = [...(o.prefix ?? []), ...args] as [string, ...string[]];
   const child = spawn(cmd, rest, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -76,7 +76,8 @@ export interface WorkerView {
   invalidations: { direct: number; relayed: number; unasked: number };
 }
 
-const ENTRY = fileURLToPath(new URL('./worker-main.ts', import.meta.url));
+// The compiled package (dist/) runs worker-main.js; the sources run worker-main.ts through tsx.
+const ENTRY = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './worker-main.ts' : './worker-main.js', import.meta.url));
 
 /** `--import` of tsx by absolute URL, so a worker starts whatever the current directory is. */
 function tsxImport(): string {
