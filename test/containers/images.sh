@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything the container suite needs before it starts: Debian packages, the node:20-slim stand-in, and the
+# Everything the container suite needs before it starts: Debian packages, the node:24-slim stand-in, and the
 # project image from docker/Dockerfile (tagged nvme-tcp-ts:latest, as compose.yaml names it). The project image
 # carries a label with a hash of its build inputs (the Dockerfile, the lockfile, every source file it copies, the
 # base image's id); when the label matches, the build is skipped, so a rerun with nothing changed takes ~1 s.
@@ -11,11 +11,11 @@ bash "$here/install.sh"
 bash "$here/base-image.sh"
 TAG=localhost/nvme-tcp-ts:latest
 cd "$root"
-base_id="$(podman image inspect --format '{{.Id}}' docker.io/library/node:20-slim)"
+base_id="$(podman image inspect --format '{{.Id}}' docker.io/library/node:24-slim)"
 hash="$( {
   echo "$base_id"
   git ls-files -co --exclude-standard -z -- docker/Dockerfile docker/Dockerfile.dockerignore docker/target.json docker/lab.fio \
-    package.json package-lock.json protocol connection target initiator harness cli bin | LC_ALL=C sort -z |
+    package.json package-lock.json tsconfig.json tsconfig.build.json protocol connection target initiator harness cli bin test/fixtures | LC_ALL=C sort -z |
     xargs -0 sha256sum
 } | sha256sum | cut -c1-16)"
 have="$(podman image inspect --format '{{index .Labels "nvme-tcp-ts.src-hash"}}' "$TAG" 2>/dev/null || true)"

@@ -4,7 +4,7 @@
 // type-checked against the shipped declaration files; and the installed `nvme-tcp` bin, which must run without tsx
 // (a devDependency, absent from a consumer's tree).
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,8 +68,14 @@ let proj = '';
 beforeAll(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'nvme-tcp-pkg-'));
   proj = path.join(dir, 'consumer');
-  // `npm pack` runs `prepare` (the build), so the tarball holds what a clean clone's `npm ci` would build.
-  const packed = (await run('npm', ['pack', '--pack-destination', dir], { cwd: ROOT, env: NPM_ENV, maxBuffer: 16 << 20 })).stdout;
+  // `npm pack` runs `prepare` (the build), so the tarball holds what a clean clone's `npm ci` would build. It packs a
+  // copy of the tree (node_modules linked), so the build never rewrites this checkout's dist/ under other tests.
+  const src = path.join(dir, 'src');
+  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'bin', 'protocol', 'connection', 'target', 'initiator', 'harness', 'cli', 'test/fixtures']) {
+    cpSync(path.join(ROOT, p), path.join(src, p), { recursive: true, filter: (f) => !f.endsWith('.test.ts') });
+  }
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(src, 'node_modules'));
+  const packed = (await run('npm', ['pack', '--pack-destination', dir], { cwd: src, env: NPM_ENV, maxBuffer: 16 << 20 })).stdout;
   const tgz = readdirSync(dir).find((f) => f.endsWith('.tgz'));
   if (tgz === undefined) throw new Error(`npm pack left no tarball: ${packed}`);
   mkdirSync(proj);
