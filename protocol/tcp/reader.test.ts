@@ -1,8 +1,10 @@
-// PduReader behaviour beyond single-PDU decoding: framing switches mid-chunk, limits set later, empty chunks.
+// PduReader behaviour beyond single-PDU decoding: framing switches mid-chunk, limits set later, empty chunks, and
+// the receive-state table.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { readChunks } from '../../test/fixtures/pdu-stream.js';
-import { Fes, PduReader, PduType, type Pdu, type PduReaderOptions } from './index.js';
+import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
+import { Fes, PDU_READER_TRANSITIONS, PduReader, PduType, type Pdu, type PduReaderOptions, type PduReaderState } from './index.js';
 import * as B from '../testing/pdu-builder.js';
 
 const SQE = B.sqe({ opcode: 0x01, cid: 9, nsid: 1, sglType: 0x01, sglLen: 16 });
@@ -59,5 +61,38 @@ describe('PduReader', () => {
     if (c2h?.type !== PduType.C2H_DATA) throw new Error('no C2HData');
     expect(c2h.data.length).toBeGreaterThan(1);
     expect(Buffer.concat(c2h.data).equals(data)).toBe(true);
+  });
+});
+
+describe('PduReader receive-state table', () => {
+  const fresh = (): PduReader => new PduReader({ role: 'controller', onPdu: () => undefined, onFatal: () => undefined });
+
+  it('has exactly the documented edges', () => {
+    expect(PDU_READER_TRANSITIONS).toEqual({
+      ch: ['ch', 'head', 'data', 'failed'],
+      head: ['ch', 'data', 'failed'],
+      data: ['ch', 'ddgst', 'failed'],
+      ddgst: ['ch', 'failed'],
+      failed: [],
+    });
+  });
+
+  itChecksEveryEdge<PduReaderState>(PDU_READER_TRANSITIONS, 'ch', fresh);
+
+  it('received bytes walk the table: head across chunks, data, DDGST, back to ch; a finding ends in failed', () => {
+    const states: PduReaderState[] = [];
+    const reader = new PduReader({ role: 'controller', onPdu: () => undefined, onFatal: () => undefined });
+    const dd = { hdgst: false, ddgst: true, pda: 0 };
+    reader.push(B.icReq({ dgst: 2 }));
+    reader.setFraming(false, true, 0);
+    const pdu = B.h2cData({ cccid: 9, ttag: 1, datao: 0, last: true, data: B.pattern(16) }, dd);
+    // CH, then half the header, then the rest of the header and the data, then the DDGST.
+    for (const part of [pdu.subarray(0, 8), pdu.subarray(8, 16), pdu.subarray(16, pdu.length - 4), pdu.subarray(pdu.length - 4)]) {
+      reader.push(part);
+      states.push(reader.state);
+    }
+    expect(states).toEqual(['head', 'head', 'ddgst', 'ch']);
+    reader.push(Buffer.from([0xff, 0, 0, 0, 0, 0, 0, 0]));
+    expect(reader.state).toBe('failed');
   });
 });

@@ -54,7 +54,23 @@ export interface PduReaderOptions {
   onC2HDataEnd?: (cccid: number, datal: number, flags: number) => void;
 }
 
-type State = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
+/**
+ * Receive states (Linux nvme_tcp_recv_state): the CH, the rest of a header that straddles chunks, data, DDGST, and
+ * failed (a fatal finding was reported; nothing more is read).
+ */
+export type PduReaderState = 'ch' | 'head' | 'data' | 'ddgst' | 'failed';
+
+/**
+ * Allowed edges; PduReader.setState refuses every other one. ch → ch: a PDU without data completed inside its header
+ * states (the next CH follows). Every state but failed may fail; failed is final.
+ */
+export const PDU_READER_TRANSITIONS: Readonly<Record<PduReaderState, readonly PduReaderState[]>> = {
+  ch: ['ch', 'head', 'data', 'failed'],
+  head: ['ch', 'data', 'failed'],
+  data: ['ch', 'ddgst', 'failed'],
+  ddgst: ['ch', 'failed'],
+  failed: [],
+};
 
 /** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
 const NO_DATA: Buffer[] = [];
@@ -68,7 +84,7 @@ const KNOWN_SLOTS = 16;
 const VIEW_SLOTS = 1024;
 
 export class PduReader {
-  #state: State = 'ch';
+  #state: PduReaderState = 'ch';
   #opts: PduReaderOptions;
   #icDone = false;
   /**
@@ -142,6 +158,26 @@ export class PduReader {
     return this.#state === 'failed';
   }
 
+  get state(): PduReaderState {
+    return this.#state;
+  }
+
+  /**
+   * The one place the receive state changes: refuses (returns false) any edge not in PDU_READER_TRANSITIONS. A lookup
+   * in a short array per edge, nothing allocated. Public for the table test, as the other state machines' setState.
+   */
+  setState(next: PduReaderState): boolean {
+    if (!PDU_READER_TRANSITIONS[this.#state].includes(next)) return false;
+    this.#state = next;
+    return true;
+  }
+
+  /** An edge the receive methods take; one the table refuses is a bug, reported as a fatal finding (no throw). */
+  #go(next: PduReaderState): void {
+    if (this.setState(next)) return;
+    this.#fail({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `reader: no edge ${this.#state} -> ${next}` }, this.#head);
+  }
+
   /**
    * Feed the next received chunk: its first `n` bytes (all of it by default; a reused receive buffer is pushed whole
    * with the count read, so no view is made per read). Never throws for any byte content. One receive method per
@@ -193,7 +229,7 @@ export class PduReader {
     this.#head = Buffer.allocUnsafe(headLen);
     chunk.copy(this.#head, 0, off, n);
     this.#headHave = n - off;
-    this.#state = 'head';
+    this.#go('head');
     return n;
   }
 
@@ -209,7 +245,7 @@ export class PduReader {
     this.#head = Buffer.allocUnsafe(this.#headLen);
     this.#ch.copy(this.#head, 0);
     this.#headHave = CH_SIZE;
-    this.#state = 'head';
+    this.#go('head');
     if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
     return off;
   }
@@ -232,7 +268,7 @@ export class PduReader {
       this.#dataHave += take;
       if (this.#dataHave === this.#dataLen) {
         this.#direct = undefined;
-        this.#state = 'ch';
+        this.#go('ch');
         this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
       }
       return off + take;
@@ -280,7 +316,7 @@ export class PduReader {
       if (type === PduType.C2H_DATA && this.#fastData && validatePduSpecific(chunk, type, this.#dataLen, off) === undefined) {
         this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), this.#dataLen, chunk[off + 1] as number);
         if (this.#direct !== undefined) return end;
-        this.#state = 'failed';
+        this.#go('failed');
         return end;
       }
     }
@@ -338,11 +374,11 @@ export class PduReader {
     this.#directFlags = flags;
     this.#dataLen = datal;
     this.#dataHave = 0;
-    this.#state = 'data';
+    this.#go('data');
   }
 
   #fail(f: FatalFinding, header: Buffer): void {
-    this.#state = 'failed';
+    if (!this.setState('failed')) return;
     this.#opts.onFatal({ ...f, header: Buffer.from(header.subarray(0, Math.min(header.length, 128))) });
   }
 
@@ -408,7 +444,7 @@ export class PduReader {
       this.#startDirect(rd16(head, 8), rd32(head, 12), this.#dataLen, head[1] as number);
       this.#head = this.#ch;
       if (this.#direct !== undefined) return true;
-      this.#state = 'failed';
+      this.#go('failed');
       return false;
     }
     this.#data = [];
@@ -417,7 +453,7 @@ export class PduReader {
     this.#crc = 0;
     this.#ddgstHave = 0;
     if (this.#dataLen > 0) {
-      this.#state = 'data';
+      this.#go('data');
       return true;
     }
     this.#finish(true);
@@ -426,7 +462,7 @@ export class PduReader {
 
   #dataComplete(): void {
     if (this.#wantsDdgst()) {
-      this.#state = 'ddgst';
+      this.#go('ddgst');
       return;
     }
     this.#finish(true);
@@ -440,14 +476,14 @@ export class PduReader {
     }
     if (dataDigestOk && head[0] === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined) {
       // A CapsuleResp that straddled reads (or carries a header digest, already checked): the same in-place call.
-      this.#state = 'ch';
+      this.#go('ch');
       this.#head = this.#ch;
       this.#data = [];
       this.#opts.onCapsuleResp(head, CH_SIZE);
       return;
     }
     const pdu = decodePduHeader(head, this.#data, this.#dataLen);
-    this.#state = 'ch';
+    this.#go('ch');
     this.#head = this.#ch;
     this.#data = [];
     if (!dataDigestOk) {
