@@ -197,7 +197,7 @@ export class TcpConnection {
     return c;
   }
 
-  /** A connection to `to` (host side, usually); state 'connecting' until TCP connects (handler.onConnect). */
+  /** A connection to `to` (host side, usually); state 'connecting' until TCP connects (handler.onStateChange hears connecting → open). */
   static connect(to: TcpConnectOptions, opts: TcpConnectionOptions): TcpConnection {
     if (to.createSocket !== undefined) {
       const { rxBuffer: _ignored, ...rest } = opts;
@@ -326,7 +326,7 @@ export class TcpConnection {
 
   /**
    * Apply the digests negotiated by ICReq/ICResp (TCP 1.0 §3.6.2.2/3): `txPda` is the alignment the peer asked for
-   * (CPDA for a host, HPDA for a controller), `rxPda` the one this side advertised. Call from onPdu of the IC PDU.
+   * (CPDA for a host, HPDA for a controller), `rxPda` the one this side advertised. Call from the handler of the IC PDU.
    */
   setFraming(hdgst: boolean, ddgst: boolean, txPda = 0, rxPda = 0): void {
     this.#framing = { hdgst, ddgst, pda: txPda };
