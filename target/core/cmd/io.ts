@@ -15,32 +15,61 @@ function sqeSlba(sqe: Buffer): number {
   return rd32(sqe, 40) + rd32(sqe, 44) * 0x1_0000_0000;
 }
 
+/** Which SQE checks an opcode needs before it may run (NVM Command Set 1.0 §3). */
+type IoCheck = 'rw' | 'lba' | 'dsm' | 'none' | 'resv';
+
+/**
+ * What the target does with an NVM opcode it implements (any other is Invalid Command Opcode), as
+ * nvmet_parse_io_cmd and nvmet_bdev_parse_io_cmd. Plain data that parseIoCmd reads: a parse function per entry,
+ * called through the table, was not inlined and made parseIoCmd ~20 % slower (4 ns of ~20 ns per 4 KiB read/write,
+ * CPU time over 10⁶ calls against the switch it replaced); with the checks as direct calls it is within ~4 %.
+ */
+interface IoOp {
+  readonly check: IoCheck;
+  /** Set on the request once the checks pass (reservation commands set their own). */
+  readonly execute: ((req: Request) => void) | undefined;
+  /** The command moves data this way; undefined: it moves none. */
+  readonly dir: 'c2h' | 'h2c' | undefined;
+  /** Changes the namespace's data: refused with Namespace is Write Protected on a read-only namespace. */
+  readonly writes: boolean;
+}
+
+const op = (check: IoCheck, execute: IoOp['execute'], dir: IoOp['dir'], writes: boolean): IoOp => ({ check, execute, dir, writes });
+/** Reservation commands (NVMe Base 2.0 §8.19): only where reservations are on, and exempt from the access table. */
+const RESV_OP = op('resv', undefined, undefined, false);
+
+/** By opcode; a dense array so the lookup is one indexed load. */
+const IO_OPS: readonly (IoOp | undefined)[] = opTable({
+  [NvmOpcode.READ]: op('rw', executeRead, 'c2h', false),
+  [NvmOpcode.WRITE]: op('rw', executeWrite, 'h2c', true),
+  [NvmOpcode.COMPARE]: op('rw', executeCompare, 'h2c', false),
+  [NvmOpcode.FLUSH]: op('none', executeFlush, undefined, false),
+  [NvmOpcode.WRITE_ZEROES]: op('lba', executeWriteZeroes, undefined, true),
+  [NvmOpcode.DSM]: op('dsm', executeDsm, 'h2c', true),
+  [NvmOpcode.RESV_REGISTER]: RESV_OP,
+  [NvmOpcode.RESV_REPORT]: RESV_OP,
+  [NvmOpcode.RESV_ACQUIRE]: RESV_OP,
+  [NvmOpcode.RESV_RELEASE]: RESV_OP,
+});
+
+function opTable(byOpcode: Readonly<Record<number, IoOp>>): (IoOp | undefined)[] {
+  const t: (IoOp | undefined)[] = [];
+  for (let code = 0; code < 256; code++) t.push(byOpcode[code]);
+  return t;
+}
+
 export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
   const subsys = ctrl.subsys;
-  const op = req.opcode;
-  req.lat = subsys.countIoOpcode(op);
-  if (op === NvmOpcode.FLUSH && req.nsid === NSID_BROADCAST) {
+  const code = req.opcode;
+  req.lat = subsys.countIoOpcode(code);
+  if (code === NvmOpcode.FLUSH && req.nsid === NSID_BROADCAST) {
     req.execute = executeFlushAll;
     return 0;
   }
-  switch (op) {
-    case NvmOpcode.READ:
-    case NvmOpcode.WRITE:
-    case NvmOpcode.COMPARE:
-    case NvmOpcode.FLUSH:
-    case NvmOpcode.WRITE_ZEROES:
-    case NvmOpcode.DSM:
-      break;
-    case NvmOpcode.RESV_REGISTER:
-    case NvmOpcode.RESV_REPORT:
-    case NvmOpcode.RESV_ACQUIRE:
-    case NvmOpcode.RESV_RELEASE:
-      if (subsys.reservationsSupported) break;
-      req.errorLoc = 0;
-      return Status.INVALID_OPCODE | DNR;
-    default:
-      req.errorLoc = 0;
-      return Status.INVALID_OPCODE | DNR;
+  const io = IO_OPS[code];
+  if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported)) {
+    req.errorLoc = 0;
+    return Status.INVALID_OPCODE | DNR;
   }
   const ns = subsys.namespaces.get(req.nsid);
   // A disabled namespace is inactive (NVMe Base 2.0 §3.2.1.4): Invalid Namespace, as nvmet_req_find_ns answers in
@@ -51,82 +80,91 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
     return Status.INVALID_NS | DNR;
   }
   req.ns = ns;
-  // ANA state of the namespace's group on the controller's port (nvmet_check_ana_state).
-  if (subsys.ana && q.port.anaStates.size > 0) {
-    const st = q.port.anaState(ns.anaGroup);
-    if (st === 'inaccessible') return Status.ANA_INACCESSIBLE;
-    if (st === 'persistent-loss') return Status.ANA_PERSISTENT_LOSS;
-    if (st === 'change') return Status.ANA_TRANSITION;
-  }
+  const ana = anaStatus(ctrl, q, ns);
+  if (ana !== 0) return ana;
   // Reservation commands follow their own rules (NVMe Base 2.0 §8.19); every other command meets the access table.
-  if (op === NvmOpcode.RESV_REGISTER || op === NvmOpcode.RESV_REPORT || op === NvmOpcode.RESV_ACQUIRE || op === NvmOpcode.RESV_RELEASE) {
-    return parseResvCmd(ctrl, req, ns);
-  }
+  if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
+  const access = accessStatus(ctrl, req, ns, io.writes);
+  if (access !== 0) return access;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(req) : 0;
+  if (st !== 0) return st;
+  if (io.dir !== undefined) req.dir = io.dir;
+  req.execute = io.execute;
+  return 0;
+}
+
+/** ANA state of the namespace's group on the controller's port, as nvmet_check_ana_state; 0 when it may be accessed. */
+function anaStatus(ctrl: Controller, q: QueueModel, ns: Namespace): number {
+  if (!ctrl.subsys.ana || q.port.anaStates.size === 0) return 0;
+  const st = q.port.anaState(ns.anaGroup);
+  if (st === 'inaccessible') return Status.ANA_INACCESSIBLE;
+  if (st === 'persistent-loss') return Status.ANA_PERSISTENT_LOSS;
+  if (st === 'change') return Status.ANA_TRANSITION;
+  return 0;
+}
+
+/** The reservation access table (NVMe Base 2.0 §8.19) and write protection; 0 when the command may run. */
+function accessStatus(ctrl: Controller, req: Request, ns: Namespace, writes: boolean): number {
   const rs = ns.resv;
   if (rs.rtype !== 0) {
-    const st = rs.checkAccess(ctrl.hostKey, op);
+    const st = rs.checkAccess(ctrl.hostKey, req.opcode);
     if (st !== 0) {
       req.errorLoc = 0;
       return st;
     }
   }
   req.resvGen = rs.abortGen;
-  if (ns.readOnly && (op === NvmOpcode.WRITE || op === NvmOpcode.WRITE_ZEROES || op === NvmOpcode.DSM)) {
+  if (writes && ns.readOnly) {
     req.errorLoc = 0;
     return Status.NS_WRITE_PROTECTED;
   }
-  switch (op) {
-    case NvmOpcode.READ:
-    case NvmOpcode.WRITE:
-    case NvmOpcode.COMPARE: {
-      const sqe = req.sqe;
-      const slba = sqeSlba(sqe);
-      const nlb = rd16(sqe, 48) + 1;
-      if (slba + nlb > ns.nsze || rd32(sqe, 44) >= 0x20_0000) {
-        req.errorLoc = 40;
-        return Status.LBA_RANGE | DNR;
-      }
-      const len = nlb * ns.blockSize;
-      const max = subsys.maxTransfer;
-      if (max > 0 && len > max) {
-        req.errorLoc = 48;
-        return Status.INVALID_FIELD | DNR;
-      }
-      req.dataLen = len;
-      req.dir = op === NvmOpcode.READ ? 'c2h' : 'h2c';
-      req.execute = op === NvmOpcode.READ ? executeRead : op === NvmOpcode.WRITE ? executeWrite : executeCompare;
-      return 0;
-    }
-    case NvmOpcode.FLUSH:
-      req.execute = executeFlush;
-      return 0;
-    case NvmOpcode.WRITE_ZEROES: {
-      const sqe = req.sqe;
-      const slba = sqeSlba(sqe);
-      const nlb = (sqe.readUInt16LE(48) as number) + 1;
-      if (slba + nlb > ns.nsze) {
-        req.errorLoc = 40;
-        return Status.LBA_RANGE | DNR;
-      }
-      req.execute = executeWriteZeroes;
-      return 0;
-    }
-    case NvmOpcode.DSM: {
-      const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-      // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
-      // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
-      if (req.sglLen < nr) {
-        req.errorLoc = 32;
-        return Status.SGL_INVALID_DATA | DNR;
-      }
-      req.dataLen = req.sglLen;
-      req.dir = 'h2c';
-      req.execute = executeDsm;
-      return 0;
-    }
-    default:
-      return Status.INVALID_OPCODE | DNR;
+  return 0;
+}
+
+/** NLB, CDW12 bits 15:0, is 0's based (NVM Command Set 1.0 §3.2.4). */
+function sqeNlb(sqe: Buffer): number {
+  return rd16(sqe, 48) + 1;
+}
+
+/** Read, Write and Compare: the LBA range, and the transfer size against MDTS; sets the data length. */
+function checkRw(ctrl: Controller, req: Request, ns: Namespace): number {
+  const sqe = req.sqe;
+  const nlb = sqeNlb(sqe);
+  if (sqeSlba(sqe) + nlb > ns.nsze || rd32(sqe, 44) >= 0x20_0000) {
+    req.errorLoc = 40;
+    return Status.LBA_RANGE | DNR;
   }
+  const len = nlb * ns.blockSize;
+  const max = ctrl.subsys.maxTransfer;
+  if (max > 0 && len > max) {
+    req.errorLoc = 48;
+    return Status.INVALID_FIELD | DNR;
+  }
+  req.dataLen = len;
+  return 0;
+}
+
+/** Write Zeroes: the LBA range only (it moves no data). */
+function checkLbaRange(req: Request, ns: Namespace): number {
+  const sqe = req.sqe;
+  if (sqeSlba(sqe) + sqeNlb(sqe) > ns.nsze) {
+    req.errorLoc = 40;
+    return Status.LBA_RANGE | DNR;
+  }
+  return 0;
+}
+
+/** Dataset Management: the SGL holds the NR+1 ranges; sets the data length. */
+function checkDsm(req: Request): number {
+  const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
+  // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
+  // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
+  if (req.sglLen < nr) {
+    req.errorLoc = 32;
+    return Status.SGL_INVALID_DATA | DNR;
+  }
+  req.dataLen = req.sglLen;
+  return 0;
 }
 
 /** Completion with the I/O fault knobs (failNext, commandLatencyUs) applied. */
