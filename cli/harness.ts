@@ -66,7 +66,8 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
       --target-cores N     SPDK: reactor cores (one poll group each), taken after the initiator's CPU
       --spdk-interrupt     SPDK: reactors sleep until work arrives instead of busy-polling
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
-      --json               print the JSON report instead of the Markdown summary
+      --output-format F    normal (the Markdown summary, default) or json (the JSON report), as fio spells it
+      --json               the same as --output-format=json
   -h, --help
 
 Exit status: 0 ok, 1 when an I/O failed, verification found a mismatch or the run failed, 2 for bad usage.
@@ -102,6 +103,7 @@ const OPTIONS = {
   quick: { type: 'boolean' },
   out: { type: 'string' },
   json: { type: 'boolean' },
+  'output-format': { type: 'string' },
   list: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -135,6 +137,10 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       io.stdout(BENCH_USAGE);
       return 0;
     }
+    // fio's --output-format (normal|json; fio's terse and json+ have no counterpart here); --json is kept as its alias.
+    const format = v['output-format'] ?? (v.json === true ? 'json' : 'normal');
+    if (format !== 'normal' && format !== 'json') throw new UsageError(`--output-format must be normal or json, got "${format}"`);
+    v.json = format === 'json';
     if (v.list === true) {
       for (const s of SCENARIOS) io.stdout(`${s.name.padEnd(18)} ${s.title}\n`);
       return 0;

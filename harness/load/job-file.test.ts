@@ -8,8 +8,8 @@ describe('fio job files', () => {
     const f = parseFioJobFile(`
 ; comment
 [global]
-ioengine=libaio   ; ignored with a note
-direct=1
+direct=1   ; ignored with a note
+group_reporting
 bs=4k
 iodepth=32
 runtime=2
@@ -25,7 +25,7 @@ blocksize=128k
 stonewall
 `);
     expect(f.global).toEqual({ bs: '4k', iodepth: '32', runtime: '2', time_based: '1' });
-    expect(f.ignored).toEqual(['ioengine', 'direct']);
+    expect(f.ignored).toEqual(['direct', 'group_reporting']);
     expect(f.jobs.map((j) => j.name)).toEqual(['rand-reads', 'seq-writes']);
     const jobs = resolveJobs(f, GEO);
     expect(jobs[0]).toMatchObject({ name: 'rand-reads', rw: 'randread', rwmixread: 100, iodepth: 32, numjobs: 2, runtimeMs: 2000, bssplit: [{ bs: 4096, weight: 100 }], stonewall: false });
@@ -68,6 +68,16 @@ stonewall
     expect(() => parseFioJobFile(text)).toThrow(JobFileError);
   });
 
+  it.each([
+    ['[global]\nfilename=/dev/nvme0n1\n[j]\n', 'line 2: filename=/dev/nvme0n1: bench runs against the NVMe/TCP target of -a/-s/-n'],
+    ['[j]\nrw=read\nioengine=libaio\n', 'line 3: ioengine=libaio: bench submits through its own NVMe/TCP initiator'],
+    ['[j]\nioengine=io_uring\n', 'line 2: ioengine=io_uring: '],
+    ['[j]\ndirectory=/mnt\n', 'line 2: directory=/mnt: bench runs against one NVMe/TCP namespace'],
+  ])('refuses %j: a device, file or I/O engine it would silently not use', (text, msg) => {
+    expect(() => parseFioJobFile(text)).toThrow(msg);
+    expect(() => parseFioJobFile(text)).toThrow(JobFileError);
+  });
+
   it('rejects jobs that do not fit the namespace geometry', () => {
     expect(() => resolveJobs(parseFioJobFile('[j]\nbs=1000\n'), GEO)).toThrow(/not a multiple of the 512-byte LBA/);
     expect(() => resolveJobs(parseFioJobFile('[j]\noffset=2g\n'), GEO)).toThrow(/beyond the namespace/);
@@ -97,6 +107,8 @@ describe('JSON job files', () => {
     ['{"jobs":[{"bs":[1]}]}', /must be a string, number or boolean/],
     ['{"jobs":[{"iodepth":-1}]}', /jobs\[0\]: iodepth must be a non-negative integer/],
     ['{"jobz":[]}', /unknown top-level key/],
+    ['{"jobs":[{"filename":"/dev/nvme0n1"}]}', /^jobs\[0\]: filename=\/dev\/nvme0n1: bench runs against the NVMe\/TCP target/],
+    ['{"global":{"ioengine":"libaio"},"jobs":[{}]}', /^global: ioengine=libaio: bench submits through its own NVMe\/TCP initiator/],
     ['{', /invalid JSON/],
   ])('rejects %s', (text, re) => {
     expect(() => parseJsonJobFile(text)).toThrow(re);

@@ -21,15 +21,13 @@ export type RawOptions = Record<string, string>;
 export interface ParsedJobFile {
   global: RawOptions;
   jobs: { name: string; options: RawOptions }[];
-  /** fio options accepted but without effect here (ioengine, direct, filename, ...). */
+  /** fio options accepted but without effect here (direct, group_reporting, ...). */
   ignored: string[];
 }
 
 /** Options that change nothing for an NVMe/TCP initiator but appear in most fio files. */
 const IGNORED = new Set([
-  'ioengine',
   'direct',
-  'filename',
   'group_reporting',
   'thread',
   'norandommap',
@@ -134,7 +132,21 @@ export function parseBsSplit(v: string, line?: number): BsSplitEntry[] {
   return out;
 }
 
+/**
+ * fio options that choose where and how the I/O goes. Ours always goes through this initiator to the NVMe/TCP target
+ * of -a/-s/-n (or --target, or an in-process RAM target), so a job that names a device or an I/O engine is refused
+ * rather than run silently against something else.
+ */
+const REFUSED: Readonly<Record<string, string>> = {
+  filename: 'bench runs against the NVMe/TCP target of -a/-s/-n (or --target, or an in-process RAM target), not a file or device; remove the line and give the target with -a ADDR -s PORT -n NQN',
+  filename_format: 'bench runs against one NVMe/TCP namespace (--nsid), not files; remove the line',
+  directory: 'bench runs against one NVMe/TCP namespace (--nsid), not files; remove the line',
+  ioengine: 'bench submits through its own NVMe/TCP initiator, not a kernel or plugin I/O engine; remove the line',
+};
+
 function checkValue(key: string, value: string, line?: number): void {
+  const refused = REFUSED[key];
+  if (refused !== undefined) throw new JobFileError(`${key}=${value}: ${refused}`, line);
   const kind = OPTIONS[key];
   switch (kind) {
     case undefined:

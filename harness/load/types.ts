@@ -127,6 +127,11 @@ export interface IoTotals {
   iops: number;
   /** 10^6 bytes per second over the measured window. */
   mbps: number;
+  /** The same two rates for reads and for writes alone (fio's separate read and write sections of a mixed job). */
+  readIops: number;
+  writeIops: number;
+  readMbps: number;
+  writeMbps: number;
   latencyUs: LatencySummary;
   readLatencyUs: LatencySummary;
   writeLatencyUs: LatencySummary;

@@ -24,6 +24,24 @@ function paramText(a: Arm): string {
   return p.length === 0 ? '' : p.join(', ');
 }
 
+/**
+ * Reads and writes apart for every job that did both (randrw, readwrite), as fio prints a mixed job's read and write
+ * sections: the combined row above would hide a slow direction behind a fast one.
+ */
+function directionTables(arms: readonly Arm[]): string[] {
+  const rows: string[] = [];
+  for (const a of arms) {
+    for (const j of a.run?.jobs ?? []) {
+      if (j.readIos === 0 || j.writeIos === 0) continue;
+      const lat = (l: { p50: number; p99: number; p99_9: number }): string => `${fmtNum(l.p50)} | ${fmtNum(l.p99)} | ${fmtNum(l.p99_9)}`;
+      rows.push(`| ${esc(a.name)} | ${esc(j.name)} | ${j.rw} | read | ${fmtNum(j.readIops)} | ${fmtNum(j.readMbps)} | ${lat(j.readLatencyUs)} | ${j.readIos} |`);
+      rows.push(`| ${esc(a.name)} | ${esc(j.name)} | ${j.rw} | write | ${fmtNum(j.writeIops)} | ${fmtNum(j.writeMbps)} | ${lat(j.writeLatencyUs)} | ${j.writeIos} |`);
+    }
+  }
+  if (rows.length === 0) return [];
+  return ['**Reads and writes apart** (mixed jobs):', '', '| arm | job | rw | dir | IOPS | MB/s | p50 µs | p99 µs | p99.9 µs | I/Os |', '|---|---|---|---|---:|---:|---:|---:|---:|---:|', ...rows, ''];
+}
+
 export function renderMarkdown(r: Report): string {
   const out: string[] = [];
   out.push(`## ${esc(r.title)}${r.quick ? ' (quick)' : ''}`, '');
@@ -57,6 +75,7 @@ export function renderMarkdown(r: Report): string {
     out.push('');
   }
   if (r.verdict !== '') out.push(`**Verdict.** ${r.verdict}`, '');
+  out.push(...directionTables(armRows));
   const verify = armRows.filter((a) => a.run?.verify.enabled === true);
   for (const a of verify) {
     const v = a.run?.verify;

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runBenchCli } from '../../cli/harness.js';
+import { fmtNum } from '../../harness/report/build.js';
 import type { Report } from '../../harness/report/types.js';
 
 const dirs: string[] = [];
@@ -28,7 +29,7 @@ describe('nvme-tcp bench', () => {
   it('runs an fio job file against an in-process target and writes JSON, Markdown and HTML', async () => {
     const d = await tmp();
     const job = path.join(d, 'mixed.fio');
-    await writeFile(job, '[global]\nioengine=libaio\nbs=4k\nruntime=300ms\nsize=4m\n[w]\nrw=randwrite\niodepth=8\nverify=crc32c\n[r]\nrw=randread\niodepth=8\nnumjobs=2\n');
+    await writeFile(job, '[global]\ndirect=1\nbs=4k\nruntime=300ms\nsize=4m\n[w]\nrw=randwrite\niodepth=8\nverify=crc32c\n[r]\nrw=randread\niodepth=8\nnumjobs=2\n');
     const r = await bench([job, '--out', d, '--ram', '16M']);
     expect(r.err).toMatch(/reports: .*mixed\.json .*mixed\.md .*mixed\.html/);
     expect(r.code).toBe(0);
@@ -45,7 +46,7 @@ describe('nvme-tcp bench', () => {
     expect(run?.verify.mismatchCount).toBe(0);
     expect(run?.verify.checkedBlocks).toBeGreaterThan(0);
     expect(run?.queues.length).toBe(3);
-    expect(rep.notes[0]).toContain('ioengine');
+    expect(rep.notes[0]).toBe('fio options without effect here: direct');
     expect(await readFile(path.join(d, 'mixed.html'), 'utf8')).toContain('data-chart="cdf"');
   }, 30_000);
 
@@ -79,6 +80,7 @@ describe('nvme-tcp bench', () => {
     [['--quick', 'x.fio'], /--quick applies to --scenario only/],
     [['--scenario', 'parallel-connect', '--io-workers', '2'], /--io-workers does not apply to scenario parallel-connect; it does to queue-groups, duplicate-connect, match-hw-queues/],
     [['--scenario', 'queue-groups', '--io-workers=-1'], /--io-workers must be an integer 0..4096, got "-1"/],
+    [['x.fio', '--output-format=terse'], /^nvme-tcp bench: --output-format must be normal or json, got "terse"\n$/],
   ])('bad usage %j: one line, exit 2', async (argv, re) => {
     const r = await bench(argv);
     expect(r.code).toBe(2);
@@ -94,6 +96,61 @@ describe('nvme-tcp bench', () => {
     expect(r.code).toBe(2);
     expect(r.err).toBe(`nvme-tcp bench: ${job}: line 3: cannot parse size "4z"\n`);
   });
+
+  it.each([
+    ['[global]\nioengine=libaio\n[j]\nrw=randread\n', 'line 2: ioengine=libaio: bench submits through its own NVMe/TCP initiator, not a kernel or plugin I/O engine; remove the line'],
+    ['[j]\nfilename=/dev/nvme0n1\n', 'line 2: filename=/dev/nvme0n1: bench runs against the NVMe/TCP target of -a/-s/-n (or --target, or an in-process RAM target), not a file or device; remove the line and give the target with -a ADDR -s PORT -n NQN'],
+  ])('a pasted job that names a device or I/O engine is refused, not run against RAM: %j', async (text, msg) => {
+    const d = await tmp();
+    const job = path.join(d, 'pasted.fio');
+    await writeFile(job, text);
+    const r = await bench([job, '--ram', '8M']);
+    expect(r.err).toBe(`nvme-tcp bench: ${job}: ${msg}\n`);
+    expect(r.code).toBe(2);
+    expect(r.out).toBe('');
+  });
+
+  it('randrw: reads and writes apart in the summary and the JSON, and --output-format json is the report the summary shows', async () => {
+    const d = await tmp();
+    const job = path.join(d, 'mix.fio');
+    await writeFile(job, '[mix]\nrw=randrw\nrwmixread=70\nbs=4k\niodepth=4\nruntime=400ms\nsize=4m\n');
+    const normal = await bench([job, '--ram', '8M', '--output-format=normal', '--out', d]);
+    expect(normal.code).toBe(0);
+    const rep = JSON.parse(await readFile(path.join(d, 'mix.json'), 'utf8')) as Report;
+    const j = rep.arms[0]?.run?.jobs[0];
+    if (j === undefined) throw new Error('no job in the report');
+    expect(j.readIos).toBeGreaterThan(0);
+    expect(j.writeIos).toBeGreaterThan(0);
+    expect(j.readIos + j.writeIos).toBe(j.ios);
+    expect(j.readLatencyUs.count).toBe(j.readIos);
+    expect(j.writeLatencyUs.count).toBe(j.writeIos);
+    expect(j.readIops + j.writeIops).toBeGreaterThanOrEqual(j.iops - 1);
+    expect(j.readIops + j.writeIops).toBeLessThanOrEqual(j.iops + 1);
+    expect(j.readMbps).toBeCloseTo((j.readBytes / j.durationMs) * 1000 / 1e6, 1);
+    // 70 % reads: the split is the job's rwmixread, within the randomness of a few thousand draws.
+    expect(j.readIos / j.ios).toBeGreaterThan(0.6);
+    expect(j.readIos / j.ios).toBeLessThan(0.8);
+    const rows = normal.out.split('\n').filter((l) => l.startsWith('| workload | mix | randrw |'));
+    expect(rows).toEqual([
+      `| workload | mix | randrw | read | ${fmtNum(j.readIops)} | ${fmtNum(j.readMbps)} | ${fmtNum(j.readLatencyUs.p50)} | ${fmtNum(j.readLatencyUs.p99)} | ${fmtNum(j.readLatencyUs.p99_9)} | ${j.readIos} |`,
+      `| workload | mix | randrw | write | ${fmtNum(j.writeIops)} | ${fmtNum(j.writeMbps)} | ${fmtNum(j.writeLatencyUs.p50)} | ${fmtNum(j.writeLatencyUs.p99)} | ${fmtNum(j.writeLatencyUs.p99_9)} | ${j.writeIos} |`,
+    ]);
+    const json = await bench([job, '--ram', '8M', '--output-format', 'json']);
+    expect(json.code).toBe(0);
+    const printed = JSON.parse(json.out) as Report;
+    expect(printed.arms[0]?.run?.jobs[0]?.readIos).toBeGreaterThan(0);
+    expect(printed.arms[0]?.run?.jobs[0]?.writeIos).toBeGreaterThan(0);
+  }, 30_000);
+
+  it('a read-only job has no read/write table', async () => {
+    const d = await tmp();
+    const job = path.join(d, 'r.fio');
+    await writeFile(job, '[r]\nrw=randread\nbs=4k\nsize=1m\n');
+    const r = await bench([job, '--ram', '8M']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('## Workload r.fio');
+    expect(r.out).not.toContain('Reads and writes apart');
+  }, 30_000);
 
   it('--list names every scenario', async () => {
     const r = await bench(['--list']);
