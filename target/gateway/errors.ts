@@ -31,3 +31,8 @@ export class EtcdUnreachableError extends NvmeTcpError {
     super(`etcd unreachable at ${urls.join(',')}`, options);
   }
 }
+
+/** An operator request the group cannot do (`ctl group failover` to a non-member, an unknown ANA group): nothing moved. */
+export class GroupOperationError extends NvmeTcpError {
+  readonly code = 'NVMEOF_ERR_GATEWAY_OPERATION';
+}

@@ -123,4 +123,27 @@ describe('GatewayGroup (real etcd)', () => {
     expect(new Set(Object.values(rec.cntlidSlots)).size).toBe(5);
     expect(rec.groups.every((g) => g.owner !== null)).toBe(true);
   });
+
+  it('operator moves: failover to a non-member moves nothing; failover --to, failback, drain and undrain', async () => {
+    const name = `g${++n}`;
+    const a = await join(opts(name, 'a', { preferred: [1, 2, 3] }));
+    const b = await join(opts(name, 'b', { preferred: [4, 5, 6] }));
+    await until(() => a.owned().length === 3 && b.owned().length === 3);
+    const before = a.snapshot!.counter;
+    await expect(a.failover(1, 'zz')).rejects.toMatchObject({ code: 'NVMEOF_ERR_GATEWAY_OPERATION', message: expect.stringContaining("'zz' is not a serving member") });
+    await expect(a.failover(99)).rejects.toMatchObject({ code: 'NVMEOF_ERR_GATEWAY_OPERATION' });
+    expect(a.snapshot!.counter).toBe(before);
+    expect(owners(a)).toEqual(['a', 'a', 'a', 'b', 'b', 'b']);
+    // Asked on b, carried out by a (the owner releases through a handoff).
+    await b.failover(1, 'b');
+    await until(() => b.owned().includes(1) && !a.owned().includes(1));
+    expect(b.snapshot!.transitions.at(-1)).toMatchObject({ grpid: 1, from: 'a', to: 'b', cause: 'manual' });
+    await a.failback(1);
+    await until(() => a.owned().includes(1) && !b.owned().includes(1));
+    await b.setDraining(true);
+    await until(() => a.owned().length === 6 && b.owned().length === 0);
+    expect(a.snapshot!.transitions.filter((t) => t.cause === 'drain')).toHaveLength(3);
+    await b.setDraining(false);
+    await until(() => a.owned().length === 3 && b.owned().length === 3);
+  });
 });

@@ -16,8 +16,10 @@
 import { EventEmitter } from 'node:events';
 import { Etcd3, type Lease, type Watcher } from 'etcd3';
 import { anaGroupIds, describeDifference, descriptionDigest, type GroupDescription } from './description.js';
-import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError } from './errors.js';
+import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError, GroupOperationError } from './errors.js';
 import { anaStateOn, planOwnership, releaseGroup, type AnaStateName, type GroupOwnership, type Transition } from './ownership.js';
+
+export type { AnaStateName, GroupOwnership, Transition } from './ownership.js';
 
 export interface GatewayPort {
   traddr: string;
@@ -48,6 +50,8 @@ export interface MemberRecord {
   joinedAt: number;
   ports: GatewayPort[];
   cntlid: [number, number];
+  /** Drained by an operator: owns nothing, is given nothing (planOwnership). */
+  draining?: boolean;
 }
 
 export interface GroupRecord {
@@ -73,6 +77,8 @@ export interface OwnershipEvent {
 }
 
 const MAX_TRANSITIONS = 32;
+
+const ownedCount = (rec: GroupRecord, id: string): number => rec.groups.filter((g) => (g.next ?? g.owner) === id).length;
 const MAX_CNTLID = 0xffef;
 
 export class GatewayGroup extends EventEmitter {
@@ -201,8 +207,16 @@ export class GatewayGroup extends EventEmitter {
       const lo = 1 + slot * size;
       const hi = Math.min(lo + size - 1, MAX_CNTLID);
       if (lo > MAX_CNTLID) throw new DescriptionMismatchError(opts.group, `no controller-ID range left for '${opts.id}'`);
-      for (const g of rec.groups) if (opts.preferred?.includes(g.grpid) && g.preferred === undefined) g.preferred = opts.id;
-      rec.members[opts.id] = { joinSeq: rec.nextJoinSeq++, joinedAt: now, ports: opts.ports ?? [], cntlid: [lo, hi] };
+      if (opts.preferred !== undefined) {
+        for (const g of rec.groups) if (opts.preferred.includes(g.grpid) && g.preferred === undefined) g.preferred = opts.id;
+      } else if (!rec.groups.some((g) => g.preferred === opts.id)) {
+        // No preference given: claim the lowest ANA group nobody prefers yet, so N gateways over N groups each get
+        // their own (the Ceph layout) and a returning gateway gets its group back (failback).
+        const free = rec.groups.find((g) => g.preferred === undefined);
+        if (free !== undefined) free.preferred = opts.id;
+      }
+      const wasDraining = prev?.members[opts.id]?.draining === true;
+      rec.members[opts.id] = { joinSeq: rec.nextJoinSeq++, joinedAt: now, ports: opts.ports ?? [], cntlid: [lo, hi], ...(wasDraining ? { draining: true } : {}) };
       live.add(opts.id);
       this.applyPlan(rec, live, now);
       rec.counter++;
@@ -236,7 +250,7 @@ export class GatewayGroup extends EventEmitter {
         changed = true;
       }
     }
-    const members = Object.entries(rec.members).map(([id, m]) => ({ id, joinSeq: m.joinSeq, joinedAt: m.joinedAt }));
+    const members = Object.entries(rec.members).map(([id, m]) => ({ id, joinSeq: m.joinSeq, joinedAt: m.joinedAt, ...(m.draining === true ? { draining: true } : {}) }));
     const plan = planOwnership({ members, groups: rec.groups, failbackDelayMs: this.opts.failbackDelayMs ?? 5000, now });
     if (JSON.stringify(plan.groups) !== JSON.stringify(rec.groups)) changed = true;
     rec.groups = plan.groups;
@@ -340,9 +354,84 @@ export class GatewayGroup extends EventEmitter {
     }
   }
 
+  /**
+   * One operator change to the record (failover, failback, drain), written by compare-and-swap like every other
+   * change; `edit` throws GroupOperationError for a request that names no member or group, and nothing is written.
+   */
+  private async operate(reason: string, edit: (rec: GroupRecord, live: Set<string>) => void): Promise<GroupRecord> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const { record: prev, modRev, live } = await this.readState();
+      if (!prev) throw new GroupOperationError(`gateway group '${this.opts.group}' has no record in etcd`);
+      const rec = structuredClone(prev);
+      edit(rec, live);
+      this.applyPlan(rec, live, Date.now());
+      rec.counter++;
+      const res = await this.withDeadline(
+        this.client.if(this.stateKey, 'Mod', '==', modRev).then(this.client.put(this.stateKey).value(JSON.stringify(rec))).commit(),
+      );
+      if (res.succeeded) {
+        this.observe(rec, reason);
+        this.schedule(reason);
+        return rec;
+      }
+    }
+    throw new GroupOperationError(`gateway group '${this.opts.group}': the record kept changing; retry`);
+  }
+
+  private groupOf(rec: GroupRecord, grpid: number): GroupOwnership {
+    const g = rec.groups.find((x) => x.grpid === grpid);
+    if (g === undefined) throw new GroupOperationError(`ANA group ${grpid} is not in gateway group '${this.opts.group}'; its groups are ${rec.groups.map((x) => x.grpid).join(', ')}`);
+    return g;
+  }
+
+  /** Move `grpid` to member `to` (default: the least loaded other member) and keep it there until failback(). */
+  async failover(grpid: number, to?: string): Promise<GroupRecord> {
+    return this.operate('manual failover', (rec, live) => {
+      const g = this.groupOf(rec, grpid);
+      const members = Object.keys(rec.members).filter((id) => live.has(id) && rec.members[id]?.draining !== true);
+      if (to !== undefined && !members.includes(to)) {
+        throw new GroupOperationError(`'${to}' is not a serving member of gateway group '${this.opts.group}'; members: ${members.join(', ') || 'none'}`);
+      }
+      const target = to ?? members.filter((id) => id !== g.owner).sort((a, b) => ownedCount(rec, a) - ownedCount(rec, b))[0];
+      if (target === undefined) throw new GroupOperationError(`ANA group ${grpid}: no other serving member to fail over to`);
+      g.hold = target;
+    });
+  }
+
+  /** Drop the operator's placement of `grpid`: it returns to its preferred gateway (after the failback delay). */
+  async failback(grpid: number): Promise<GroupRecord> {
+    return this.operate('manual failback', (rec) => {
+      delete this.groupOf(rec, grpid).hold;
+    });
+  }
+
+  /** Drain (true: hand every group away and take none) or undrain member `id` (default this gateway). */
+  async setDraining(draining: boolean, id = this.opts.id): Promise<GroupRecord> {
+    return this.operate(draining ? 'drain' : 'undrain', (rec, live) => {
+      const m = rec.members[id];
+      if (m === undefined || !live.has(id)) throw new GroupOperationError(`'${id}' is not a member of gateway group '${this.opts.group}'`);
+      if (draining) m.draining = true;
+      else delete m.draining;
+    });
+  }
+
+  /** Per live member, its lease id and the seconds etcd says it has left (etcd LeaseTimeToLive). */
+  async leases(): Promise<Record<string, { lease: string; ttlLeftS: number }>> {
+    const res = await this.withDeadline(this.client.getAll().prefix(`${this.prefix}members/`).exec());
+    const out: Record<string, { lease: string; ttlLeftS: number }> = {};
+    for (const kv of res.kvs) {
+      const id = kv.key.toString().slice(`${this.prefix}members/`.length);
+      const ttl = await this.withDeadline(this.client.leaseClient.leaseTimeToLive({ ID: kv.lease })).catch(() => undefined);
+      out[id] = { lease: kv.lease, ttlLeftS: Number(ttl?.TTL ?? -1) };
+    }
+    return out;
+  }
+
   private observe(rec: GroupRecord, reason: string): void {
     if (this.record && rec.counter < this.record.counter) return;
+    const seen = this.record?.counter;
     this.record = rec;
+    if (rec.counter !== seen) this.emit('record', rec);
     this.emitState(reason);
   }
 

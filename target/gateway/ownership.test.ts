@@ -49,7 +49,8 @@ describe('planOwnership', () => {
     expect(anaStateOn(due.groups[0]!, 'a')).toBe('inaccessible');
     expect(releaseGroup(due.groups, 1, 'a', 1600)).toBeUndefined();
     const rel = releaseGroup(due.groups, 1, 'b', 1600)!;
-    expect(rel.transition).toEqual({ grpid: 1, from: 'b', to: 'a', cause: 'failback', at: 1600 });
+    expect(rel.transition).toEqual({ grpid: 1, from: 'b', to: 'a', cause: 'failback', at: 1600, startedAt: 1500 });
+    expect(rel.groups[0]).toEqual({ grpid: 1, preferred: 'a', owner: 'a', since: 1600 });
     expect(anaStateOn(rel.groups[0]!, 'a')).toBe('optimized');
     expect(anaStateOn(rel.groups[0]!, 'b', 'non-optimized')).toBe('non-optimized');
   });
@@ -79,5 +80,39 @@ describe('planOwnership', () => {
     const p = planOwnership({ members: [m('a', 9), m('b', 2), m('c', 3)], groups, failbackDelayMs: 0, now: 5 });
     expect(p.transitions).toEqual([]);
     expect(p.handoffs).toEqual([]);
+  });
+
+  it("an operator's hold moves a group through a handoff and beats failback until cleared", () => {
+    const groups: GroupOwnership[] = [{ grpid: 1, preferred: 'a', owner: 'a', hold: 'c', since: 0 }];
+    const members = [m('a', 1), m('b', 2), m('c', 3)];
+    const p = planOwnership({ members, groups, failbackDelayMs: 0, now: 7 });
+    expect(p.groups[0]).toMatchObject({ owner: 'a', next: 'c', nextCause: 'manual', nextAt: 7 });
+    const rel = releaseGroup(p.groups, 1, 'a', 9)!;
+    expect(rel.transition).toEqual({ grpid: 1, from: 'a', to: 'c', cause: 'manual', at: 9, startedAt: 7 });
+    // Held on c: the preferred gateway a does not take it back.
+    const held = planOwnership({ members, groups: rel.groups, failbackDelayMs: 0, now: 10 });
+    expect(held.handoffs).toEqual([]);
+    // Hold cleared (ctl group failback): a gets it back.
+    const { hold: _h, ...cleared } = rel.groups[0]!;
+    const back = planOwnership({ members, groups: [cleared], failbackDelayMs: 0, now: 11 });
+    expect(back.handoffs).toEqual([{ grpid: 1, from: 'c', to: 'a' }]);
+    // A hold on a member that died is dropped.
+    expect(planOwnership({ members: [m('a', 1)], groups: rel.groups, failbackDelayMs: 0, now: 12 }).groups[0]?.hold).toBeUndefined();
+  });
+
+  it('a drained member hands its groups to the others, spread, and is given none', () => {
+    const groups = [g(1, 'a', 'a'), g(2, 'a', 'a'), g(3, 'b', 'b')];
+    const members = [{ ...m('a', 1), draining: true }, m('b', 2), m('c', 3)];
+    const p = planOwnership({ members, groups, failbackDelayMs: 0, now: 5 });
+    expect(p.groups.map((x) => [x.owner, x.next, x.nextCause])).toEqual([
+      ['a', 'c', 'drain'],
+      ['a', 'b', 'drain'],
+      ['b', undefined, undefined],
+    ]);
+    // Nobody else alive: the drained member keeps serving rather than leaving the group with no owner.
+    expect(planOwnership({ members: [members[0]!], groups, failbackDelayMs: 0, now: 5 }).handoffs).toEqual([]);
+    // A dead owner's group never goes to a drained member.
+    const dead = planOwnership({ members: [members[0]!, m('c', 3)], groups: [g(4, 'x', 'x')], failbackDelayMs: 0, now: 5 });
+    expect(dead.groups[0]?.owner).toBe('c');
   });
 });
