@@ -57,6 +57,11 @@ commands:
                        that port's own placement for its new queues (default: back to the target-wide one)
   config [--output FILE]
   metrics
+  group status         the gateway group: members with their leases, ANA group owners, the last transitions
+  group failover <grpid> [--to ID]   move an ANA group to member ID (default: the least loaded other member)
+                       and keep it there until failback
+  group failback <grpid>             let it return to its preferred gateway
+  gateway disable|enable [ID]        drain this gateway (or member ID): hand its groups away, take none; enable undoes
 `;
 
 /** A command line that cannot be turned into a request; exit status 2. */
@@ -117,6 +122,7 @@ const OPTIONS = {
   'dhchap-hash': { type: 'string', multiple: true },
   'dhchap-dhgroup': { type: 'string', multiple: true },
   output: { type: 'string', short: 'o' },
+  to: { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -264,7 +270,7 @@ async function hostAuthFromFlags(hostnqn: string, v: Values, io: CtlIo): Promise
 
 async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Promise<unknown> {
   const [noun, verb, ...rest] = pos;
-  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults', 'placement'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
+  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults', 'placement', 'group', 'gateway'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
   const args = key.includes(' ') ? rest : pos.slice(1);
   switch (key) {
     case 'health':
@@ -362,6 +368,12 @@ async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Pro
     }
     case 'metrics':
       return c.metrics();
+    case 'group status':
+    case 'group failover':
+    case 'group failback':
+    case 'gateway disable':
+    case 'gateway enable':
+      return groupCommand(c, key, args, v);
     case '':
       throw new UsageError('missing command');
     default:
@@ -407,4 +419,12 @@ export async function runCtlCli(argv: readonly string[], io: CtlIo = defaultIo):
     io.stderr(`request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
     return 1;
   }
+}
+
+/** `ctl group ...` and `ctl gateway disable|enable` (docs/gateway-groups.md). */
+function groupCommand(c: MgmtClient, key: string, args: string[], v: Values): Promise<unknown> {
+  if (key === 'group status') return c.groupStatus();
+  if (key === 'group failover') return c.groupFailover(int(args[0], 'ANA group id'), v.to);
+  if (key === 'group failback') return c.groupFailback(int(args[0], 'ANA group id'));
+  return c.gatewayDrain(key === 'gateway disable', args[0]);
 }

@@ -77,6 +77,9 @@ one 1 GiB RAM namespace, any host.
                            in "listening on ..., port id ID": the Nth --listen is port N without a config)
   --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
                            --config as FILE.reservations.json; without either nothing persists across a restart)
+  --gateway-group NAME     serve as one gateway of the named gateway group (docs/gateway-groups.md); needs --etcd
+  --etcd URL[,URL...]      etcd client URLs the gateway group is coordinated through, e.g. http://10.0.0.5:2379
+  --gateway-id ID          this gateway's id in the group (default: the host name); unique per group
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
                            pretty-printed when stdout is a terminal
   -h, --help               this text
@@ -110,6 +113,9 @@ const OPTIONS = {
   workers: { type: 'string' },
   placement: { type: 'string' },
   'port-placement': { type: 'string', multiple: true },
+  'gateway-group': { type: 'string' },
+  etcd: { type: 'string' },
+  'gateway-id': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -153,6 +159,8 @@ export interface TargetArgs {
   portPlacements?: { portId: number; placement: 'single' | 'controller' | 'queue' | 'host' }[];
   /** --state-dir DIR */
   stateDir?: string;
+  /** --gateway-group NAME --etcd URL[,URL...] [--gateway-id ID] */
+  gateway?: { group?: string; etcd?: string[]; id?: string };
 }
 
 function usageError(msg: string): ConfigError {
@@ -277,6 +285,8 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (args.portPlacements.some((x) => x.portId === portId)) throw new ConfigError(`--port-placement ${spec}: port ${portId} given twice; give one policy per port`);
     args.portPlacements.push({ portId, placement: p });
   }
+  const gw = parseGatewayFlags(v['gateway-group'], v.etcd, v['gateway-id']);
+  if (gw !== undefined) args.gateway = gw;
   if (v['log-level'] !== undefined) {
     const lvl = v['log-level'];
     if (!(LOG_LEVELS as readonly string[]).includes(lvl)) throw new ConfigError(`--log-level ${lvl}: unknown level; use ${LOG_LEVELS.join(', ')}`);
@@ -451,6 +461,7 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     if (port === undefined) throw new ConfigError(`--port-placement ${pp.portId}=${pp.placement}: no port ${pp.portId}; the ports are ${config.ports.map((p) => p.id).join(', ') || 'none'}`);
     port.placement = pp.placement;
   }
+  if (args.gateway !== undefined) config.gateway = gatewayConfig(config.gateway, args.gateway);
   return { config: parseTargetConfig(config), warnings };
 }
 
@@ -738,7 +749,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
       io.stderr(`${startError(err)}\n`);
       log.error({ err }, 'start failed');
       await stop('start failed', 1);
-      return err instanceof ConfigError || (err as { code?: string }).code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;
+      return err instanceof ConfigError || isStartInputError(err) ? 2 : 1;
     }
     try {
       api = await startTargetApi(service, {
@@ -786,6 +797,8 @@ function apiStartError(err: unknown, listen: string): string {
 
 function startError(err: unknown): string {
   const e = err as { code?: string; address?: string; port?: number; message?: string; path?: string; syscall?: string };
+  if (e.code === 'NVMEOF_ERR_ETCD_UNREACHABLE') return `--etcd: ${e.message ?? ''}; start etcd there or give its client URL`;
+  if (e.code?.startsWith('NVMEOF_ERR_GATEWAY_') === true) return `--gateway-group: ${e.message ?? ''}`;
   // A namespace file the target cannot open (an unwritable volume in a container) is not a --listen problem.
   if (e.syscall === 'open' && typeof e.path === 'string') {
     return `namespace backend ${e.path}: ${e.code ?? 'open failed'}; make its directory writable by the target's user (uid ${process.getuid?.() ?? '?'}) or set the namespace "readOnly": true`;
@@ -794,4 +807,34 @@ function startError(err: unknown): string {
   if (e.code === 'EADDRNOTAVAIL') return `--listen: ${e.address ?? ''} is not an address of this machine; use one of its addresses or 0.0.0.0`;
   if (e.code === 'EACCES') return `--listen: ${e.address ?? ''}:${e.port ?? ''} needs privileges; use a port above 1023`;
   return formatConfigError(err, 'start');
+}
+
+// ---------------------------------------------------------------------------------------------- gateway groups
+
+/** Bad input, exit 2: an invalid argument, or a gateway group that refused this gateway or could not be reached. */
+function isStartInputError(err: unknown): boolean {
+  const code = (err as { code?: string }).code ?? '';
+  return code === 'NVMEOF_ERR_INVALID_ARG' || code === 'NVMEOF_ERR_ETCD_UNREACHABLE' || code.startsWith('NVMEOF_ERR_GATEWAY_');
+}
+
+function parseGatewayFlags(group: string | undefined, etcd: string | undefined, id: string | undefined): TargetArgs['gateway'] {
+  if (group === undefined && etcd === undefined && id === undefined) return undefined;
+  const out: NonNullable<TargetArgs['gateway']> = {};
+  if (group !== undefined) out.group = group;
+  if (etcd !== undefined) {
+    const urls = etcd.split(',').filter((u) => u !== '');
+    if (urls.length === 0) throw new ConfigError('--etcd: empty; give URL[,URL...], e.g. http://127.0.0.1:2379');
+    out.etcd = urls;
+  }
+  if (id !== undefined) out.id = id;
+  return out;
+}
+
+/** The config's gateway block with the flags applied (the flags win); the schema then checks every field. */
+function gatewayConfig(cfg: TargetConfig['gateway'], flags: NonNullable<TargetArgs['gateway']>): NonNullable<TargetConfig['gateway']> {
+  const group = flags.group ?? cfg?.group;
+  const etcd = flags.etcd ?? cfg?.etcd;
+  if (group === undefined) throw new ConfigError('--etcd/--gateway-id: need --gateway-group NAME (or gateway.group in the config)');
+  if (etcd === undefined) throw new ConfigError(`--gateway-group ${group}: needs --etcd URL[,URL...] (or gateway.etcd in the config)`);
+  return { ...cfg, group, etcd, ...(flags.id !== undefined ? { id: flags.id } : {}) };
 }

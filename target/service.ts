@@ -15,7 +15,9 @@ import { debugCounts, listControllers, targetStats, type ControllerInfo, type De
 import { Replication } from './service/replication.js';
 import { ReservationStore } from './service/reservations-store.js';
 import { Namespaces } from './service/namespaces.js';
+import { GatewayPart, type GatewayStats, type GroupView } from './service/gateway.js';
 
+export type { GatewayStats, GroupView } from './service/gateway.js';
 export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './service/reports.js';
 
 export interface TargetServiceOptions {
@@ -46,13 +48,6 @@ export interface BoundPort {
   port: number;
 }
 
-export interface BoundPort {
-  id: number;
-  addr: string;
-  /** Actual TCP port (differs from the config when it asked for 0). */
-  port: number;
-}
-
 export class TargetService {
   readonly #core: TargetCore;
   readonly #listeners = new Map<number, TcpListener>();
@@ -64,6 +59,7 @@ export class TargetService {
   #placement: Placement;
   #stopped = false;
   readonly #ns: Namespaces;
+  readonly #gw: GatewayPart;
 
   constructor(opts: TargetServiceOptions = {}) {
     this.#log = opts.logger ?? pino({ level: 'silent' });
@@ -80,6 +76,7 @@ export class TargetService {
     this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
     this.#ns = new Namespaces(this.#core, this.#log, this.#workers, this.#resv, (nqn) => this.#subsys(nqn));
+    this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state));
   }
 
   /**
@@ -133,8 +130,43 @@ export class TargetService {
     if (config.discoveryNqn !== undefined) this.setDiscoveryNqn(config.discoveryNqn);
     for (const h of config.hosts ?? []) if (h.dhchapKey !== undefined) this.setHostAuth(h);
     for (const h of config.hosts ?? []) if (h.tlsKey !== undefined) this.setHostTlsKey(h);
-    for (const p of config.ports) await this.addPort(p);
+    if (config.gateway === undefined) {
+      for (const p of config.ports) await this.addPort(p);
+      for (const s of config.subsystems) await this.addSubsystem(s);
+      return;
+    }
+    // A gateway: subsystems first (the group's description needs the backends' sizes), then join (which gives this
+    // gateway its controller-ID range and the ANA states it reports), and only then listen, so no host ever meets a
+    // port whose states or CNTLIDs are not the group's.
     for (const s of config.subsystems) await this.addSubsystem(s);
+    await this.#gw.join(config.gateway, config.ports);
+    for (const p of config.ports) await this.addPort(this.#gw.portConfig(p));
+    this.#gw.portAdded();
+  }
+
+  /** The gateway group as this gateway sees it (GET /group); throws when this target is not a gateway. */
+  groupView(): Promise<GroupView> {
+    return this.#gw.view();
+  }
+
+  /** Move ANA group `grpid` to member `to` (default: the least loaded other one) and keep it there until failback. */
+  groupFailover(grpid: number, to?: string): Promise<GroupView> {
+    return this.#gw.failover(grpid, to);
+  }
+
+  /** Return ANA group `grpid` to its preferred gateway (after the failback delay). */
+  groupFailback(grpid: number): Promise<GroupView> {
+    return this.#gw.failback(grpid);
+  }
+
+  /** Drain (`ctl gateway disable`: hand every group away, take none) or undrain a member (default this one). */
+  setGatewayDraining(draining: boolean, id?: string): Promise<GroupView> {
+    return this.#gw.setDraining(draining, id);
+  }
+
+  /** Fencing and transition counters for /metrics; undefined when this target is not a gateway. */
+  gatewayStats(): GatewayStats | undefined {
+    return this.#gw.stats();
   }
 
   /**
@@ -378,6 +410,7 @@ export class TargetService {
     if (hosts !== undefined) cfg.hosts = hosts;
     if (this.#core.uniqueDiscoveryNqn !== undefined) cfg.discoveryNqn = this.#core.uniqueDiscoveryNqn;
     if (this.#icReqTimeoutMs !== 10_000) cfg.icReqTimeoutS = this.#icReqTimeoutMs / 1000;
+    if (this.#gw.config !== undefined) cfg.gateway = structuredClone(this.#gw.config);
     return cfg;
   }
 
@@ -397,6 +430,8 @@ export class TargetService {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    // Leave the group first: hosts hear every group go not-optimized here and move while the ports still answer.
+    await this.#gw.leave();
     const listeners = [...this.#listeners.values()];
     this.#listeners.clear();
     // Stop accepting, let in-flight commands finish (bounded), then close every connection.

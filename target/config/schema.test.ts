@@ -132,7 +132,7 @@ describe('targetConfigSchema accepts', () => {
 const rejections: [string, Mutate, string][] = [
   ['bad size', set('subsystems.0.namespaces.0.backend.size', '1X'), 'config: subsystems[0].namespaces[0].backend.size: "1X" is not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
   ['typo in a key', all(set('ports.0.adr', '1.2.3.4'), del('ports.0.addr')), 'config: ports[0]: unknown key "adr"; did you mean "addr"? (+1 more problem)'],
-  ['unknown top-level key', set('listen', 1), 'config: unknown key "listen"; allowed: ports, subsystems, hosts, discoveryNqn, icReqTimeoutS, api, workers, placement'],
+  ['unknown top-level key', set('listen', 1), 'config: unknown key "listen"; allowed: ports, subsystems, hosts, discoveryNqn, icReqTimeoutS, api, workers, placement, gateway'],
   ['missing key', del('ports.0.port'), 'config: ports[0].port: is missing; add a number (use a TCP port in 0..65535)'],
   ['port out of range', set('ports.0.port', 65536), 'config: ports[0].port: 65536 is too large; use a TCP port in 0..65535'],
   ['negative port', set('ports.0.port', -1), 'config: ports[0].port: -1 is too small; use a TCP port in 0..65535'],

@@ -444,6 +444,25 @@ const apiSchema = obj({
   token: opt(str('a token string').min(1, { error: 'is empty; omit token or give a non-empty one' })),
 });
 
+const gatewaySchema = obj({
+  group: str('a group name').regex(/^[A-Za-z0-9._-]{1,64}$/, { error: (iss) => `${show(iss.input)} is not a group name; use 1..64 of A-Z a-z 0-9 . _ -` }),
+  etcd: list(
+    str('an etcd URL').check(
+      z.superRefine((v, ctx) => {
+        if (!/^https?:\/\/[^/\s]+(:\d+)?\/?$/.test(v)) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not an etcd client URL; use e.g. http://127.0.0.1:2379`, input: v });
+      }),
+    ),
+  ).min(1, { error: 'is empty; give at least one etcd URL, e.g. ["http://127.0.0.1:2379"]' }),
+  id: opt(str('a gateway id').regex(/^[A-Za-z0-9._-]{1,64}$/, { error: (iss) => `${show(iss.input)} is not a gateway id; use 1..64 of A-Z a-z 0-9 . _ -` })),
+  leaseTtlMs: opt(
+    int(1000, 600_000, 'ms').refine((v) => v % 1000 === 0, { error: (iss) => `${show(iss.input)} is not whole seconds (etcd leases count seconds); use e.g. 3000` }),
+  ),
+  failbackDelayMs: opt(int(0, 3_600_000, 'ms')),
+  notOwned: opt(z.enum(['inaccessible', 'non-optimized'], { error: 'must be "inaccessible" or "non-optimized"' })),
+  preferred: opt(list(int(1, 128, 'an ANA group id'))),
+  cntlidRangeSize: opt(int(1, 0xffef, 'a controller-ID count')),
+});
+
 export const targetConfigSchema = obj({
   ports: list(portSchema),
   subsystems: list(subsystemSchema),
@@ -455,6 +474,7 @@ export const targetConfigSchema = obj({
     z.union([z.literal('auto'), z.number().int().min(1)], { error: 'must be an integer >= 1 or "auto" (one worker per CPU); e.g. "workers": 2' }),
   ),
   placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: 'must be one of single, controller, queue, host' })),
+  gateway: opt(gatewaySchema),
 }).check(
   z.superRefine((c, ctx) => {
     dupes(c.ports, (p) => p.id, (i, id) => ctx.addIssue({ code: 'custom', path: ['ports', i, 'id'], message: `port id ${id} is used twice; give each port its own id` }));

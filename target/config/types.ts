@@ -166,6 +166,29 @@ export interface HostConfig {
   tlsHkdf?: 'rfc8446' | 'pre-2025';
 }
 
+/**
+ * Membership of a gateway group (docs/gateway-groups.md): N targets serving the same subsystems, coordinated through
+ * etcd, each ANA group optimized on exactly one gateway and failed over / back by the group itself.
+ */
+export interface GatewayConfig {
+  /** The group's name: gateways with the same name and etcd form one group. */
+  group: string;
+  /** etcd client URLs, e.g. ["http://10.0.0.5:2379"]. */
+  etcd: string[];
+  /** This gateway's id, unique in the group (default: the host name). */
+  id?: string;
+  /** etcd lease TTL in ms, whole seconds (etcd leases count seconds); default 3000. */
+  leaseTtlMs?: number;
+  /** How long a returning preferred gateway waits before its groups move back; default 5000. */
+  failbackDelayMs?: number;
+  /** ANA state of groups this gateway does not own: 'inaccessible' (default) or 'non-optimized'. */
+  notOwned?: 'inaccessible' | 'non-optimized';
+  /** ANA groups this gateway is the preferred owner of (default: the lowest group nobody prefers yet). */
+  preferred?: number[];
+  /** Controller IDs per gateway; gateway slot k gets 1 + k*size .. (k+1)*size (default 1000). */
+  cntlidRangeSize?: number;
+}
+
 export interface TargetConfig {
   ports: PortConfig[];
   subsystems: SubsystemConfig[];
@@ -180,4 +203,6 @@ export interface TargetConfig {
   workers?: number | 'auto';
   /** Which worker a new I/O queue goes to: single | controller | queue | host (default queue). */
   placement?: 'single' | 'controller' | 'queue' | 'host';
+  /** Serve as one gateway of a gateway group (docs/gateway-groups.md). */
+  gateway?: GatewayConfig;
 }

@@ -24,6 +24,13 @@ export class CorePort {
   readonly referrals: ReferralConfig[] = [];
   /** Bumped on every ANA state change of this port (ANA log CHGCNT). */
   anaChangeCount = 0n;
+  /**
+   * Gateway groups (target/gateway): the instant (ms since the epoch) after which this port's ANA states are no longer
+   * backed by an etcd lease, so another gateway may own the groups; from then every group reads `inaccessible` until
+   * the lease is renewed. This is the fence a process resumed after a stall meets before its timers run (I/O that
+   * waited in its sockets is handled first). Infinity: no gateway group, states are what the config says.
+   */
+  anaValidUntil = Infinity;
   /** This port's worker placement (target/workers), changeable at runtime; undefined: the target-wide one. */
   placement: PortConfig['placement'];
 
@@ -56,6 +63,7 @@ export class CorePort {
   }
 
   anaState(group: number): AnaStateName {
+    if (this.anaValidUntil !== Infinity && Date.now() >= this.anaValidUntil) return 'inaccessible';
     return this.anaStates.get(group) ?? 'optimized';
   }
 

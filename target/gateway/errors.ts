@@ -36,3 +36,11 @@ export class EtcdUnreachableError extends NvmeTcpError {
 export class GroupOperationError extends NvmeTcpError {
   readonly code = 'NVMEOF_ERR_GATEWAY_OPERATION';
 }
+
+/** A group operation on a target that is not a gateway (no --gateway-group / config gateway). */
+export class GatewayNotConfiguredError extends NvmeTcpError {
+  readonly code = 'NVMEOF_ERR_GATEWAY_NONE';
+  constructor() {
+    super('this target is not in a gateway group; start it with --gateway-group NAME --etcd URL');
+  }
+}

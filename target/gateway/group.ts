@@ -97,6 +97,8 @@ export class GatewayGroup extends EventEmitter {
   private lastKey = '';
   private chain: Promise<void> = Promise.resolve();
   private rejoining = false;
+  /** When this gateway saw each member's key deleted (lease expired or revoked): a failover's startedAt. */
+  private readonly goneAt = new Map<string, number>();
   cntlidRange: [number, number] = [0, 0];
 
   private constructor(readonly opts: GatewayGroupOptions) {
@@ -119,15 +121,29 @@ export class GatewayGroup extends EventEmitter {
   /** Join: refused with DuplicateGatewayError, DescriptionMismatchError, or EtcdUnreachableError. */
   static async join(opts: GatewayGroupOptions): Promise<GatewayGroup> {
     const gw = new GatewayGroup(opts);
-    try {
-      await gw.joinOnce();
-    } catch (err) {
-      gw.client.close();
-      throw err;
+    // A member key with our id may be a crashed predecessor's (a restart within its TTL): it expires within one TTL,
+    // while a live duplicate keeps renewing it. So the refusal stands only once the key outlived a TTL.
+    const refuseAt = Date.now() + gw.ttlMs + gw.marginMs;
+    for (;;) {
+      try {
+        await gw.joinOnce();
+        break;
+      } catch (err) {
+        if (err instanceof DuplicateGatewayError && Date.now() < refuseAt) {
+          await new Promise((r) => setTimeout(r, 200));
+          continue;
+        }
+        gw.client.close();
+        throw err;
+      }
     }
     gw.watcher = await gw.client.watch().prefix(gw.prefix).create();
     gw.watcher.on('put', () => gw.schedule('watch'));
-    gw.watcher.on('delete', () => gw.schedule('watch'));
+    gw.watcher.on('delete', (kv) => {
+      const key = kv.key.toString();
+      if (key.startsWith(`${gw.prefix}members/`)) gw.goneAt.set(key.slice(`${gw.prefix}members/`.length), Date.now());
+      gw.schedule('member lost');
+    });
     gw.watcher.on('error', () => undefined);
     gw.schedule('joined');
     return gw;
@@ -254,6 +270,7 @@ export class GatewayGroup extends EventEmitter {
     const plan = planOwnership({ members, groups: rec.groups, failbackDelayMs: this.opts.failbackDelayMs ?? 5000, now });
     if (JSON.stringify(plan.groups) !== JSON.stringify(rec.groups)) changed = true;
     rec.groups = plan.groups;
+    for (const t of plan.transitions) if (t.cause === 'failover' && t.from !== null) t.startedAt = Math.min(now, this.goneAt.get(t.from) ?? now);
     rec.transitions = [...rec.transitions, ...plan.transitions].slice(-MAX_TRANSITIONS);
     clearTimeout(this.checkTimer);
     if (plan.nextCheckAt !== undefined && !this.closed) {
@@ -264,6 +281,7 @@ export class GatewayGroup extends EventEmitter {
 
   private renewed(sentAt: number): void {
     this.validUntil = sentAt + this.ttlMs;
+    this.emit('lease', this.ownedUntil);
     clearTimeout(this.fenceTimer);
     this.fenceTimer = setTimeout(() => this.fence('lease could expire'), this.validUntil - this.marginMs - Date.now());
   }
@@ -457,6 +475,11 @@ export class GatewayGroup extends EventEmitter {
     return Object.entries(this.states())
       .filter(([, s]) => s === 'optimized')
       .map(([k]) => Number(k));
+  }
+
+  /** The instant (ms since the epoch) this gateway stops owning anything unless a keep-alive lands first. */
+  get ownedUntil(): number {
+    return this.fenced ? 0 : this.validUntil - this.marginMs;
   }
 
   get isFenced(): boolean {

@@ -195,4 +195,18 @@ export class MgmtClient {
   async metrics(): Promise<string> {
     return String(await this.call('GET', '/metrics'));
   }
+  /** The gateway group as this gateway sees it (GET /group). */
+  groupStatus(): Promise<unknown> {
+    return this.call('GET', '/group');
+  }
+  groupFailover(grpid: number, to?: string): Promise<unknown> {
+    return this.call('POST', `/group/ana-groups/${seg(grpid)}/failover`, to !== undefined ? { to } : {});
+  }
+  groupFailback(grpid: number): Promise<unknown> {
+    return this.call('POST', `/group/ana-groups/${seg(grpid)}/failback`, {});
+  }
+  /** Drain (true) or undrain a member; default the gateway this client talks to. */
+  gatewayDrain(draining: boolean, id?: string): Promise<unknown> {
+    return this.call('POST', '/group/drain', id !== undefined ? { draining, id } : { draining });
+  }
 }

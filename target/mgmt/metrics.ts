@@ -2,7 +2,7 @@
 // TargetService.stats()/listControllers() snapshot per scrape, so the data plane never touches prom-client.
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ControllerInfo, TargetService, TargetStats } from '../service.js';
+import type { ControllerInfo, GatewayStats, TargetService, TargetStats } from '../service.js';
 
 /**
  * Latency histogram the data plane may attach to a subsystem's stats as `latency[opcodeName]`.
@@ -18,7 +18,7 @@ export interface LatencyHistogramStats {
 
 type SubsystemStats = TargetStats['subsystems'][string] & { latency?: Record<string, LatencyHistogramStats> };
 
-export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'> & Partial<Pick<TargetService, 'workers'>>;
+export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'> & Partial<Pick<TargetService, 'workers' | 'gatewayStats'>>;
 
 export interface TargetMetrics {
   readonly registry: Registry;
@@ -33,6 +33,8 @@ interface Snapshot {
   stats: TargetStats;
   controllers: ControllerInfo[];
   ports: number;
+  /** Undefined unless this target is a gateway of a group (the gateway metrics then have no samples). */
+  gateway: GatewayStats | undefined;
 }
 
 type HistogramValue = { labels: Record<string, string | number>; value: number; metricName: string };
@@ -249,7 +251,29 @@ const METRICS: readonly MetricDef[] = [
   },
   { name: 'nvme_tcp_worker_queues', help: 'I/O queues each worker process serves.', type: 'gauge', labels: ['worker'], samples: (v) => perWorker(v, (w) => [[{}, w.queues]]) },
   { name: 'nvme_tcp_worker_restarts_total', help: 'Times each worker process died and was started again.', type: 'counter', labels: ['worker'], samples: (v) => perWorker(v, (w) => [[{}, w.restarts]]) },
+  // Gateway groups (docs/gateway-groups.md): fencing and ANA group moves as this gateway saw them in the group record.
+  { name: 'nvme_tcp_gateway_fenced', help: 'Whether this gateway is fenced (lost its etcd lease; reports no ANA group optimized).', type: 'gauge', samples: (v) => gw(v, (g) => [[{}, g.fenced ? 1 : 0]]) },
+  { name: 'nvme_tcp_gateway_fences_total', help: 'Times this gateway fenced itself.', type: 'counter', samples: (v) => gw(v, (g) => [[{}, g.fences]]) },
+  { name: 'nvme_tcp_gateway_owned_groups', help: 'ANA groups this gateway reports optimized.', type: 'gauge', samples: (v) => gw(v, (g) => [[{}, g.owned]]) },
+  {
+    name: 'nvme_tcp_gateway_transitions_total',
+    help: 'ANA group owner changes in the group record since this gateway started, by cause (initial, failover, failback, manual, drain).',
+    type: 'counter',
+    labels: ['cause'],
+    samples: (v) => gw(v, (g) => Object.entries(g.transitions).map(([cause, t]): Sample => [{ cause }, t.count])),
+  },
+  {
+    name: 'nvme_tcp_gateway_transition_seconds_total',
+    help: 'Summed durations of those owner changes (failover: member loss seen to new owner; handoffs: request to release), by cause.',
+    type: 'counter',
+    labels: ['cause'],
+    samples: (v) => gw(v, (g) => Object.entries(g.transitions).map(([cause, t]): Sample => [{ cause }, t.seconds])),
+  },
 ];
+
+function gw(v: ScrapeView, f: (g: GatewayStats) => Sample[]): Sample[] {
+  return v.snap.gateway === undefined ? [] : f(v.snap.gateway);
+}
 
 /** Where the latency histogram goes in the exposition: after the per-namespace counters, as it always has. */
 const HISTOGRAM_AFTER = 'nvme_tcp_namespace_errors_total';
@@ -280,7 +304,7 @@ function register(registry: Registry, m: MetricDef, view: () => ScrapeView): voi
 export function createMetrics(service: MetricsSource): TargetMetrics {
   const registry = new Registry();
   let snap: Snapshot | undefined;
-  const current = (): Snapshot => (snap ??= { stats: service.stats(), controllers: service.listControllers(), ports: service.boundPorts().length });
+  const current = (): Snapshot => (snap ??= { stats: service.stats(), controllers: service.listControllers(), ports: service.boundPorts().length, gateway: service.gatewayStats?.() });
   const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   const view = (): ScrapeView => ({ snap: current(), subs: Object.entries(current().stats.subsystems), workers: service.workers?.() ?? [], loop });

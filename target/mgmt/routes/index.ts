@@ -1,5 +1,6 @@
 // Every route of the management API, one table per concern; the router (../router.ts) reads them in this order.
 import { anaRoutes } from './ana.js';
+import { groupRoutes } from './group.js';
 import { hostKeyRoutes } from './host-keys.js';
 import { namespaceRoutes } from './namespaces.js';
 import { portRoutes } from './ports.js';
@@ -18,6 +19,7 @@ export const ROUTE_TABLES: readonly (readonly RouteEntry[])[] = [
   reservationRoutes,
   portRoutes,
   anaRoutes,
+  groupRoutes,
 ];
 
-export { type MgmtService, type RouteContext, type RouteEntry, type RouteService, type Reply, type Params } from './route.js';
+export { type GroupService, type MgmtService, type RouteContext, type RouteEntry, type RouteService, type Reply, type Params } from './route.js';

@@ -40,7 +40,10 @@ export type MgmtService = Pick<
 /** Worker pool views (target/workers); optional so a service without workers still fits. */
 export type WorkerService = Partial<Pick<TargetService, 'workers' | 'setPlacement' | 'setPortPlacement' | 'portPlacements'>> & { readonly placement?: string };
 
-export type RouteService = MgmtService & WorkerService;
+/** Gateway-group views and moves (target/gateway); optional so a target outside a group still fits (409 with the fix). */
+export type GroupService = Partial<Pick<TargetService, 'groupView' | 'groupFailover' | 'groupFailback' | 'setGatewayDraining'>>;
+
+export type RouteService = MgmtService & WorkerService & GroupService;
 
 export type Params = Record<string, string>;
 

@@ -1,0 +1,211 @@
+// The target's side of a gateway group (target/gateway, docs/gateway-groups.md): join at start with a description of
+// the subsystems this target serves, give every subsystem this gateway's controller-ID range, and turn each ownership
+// change into per-port ANA states through the one ANA change path (TargetService.setAnaState: port state, CHGCNT,
+// workers, then the ANA-change AEN to every host on the port, NVMe Base 2.0 §8.1.2 and §5.27.1.2).
+import os from 'node:os';
+import type { Logger } from 'pino';
+import type { AnaStateName as PortAnaState, GatewayConfig, PortConfig } from '../config/types.js';
+import type { TargetCore } from '../core/index.js';
+import type { GroupDescription } from '../gateway/description.js';
+import { GatewayNotConfiguredError } from '../gateway/errors.js';
+import { GatewayGroup, type GroupRecord, type OwnershipEvent, type Transition } from '../gateway/group.js';
+
+/** What GET /group and `ctl group status` show. */
+export interface GroupView {
+  group: string;
+  self: string;
+  /** When (ms since the epoch) `anaGroups[].state` was read: the instant this view describes. */
+  at: number;
+  fenced: boolean;
+  /** Until when (ms since the epoch) this gateway may report ownership without another keep-alive; 0 while fenced. */
+  ownedUntil: number;
+  counter: number;
+  members: { id: string; joinedAt: number; cntlid: [number, number]; draining: boolean; ports: { traddr: string; trsvcid: string }[]; lease?: string; ttlLeftS?: number }[];
+  anaGroups: { grpid: number; owner: string | null; preferred: string | null; next: string | null; hold: string | null; since: number; state: string }[];
+  transitions: (Transition & { durationMs: number })[];
+}
+
+/** Counters for /metrics. */
+export interface GatewayStats {
+  fenced: boolean;
+  fences: number;
+  owned: number;
+  /** Per cause: transitions seen in the group record since start, and the sum of their durations (s). */
+  transitions: Record<string, { count: number; seconds: number }>;
+}
+
+export class GatewayPart {
+  #group: GatewayGroup | undefined;
+  #cfg: GatewayConfig | undefined;
+  #fences = 0;
+  #lastSeenAt = 0;
+  readonly #transitions: Record<string, { count: number; seconds: number }> = {};
+
+  constructor(
+    private readonly core: TargetCore,
+    private readonly log: Logger,
+    /** TargetService.setAnaState: the ANA change path of `ctl ana set`. */
+    private readonly setAnaState: (portId: number, grpid: number, state: PortAnaState) => void,
+  ) {}
+
+  /** The gateway block this target joined with (getConfig round-trips it). */
+  get config(): GatewayConfig | undefined {
+    return this.#cfg;
+  }
+
+  /**
+   * Join the group with what this target serves (its subsystems must already be added: the description needs the
+   * backends' sizes). Throws the group's typed errors (etcd unreachable, duplicate id, description mismatch).
+   */
+  async join(cfg: GatewayConfig, ports: readonly PortConfig[]): Promise<void> {
+    const id = cfg.id ?? os.hostname();
+    const group = await GatewayGroup.join({
+      group: cfg.group,
+      id,
+      etcd: cfg.etcd,
+      description: this.#describe(),
+      ports: ports.map((p) => ({ traddr: p.advertiseAddr ?? p.addr, trsvcid: String(p.advertisePort ?? p.port) })),
+      ttlSec: (cfg.leaseTtlMs ?? 3000) / 1000,
+      failbackDelayMs: cfg.failbackDelayMs ?? 5000,
+      notOwned: cfg.notOwned ?? 'inaccessible',
+      ...(cfg.preferred !== undefined ? { preferred: cfg.preferred } : {}),
+      ...(cfg.cntlidRangeSize !== undefined ? { cntlidRangeSize: cfg.cntlidRangeSize } : {}),
+    });
+    this.#group = group;
+    this.#cfg = cfg;
+    // Disjoint controller IDs per gateway: a host connected to several gateways of one subsystem must see a distinct
+    // CNTLID on each (NVMe Base 2.0 §3.1.2: unique within the NVM subsystem).
+    const [lo, hi] = group.cntlidRange;
+    for (const sub of this.core.subsystems.values()) {
+      sub.cntlidMin = lo;
+      sub.cntlidMax = hi;
+    }
+    group.on('ownership', (e: OwnershipEvent) => this.#onOwnership(e));
+    group.on('lease', () => this.#fenceAt());
+    group.on('record', (rec: GroupRecord) => this.#onRecord(rec));
+    group.on('error', (err: Error) => this.log.error({ err }, 'gateway group: rejoin refused'));
+    this.#onRecord(group.snapshot);
+    this.log.info({ group: cfg.group, id, cntlid: group.cntlidRange, owned: group.owned() }, 'gateway group joined');
+  }
+
+  /** The port config a listener starts with: every ANA group in the state this gateway reports now. */
+  portConfig(p: PortConfig): PortConfig {
+    const g = this.#group;
+    if (g === undefined) return p;
+    return { ...p, anaStates: { ...p.anaStates, ...Object.fromEntries(Object.entries(g.states()).map(([k, v]) => [k, v])) } };
+  }
+
+  /** After a port was added: bind its ANA states to the lease. */
+  portAdded(): void {
+    this.#fenceAt();
+  }
+
+  #describe(): GroupDescription {
+    return {
+      subsystems: [...this.core.subsystems.values()].map((s) => ({
+        nqn: s.nqn,
+        namespaces: [...s.namespaces.values()].map((ns) => ({ nsid: ns.nsid, size: String(ns.backend.size), blockSize: ns.blockSize, anagrpid: ns.anaGroup })),
+      })),
+    };
+  }
+
+  #fenceAt(): void {
+    const until = this.#group?.ownedUntil ?? Infinity;
+    for (const port of this.core.ports.values()) port.anaValidUntil = until;
+  }
+
+  #onOwnership(e: OwnershipEvent): void {
+    if (e.fenced) this.#fences++;
+    this.log[e.fenced ? 'warn' : 'info']({ owned: e.owned, states: e.states, fenced: e.fenced, reason: e.reason, counter: e.counter }, e.fenced ? 'gateway group: fenced, reporting no group optimized' : 'gateway group: ownership');
+    // States first (fenced: every group not-owned), then the lease deadline the I/O path checks.
+    for (const port of this.core.ports.values()) {
+      for (const [k, state] of Object.entries(e.states)) {
+        const grpid = Number(k);
+        if (port.anaStates.get(grpid) !== state) this.setAnaState(port.id, grpid, state);
+      }
+    }
+    this.#fenceAt();
+  }
+
+  #onRecord(rec: GroupRecord | undefined): void {
+    for (const t of rec?.transitions ?? []) {
+      if (t.at <= this.#lastSeenAt) continue;
+      const c = (this.#transitions[t.cause] ??= { count: 0, seconds: 0 });
+      c.count++;
+      c.seconds += Math.max(0, t.at - t.startedAt) / 1000;
+    }
+    const last = rec?.transitions.at(-1);
+    if (last !== undefined) this.#lastSeenAt = Math.max(this.#lastSeenAt, last.at);
+  }
+
+  #need(): GatewayGroup {
+    if (this.#group === undefined) throw new GatewayNotConfiguredError();
+    return this.#group;
+  }
+
+  async view(): Promise<GroupView> {
+    const g = this.#need();
+    // One instant for the states, the record and the fence (sampling tests compare views of several gateways).
+    const at = Date.now();
+    const rec = g.snapshot;
+    const states = g.states();
+    const fenced = g.isFenced;
+    const ownedUntil = g.ownedUntil;
+    const leases = await g.leases().catch(() => ({}) as Awaited<ReturnType<GatewayGroup['leases']>>);
+    return {
+      group: g.opts.group,
+      self: g.opts.id,
+      at,
+      fenced,
+      ownedUntil,
+      counter: rec?.counter ?? 0,
+      members: Object.entries(rec?.members ?? {}).map(([id, m]) => ({
+        id,
+        joinedAt: m.joinedAt,
+        cntlid: m.cntlid,
+        draining: m.draining === true,
+        ports: m.ports,
+        ...(leases[id] !== undefined ? { lease: leases[id].lease, ttlLeftS: leases[id].ttlLeftS } : {}),
+      })),
+      anaGroups: (rec?.groups ?? []).map((x) => ({
+        grpid: x.grpid,
+        owner: x.owner,
+        preferred: x.preferred ?? null,
+        next: x.next ?? null,
+        hold: x.hold ?? null,
+        since: x.since,
+        state: states[x.grpid] ?? 'inaccessible',
+      })),
+      transitions: (rec?.transitions ?? []).map((t) => ({ ...t, durationMs: t.at - t.startedAt })),
+    };
+  }
+
+  stats(): GatewayStats | undefined {
+    const g = this.#group;
+    if (g === undefined) return undefined;
+    return { fenced: g.isFenced, fences: this.#fences, owned: g.owned().length, transitions: structuredClone(this.#transitions) };
+  }
+
+  async failover(grpid: number, to?: string): Promise<GroupView> {
+    await this.#need().failover(grpid, to);
+    return this.view();
+  }
+
+  async failback(grpid: number): Promise<GroupView> {
+    await this.#need().failback(grpid);
+    return this.view();
+  }
+
+  async setDraining(draining: boolean, id?: string): Promise<GroupView> {
+    await this.#need().setDraining(draining, id);
+    return this.view();
+  }
+
+  /** Leave the group: report nothing owned (ANA changes sent), then revoke the lease so the others take over now. */
+  async leave(): Promise<void> {
+    const g = this.#group;
+    if (g === undefined) return;
+    await g.close();
+    this.log.info({ group: this.#cfg?.group }, 'gateway group left');
+  }
+}
