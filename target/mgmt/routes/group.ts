@@ -21,22 +21,22 @@ function need<T>(f: T | undefined): T {
 }
 
 export const groupRoutes: readonly RouteEntry[] = [
-  { method: 'GET', path: '/group', handler: async ({ service }) => ok(await need(service.groupView)()) },
+  { method: 'GET', path: '/group', handler: async ({ service }) => ok(await need(service.groupView?.bind(service))()) },
   {
     method: 'POST',
     path: '/group/ana-groups/:grpid/failover',
     handler: async ({ service, params, body }) => {
       const { to } = parseWith(failoverBody, await body(), 'body');
-      return ok(await need(service.groupFailover)(grpidParam(params.grpid), to));
+      return ok(await need(service.groupFailover?.bind(service))(grpidParam(params.grpid), to));
     },
   },
-  { method: 'POST', path: '/group/ana-groups/:grpid/failback', handler: async ({ service, params }) => ok(await need(service.groupFailback)(grpidParam(params.grpid))) },
+  { method: 'POST', path: '/group/ana-groups/:grpid/failback', handler: async ({ service, params }) => ok(await need(service.groupFailback?.bind(service))(grpidParam(params.grpid))) },
   {
     method: 'POST',
     path: '/group/drain',
     handler: async ({ service, body }) => {
       const { draining, id } = parseWith(drainBody, await body(), 'body');
-      return ok(await need(service.setGatewayDraining)(draining, id));
+      return ok(await need(service.setGatewayDraining?.bind(service))(draining, id));
     },
   },
 ];
