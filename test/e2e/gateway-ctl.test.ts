@@ -1,0 +1,122 @@
+// TargetService as a gateway (real etcd, real API, real ctl): ports start with the group's ANA states, controller-ID
+// ranges are disjoint, GET /group and the ctl commands move groups, a failover to a non-member moves nothing, the
+// metrics count transitions, a second gateway with the same id is refused, and etcd unreachable is one line, exit 2.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCtlCli } from '../../cli/ctl.js';
+import { runTargetCli } from '../../cli/target.js';
+import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
+import type { TargetConfig } from '../../target/config/types.js';
+import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
+import { TargetService } from '../../target/service.js';
+
+const NQN = 'nqn.2024-01.io.example:gwsvc';
+let etcd: EtcdServer;
+const services: TargetService[] = [];
+const apis: ApiHandle[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+afterAll(async () => {
+  for (const a of apis) await a.close();
+  for (const s of services) await s.stop();
+  await etcd?.stop();
+});
+
+function config(id: string): TargetConfig {
+  return {
+    ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
+    subsystems: [{ nqn: NQN, allowAnyHost: true, namespaces: [1, 2].map((nsid) => ({ nsid, anaGroup: nsid, backend: { type: 'ram' as const, size: '1M' } })) }],
+    gateway: { group: 'svc', etcd: [etcd.url], id, leaseTtlMs: 1000, failbackDelayMs: 200 },
+  };
+}
+
+async function gateway(id: string): Promise<{ svc: TargetService; api: ApiHandle }> {
+  const svc = new TargetService();
+  services.push(svc);
+  await svc.apply(config(id));
+  const api = (await startTargetApi(svc, { listen: '127.0.0.1:0', env: {} })) as ApiHandle;
+  apis.push(api);
+  return { svc, api };
+}
+
+async function ctl(api: ApiHandle, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCtlCli(['--api', api.url, ...args], { stdout: (s) => (out += s), stderr: (s) => (err += s), env: {} });
+  return { code, out, err };
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const anaOf = (svc: TargetService) => svc.getConfig().ports[0]?.anaStates;
+
+describe('TargetService in a gateway group (real etcd)', () => {
+  it('ANA states, cntlid ranges, GET /group, ctl moves, metrics, duplicate id', async () => {
+    const a = await gateway('a');
+    const b = await gateway('b');
+    // Each claims one ANA group as preferred; ports report it optimized and the other inaccessible.
+    await until(() => anaOf(a.svc)?.['1'] === 'optimized' && anaOf(b.svc)?.['2'] === 'optimized');
+    expect(anaOf(a.svc)).toEqual({ '1': 'optimized', '2': 'inaccessible' });
+    expect(anaOf(b.svc)).toEqual({ '1': 'inaccessible', '2': 'optimized' });
+    // (getConfig omits a cntlidMin equal to the default 1.)
+    const [sa, sb] = [a.svc.getConfig().subsystems[0], b.svc.getConfig().subsystems[0]];
+    expect([sa?.cntlidMin ?? 1, sa?.cntlidMax, sb?.cntlidMin, sb?.cntlidMax]).toEqual([1, 1000, 1001, 2000]);
+
+    const status = await ctl(a.api, 'group', 'status');
+    expect(status.code, status.err).toBe(0);
+    const view = JSON.parse(status.out) as { members: { id: string; ttlLeftS: number }[]; anaGroups: { grpid: number; owner: string }[] };
+    expect(view.members.map((m) => m.id).sort()).toEqual(['a', 'b']);
+    expect(view.members.every((m) => m.ttlLeftS >= 0)).toBe(true);
+    expect(view.anaGroups.map((g) => [g.grpid, g.owner])).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+    ]);
+
+    // Failover to a non-member: an error, nothing moves.
+    const bad = await ctl(a.api, 'group', 'failover', '1', '--to', 'zz');
+    expect(bad.code).toBe(1);
+    expect(bad.err).toContain("'zz' is not a serving member");
+    expect(anaOf(a.svc)?.['1']).toBe('optimized');
+
+    const moved = await ctl(a.api, 'group', 'failover', '1', '--to', 'b');
+    expect(moved.code, moved.err).toBe(0);
+    await until(() => anaOf(b.svc)?.['1'] === 'optimized');
+    expect(anaOf(a.svc)?.['1']).toBe('inaccessible');
+    expect((await ctl(a.api, 'group', 'failback', '1')).code).toBe(0);
+    await until(() => anaOf(a.svc)?.['1'] === 'optimized' && anaOf(b.svc)?.['1'] === 'inaccessible');
+
+    // Drain b: both groups on a; enable: group 2 fails back.
+    expect((await ctl(b.api, 'gateway', 'disable')).code).toBe(0);
+    await until(() => anaOf(a.svc)?.['2'] === 'optimized' && anaOf(b.svc)?.['2'] === 'inaccessible');
+    expect((await ctl(b.api, 'gateway', 'enable')).code).toBe(0);
+    await until(() => anaOf(b.svc)?.['2'] === 'optimized' && anaOf(a.svc)?.['2'] === 'inaccessible');
+
+    const metrics = (await ctl(a.api, 'metrics')).out;
+    expect(metrics).toMatch(/nvme_tcp_gateway_transitions_total\{cause="manual"\} 1/);
+    expect(metrics).toMatch(/nvme_tcp_gateway_transitions_total\{cause="drain"\} 1/);
+    expect(metrics).toMatch(/nvme_tcp_gateway_owned_groups 1/);
+
+    // A second gateway 'a' while the first lives: refused (after one TTL).
+    const dup = new TargetService();
+    await expect(dup.apply(config('a'))).rejects.toMatchObject({ code: 'NVMEOF_ERR_GATEWAY_DUPLICATE' });
+    await dup.stop();
+  }, 30_000);
+
+  it('etcd unreachable at start: one line naming the URL, exit 2', async () => {
+    let err = '';
+    const code = await runTargetCli(['--listen', '127.0.0.1:0', '--ram', '1M', '--gateway-group', 'x', '--etcd', 'http://127.0.0.1:9', '--log-level', 'silent'], {
+      stderr: (s) => (err += s),
+      stdout: () => undefined,
+      processHandlers: false,
+    });
+    expect(code).toBe(2);
+    expect(err).toBe('--etcd: etcd unreachable at http://127.0.0.1:9; start etcd there or give its client URL\n');
+  }, 20_000);
+});
