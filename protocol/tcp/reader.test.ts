@@ -4,7 +4,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { readChunks } from '../../test/fixtures/pdu-stream.js';
 import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
-import { Fes, PDU_READER_TRANSITIONS, PduReader, PduType, type Pdu, type PduReaderOptions, type PduReaderState } from './index.js';
+import { Fes, PDU_READER_TRANSITIONS, PduReader, PduType, RX_STATE_NAMES, RxState, type Pdu, type PduReaderOptions, type PduReaderState } from './index.js';
 import * as B from '../testing/pdu-builder.js';
 
 const SQE = B.sqe({ opcode: 0x01, cid: 9, nsid: 1, sglType: 0x01, sglLen: 16 });
@@ -65,7 +65,16 @@ describe('PduReader', () => {
 });
 
 describe('PduReader receive-state table', () => {
-  const fresh = (): PduReader => new PduReader({ role: 'controller', onPdu: () => undefined, onFatal: () => undefined });
+  // setState takes the state's small-integer id (RX_STATE_NAMES order); the walker speaks names.
+  const fresh = (): { readonly state: PduReaderState; setState(next: PduReaderState): boolean } => {
+    const r = new PduReader({ role: 'controller', onPdu: () => undefined, onFatal: () => undefined });
+    return {
+      get state(): PduReaderState {
+        return r.state;
+      },
+      setState: (next) => r.setState(RX_STATE_NAMES.indexOf(next) as RxState),
+    };
+  };
 
   it('has exactly the documented edges', () => {
     expect(PDU_READER_TRANSITIONS).toEqual({
@@ -78,6 +87,12 @@ describe('PduReader receive-state table', () => {
   });
 
   itChecksEveryEdge<PduReaderState>(PDU_READER_TRANSITIONS, 'ch', fresh);
+
+  it('RX_STATE_NAMES lists every state of the table once, in RxState order', () => {
+    expect([...RX_STATE_NAMES].sort()).toEqual(Object.keys(PDU_READER_TRANSITIONS).sort());
+    expect(RX_STATE_NAMES.map((n) => n.toUpperCase())).toEqual(Object.keys(RxState));
+    expect(RX_STATE_NAMES.map((_, i) => i)).toEqual(Object.values(RxState));
+  });
 
   it('received bytes walk the table: head across chunks, data, DDGST, back to ch; a finding ends in failed', () => {
     const states: PduReaderState[] = [];

@@ -72,6 +72,13 @@ export const PDU_READER_TRANSITIONS: Readonly<Record<PduReaderState, readonly Pd
   failed: [],
 };
 
+/** The receive states as the small integers a PduReader keeps (index into RX_STATE_NAMES); setState takes these. */
+export const RxState = { CH: 0, HEAD: 1, DATA: 2, DDGST: 3, FAILED: 4 } as const;
+export type RxState = (typeof RxState)[keyof typeof RxState];
+export const RX_STATE_NAMES: readonly PduReaderState[] = ['ch', 'head', 'data', 'ddgst', 'failed'];
+/** PDU_READER_TRANSITIONS as one bit per allowed next state, by state id: a per-PDU edge is a load and an AND. */
+const RX_EDGES = Uint8Array.from(RX_STATE_NAMES, (s) => PDU_READER_TRANSITIONS[s].reduce((m, n) => m | (1 << RX_STATE_NAMES.indexOf(n)), 0));
+
 /** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
 const NO_DATA: Buffer[] = [];
 
@@ -84,7 +91,7 @@ const KNOWN_SLOTS = 16;
 const VIEW_SLOTS = 1024;
 
 export class PduReader {
-  #state: PduReaderState = 'ch';
+  #state: RxState = RxState.CH;
   #opts: PduReaderOptions;
   #icDone = false;
   /**
@@ -155,27 +162,27 @@ export class PduReader {
   }
 
   get failed(): boolean {
-    return this.#state === 'failed';
+    return this.#state === RxState.FAILED;
   }
 
   get state(): PduReaderState {
-    return this.#state;
+    return RX_STATE_NAMES[this.#state] as PduReaderState;
   }
 
   /**
-   * The one place the receive state changes: refuses (returns false) any edge not in PDU_READER_TRANSITIONS. A lookup
-   * in a short array per edge, nothing allocated. Public for the table test, as the other state machines' setState.
+   * The one place the receive state changes: refuses (returns false) any edge not in PDU_READER_TRANSITIONS (by state
+   * id: a load and an AND, nothing allocated). Public for the table test, as the other state machines' setState.
    */
-  setState(next: PduReaderState): boolean {
-    if (!PDU_READER_TRANSITIONS[this.#state].includes(next)) return false;
+  setState(next: RxState): boolean {
+    if (((RX_EDGES[this.#state] as number) & (1 << next)) === 0) return false;
     this.#state = next;
     return true;
   }
 
   /** An edge the receive methods take; one the table refuses is a bug, reported as a fatal finding (no throw). */
-  #go(next: PduReaderState): void {
+  #go(next: RxState): void {
     if (this.setState(next)) return;
-    this.#fail({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `reader: no edge ${this.#state} -> ${next}` }, this.#head);
+    this.#fail({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `reader: no edge ${this.state} -> ${RX_STATE_NAMES[next]}` }, this.#head);
   }
 
   /**
@@ -196,19 +203,19 @@ export class PduReader {
     }
     while (off < n) {
       switch (this.#state) {
-        case 'ch':
+        case RxState.CH:
           off = this.#recvCh(chunk, off, n);
           break;
-        case 'head':
+        case RxState.HEAD:
           off = this.#recvHead(chunk, off, n);
           break;
-        case 'data':
+        case RxState.DATA:
           off = this.#recvData(chunk, off, n);
           break;
-        case 'ddgst':
+        case RxState.DDGST:
           off = this.#recvDdgst(chunk, off, n);
           break;
-        case 'failed':
+        case RxState.FAILED:
           return;
       }
     }
@@ -229,7 +236,7 @@ export class PduReader {
     this.#head = Buffer.allocUnsafe(headLen);
     chunk.copy(this.#head, 0, off, n);
     this.#headHave = n - off;
-    this.#go('head');
+    this.#go(RxState.HEAD);
     return n;
   }
 
@@ -245,7 +252,7 @@ export class PduReader {
     this.#head = Buffer.allocUnsafe(this.#headLen);
     this.#ch.copy(this.#head, 0);
     this.#headHave = CH_SIZE;
-    this.#go('head');
+    this.#go(RxState.HEAD);
     if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
     return off;
   }
@@ -268,7 +275,7 @@ export class PduReader {
       this.#dataHave += take;
       if (this.#dataHave === this.#dataLen) {
         this.#direct = undefined;
-        this.#go('ch');
+        this.#go(RxState.CH);
         this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
       }
       return off + take;
@@ -316,7 +323,7 @@ export class PduReader {
       if (type === PduType.C2H_DATA && this.#fastData && validatePduSpecific(chunk, type, this.#dataLen, off) === undefined) {
         this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), this.#dataLen, chunk[off + 1] as number);
         if (this.#direct !== undefined) return end;
-        this.#go('failed');
+        this.#go(RxState.FAILED);
         return end;
       }
     }
@@ -328,7 +335,7 @@ export class PduReader {
 
   /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
   #detach(chunk: Buffer): void {
-    if (this.#state !== 'data' && this.#state !== 'ddgst') return;
+    if (this.#state !== RxState.DATA && this.#state !== RxState.DDGST) return;
     if (this.#direct !== undefined) return;
     if (this.#head.buffer === chunk.buffer) this.#head = Buffer.from(this.#head);
     if (this.#staging) return;
@@ -374,11 +381,11 @@ export class PduReader {
     this.#directFlags = flags;
     this.#dataLen = datal;
     this.#dataHave = 0;
-    this.#go('data');
+    this.#go(RxState.DATA);
   }
 
   #fail(f: FatalFinding, header: Buffer): void {
-    if (!this.setState('failed')) return;
+    if (!this.setState(RxState.FAILED)) return;
     this.#opts.onFatal({ ...f, header: Buffer.from(header.subarray(0, Math.min(header.length, 128))) });
   }
 
@@ -444,7 +451,7 @@ export class PduReader {
       this.#startDirect(rd16(head, 8), rd32(head, 12), this.#dataLen, head[1] as number);
       this.#head = this.#ch;
       if (this.#direct !== undefined) return true;
-      this.#go('failed');
+      this.#go(RxState.FAILED);
       return false;
     }
     this.#data = [];
@@ -453,16 +460,16 @@ export class PduReader {
     this.#crc = 0;
     this.#ddgstHave = 0;
     if (this.#dataLen > 0) {
-      this.#go('data');
+      this.#go(RxState.DATA);
       return true;
     }
     this.#finish(true);
-    return this.#state !== 'failed';
+    return this.#state !== RxState.FAILED;
   }
 
   #dataComplete(): void {
     if (this.#wantsDdgst()) {
-      this.#go('ddgst');
+      this.#go(RxState.DDGST);
       return;
     }
     this.#finish(true);
@@ -476,14 +483,14 @@ export class PduReader {
     }
     if (dataDigestOk && head[0] === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined) {
       // A CapsuleResp that straddled reads (or carries a header digest, already checked): the same in-place call.
-      this.#go('ch');
+      this.#go(RxState.CH);
       this.#head = this.#ch;
       this.#data = [];
       this.#opts.onCapsuleResp(head, CH_SIZE);
       return;
     }
     const pdu = decodePduHeader(head, this.#data, this.#dataLen);
-    this.#go('ch');
+    this.#go(RxState.CH);
     this.#head = this.#ch;
     this.#data = [];
     if (!dataDigestOk) {

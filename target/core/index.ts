@@ -4,7 +4,7 @@ export { Subsystem, SUBSYS_DEFAULTS, CNTLID_MIN, CNTLID_MAX, type ControllerEntr
 export { runResvCommand } from './cmd/reservation.js';
 export type { ResvReplica } from './reservation.js';
 export { Controller, CONTROLLER_TRANSITIONS } from './controller.js';
-export { Request, NO_ERROR_LOCATION, REQUEST_TRANSITIONS, type RequestQueue } from './request.js';
+export { Request, NO_ERROR_LOCATION, REQUEST_TRANSITIONS, REQ_STATE_NAMES, ReqStateId, type RequestQueue } from './request.js';
 export { LatencyHistogram, LATENCY_BOUNDS_US } from './stats.js';
 export type { CoreStats, QueueState, ControllerState, QueueCounters, QueueInfoView, QueueHandle, ReqDir, ReqState, AenKind, Transitions } from './types.js';
 export type { QueueModel, QueueTransportOps, TlsPskInfo } from './queue-model.js';

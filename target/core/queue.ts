@@ -11,7 +11,7 @@ import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
 import type { QueueModel, QueueTransportOps } from './queue-model.js';
 import type { Namespace } from './namespace.js';
-import type { Request } from './request.js';
+import { ReqStateId, type Request } from './request.js';
 import type { LatencyHistogram } from './stats.js';
 import type { QueueCounters, QueueHandle, QueueInfoView, QueueState, Transitions } from './types.js';
 
@@ -81,7 +81,7 @@ export class CoreQueue implements QueueModel {
   /** A command capsule arrived: parse, check the SGL, then fetch data or execute (nvmet_req_init + nvmet_tcp_map_data). */
   submit(req: Request): void {
     req.queueRef = this;
-    req.setState('exec');
+    req.setState(ReqStateId.EXEC);
     // Latency start and the controller's last-command time (one clock read per received chunk: see clock).
     const t0 = this.#clock >= 0 ? this.#clock : performance.now();
     req.t0 = t0;
@@ -104,7 +104,7 @@ export class CoreQueue implements QueueModel {
         req.data = req.inCapsule;
         this.execute(req);
       } else {
-        req.setState('need-data');
+        req.setState(ReqStateId.NEED_DATA);
         this.ops.requestData(req);
       }
       return;
@@ -115,7 +115,7 @@ export class CoreQueue implements QueueModel {
   /** Complete a command without parsing it (transport-level failure such as a data digest error on in-capsule data). */
   reject(req: Request, status: number): void {
     req.queueRef = this;
-    req.setState('exec');
+    req.setState(ReqStateId.EXEC);
     req.lat = undefined;
     this.inFlight++;
     this.counters.commands++;
@@ -125,7 +125,7 @@ export class CoreQueue implements QueueModel {
   /** Data (if any) is in req.data: run the command. */
   execute(req: Request): void {
     // From need-data once the data is in; a command executed straight from submit is in exec already.
-    if (req.state === 'need-data') req.setState('exec');
+    if (req.state === 'need-data') req.setState(ReqStateId.EXEC);
     const ns = req.ns;
     if (ns !== undefined && !req.nsHeld) {
       ns.executing++;
@@ -146,7 +146,7 @@ export class CoreQueue implements QueueModel {
 
   /** Finish a command: status, SQ head, counters, error log; then the transport sends the response. */
   complete(req: Request, status = req.status): void {
-    if (!req.setState('done')) return;
+    if (!req.setState(ReqStateId.DONE)) return;
     req.status = status;
     this.inFlight--;
     if (req.nsHeld) {
@@ -185,7 +185,7 @@ export class CoreQueue implements QueueModel {
   }
 
   abandon(req: Request): void {
-    if (!req.setState('done')) return;
+    if (!req.setState(ReqStateId.DONE)) return;
     req.lat = undefined;
     this.inFlight--;
   }

@@ -9,6 +9,8 @@ import {
   CoreQueue,
   QUEUE_TRANSITIONS,
   REQUEST_TRANSITIONS,
+  REQ_STATE_NAMES,
+  ReqStateId,
   Request,
   Subsystem,
   TargetCore,
@@ -106,7 +108,22 @@ describe('Request lifecycle table', () => {
     expect(REQUEST_TRANSITIONS).toEqual({ free: ['exec'], exec: ['need-data', 'done', 'free'], 'need-data': ['exec', 'done', 'free'], done: ['free'] });
   });
 
-  itChecksEveryEdge<ReqState>(REQUEST_TRANSITIONS, 'free', () => new Request());
+  // setState takes the state's small-integer id (REQ_STATE_NAMES order); the walker speaks names.
+  itChecksEveryEdge<ReqState>(REQUEST_TRANSITIONS, 'free', () => {
+    const r = new Request();
+    return {
+      get state(): ReqState {
+        return r.state;
+      },
+      setState: (next: ReqState): boolean => r.setState(REQ_STATE_NAMES.indexOf(next) as ReqStateId),
+    };
+  });
+
+  it('REQ_STATE_NAMES lists every state of the table once, in ReqStateId order', () => {
+    expect([...REQ_STATE_NAMES].sort()).toEqual(Object.keys(REQUEST_TRANSITIONS).sort());
+    expect(REQ_STATE_NAMES.map((n) => n.toUpperCase().replace('-', '_'))).toEqual(Object.keys(ReqStateId));
+    expect(REQ_STATE_NAMES.map((_, i) => i)).toEqual(Object.values(ReqStateId));
+  });
 
   it('complete() is once: a second completion of the same command is refused by the table', () => {
     const sent: Request[] = [];

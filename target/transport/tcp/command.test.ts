@@ -1,7 +1,7 @@
 // TcpCommand: the transport record around a core Request (pool reuse, data digest error flag).
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { NO_ERROR_LOCATION } from '../../core/index.js';
+import { NO_ERROR_LOCATION, ReqStateId } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 describe('TcpCommand', () => {
@@ -37,7 +37,7 @@ describe('TcpCommand', () => {
     c.req.data = [Buffer.alloc(1)];
     c.req.inCapsule = [Buffer.alloc(1)];
     c.h2c.push(Buffer.alloc(1));
-    expect(c.req.setState('exec') && c.req.setState('done')).toBe(true);
+    expect(c.req.setState(ReqStateId.EXEC) && c.req.setState(ReqStateId.DONE)).toBe(true);
     c.release();
     expect([c.req.out, c.req.data, c.req.inCapsule, c.h2c.length, c.req.state]).toEqual([undefined, undefined, undefined, 0, 'free']);
   });

@@ -1,7 +1,7 @@
 // One command as the NVMe/TCP transport tracks it (nvmet_tcp_cmd): the core Request it owns, plus the fields only the
 // transport reads (R2T tag, H2C progress, data digest outcome). Pooled per connection together with its Request.
 import type { Buffer } from 'node:buffer';
-import { Request } from '../../core/index.js';
+import { ReqStateId, Request } from '../../core/index.js';
 
 export class TcpCommand {
   readonly req = new Request();
@@ -41,7 +41,7 @@ export class TcpCommand {
   /** Back to the pool: drop every buffer reference so a pooled record pins no received data. */
   release(): void {
     const req = this.req;
-    if (req.state !== 'free') req.setState('free');
+    if (req.state !== 'free') req.setState(ReqStateId.FREE);
     req.out = undefined;
     req.data = undefined;
     req.inCapsule = undefined;
