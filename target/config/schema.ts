@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
 import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
+import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../workers/placement.js';
 import { parseSize } from './size.js';
 import type {
   AnaStateName,
@@ -231,7 +232,7 @@ export const portSchema = obj({
   maxInFlightBytes: opt(int(4096, 1 << 30, 'bytes')),
   tls: opt(z.enum(['none', 'allowed', 'required'], { error: (iss) => `${show(iss.input)} is not a TLS mode; use none, allowed or required` })),
   tlsHandshakeTimeoutS: opt(int(1, 3600, 'seconds')),
-  placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: (iss) => `${show(iss.input)} is not a placement; use single, controller, queue or host (or omit it for the target-wide one)` })),
+  placement: opt(z.enum(PLACEMENTS, { error: (iss) => `${show(iss.input)} is not a placement; use ${PLACEMENT_CHOICES} (or omit it for the target-wide one)` })),
   tlsConcat: opt(bool),
 }).check(
   z.superRefine((p, ctx) => {
@@ -473,7 +474,7 @@ export const targetConfigSchema = obj({
   workers: opt(
     z.union([z.literal('auto'), z.number().int().min(1)], { error: 'must be an integer >= 1 or "auto" (one worker per CPU); e.g. "workers": 2' }),
   ),
-  placement: opt(z.enum(['single', 'controller', 'queue', 'host'], { error: 'must be one of single, controller, queue, host' })),
+  placement: opt(z.enum(PLACEMENTS, { error: `must be one of ${PLACEMENT_LIST}` })),
   gateway: opt(gatewaySchema),
 }).check(
   z.superRefine((c, ctx) => {

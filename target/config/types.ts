@@ -1,6 +1,7 @@
 // The target's configuration model: one shape for the JSON config file, the HTTP API bodies and TargetService.
 // The schema in ./schema.ts validates unknown input into these types; TargetService.apply() replays them.
 import type { AnaStateName } from '../../protocol/index.js';
+import type { Placement } from '../workers/placement.js';
 
 /** Sizes accept bytes or strings with K/M/G/T suffixes meaning powers of 1024 ("1G" = 1073741824). */
 export type SizeSpec = number | string;
@@ -58,7 +59,7 @@ export interface PortConfig {
    * Which worker gets a new I/O queue that arrives on this port (workers > 1), overriding the target-wide
    * `placement`; changeable at runtime (PUT /ports/:id/placement). Omitted: the target-wide policy.
    */
-  placement?: 'single' | 'controller' | 'queue' | 'host';
+  placement?: Placement;
   /**
    * Secure channel concatenation (TP 8018; Linux `nvme connect --concat`, docs/tls.md): a host with a DH-HMAC-CHAP
    * key authenticates its cleartext admin queue with SC_C NEWTLSPSK, and the PSK that generates is what its queues then
@@ -201,8 +202,8 @@ export interface TargetConfig {
   api?: { listen: string; token?: string };
   /** Worker processes serving I/O queues (default 1: one process); "auto": one per CPU (docs/target.md, "Target workers"). */
   workers?: number | 'auto';
-  /** Which worker a new I/O queue goes to: single | controller | queue | host (default queue). */
-  placement?: 'single' | 'controller' | 'queue' | 'host';
+  /** Which worker a new I/O queue goes to (PLACEMENTS; default queue). */
+  placement?: Placement;
   /** Serve as one gateway of a gateway group (docs/gateway-groups.md). */
   gateway?: GatewayConfig;
 }

@@ -7,7 +7,7 @@ import { nqnWarning } from '../config/schema.js';
 import { parseSize } from '../config/size.js';
 import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
 import { CNTLID_MAX, CNTLID_MIN, WELL_KNOWN_DISCOVERY_NQN, type Subsystem, type TargetCore } from '../core/index.js';
-import { PLACEMENTS, ShmBackend, isPlacement, type Placement } from '../workers/index.js';
+import { PLACEMENT_LIST, ShmBackend, isPlacement, type Placement } from '../workers/index.js';
 
 /** nvmet's name rules (1..223 bytes, no NUL); a name that is not a well-formed NQN passes with one warning line. */
 export function checkName(log: Logger, field: string, kind: 'subsystem' | 'host', name: string): void {
@@ -23,7 +23,7 @@ export function warnName(log: Logger, kind: 'subsystem' | 'host', name: string):
 
 /** A placement policy by name; `orNull`: null is allowed too (a port back to the target-wide one). */
 export function checkPlacement(field: string, p: string, orNull = false): Placement {
-  if (!isPlacement(p)) throw new InvalidArgumentError(field, `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENTS.join(', ')}${orNull ? ', or null for the target-wide one' : ''}`);
+  if (!isPlacement(p)) throw new InvalidArgumentError(field, `unknown placement ${JSON.stringify(p)}; use one of ${PLACEMENT_LIST}${orNull ? ', or null for the target-wide one' : ''}`);
   return p;
 }
 

@@ -6,9 +6,7 @@ import type { NamespaceCounters, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
 import type { InvRange } from './coherence.js';
 
-/** Placement policies: which worker gets a new I/O queue. */
-export const PLACEMENTS = ['single', 'controller', 'queue', 'host'] as const;
-export type Placement = (typeof PLACEMENTS)[number];
+export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from './placement.js';
 
 /** How a worker opens a namespace's blocks (the primary created them). */
 export type NsOpen = { kind: 'file'; path: string; readOnly: boolean } | { kind: 'shm'; path: string; size: number; cache: boolean } | { kind: 'null'; size: number };
@@ -118,7 +116,3 @@ export type FromWorker =
   | { t: 'inv'; seq: number; ranges: InvRange[] }
   | { t: 'inv-ack'; seq: number }
   | WorkerReport;
-
-export function isPlacement(s: string): s is Placement {
-  return (PLACEMENTS as readonly string[]).includes(s);
-}

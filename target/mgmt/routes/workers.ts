@@ -1,4 +1,5 @@
 // Routes of the worker pool (target/workers): its state, and the placement policy target-wide and per port.
+import { PLACEMENT_LIST } from '../../config/index.js';
 import { HttpError } from '../http.js';
 import { ok, portOf, type RouteEntry } from './route.js';
 
@@ -19,7 +20,7 @@ export const workerRoutes: readonly RouteEntry[] = [
     path: '/workers/placement',
     handler: async ({ service, body }) => {
       const p = placementField(await body());
-      if (typeof p !== 'string') throw new HttpError(400, 'body: placement: is missing; give one of single, controller, queue, host', 'placement');
+      if (typeof p !== 'string') throw new HttpError(400, `body: placement: is missing; give one of ${PLACEMENT_LIST}`, 'placement');
       try {
         if (service.setPlacement === undefined) throw new Error('this target has no worker pool');
         service.setPlacement(p);
@@ -36,7 +37,7 @@ export const workerRoutes: readonly RouteEntry[] = [
     handler: async ({ service, params, body }) => {
       const id = portOf(service, params.id).id;
       const p = placementField(await body());
-      if (typeof p !== 'string' && p !== null) throw new HttpError(400, 'body: placement: is missing; give one of single, controller, queue, host, or null for the target-wide one', 'placement');
+      if (typeof p !== 'string' && p !== null) throw new HttpError(400, `body: placement: is missing; give one of ${PLACEMENT_LIST}, or null for the target-wide one`, 'placement');
       if (service.setPortPlacement === undefined) throw new HttpError(400, 'body: placement: this target has no worker placement', 'placement');
       try {
         service.setPortPlacement(id, p);
