@@ -63,6 +63,16 @@ export const NSID_BROADCAST = 0xffff_ffff;
 export const SglOffset = { address: 0, length: 8, type: 15 } as const;
 
 /**
+ * Byte offsets inside the SQE of SGL1, the descriptor in DPTR (NVMe Base 2.0 §4.3.2): what a target reports as the
+ * parameter error location (Error Information log, NVMe Base 2.0 §5.16.1.2) when the SGL is at fault.
+ */
+export const Sgl1Offset = {
+  address: SqeOffset.dptr + SglOffset.address,
+  length: SqeOffset.dptr + SglOffset.length,
+  type: SqeOffset.dptr + SglOffset.type,
+} as const;
+
+/**
  * Whole byte 15 of an SGL descriptor: type in bits 7:4, sub-type in bits 3:0 (NVMe Base 2.0
  * Figures 116/117). NVMe/TCP 1.0 §3.3.3 uses only 0x5A and 0x01.
  */

@@ -1,6 +1,6 @@
 // Core side of one queue (one TCP connection): Connect binding, SQ head, command dispatch and completion (nvmet_sq).
 import { performance } from 'node:perf_hooks';
-import { DNR, FABRICS_OPCODE, Psdt, SglType, SqeFlags, SqeOffset, SglOffset, Status } from '../../protocol/index.js';
+import { DNR, FABRICS_OPCODE, Psdt, Sgl1Offset, SglType, SqeFlags, SqeOffset, Status } from '../../protocol/index.js';
 import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
@@ -17,10 +17,6 @@ import type { QueueCounters, QueueHandle, QueueInfoView, QueueState, Transitions
 
 /** performance.timeOrigin is a getter into the binding: read once (it never changes in a process). */
 const TIME_ORIGIN = performance.timeOrigin;
-/** Error locations of the SGL1 fields (NVMe Base 2.0 §4.3.2: SGL1 sits at DPTR). */
-const SGL1_ADDR = SqeOffset.dptr + SglOffset.address;
-const SGL1_LEN = SqeOffset.dptr + SglOffset.length;
-const SGL1_TYPE = SqeOffset.dptr + SglOffset.type;
 
 /** Queue transitions: a Connect binds the queue (live) or the connection goes first; a live queue ends closed. */
 export const QUEUE_TRANSITIONS: Transitions<QueueState> = {
@@ -253,39 +249,39 @@ export class CoreQueue implements QueueModel {
     const t = req.sglType;
     if (req.sglLen === 0) {
       if (req.inCapsuleLen !== 0) {
-        req.errorLoc = SGL1_LEN;
+        req.errorLoc = Sgl1Offset.length;
         return Status.SGL_INVALID_DATA | DNR;
       }
     } else if (t === SglType.DATA_BLOCK_OFFSET) {
       if (req.dir !== 'h2c') {
-        req.errorLoc = SGL1_ADDR;
+        req.errorLoc = Sgl1Offset.address;
         return Status.INVALID_FIELD | DNR;
       }
       if (!req.sglAddrIsZero()) {
-        req.errorLoc = SGL1_ADDR;
+        req.errorLoc = Sgl1Offset.address;
         return Status.SGL_INVALID_OFFSET | DNR;
       }
       const limit = this.qid > 0 && req.opcode !== FABRICS_OPCODE ? this.port.inlineDataSize : FABRICS_IN_CAPSULE_MAX;
       if (req.sglLen > limit) {
-        req.errorLoc = SGL1_LEN;
+        req.errorLoc = Sgl1Offset.length;
         return Status.SGL_INVALID_OFFSET | DNR;
       }
       if (req.inCapsuleLen !== req.sglLen) {
-        req.errorLoc = SGL1_LEN;
+        req.errorLoc = Sgl1Offset.length;
         return Status.SGL_INVALID_DATA | DNR;
       }
     } else if (t === SglType.TRANSPORT_DATA_BLOCK) {
       if (req.inCapsule !== undefined) {
-        req.errorLoc = SGL1_TYPE;
+        req.errorLoc = Sgl1Offset.type;
         return Status.SGL_INVALID_DATA | DNR;
       }
     } else {
       // Keyed SGL Data Block (RDMA), Bit Bucket, Segment: not for data on NVMe/TCP (NVMe-TCP 1.0 §3.3.3).
-      req.errorLoc = SGL1_TYPE;
+      req.errorLoc = Sgl1Offset.type;
       return Status.SGL_INVALID_TYPE | DNR;
     }
     if (req.sglLen !== req.dataLen) {
-      req.errorLoc = SGL1_LEN;
+      req.errorLoc = Sgl1Offset.length;
       return Status.SGL_INVALID_DATA | DNR;
     }
     return 0;

@@ -1,6 +1,6 @@
 // One command as the core sees it (nvmet_req). A transport embeds it in its own command record and recycles both.
 import type { Buffer } from 'node:buffer';
-import { SglDescType, SqeOffset, SglOffset, rd16, rd32 } from '../../protocol/index.js';
+import { Sgl1Offset, SglDescType, SqeOffset, rd16, rd32 } from '../../protocol/index.js';
 import { ReadLent, type ReadCallback } from '../backend/index.js';
 import type { Namespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
@@ -16,9 +16,6 @@ export interface RequestQueue {
 /** Error Information "parameter error location" when no field is at fault (FFFFh, NVMe Base 2.0 §5.16.1.2). */
 export const NO_ERROR_LOCATION = 0xffff;
 
-/** SGL1 (NVMe Base 2.0 §4.3.2) starts at DPTR: byte offsets of its length and type inside the SQE. */
-const SGL1_LEN = SqeOffset.dptr + SglOffset.length;
-const SGL1_TYPE = SqeOffset.dptr + SglOffset.type;
 
 /**
  * A command's lifecycle (nvmet_req): free (pooled) → exec (parsed, executing) or need-data (waiting for R2T/H2CData)
@@ -135,11 +132,11 @@ export class Request {
     this.flags = sqe[SqeOffset.flags] as number;
     this.cid = rd16(sqe, SqeOffset.cid);
     this.nsid = rd32(sqe, SqeOffset.nsid);
-    const sglType = sqe[SGL1_TYPE] as number;
+    const sglType = sqe[Sgl1Offset.type] as number;
     this.sglType = sglType;
     // A Keyed SGL Data Block's length is 3 bytes, its key the next 4 (NVMe Base 2.0 §4.3.2, Figure 117): a keyed
     // descriptor of length 0 with a key is still "no data" (SPDK's target reads it the same way).
-    this.sglLen = sglType >>> 4 === SglDescType.KEYED_DATA_BLOCK ? rd32(sqe, SGL1_LEN) & 0xffffff : rd32(sqe, SGL1_LEN);
+    this.sglLen = sglType >>> 4 === SglDescType.KEYED_DATA_BLOCK ? rd32(sqe, Sgl1Offset.length) & 0xffffff : rd32(sqe, Sgl1Offset.length);
     if (inCapsule !== undefined && inCapsule.length > 0) {
       let n = 0;
       for (const b of inCapsule) n += b.length;

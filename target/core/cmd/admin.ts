@@ -20,7 +20,7 @@ export function parseAdminCmd(ctrl: Controller, req: Request): number {
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   const h = ADMIN[req.opcode];
   if (h === undefined) {
-    req.errorLoc = 0;
+    req.errorLoc = SqeOffset.opcode;
     return Status.INVALID_OPCODE | DNR;
   }
   return h(ctrl, req);
@@ -62,7 +62,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
   switch (cns) {
     case Cns.NS:
       if (req.nsid === NSID_BROADCAST) {
-        req.errorLoc = 4;
+        req.errorLoc = SqeOffset.nsid;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, identifyNs(ctrl, ctrl.subsys.visibleNs(r.nsid, ctrl.hostnqn)));
@@ -72,7 +72,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
       return 0;
     case Cns.NS_ACTIVE_LIST:
       if (req.nsid >= 0xffff_fffe) {
-        req.errorLoc = 4;
+        req.errorLoc = SqeOffset.nsid;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => replyData(r, encodeActiveNsList(selectActiveNsids(ctrl.subsys.visibleNsids(ctrl.hostnqn), r.nsid)));
@@ -80,7 +80,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
     case Cns.NS_DESC_LIST: {
       const ns = ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
       if (ns === undefined) {
-        req.errorLoc = 4;
+        req.errorLoc = SqeOffset.nsid;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) =>
@@ -227,7 +227,7 @@ export function decodeLogArgs(req: Request): LogArgs {
 function parseGetLogPage(ctrl: Controller, req: Request): number {
   const a = decodeLogArgs(req);
   if ((a.lpo & 3n) !== 0n) {
-    req.errorLoc = 48;
+    req.errorLoc = SqeOffset.cdw12;
     return Status.INVALID_FIELD | DNR;
   }
   req.dir = 'c2h';
@@ -239,7 +239,7 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       break;
     case LogPageId.SMART: {
       if (req.nsid !== NSID_BROADCAST && req.nsid !== 0 && ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn) === undefined) {
-        req.errorLoc = 4;
+        req.errorLoc = SqeOffset.nsid;
         return Status.INVALID_NS | DNR;
       }
       build = () => smartLog(ctrl, req.nsid);
@@ -266,7 +266,7 @@ function parseGetLogPage(ctrl: Controller, req: Request): number {
       break;
   }
   if (build === undefined) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_LOG_PAGE | DNR;
   }
   const make = build;
@@ -375,7 +375,7 @@ function setFeature(ctrl: Controller, req: Request): number {
       const nsqr = v & 0xffff;
       const ncqr = v >>> 16;
       if (ctrl.discovery || nsqr === 0xffff || ncqr === 0xffff) {
-        req.errorLoc = 44;
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       req.execute = (r) => {
@@ -394,7 +394,7 @@ function setFeature(ctrl: Controller, req: Request): number {
       return 0;
     case FeatureId.ASYNC_EVENT:
       if ((v & ~ctrl.settableAens) !== 0) {
-        req.errorLoc = 44;
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       req.execute = (r) => {
@@ -404,17 +404,17 @@ function setFeature(ctrl: Controller, req: Request): number {
       };
       return 0;
     case FeatureId.HOST_ID:
-      req.errorLoc = 40;
+      req.errorLoc = SqeOffset.cdw10;
       return Status.CMD_SEQ_ERROR | DNR;
     case FeatureId.RESV_MASK: {
       // Reservation Notification Mask (NVMe Base 2.0 §5.27.1.22): per namespace, or every namespace with NSID FFFFFFFFh.
       if (ctrl.discovery || !ctrl.subsys.reservationsSupported || (v & ~RESV_NOTIF_MASK_ALL) !== 0) {
-        req.errorLoc = 44;
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       const ids = req.nsid === NSID_BROADCAST ? ctrl.subsys.visibleNsids(ctrl.hostnqn) : [req.nsid];
       if (req.nsid !== NSID_BROADCAST && ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn) === undefined) {
-        req.errorLoc = 4;
+        req.errorLoc = SqeOffset.nsid;
         return Status.INVALID_NS | DNR;
       }
       req.execute = (r) => {
@@ -443,7 +443,7 @@ function setFeature(ctrl: Controller, req: Request): number {
       return 0;
     }
     default:
-      req.errorLoc = 40;
+      req.errorLoc = SqeOffset.cdw10;
       return Status.INVALID_FIELD | DNR;
   }
 }
@@ -479,7 +479,7 @@ export function parseGetFeatures(ctrl: Controller, req: Request): number {
       break;
     case FeatureId.HOST_ID:
       if ((v & 1) === 0) {
-        req.errorLoc = 44;
+        req.errorLoc = SqeOffset.cdw11;
         return Status.INVALID_FIELD | DNR;
       }
       req.dir = 'c2h';
@@ -497,7 +497,7 @@ export function parseGetFeatures(ctrl: Controller, req: Request): number {
       break;
   }
   if (dw0 === undefined) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_FIELD | DNR;
   }
   const val = dw0;
@@ -538,12 +538,12 @@ export function parseKeepAlive(ctrl: Controller, req: Request): number {
  */
 function resvFeatureNs(ctrl: Controller, req: Request): Namespace | number {
   if (!ctrl.subsys.reservationsSupported) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_FIELD | DNR;
   }
   const ns = ctrl.discovery ? undefined : ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
   if (ns === undefined) {
-    req.errorLoc = 4;
+    req.errorLoc = SqeOffset.nsid;
     return Status.INVALID_NS | DNR;
   }
   return ns;

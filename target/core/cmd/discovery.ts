@@ -32,7 +32,7 @@ export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
     case AdminOpcode.KEEP_ALIVE:
       return parseKeepAlive(ctrl, req);
     default:
-      req.errorLoc = 0;
+      req.errorLoc = SqeOffset.opcode;
       return Status.INVALID_OPCODE | DNR;
   }
 }
@@ -40,11 +40,11 @@ export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
 function parseDiscLogPage(ctrl: Controller, req: Request): number {
   const a = decodeLogArgs(req);
   if (a.lid !== LogPageId.DISCOVERY) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_LOG_PAGE | DNR;
   }
   if ((a.lpo & 3n) !== 0n) {
-    req.errorLoc = 48;
+    req.errorLoc = SqeOffset.cdw12;
     return Status.INVALID_FIELD | DNR;
   }
   req.dir = 'c2h';

@@ -54,7 +54,7 @@ export function parseFabricsCmd(q: QueueModel, req: Request): number {
   if (fctype === AuthFctype.SEND || fctype === AuthFctype.RECEIVE) return parseAuthCmd(q, req, fctype);
   // NVMe Base 2.0 §8.13.1: until the queue is authenticated only Connect and the two authentication commands run.
   if (q.auth !== undefined && !q.auth.authenticated) {
-    req.errorLoc = 0;
+    req.errorLoc = SqeOffset.opcode;
     return Status.AUTH_REQUIRED | DNR;
   }
   // Property Get/Set are admin-queue only (NVMe-oF 1.1 §3.4); Disconnect is unsupported like nvmet.

@@ -2,7 +2,7 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent } from '../../backend/index.js';
 import type { Controller } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -68,7 +68,7 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
   }
   const io = IO_OPS[code];
   if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported)) {
-    req.errorLoc = 0;
+    req.errorLoc = SqeOffset.opcode;
     return Status.INVALID_OPCODE | DNR;
   }
   const ns = subsys.namespaces.get(req.nsid);
@@ -76,7 +76,7 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
   // Linux 6.1 (a disabled nvmet_ns is not in subsys->namespaces there). A namespace masked from this host is the
   // same to it: it does not exist (docs/target.md, namespace masking).
   if (ns === undefined || !ns.enabled || (ns.hostMask !== undefined && !ns.hostMask.has(ctrl.hostnqn))) {
-    req.errorLoc = 4;
+    req.errorLoc = SqeOffset.nsid;
     return Status.INVALID_NS | DNR;
   }
   req.ns = ns;
@@ -109,13 +109,13 @@ function accessStatus(ctrl: Controller, req: Request, ns: Namespace, writes: boo
   if (rs.rtype !== 0) {
     const st = rs.checkAccess(ctrl.hostKey, req.opcode);
     if (st !== 0) {
-      req.errorLoc = 0;
+      req.errorLoc = SqeOffset.opcode;
       return st;
     }
   }
   req.resvGen = rs.abortGen;
   if (writes && ns.readOnly) {
-    req.errorLoc = 0;
+    req.errorLoc = SqeOffset.opcode;
     return Status.NS_WRITE_PROTECTED;
   }
   return 0;
@@ -131,13 +131,13 @@ function checkRw(ctrl: Controller, req: Request, ns: Namespace): number {
   const sqe = req.sqe;
   const nlb = sqeNlb(sqe);
   if (sqeSlba(sqe) + nlb > ns.nsze || rd32(sqe, 44) >= 0x20_0000) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.LBA_RANGE | DNR;
   }
   const len = nlb * ns.blockSize;
   const max = ctrl.subsys.maxTransfer;
   if (max > 0 && len > max) {
-    req.errorLoc = 48;
+    req.errorLoc = SqeOffset.cdw12;
     return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = len;
@@ -148,7 +148,7 @@ function checkRw(ctrl: Controller, req: Request, ns: Namespace): number {
 function checkLbaRange(req: Request, ns: Namespace): number {
   const sqe = req.sqe;
   if (sqeSlba(sqe) + sqeNlb(sqe) > ns.nsze) {
-    req.errorLoc = 40;
+    req.errorLoc = SqeOffset.cdw10;
     return Status.LBA_RANGE | DNR;
   }
   return 0;
@@ -160,7 +160,7 @@ function checkDsm(req: Request): number {
   // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
   // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
   if (req.sglLen < nr) {
-    req.errorLoc = 32;
+    req.errorLoc = Sgl1Offset.length;
     return Status.SGL_INVALID_DATA | DNR;
   }
   req.dataLen = req.sglLen;
@@ -362,7 +362,7 @@ function executeDsm(req: Request): void {
     const slba = data.readUInt32LE(o + 8) + data.readUInt32LE(o + 12) * 0x1_0000_0000;
     if (nlb === 0) continue;
     if (slba + nlb > ns.nsze) {
-      req.errorLoc = 40;
+      req.errorLoc = SqeOffset.cdw10;
       return finish(req, Status.LBA_RANGE | DNR);
     }
     ranges.push({ off: slba * ns.blockSize, len: nlb * ns.blockSize });
