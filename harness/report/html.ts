@@ -2,7 +2,7 @@
 // JSON embedded for machines, and a few lines of script that only mark the page ready (used by the headless check).
 import { describeRatio, fmtNum } from './build.js';
 import { barChart, lineChart, type Bar, type Series } from './svg.js';
-import type { Report } from './types.js';
+import type { Arm, Report } from './types.js';
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
@@ -16,9 +16,8 @@ td:first-child,th:first-child,td.l{text-align:left}.meta{color:#555}.bad{color:#
 .chart .legend{font-size:11px;fill:#222}.chart .grid{stroke:#eee;stroke-width:1}.chart .plot{fill:none;stroke:#ccc}.chart .empty{fill:#999}
 #report-ready{display:none}`;
 
-/** The page; `renderHtml(report)` is deterministic for a given report. */
-export function renderHtml(r: Report): string {
-  const runArms = r.arms.filter((a) => a.run !== undefined);
+/** The SVG charts: IOPS over time, latency CDF and commands per queue of the arms that ran, and the first ratio's metric per arm. */
+function renderCharts(r: Report, runArms: readonly Arm[]): string[] {
   const charts: string[] = [];
   if (runArms.length > 0) {
     const iops: Series[] = runArms.map((a) => ({ name: a.name, points: (a.run?.timeSeries.points ?? []).map((p) => [p.tMs / 1000, p.iops] as [number, number]) }));
@@ -37,58 +36,43 @@ export function renderHtml(r: Report): string {
     const bars: Bar[] = r.arms.filter((a) => a.metrics[metric] !== undefined).map((a, i) => ({ label: a.name, value: a.metrics[metric] as number, group: i }));
     charts.push(barChart({ id: 'arms', title: `${metric} per arm`, yLabel: metric, bars }));
   }
+  return charts;
+}
 
+/** One row per arm: its name (and why it is bound, skipped or failed), params and every metric any arm has. */
+function renderArmTable(r: Report): string {
   const metricKeys = [...new Set(r.arms.flatMap((a) => Object.keys(a.metrics)))];
-  const armTable =
-    r.arms.length === 0
-      ? ''
-      : `<table><tr><th>arm</th><th>params</th>${metricKeys.map((k) => `<th>${esc(k)}</th>`).join('')}</tr>${r.arms
-          .map(
-            (a) =>
-              `<tr><td>${esc(a.name)}${a.bound === undefined ? '' : ` <span class="bad">${esc(a.bound.map((b) => `${b.side}-bound (${b.reason})`).join(', '))}</span>`}${a.skipped !== undefined ? ` <span class="bad">skipped: ${esc(a.skipped)}</span>` : ''}${a.error !== undefined ? ` <span class="bad">error: ${esc(a.error)}</span>` : ''}</td><td class="l">${esc(
-                Object.entries(a.params)
-                  .map(([k, v]) => `${k}=${String(v)}`)
-                  .join(', '),
-              )}</td>${metricKeys.map((k) => `<td>${a.metrics[k] === undefined ? '' : esc(fmtNum(a.metrics[k] as number))}</td>`).join('')}</tr>`,
-          )
-          .join('')}</table>`;
-  const jobTables = runArms
-    .map((a) => {
-      const run = a.run;
-      if (run === undefined) return '';
-      const rows = run.jobs
-        .map(
-          (j) =>
-            `<tr><td>${esc(j.name)}</td><td class="l">${j.rw} bs=${esc(j.bs)} qd=${j.iodepth} jobs=${j.numjobs}</td><td>${fmtNum(j.iops)}</td><td>${fmtNum(j.mbps)}</td><td>${fmtNum(j.latencyUs.p50)}</td><td>${fmtNum(j.latencyUs.p90)}</td><td>${fmtNum(j.latencyUs.p99)}</td><td>${fmtNum(j.latencyUs.p99_9)}</td><td>${fmtNum(j.latencyUs.max)}</td><td>${j.errors}</td></tr>`,
-        )
-        .join('');
-      const cpu = run.cpu;
-      const tcpu = cpu.target === undefined ? '' : `; target ${cpu.target.percentOfCore}% of a core (${esc(cpu.target.source)})`;
-      const v = run.verify.enabled ? `<p>Verify: ${run.verify.checkedBlocks} blocks checked, <span class="${run.verify.mismatchCount === 0 ? 'ok' : 'bad'}">${run.verify.mismatchCount} mismatches</span>${run.verify.mismatches.map((m) => ` LBA ${m.lba} (${m.reason})`).slice(0, 8).join(',')}</p>` : '';
-      const errs = run.errorMessages.length === 0 ? '' : `<p class="bad">${run.errorMessages.map(esc).join('<br>')}</p>`;
-      return `<h3>${esc(a.name)}</h3><table><tr><th>job</th><th>workload</th><th>IOPS</th><th>MB/s</th><th>p50 µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>errors</th></tr>${rows}</table><p class="meta">Measured ${fmtNum(run.durationMs)} ms; CPU ${cpu.percentOfCore}% of a core (${esc(cpu.label)})${tcpu}; event-loop delay p99 ${run.eventLoop.p99Ms} ms, max ${run.eventLoop.maxMs} ms.</p>${v}${errs}`;
-    })
+  return `<table><tr><th>arm</th><th>params</th>${metricKeys.map((k) => `<th>${esc(k)}</th>`).join('')}</tr>${r.arms
+      .map(
+        (a) =>
+          `<tr><td>${esc(a.name)}${a.bound === undefined ? '' : ` <span class="bad">${esc(a.bound.map((b) => `${b.side}-bound (${b.reason})`).join(', '))}</span>`}${a.skipped !== undefined ? ` <span class="bad">skipped: ${esc(a.skipped)}</span>` : ''}${a.error !== undefined ? ` <span class="bad">error: ${esc(a.error)}</span>` : ''}</td><td class="l">${esc(
+            Object.entries(a.params)
+              .map(([k, v]) => `${k}=${String(v)}`)
+              .join(', '),
+          )}</td>${metricKeys.map((k) => `<td>${a.metrics[k] === undefined ? '' : esc(fmtNum(a.metrics[k] as number))}</td>`).join('')}</tr>`,
+      )
+      .join('')}</table>`;
+}
+
+/** An arm's job table, CPU and event-loop line, verify result and errors. */
+function renderJobs(a: Arm): string {
+  const run = a.run;
+  if (run === undefined) return '';
+  const rows = run.jobs
+    .map(
+      (j) =>
+        `<tr><td>${esc(j.name)}</td><td class="l">${j.rw} bs=${esc(j.bs)} qd=${j.iodepth} jobs=${j.numjobs}</td><td>${fmtNum(j.iops)}</td><td>${fmtNum(j.mbps)}</td><td>${fmtNum(j.latencyUs.p50)}</td><td>${fmtNum(j.latencyUs.p90)}</td><td>${fmtNum(j.latencyUs.p99)}</td><td>${fmtNum(j.latencyUs.p99_9)}</td><td>${fmtNum(j.latencyUs.max)}</td><td>${j.errors}</td></tr>`,
+    )
     .join('');
-  const m = r.machine;
-  const json = JSON.stringify(r).replace(/</g, '\\u003c');
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${esc(r.title)}</title><style>${CSS}</style></head>
-<body>
-<h1>${esc(r.title)}${r.quick ? ' <small>(quick)</small>' : ''}</h1>
-<p class="meta">${esc(m.setup)} · ${esc(m.cpuModel)} · ${esc(m.platform)} ${esc(m.kernel)} · Node ${esc(m.node)} · ${esc(r.createdAt)} · schema v${r.schemaVersion}</p>
-${r.hypothesis === '' ? '' : `<p><b>Hypothesis.</b> ${esc(r.hypothesis)}</p>`}
-${r.skipped === undefined ? '' : `<p class="bad">Skipped: ${esc(r.skipped)}</p>`}
-${r.comparisons.length === 0 ? '' : `<h2>Ratios</h2><ul>${r.comparisons.map((c) => `<li>${esc(describeRatio(c))}</li>`).join('')}</ul>`}
-${r.verdict === '' ? '' : `<p><b>Verdict.</b> ${esc(r.verdict)}</p>`}
-<p>Status: ${r.ok ? '<span class="ok">ok</span>' : '<span class="bad">FAILED</span>'}</p>
-${charts.length === 0 ? '' : `<h2>Charts</h2><div class="charts">${charts.join('\n')}</div>`}
-<h2>Arms</h2>${armTable}
-${jobTables === '' ? '' : `<h2>Jobs</h2>${jobTables}`}
-${r.notes.length === 0 ? '' : `<h2>Notes</h2><ul>${r.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>`}
-<div id="report-ready"></div>
-<script type="application/json" id="report-data">${json}</script>
-<script>
+  const cpu = run.cpu;
+  const tcpu = cpu.target === undefined ? '' : `; target ${cpu.target.percentOfCore}% of a core (${esc(cpu.target.source)})`;
+  const v = run.verify.enabled ? `<p>Verify: ${run.verify.checkedBlocks} blocks checked, <span class="${run.verify.mismatchCount === 0 ? 'ok' : 'bad'}">${run.verify.mismatchCount} mismatches</span>${run.verify.mismatches.map((m) => ` LBA ${m.lba} (${m.reason})`).slice(0, 8).join(',')}</p>` : '';
+  const errs = run.errorMessages.length === 0 ? '' : `<p class="bad">${run.errorMessages.map(esc).join('<br>')}</p>`;
+  return `<h3>${esc(a.name)}</h3><table><tr><th>job</th><th>workload</th><th>IOPS</th><th>MB/s</th><th>p50 µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>errors</th></tr>${rows}</table><p class="meta">Measured ${fmtNum(run.durationMs)} ms; CPU ${cpu.percentOfCore}% of a core (${esc(cpu.label)})${tcpu}; event-loop delay p99 ${run.eventLoop.p99Ms} ms, max ${run.eventLoop.maxMs} ms.</p>${v}${errs}`;
+}
+
+/** Marks the page ready for the headless check: each chart's box and mark count, and the arm count. */
+const READY_SCRIPT = `<script>
 window.onerror = function (msg) {
   var d = document.createElement('div');
   d.id = 'report-error';
@@ -111,6 +95,33 @@ window.onerror = function (msg) {
   ready.textContent = 'ready';
 })();
 </script>
-</body></html>
+`;
+
+/** The page; `renderHtml(report)` is deterministic for a given report. */
+export function renderHtml(r: Report): string {
+  const runArms = r.arms.filter((a) => a.run !== undefined);
+  const charts = renderCharts(r, runArms);
+  const armTable = r.arms.length === 0 ? '' : renderArmTable(r);
+  const jobTables = runArms.map(renderJobs).join('');
+  const m = r.machine;
+  const json = JSON.stringify(r).replace(/</g, '\\u003c');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${esc(r.title)}</title><style>${CSS}</style></head>
+<body>
+<h1>${esc(r.title)}${r.quick ? ' <small>(quick)</small>' : ''}</h1>
+<p class="meta">${esc(m.setup)} · ${esc(m.cpuModel)} · ${esc(m.platform)} ${esc(m.kernel)} · Node ${esc(m.node)} · ${esc(r.createdAt)} · schema v${r.schemaVersion}</p>
+${r.hypothesis === '' ? '' : `<p><b>Hypothesis.</b> ${esc(r.hypothesis)}</p>`}
+${r.skipped === undefined ? '' : `<p class="bad">Skipped: ${esc(r.skipped)}</p>`}
+${r.comparisons.length === 0 ? '' : `<h2>Ratios</h2><ul>${r.comparisons.map((c) => `<li>${esc(describeRatio(c))}</li>`).join('')}</ul>`}
+${r.verdict === '' ? '' : `<p><b>Verdict.</b> ${esc(r.verdict)}</p>`}
+<p>Status: ${r.ok ? '<span class="ok">ok</span>' : '<span class="bad">FAILED</span>'}</p>
+${charts.length === 0 ? '' : `<h2>Charts</h2><div class="charts">${charts.join('\n')}</div>`}
+<h2>Arms</h2>${armTable}
+${jobTables === '' ? '' : `<h2>Jobs</h2>${jobTables}`}
+${r.notes.length === 0 ? '' : `<h2>Notes</h2><ul>${r.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>`}
+<div id="report-ready"></div>
+<script type="application/json" id="report-data">${json}</script>
+${READY_SCRIPT}</body></html>
 `;
 }
