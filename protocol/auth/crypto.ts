@@ -3,8 +3,8 @@
  * drivers/nvme/common/auth.c, host/auth.c and target/auth.c compute them. The only module of
  * protocol/ allowed to import node:crypto (computation only; no I/O).
  */
-import { createDiffieHellman, createHash, createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
-import type { DiffieHellman } from 'node:crypto';
+import { createHash, createHmac, createPrivateKey, createPublicKey, diffieHellman, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { DhGroupId, HASH_INFO } from './constants.js';
 import type { HashId } from './constants.js';
 import { FFDHE_PRIMES_HEX } from './ffdhe-primes.js';
@@ -124,6 +124,62 @@ const GROUPS: Record<FfdheGroupId, GroupInfo> = {
 
 const GENERATOR = Buffer.from([2]);
 
+// ---- DER for DH keys (PKCS #3 DHParameter in PKCS #8 / SubjectPublicKeyInfo, OID dhKeyAgreement 1.2.840.113549.1.3.1).
+// DH keys go through KeyObjects rather than createDiffieHellman(prime): Node 24 checks the prime in that constructor,
+// seconds to minutes per key pair for these groups (docs/testing.md, Node versions); a KeyObject import does not.
+const DH_KEY_AGREEMENT_OID = Buffer.from('06092a864886f70d010301', 'hex');
+
+function derLength(n: number): Buffer {
+  if (n < 0x80) return Buffer.from([n]);
+  const bytes: number[] = [];
+  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v & 0xff);
+  return Buffer.from([0x80 | bytes.length, ...bytes]);
+}
+
+function der(tag: number, ...content: Buffer[]): Buffer {
+  const body = Buffer.concat(content);
+  return Buffer.concat([Buffer.from([tag]), derLength(body.length), body]);
+}
+
+/** DER INTEGER of an unsigned big-endian value: no leading zero bytes, one 00h when the top bit is set. */
+function derUint(v: Uint8Array): Buffer {
+  let i = 0;
+  while (i < v.length - 1 && v[i] === 0) i++;
+  const b = Buffer.from(v.subarray(i));
+  return der(0x02, (b[0] ?? 0) & 0x80 ? Buffer.from([0]) : Buffer.alloc(0), b);
+}
+
+function dhAlgorithm(prime: Buffer): Buffer {
+  return der(0x30, DH_KEY_AGREEMENT_OID, der(0x30, derUint(prime), derUint(GENERATOR)));
+}
+
+/** Reads one TLV at `at`: its tag, where its content starts and ends. */
+function derRead(b: Buffer, at: number): { tag: number; start: number; end: number } {
+  const tag = b[at] ?? -1;
+  let len = b[at + 1] ?? 0;
+  let start = at + 2;
+  if (len & 0x80) {
+    const n = len & 0x7f;
+    len = 0;
+    for (let k = 0; k < n; k++) len = len * 256 + (b[start + k] ?? 0);
+    start += n;
+  }
+  return { tag, start, end: start + len };
+}
+
+/** y from a DH SubjectPublicKeyInfo: SEQUENCE { AlgorithmIdentifier, BIT STRING { INTEGER y } }. */
+function spkiPublicValue(spki: Buffer): Buffer {
+  const outer = derRead(spki, 0);
+  const alg = derRead(spki, outer.start);
+  const bits = derRead(spki, alg.end);
+  const y = derRead(spki, bits.start + 1);
+  if (outer.tag !== 0x30 || alg.tag !== 0x30 || bits.tag !== 0x03 || y.tag !== 0x02) throw new Error('unexpected DH SubjectPublicKeyInfo');
+  // A DER INTEGER carries a 00h before a value whose top bit is set; the caller pads to the prime's length.
+  let start = y.start;
+  while (start < y.end - 1 && spki[start] === 0) start++;
+  return spki.subarray(start, y.end);
+}
+
 export function ffdhePrime(groupId: FfdheGroupId): Buffer {
   return GROUPS[groupId].prime;
 }
@@ -142,7 +198,8 @@ function leftPad(b: Buffer, len: number): Buffer {
 
 /** One side's ephemeral DH key pair. The private exponent stays inside (never exposed or printed). */
 export class DhKeyPair {
-  readonly #dh: DiffieHellman;
+  readonly #privateKey: KeyObject;
+  readonly #algorithm: Buffer;
   readonly #len: number;
   readonly publicValue: Buffer;
 
@@ -151,23 +208,26 @@ export class DhKeyPair {
     random: RandomBytes,
   ) {
     const g = GROUPS[groupId];
-    this.#dh = createDiffieHellman(g.prime, GENERATOR);
     // x must be in [2, q-1]; a short random exponent is far below q, so only 0 and 1 need fixing.
     const priv = Buffer.from(random(g.privateKeyBytes));
     if (priv.subarray(0, -1).every((b) => b === 0) && (priv[priv.length - 1] ?? 0) < 2) {
       priv[priv.length - 1] = 2;
     }
-    this.#dh.setPrivateKey(priv);
-    this.#dh.generateKeys();
+    this.#algorithm = dhAlgorithm(g.prime);
+    // PKCS #8 PrivateKeyInfo { version 0, algorithm, OCTET STRING { INTEGER x } }; OpenSSL derives y = g^x mod p.
+    const pkcs8 = der(0x30, der(0x02, Buffer.from([0])), this.#algorithm, der(0x04, derUint(priv)));
+    this.#privateKey = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
     this.#len = g.prime.length;
-    this.publicValue = leftPad(this.#dh.getPublicKey(), this.#len);
+    this.publicValue = leftPad(spkiPublicValue(createPublicKey(this.#privateKey).export({ format: 'der', type: 'spki' })), this.#len);
   }
 
   /** g^xy mod p, zero-padded to the prime length as Linux's kpp output; null for an invalid peer value. */
   computeSecret(peerPublic: Uint8Array): Buffer | null {
     if (!isValidPublicValue(this.groupId, peerPublic)) return null;
     try {
-      return leftPad(this.#dh.computeSecret(peerPublic), this.#len);
+      const spki = der(0x30, this.#algorithm, der(0x03, Buffer.from([0]), derUint(peerPublic)));
+      const publicKey = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+      return leftPad(diffieHellman({ privateKey: this.#privateKey, publicKey }), this.#len);
     } catch {
       return null;
     }
