@@ -78,6 +78,35 @@ export interface OwnershipEvent {
 
 const MAX_TRANSITIONS = 32;
 
+/**
+ * Controller-ID ranges: a sticky slot per gateway id, so the same gateway keeps its range and a fenced gateway's hosts
+ * (still connected to it) never meet their cntlid on another gateway.
+ */
+function claimCntlidRange(rec: GroupRecord, opts: GatewayGroupOptions): [number, number] {
+  const size = opts.cntlidRangeSize ?? 1000;
+  let slot = rec.cntlidSlots[opts.id];
+  if (slot === undefined) {
+    const used = new Set(Object.values(rec.cntlidSlots));
+    slot = 0;
+    while (used.has(slot)) slot++;
+    rec.cntlidSlots[opts.id] = slot;
+  }
+  const lo = 1 + slot * size;
+  if (lo > MAX_CNTLID) throw new DescriptionMismatchError(opts.group, `no controller-ID range left for '${opts.id}'`);
+  return [lo, Math.min(lo + size - 1, MAX_CNTLID)];
+}
+
+function claimPreferred(rec: GroupRecord, opts: GatewayGroupOptions): void {
+  if (opts.preferred !== undefined) {
+    for (const g of rec.groups) if (opts.preferred.includes(g.grpid) && g.preferred === undefined) g.preferred = opts.id;
+  } else if (!rec.groups.some((g) => g.preferred === opts.id)) {
+    // No preference given: claim the lowest ANA group nobody prefers yet, so N gateways over N groups each get their
+    // own (the Ceph layout) and a returning gateway gets its group back (failback).
+    const free = rec.groups.find((g) => g.preferred === undefined);
+    if (free !== undefined) free.preferred = opts.id;
+  }
+}
+
 const ownedCount = (rec: GroupRecord, id: string): number => rec.groups.filter((g) => (g.next ?? g.owner) === id).length;
 const MAX_CNTLID = 0xffef;
 
@@ -210,27 +239,8 @@ export class GatewayGroup extends EventEmitter {
             groups: anaGroupIds(opts.description).map((grpid) => ({ grpid, owner: null, since: now })),
             transitions: [],
           };
-      // Controller-ID ranges: a sticky slot per gateway id, so the same gateway keeps its range and a fenced gateway's
-      // hosts (still connected to it) never meet their cntlid on another gateway.
-      const size = opts.cntlidRangeSize ?? 1000;
-      let slot = rec.cntlidSlots[opts.id];
-      if (slot === undefined) {
-        const used = new Set(Object.values(rec.cntlidSlots));
-        slot = 0;
-        while (used.has(slot)) slot++;
-        rec.cntlidSlots[opts.id] = slot;
-      }
-      const lo = 1 + slot * size;
-      const hi = Math.min(lo + size - 1, MAX_CNTLID);
-      if (lo > MAX_CNTLID) throw new DescriptionMismatchError(opts.group, `no controller-ID range left for '${opts.id}'`);
-      if (opts.preferred !== undefined) {
-        for (const g of rec.groups) if (opts.preferred.includes(g.grpid) && g.preferred === undefined) g.preferred = opts.id;
-      } else if (!rec.groups.some((g) => g.preferred === opts.id)) {
-        // No preference given: claim the lowest ANA group nobody prefers yet, so N gateways over N groups each get
-        // their own (the Ceph layout) and a returning gateway gets its group back (failback).
-        const free = rec.groups.find((g) => g.preferred === undefined);
-        if (free !== undefined) free.preferred = opts.id;
-      }
+      const [lo, hi] = claimCntlidRange(rec, opts);
+      claimPreferred(rec, opts);
       const wasDraining = prev?.members[opts.id]?.draining === true;
       rec.members[opts.id] = { joinSeq: rec.nextJoinSeq++, joinedAt: now, ports: opts.ports ?? [], cntlid: [lo, hi], ...(wasDraining ? { draining: true } : {}) };
       live.add(opts.id);

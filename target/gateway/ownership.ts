@@ -112,9 +112,7 @@ export function planOwnership(input: PlanInput): Plan {
       if (g.next === undefined || g.next !== to) {
         if (to !== null) load.set(to, (load.get(to) ?? 0) + 1);
       }
-      delete g.next;
-      delete g.nextCause;
-      delete g.nextAt;
+      clearNext(g);
       if (to !== g.owner) {
         transitions.push({ grpid: g.grpid, from: g.owner, to, cause, at: now, startedAt: now });
         g.owner = to;
@@ -124,11 +122,8 @@ export function planOwnership(input: PlanInput): Plan {
     }
     if (g.next !== undefined) {
       // A handoff in progress whose target died (or was drained) meanwhile is dropped: the live owner keeps the group.
-      if (!eligible(g.next)) {
-        delete g.next;
-        delete g.nextCause;
-        delete g.nextAt;
-      } else continue;
+      if (eligible(g.next)) continue;
+      clearNext(g);
     }
     const owner = g.owner as string;
     if (!eligible(owner)) {
@@ -151,6 +146,12 @@ export function planOwnership(input: PlanInput): Plan {
   const plan: Plan = { groups, transitions, handoffs };
   if (nextCheckAt !== undefined) plan.nextCheckAt = nextCheckAt;
   return plan;
+}
+
+function clearNext(g: GroupOwnership): void {
+  delete g.next;
+  delete g.nextCause;
+  delete g.nextAt;
 }
 
 /**
