@@ -77,6 +77,7 @@ export interface OwnershipEvent {
 }
 
 const MAX_TRANSITIONS = 32;
+const CONNECT_MS = 5000;
 
 /**
  * Controller-ID ranges: a sticky slot per gateway id, so the same gateway keeps its range and a fenced gateway's hosts
@@ -178,10 +179,10 @@ export class GatewayGroup extends EventEmitter {
     return gw;
   }
 
-  private async withDeadline<T>(p: Promise<T>): Promise<T> {
+  private async withDeadline<T>(p: Promise<T>, ms = this.ttlMs): Promise<T> {
     let t: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      t = setTimeout(() => reject(new EtcdUnreachableError(this.opts.etcd)), this.ttlMs);
+      t = setTimeout(() => reject(new EtcdUnreachableError(this.opts.etcd)), ms);
     });
     try {
       return await Promise.race([p, timeout]);
@@ -209,7 +210,8 @@ export class GatewayGroup extends EventEmitter {
     const tGrant = Date.now();
     let leaseId: string;
     try {
-      leaseId = await this.withDeadline(lease.grant());
+      // The first contact (a new gRPC channel, maybe a busy machine) gets at least 5 s before "unreachable".
+      leaseId = await this.withDeadline(lease.grant(), Math.max(this.ttlMs, CONNECT_MS));
     } catch (cause) {
       throw new EtcdUnreachableError(opts.etcd, { cause });
     }

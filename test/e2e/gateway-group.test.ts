@@ -100,8 +100,12 @@ describe('gateway group: three target processes, etcd, our multipath initiator',
     const keep = (d: Buffer) => (gw.out = (gw.out + d.toString()).slice(-8000));
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    gw.exited = new Promise((r) => child.once('exit', () => r()));
-    return until(`${gw.id} to serve GET /group`, async () => (await view(gw)) !== undefined, 30_000).catch((err: Error) => {
+    let exitCode: number | null | undefined;
+    gw.exited = new Promise((r) => child.once('exit', (code) => r(void (exitCode = code))));
+    return until(`${gw.id} to serve GET /group`, async () => {
+      if (exitCode !== undefined) throw new Error(`${gw.id} exited with ${exitCode}`);
+      return (await view(gw)) !== undefined;
+    }, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}; output: ${gw.out}`);
     });
   }
