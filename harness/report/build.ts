@@ -1,7 +1,7 @@
 // Building reports: machine description, arm metrics from engine runs, and ratios computed from the arms.
 import os from 'node:os';
 import type { RunResult } from '../load/types.js';
-import type { Arm, ArmBound, Comparison, MachineInfo, Report } from './types.js';
+import type { Arm, ArmBound, Comparison, InitiatorInfo, MachineInfo, Report } from './types.js';
 import { REPORT_SCHEMA_VERSION } from './types.js';
 
 export function machineInfo(setup = 'loopback (127.0.0.1), initiator and target on one host'): MachineInfo {
@@ -108,6 +108,7 @@ export interface ReportInit {
   notes?: string[];
   skipped?: string;
   setup?: string;
+  initiator?: InitiatorInfo;
 }
 
 export function makeReport(init: ReportInit): Report {
@@ -148,6 +149,7 @@ export function makeReport(init: ReportInit): Report {
     verdict,
     notes: init.notes ?? [],
     ...(init.skipped === undefined ? {} : { skipped: init.skipped }),
+    ...(init.initiator === undefined ? {} : { initiator: init.initiator }),
     ok,
   };
 }
@@ -164,4 +166,10 @@ export function fmtNum(n: number): string {
   if (Math.abs(n) >= 1000) return `${(n / 1000).toFixed(1)}k`;
   if (Number.isInteger(n)) return String(n);
   return n.toFixed(Math.abs(n) >= 10 ? 1 : 2);
+}
+
+/** One line naming the initiator, for the Markdown and HTML pages (empty for ours). */
+export function initiatorText(i: InitiatorInfo | undefined): string {
+  if (i === undefined || i.kind === 'ours') return '';
+  return `Initiator: the Linux host (nvme-cli + fio), kernel ${i.kernel ?? '?'}, ${i.where === 'lab' ? `in the qemu lab, ${i.emulated ?? 'emulated'}` : 'on this machine'}.`;
 }

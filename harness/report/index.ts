@@ -1,6 +1,6 @@
 // Public face of harness/report: the report schema, builders, and the JSON / Markdown / HTML renderers.
 export * from './types.js';
-export { machineInfo, runMetrics, armFromRun, compare, makeReport, describeRatio, fmtNum, ReportError, type ReportInit } from './build.js';
+export { machineInfo, runMetrics, armFromRun, compare, makeReport, describeRatio, fmtNum, initiatorText, ReportError, type ReportInit } from './build.js';
 export { renderMarkdown } from './markdown.js';
 export { renderHtml } from './html.js';
 export { renderJson, writeReport, type WrittenReport } from './write.js';

@@ -55,6 +55,17 @@ export interface Comparison {
   caveat?: string;
 }
 
+/** Which initiator drove the arms: ours (this process) or the Linux host (nvme-cli + fio), and where that ran. */
+export interface InitiatorInfo {
+  kind: 'ours' | 'kernel';
+  /** kernel only: on this machine (local) or in the qemu lab's guest (lab). */
+  where?: 'local' | 'lab';
+  /** kernel only: `uname -r` where it ran. */
+  kernel?: string;
+  /** Set for the lab: "emulated (TCG)" or "emulated (KVM)"; figures are then not comparable to real hardware. */
+  emulated?: string;
+}
+
 export interface Report {
   schemaVersion: typeof REPORT_SCHEMA_VERSION;
   /** "workload" for a job file run, "scenario" for harness/scenarios. */
@@ -74,6 +85,8 @@ export interface Report {
   notes: string[];
   /** Whole scenario not run (e.g. no permission to create network namespaces); arms are then empty or skipped. */
   skipped?: string;
+  /** Absent: our initiator. Arms the initiator could not run carry `skipped` with the reason. */
+  initiator?: InitiatorInfo;
   /** False when an arm failed or verification found a mismatch. */
   ok: boolean;
 }

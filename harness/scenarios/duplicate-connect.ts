@@ -1,5 +1,6 @@
 // Scenario duplicate-connect: one controller vs K duplicate controllers (same host identity, duplicate_connect)
 // under multipath round-robin and queue-depth, and how the target spreads those queues (listControllers()).
+import { kernelDuplicateConnect } from './kernel-initiator.js';
 import { randomUUID } from 'node:crypto';
 import { connect, createMultipath, type Controller, type IoPolicy } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
@@ -194,6 +195,7 @@ export const duplicateConnect: Scenario = {
     'queue on one event loop (in its own process here), so expect about the same IOPS, with the target showing K controllers ' +
     'whose queues each carry ~1/(K×queues) of the commands.',
   async run(ctx) {
+    if (ctx.kernelHost !== undefined) return kernelDuplicateConnect(ctx, duplicateConnect.title, duplicateConnect.hypothesis);
     const createdAt = new Date();
     const t = timing(ctx.quick);
     const K = ctx.quick ? 2 : 4;

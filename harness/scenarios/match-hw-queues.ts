@@ -1,6 +1,7 @@
 // Scenario match-hw-queues: the target listens inside a network namespace behind a veth with N rx/tx queues; the
 // initiator connects once with a fixed large queue count (baseline, what a many-CPU host picks) and once with
 // match_hw_queues (min(CPUs, NIC queues)). Reports the queue count each chose and the throughput.
+import { kernelMatchHwQueues } from './kernel-initiator.js';
 import { execFile } from 'node:child_process';
 import os from 'node:os';
 import type { ConnectOptions } from '../../initiator/index.js';
@@ -77,6 +78,7 @@ export const matchHwQueues: Scenario = {
     'from the extra queues and pays for them (more connections, more memory, more context); match_hw_queues picks ' +
     `min(CPUs, NIC queues) = ${Math.min(os.availableParallelism(), NIC_QUEUES)} here and should keep the throughput.`,
   async run(ctx) {
+    if (ctx.kernelHost !== undefined) return kernelMatchHwQueues(ctx, matchHwQueues.title, matchHwQueues.hypothesis);
     const createdAt = new Date();
     const t = timing(ctx.quick);
     const workloads = ctx.quick ? (['randread'] as const) : (['randread', 'randwrite', 'randrw'] as const);

@@ -1,5 +1,6 @@
 // Scenario parallel-connect: connect time of a controller with 64 I/O queues, serial (connect_concurrency=1, what
 // Linux does) vs parallel (all at once), with 0, 1 and 5 ms of Connect latency injected at the target.
+import { kernelParallelConnect } from './kernel-initiator.js';
 import { connect } from '../../initiator/index.js';
 import { startInProcessTarget } from '../nvme.js';
 import { FaultProxy } from '../peers/proxy.js';
@@ -97,6 +98,7 @@ export const parallelConnect: Scenario = {
     'in parallel overlaps those waits, so the speedup grows with the injected latency (issue 4: 61 ms -> 11 ms for 64 queues). ' +
     'At 0 ms the gain is bounded by how fast one event loop handles 64 handshakes.',
   async run(ctx) {
+    if (ctx.kernelHost !== undefined) return kernelParallelConnect(ctx, parallelConnect.title, parallelConnect.hypothesis);
     const createdAt = new Date();
     const reps = ctx.quick ? 1 : 5;
     const notes: string[] = [];

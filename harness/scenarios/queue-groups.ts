@@ -1,6 +1,7 @@
 // Scenario queue-groups: one submitter (one hctx) spread over 1, 2 or 4 transport queues (queues_per_hctx),
 // for QD16 128 KiB sequential reads and QD64 4 KiB random reads. Issue 4 quotes 7 -> 24 GB/s and 184k -> 252k IOPS.
 // The target runs in its own process on its own CPU: with both ends on one event loop extra queues cannot help.
+import { kernelQueueGroups } from './kernel-initiator.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { round1, timing, type Scenario } from './types.js';
@@ -23,6 +24,7 @@ export const queueGroups: Scenario = {
     'Here the target is a separate process on its own CPU, but each end is still one Node event loop: extra queues can only help ' +
     'if a single connection, not the loop, is what limits a side.',
   async run(ctx) {
+    if (ctx.kernelHost !== undefined) return kernelQueueGroups(ctx, queueGroups.title, queueGroups.hypothesis);
     const createdAt = new Date();
     const t = timing(ctx.quick);
     const reps = repetitions(ctx.quick);

@@ -1,7 +1,14 @@
 // What a scenario is: a named experiment with a hypothesis, run as arms in one invocation, producing a Report.
 import type { ProgressInfo } from '../load/types.js';
 import type { Report } from '../report/types.js';
+import type { LabKernel } from '../kernel-host/runner.js';
 import type { TargetKind } from './placement.js';
+
+/**
+ * The Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine as root (`local`; `env`
+ * `root` and `uid` let tests put fake tools and a fake /sys in place) or in the qemu lab's guest (`lab`, 6.1 or newest).
+ */
+export type KernelHostChoice = { where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel };
 
 export interface ScenarioContext {
   /** Seconds rather than minutes: short runtimes, fewer repetitions; same arms. */
@@ -25,6 +32,8 @@ export interface ScenarioContext {
   targetCores?: number;
   /** SPDK only: reactors sleep until work arrives (--interrupt-mode) instead of busy-polling their cores. */
   spdkInterrupt?: boolean;
+  /** Run the arms with the Linux host as the initiator instead of ours (harness/scenarios/kernel-initiator.ts). */
+  kernelHost?: KernelHostChoice;
 }
 
 export interface Scenario {

@@ -1,0 +1,137 @@
+// Command lines for the Linux host (nvme-cli, fio) and parsers for what they print. Pure: no I/O, so the same lines
+// run on this machine (local runner) and inside the qemu guest (lab runner).
+
+/** Options of one `nvme connect` (nvme-cli 2.x long options; NVMe-oF 1.1 §3.3 Connect, TCP transport). */
+export interface KernelConnectOptions {
+  traddr: string;
+  trsvcid: number;
+  nqn: string;
+  hostnqn?: string;
+  hostid?: string;
+  nrIoQueues?: number;
+  /** Another controller to a subsystem this host already has one to (`--duplicate-connect`). */
+  duplicate?: boolean;
+  /** Transport queues per hctx: only kernels with the queue-groups RFC accept it (probe `queues_per_hctx`). */
+  queuesPerHctx?: number;
+  queueSize?: number;
+  /** Seconds before a lost controller is given up; small so a failed arm cannot hang its cleanup. */
+  ctrlLossTmo?: number;
+}
+
+export function connectArgv(o: KernelConnectOptions): string[] {
+  return [
+    'nvme', 'connect', '-t', 'tcp', '-a', o.traddr, '-s', String(o.trsvcid), '-n', o.nqn,
+    ...(o.hostnqn === undefined ? [] : [`--hostnqn=${o.hostnqn}`]),
+    ...(o.hostid === undefined ? [] : [`--hostid=${o.hostid}`]),
+    ...(o.nrIoQueues === undefined ? [] : [`--nr-io-queues=${o.nrIoQueues}`]),
+    ...(o.queueSize === undefined ? [] : [`--queue-size=${o.queueSize}`]),
+    ...(o.duplicate === true ? ['--duplicate-connect'] : []),
+    ...(o.queuesPerHctx === undefined ? [] : [`--queues-per-hctx=${o.queuesPerHctx}`]),
+    ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
+    '-o', 'json',
+  ];
+}
+
+export const disconnectArgv = (device: string): string[] => ['nvme', 'disconnect', '-d', device];
+
+/**
+ * The controller `nvme connect -o json` created: `{"device":"nvme0"}` (nvme-cli 2.x); older builds print
+ * `device: nvme0` or nothing, hence the plain-text fallback (undefined when neither names one).
+ */
+export function parseConnectDevice(stdout: string): string | undefined {
+  const i = stdout.indexOf('{');
+  if (i >= 0) {
+    try {
+      const d = (JSON.parse(stdout.slice(i)) as { device?: unknown }).device;
+      if (typeof d === 'string' && /^nvme\d+$/.test(d)) return d;
+    } catch {
+      // not JSON after all: fall through
+    }
+  }
+  return /\b(nvme\d+)\b/.exec(stdout)?.[1];
+}
+
+/** One fio job on a block device; `--output-format=json` always (parseFioJson). */
+export interface FioJob {
+  name: string;
+  filename: string;
+  rw: 'randread' | 'randwrite' | 'randrw' | 'read' | 'write';
+  bs: string;
+  iodepth: number;
+  numjobs?: number;
+  runtimeS: number;
+  size: string;
+  /** crc32c: write then read back and check every block (fio's verify phase). */
+  verify?: 'crc32c';
+}
+
+export function fioArgv(j: FioJob): string[] {
+  return [
+    'fio', `--name=${j.name}`, `--filename=${j.filename}`, `--rw=${j.rw}`, `--bs=${j.bs}`, `--iodepth=${j.iodepth}`,
+    `--numjobs=${j.numjobs ?? 1}`, '--ioengine=libaio', '--direct=1', `--size=${j.size}`,
+    // fio's verify needs the write pass to finish: no time_based there, the size bounds it.
+    ...(j.verify === undefined ? [`--runtime=${j.runtimeS}`, '--time_based'] : [`--verify=${j.verify}`, '--verify_fatal=1', `--runtime=${j.runtimeS}`]),
+    '--group_reporting', '--output-format=json',
+  ];
+}
+
+export interface FioResult {
+  iops: number;
+  readIops: number;
+  writeIops: number;
+  /** 10^6 bytes/s, read + write. */
+  mbps: number;
+  p50Us: number;
+  p99Us: number;
+  /** fio's per-job error (an errno; 0 when clean). */
+  error: number;
+  ios: number;
+  fioVersion: string;
+}
+
+interface FioDir {
+  iops?: number;
+  bw_bytes?: number;
+  bw?: number;
+  total_ios?: number;
+  clat_ns?: { percentile?: Record<string, number> };
+}
+
+/** fio 3.x JSON: the first job (group_reporting folds the clones). fio prints warnings before the JSON sometimes. */
+export function parseFioJson(stdout: string): FioResult {
+  const i = stdout.indexOf('{');
+  if (i < 0) throw new Error(`fio printed no JSON: ${stdout.trim().split('\n').slice(-2).join(' / ') || '(nothing)'}`);
+  const doc = JSON.parse(stdout.slice(i)) as { 'fio version'?: string; jobs?: { error?: number; read?: FioDir; write?: FioDir }[] };
+  const job = doc.jobs?.[0];
+  if (job === undefined) throw new Error('fio JSON has no jobs');
+  const dirs = [job.read ?? {}, job.write ?? {}];
+  const bytesPerS = dirs.reduce((n, d) => n + (d.bw_bytes ?? (d.bw ?? 0) * 1024), 0);
+  // Percentiles of the busier direction: a mixed job reports each direction apart.
+  const busier = (job.read?.iops ?? 0) >= (job.write?.iops ?? 0) ? job.read : job.write;
+  const pct = (p: string): number => Math.round(((busier?.clat_ns?.percentile?.[p] ?? 0) / 1000) * 10) / 10;
+  return {
+    iops: Math.round(dirs.reduce((n, d) => n + (d.iops ?? 0), 0)),
+    readIops: Math.round(job.read?.iops ?? 0),
+    writeIops: Math.round(job.write?.iops ?? 0),
+    mbps: Math.round((bytesPerS / 1e6) * 10) / 10,
+    p50Us: pct('50.000000'),
+    p99Us: pct('99.000000'),
+    error: job.error ?? 0,
+    ios: dirs.reduce((n, d) => n + (d.total_ios ?? 0), 0),
+    fioVersion: doc['fio version'] ?? '?',
+  };
+}
+
+/** The options `cat /dev/nvme-fabrics` lists (kernels ≥ 5.19 print every token they accept: "instance=-1,cntlid=-1,transport=%s,..."). */
+export function parseFabricsOptions(text: string): string[] {
+  return text
+    .trim()
+    .split(',')
+    .map((t) => t.split('=')[0]?.trim() ?? '')
+    .filter((t) => t !== '');
+}
+
+/** Quotes one argument for a POSIX shell (the lab runner sends command lines to the guest's busybox sh). */
+export function shQuote(a: string): string {
+  return /^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`;
+}

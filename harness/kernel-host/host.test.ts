@@ -1,0 +1,118 @@
+// The Linux-host driver's local runner against fake nvme-cli and fio on PATH (fake-tools.ts): the command lines it
+// builds, fio JSON parsing, skipped arms with their reasons, and cleanup (every controller disconnected, even when
+// fio fails). No root, no kernel module, no qemu.
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { findScenario } from '../scenarios/index.js';
+import type { ScenarioContext } from '../scenarios/types.js';
+import { renderMarkdown } from '../report/markdown.js';
+import { connectArgv, fioArgv, parseFabricsOptions, parseFioJson } from './commands.js';
+import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
+import { localPrerequisites } from './runner.js';
+
+let fake: FakeTools | undefined;
+afterEach(async () => {
+  await fake?.cleanup();
+  fake = undefined;
+});
+
+const ctxFor = (f: FakeTools): ScenarioContext => ({ quick: true, log: () => undefined, kernelHost: { where: 'local', env: f.env, root: f.root, uid: 0 } });
+const run = async (name: string, f: FakeTools) => (findScenario(name) as NonNullable<ReturnType<typeof findScenario>>).run(ctxFor(f));
+/** Controllers left in the fake /sys after a run (the kernel's view of what is still connected). */
+const leftConnected = async (f: FakeTools): Promise<string[]> => readdir(path.join(f.root, 'sys/class/nvme'));
+
+describe('kernel host command lines', () => {
+  it('nvme connect with every option, and fio with JSON output', () => {
+    expect(connectArgv({ traddr: '10.0.2.100', trsvcid: 4420, nqn: 'nqn.x', nrIoQueues: 64, duplicate: true, queuesPerHctx: 2, ctrlLossTmo: 2 })).toEqual([
+      'nvme', 'connect', '-t', 'tcp', '-a', '10.0.2.100', '-s', '4420', '-n', 'nqn.x', '--nr-io-queues=64', '--duplicate-connect', '--queues-per-hctx=2', '--ctrl-loss-tmo=2', '-o', 'json',
+    ]);
+    const f = fioArgv({ name: 'a', filename: '/dev/nvme0n1', rw: 'randread', bs: '4k', iodepth: 16, runtimeS: 2, size: '64m' });
+    expect(f).toContain('--output-format=json');
+    expect(f).toContain('--time_based');
+    expect(fioArgv({ name: 'v', filename: '/dev/x', rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' })).toContain('--verify=crc32c');
+  });
+
+  it("parses fio's JSON (after a warning line) and the option list of /dev/nvme-fabrics", () => {
+    const r = parseFioJson(`fio: note: both iodepth >= 1 and synchronous I/O engine are selected\n${FIO_JSON}`);
+    expect(r).toMatchObject({ iops: 100000, readIops: 100000, writeIops: 0, mbps: 409.6, p50Us: 148.5, p99Us: 255, error: 0, ios: 300001, fioVersion: 'fio-3.33' });
+    expect(() => parseFioJson('fio: failed to open /dev/nvme9n1')).toThrow(/no JSON.*nvme9n1/);
+    expect(parseFabricsOptions('instance=-1,cntlid=-1,transport=%s,nr_io_queues=%d,duplicate_connect\n')).toEqual(['instance', 'cntlid', 'transport', 'nr_io_queues', 'duplicate_connect']);
+  });
+
+  it('--local prerequisites: one line naming what is missing and how to get it', async () => {
+    fake = await fakeTools();
+    expect(localPrerequisites({ uid: 1000, env: fake.env, sysRoot: fake.root })).toMatch(/needs root.*sudo/);
+    expect(localPrerequisites({ uid: 0, env: fake.env, sysRoot: path.join(fake.root, 'nowhere') })).toMatch(/nvme-tcp module.*modprobe nvme-tcp/);
+    expect(localPrerequisites({ uid: 0, env: { PATH: '/nonexistent' }, sysRoot: fake.root })).toMatch(/needs nvme and fio on PATH.*apt-get install nvme-cli fio/);
+    expect(localPrerequisites({ uid: 0, env: fake.env, sysRoot: fake.root })).toBeUndefined();
+  });
+});
+
+describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', () => {
+  it('duplicate-connect: K duplicate controllers per iopolicy and placement, fio JSON in the arms, all disconnected', async () => {
+    fake = await fakeTools();
+    const r = await run('duplicate-connect', fake);
+    expect(r.initiator).toMatchObject({ kind: 'kernel', where: 'local' });
+    expect(r.arms.map((a) => a.name)).toEqual([
+      '1-ctrl/single', '2-ctrl-round-robin/single', '2-ctrl-queue-depth/single', '2-ctrl-numa/single',
+      '1-ctrl/queue', '2-ctrl-round-robin/queue', '2-ctrl-queue-depth/queue', '2-ctrl-numa/queue', '2-ctrl-round-robin/queue/verify',
+    ]);
+    for (const a of r.arms) {
+      expect(a.error, a.name).toBeUndefined();
+      expect(a.metrics['iops'], a.name).toBe(100000);
+      expect(a.metrics['paths'], a.name).toBe(a.params['controllers']);
+      expect(a.metrics['targetWorker0Ios'], a.name).toBeTypeOf('number');
+      expect(a.metrics['targetWorker1Ios'], a.name).toBeTypeOf('number');
+    }
+    const calls = await fake.calls();
+    const connects = calls.filter((c) => c.startsWith('nvme connect'));
+    expect(connects).toHaveLength(16); // 2 placements × (1 + 3 policies × 2) + 2 (verify)
+    expect(connects.filter((c) => c.includes('--duplicate-connect'))).toHaveLength(14);
+    expect(connects.every((c) => c.includes('--nr-io-queues=2') && c.includes('-o json'))).toBe(true);
+    expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(16);
+    expect(calls.filter((c) => c.startsWith('fio')).every((c) => c.includes('--output-format=json'))).toBe(true);
+    expect(calls.some((c) => c.startsWith('fio') && c.includes('--verify=crc32c'))).toBe(true);
+    expect(await leftConnected(fake)).toEqual([]);
+    expect(renderMarkdown(r)).toMatch(/Initiator: the Linux host \(nvme-cli \+ fio\), kernel .*, on this machine\./);
+  }, 60_000);
+
+  it('fio failing: the arm fails with fio\'s message, every controller it connected is disconnected, the report is still made', async () => {
+    fake = await fakeTools({ extraEnv: { FAKE_FIO_FAIL: '1' } });
+    const r = await run('duplicate-connect', fake);
+    expect(r.ok).toBe(false);
+    for (const a of r.arms) expect(a.error, a.name).toMatch(/fio failed \(exit 1\): .*Input\/output error/);
+    const calls = await fake.calls();
+    expect(calls.filter((c) => c.startsWith('nvme disconnect')).length).toBe(calls.filter((c) => c.startsWith('nvme connect')).length);
+    expect(await leftConnected(fake)).toEqual([]);
+  }, 60_000);
+
+  it('arms the kernel cannot run are skipped with the reason: no queues_per_hctx, no multipath, no io_cpu attribute', async () => {
+    fake = await fakeTools({ multipath: false });
+    const qg = await run('queue-groups', fake);
+    expect(qg.arms.find((a) => a.name === 'qph1')?.metrics['iops']).toBe(100000);
+    for (const n of ['qph2', 'qph4']) expect(qg.arms.find((a) => a.name === n)?.skipped).toMatch(/nvme-fabrics does not accept queues_per_hctx/);
+    expect(renderMarkdown(qg)).toMatch(/qph2 \(skipped: kernel .*queues_per_hctx/);
+    expect((await fake.calls()).some((c) => c.includes('--queues-per-hctx'))).toBe(false);
+
+    const mh = await run('match-hw-queues', fake);
+    expect(mh.arms.find((a) => a.name === 'io-cpu')?.skipped).toMatch(/no per-queue io_cpu attribute/);
+    expect(mh.arms.find((a) => a.name === 'matched')?.params['nr_io_queues']).toBe(1);
+
+    const dc = await run('duplicate-connect', fake);
+    expect(dc.arms.filter((a) => a.name.startsWith('2-ctrl')).every((a) => /native multipath is off/.test(a.skipped ?? ''))).toBe(true);
+    expect(dc.arms.find((a) => a.name === '1-ctrl/single')?.metrics['iops']).toBe(100000);
+    expect(await leftConnected(fake)).toEqual([]);
+  }, 60_000);
+
+  it('parallel-connect: nvme connect --nr-io-queues=64 at 0/1/5 ms, each controller disconnected', async () => {
+    fake = await fakeTools();
+    const r = await run('parallel-connect', fake);
+    expect(r.arms.map((a) => a.name)).toEqual(['linux-0ms', 'linux-1ms', 'linux-5ms']);
+    for (const a of r.arms) expect(a.metrics).toMatchObject({ ioQueues: 64, repetitions: 2 });
+    const calls = await fake.calls();
+    expect(calls.filter((c) => c.startsWith('nvme connect') && c.includes('--nr-io-queues=64'))).toHaveLength(6);
+    expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(6);
+    expect(r.verdict).toMatch(/sets up its 64 I\/O queues/);
+  }, 60_000);
+});

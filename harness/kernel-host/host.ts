@@ -1,0 +1,173 @@
+// The Linux host driver: probes what the running kernel offers, connects controllers with nvme-cli, runs fio, and
+// disconnects every controller it connected. An arm the kernel cannot run is a `skip: <reason>`, never a fallback.
+import { connectArgv, disconnectArgv, fioArgv, parseConnectDevice, parseFabricsOptions, parseFioJson, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
+import type { ExecResult, HostRunner } from './runner.js';
+
+/** A failed nvme-cli or fio command: the arm fails with the tool's own message. */
+export class KernelHostCommandError extends Error {
+  readonly code = 'KERNEL_HOST_ERR_COMMAND';
+}
+
+/** What the kernel offers, read before the arms (each arm names the fact it needs). */
+export interface KernelOffers {
+  kernel: string;
+  /** Tokens `cat /dev/nvme-fabrics` lists; undefined when the kernel does not list them (before 5.19). */
+  fabricsOptions: string[] | undefined;
+  /** nvme_core's multipath parameter: native multipath puts duplicate controllers under one head. */
+  multipath: boolean;
+  /** nvme_core's default iopolicy (numa on every kernel so far). */
+  iopolicy: string | undefined;
+}
+
+export interface KernelController {
+  device: string;
+  /** Wall time of `nvme connect` where it ran. */
+  connectMs: number;
+}
+
+/** `skip: <reason>` for an arm, or undefined when the kernel can run it. */
+export type ArmCheck = string | undefined;
+
+export class KernelHost {
+  readonly runner: HostRunner;
+  /** Prefix for /sys and /dev paths (tests point it at a fake tree; '' on a real host). */
+  readonly root: string;
+  readonly #connected: string[] = [];
+  #offers: KernelOffers | undefined;
+
+  constructor(runner: HostRunner, o: { root?: string } = {}) {
+    this.runner = runner;
+    this.root = o.root ?? '';
+  }
+
+  /** Every controller connected and not yet disconnected, oldest first. */
+  get connected(): readonly string[] {
+    return this.#connected;
+  }
+
+  async #sh(script: string): Promise<ExecResult> {
+    return this.runner.exec(['sh', '-c', script]);
+  }
+
+  async #read(p: string): Promise<string | undefined> {
+    const r = await this.runner.exec(['cat', this.root + p]);
+    return r.code === 0 ? r.stdout.trim() : undefined;
+  }
+
+  async offers(): Promise<KernelOffers> {
+    if (this.#offers !== undefined) return this.#offers;
+    const kernel = (await this.runner.exec(['uname', '-r'])).stdout.trim() || '?';
+    const fab = await this.#read('/dev/nvme-fabrics');
+    const mp = await this.#read('/sys/module/nvme_core/parameters/multipath');
+    const pol = await this.#read('/sys/module/nvme_core/parameters/iopolicy');
+    this.#offers = { kernel, fabricsOptions: fab === undefined || !fab.includes(',') ? undefined : parseFabricsOptions(fab), multipath: mp === 'Y', iopolicy: pol };
+    return this.#offers;
+  }
+
+  /** Whether nvme-fabrics accepts `option` (e.g. queues_per_hctx, nr_io_queues); the reason when it does not. */
+  async needsOption(option: string): Promise<ArmCheck> {
+    const o = await this.offers();
+    if (o.fabricsOptions === undefined) return `kernel ${o.kernel} does not list its nvme-fabrics options (cat /dev/nvme-fabrics), so ${option} cannot be checked`;
+    return o.fabricsOptions.includes(option) ? undefined : `kernel ${o.kernel}: nvme-fabrics does not accept ${option} (cat /dev/nvme-fabrics lists ${o.fabricsOptions.length} options without it)`;
+  }
+
+  async needsMultipath(): Promise<ArmCheck> {
+    const o = await this.offers();
+    return o.multipath ? undefined : `kernel ${o.kernel}: native multipath is off (nvme_core multipath=N), so duplicate controllers get no shared head`;
+  }
+
+  /** nvme connect; throws KernelHostCommandError with nvme-cli's message. */
+  async connect(o: KernelConnectOptions): Promise<KernelController> {
+    const before = await this.#controllers();
+    const r = await this.runner.exec(connectArgv(o));
+    let device = parseConnectDevice(r.stdout);
+    if (device === undefined && r.code === 0) device = (await this.#controllers()).find((c) => !before.includes(c));
+    // A controller that came up despite a failing exit status is still ours to disconnect.
+    if (device !== undefined) this.#connected.push(device);
+    if (r.code !== 0) throw new KernelHostCommandError(`nvme connect failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split('\n').slice(-2).join(' / ')}`);
+    if (device === undefined) throw new KernelHostCommandError(`nvme connect printed no device: ${r.stdout.trim()}`);
+    return { device, connectMs: r.wallMs };
+  }
+
+  async #controllers(): Promise<string[]> {
+    const r = await this.runner.exec(['ls', `${this.root}/sys/class/nvme`]);
+    return r.code === 0 ? r.stdout.split(/\s+/).filter((n) => /^nvme\d+$/.test(n)) : [];
+  }
+
+  async disconnect(device: string): Promise<void> {
+    const i = this.#connected.indexOf(device);
+    if (i >= 0) this.#connected.splice(i, 1);
+    const r = await this.runner.exec(disconnectArgv(device));
+    if (r.code !== 0) throw new KernelHostCommandError(`nvme disconnect -d ${device} failed (exit ${r.code}): ${r.stderr.trim()}`);
+  }
+
+  /** Disconnects every controller this host connected (newest first); the first error after trying them all. */
+  async disconnectAll(): Promise<void> {
+    let first: Error | undefined;
+    for (const d of [...this.#connected].reverse()) {
+      try {
+        await this.disconnect(d);
+      } catch (e) {
+        first ??= e as Error;
+      }
+    }
+    if (first !== undefined) throw first;
+  }
+
+  /** I/O queues the controller set up: sysfs queue_count counts the admin queue too. */
+  async ioQueues(device: string): Promise<number | undefined> {
+    const n = Number(await this.#read(`/sys/class/nvme/${device}/queue_count`));
+    return Number.isFinite(n) && n > 0 ? n - 1 : undefined;
+  }
+
+  /**
+   * The subsystem the controller belongs to (native multipath: one per NQN, every duplicate controller a path): its
+   * sysfs name, its namespace head's block device and the controllers under it.
+   */
+  async subsystem(device: string): Promise<{ name: string; blockDevice: string; paths: string[] } | undefined> {
+    const r = await this.#sh(`for s in ${this.root}/sys/class/nvme-subsystem/nvme-subsys*; do [ -e "$s/${device}" ] && echo "$s" && ls "$s"; done`);
+    const lines = r.stdout.split(/\s+/).filter((l) => l !== '');
+    const dir = lines[0];
+    if (dir === undefined) return undefined;
+    const entries = lines.slice(1);
+    const ns = entries.find((e) => /^nvme\d+n\d+$/.test(e));
+    const paths = entries.filter((e) => /^nvme\d+$/.test(e));
+    return { name: dir.split('/').pop() as string, blockDevice: `/dev/${ns ?? `${device}n1`}`, paths };
+  }
+
+  /** Sets the subsystem's iopolicy and reads it back: undefined, or why the kernel refused it (an arm to skip). */
+  async setIopolicy(subsys: string, policy: string): Promise<ArmCheck> {
+    const file = `${this.root}/sys/class/nvme-subsystem/${subsys}/iopolicy`;
+    const w = await this.#sh(`echo ${policy} > ${file}`);
+    const got = await this.#read(`/sys/class/nvme-subsystem/${subsys}/iopolicy`);
+    if (w.code === 0 && got === policy) return undefined;
+    const o = await this.offers();
+    return got === undefined ? `kernel ${o.kernel}: no ${file} (no native multipath subsystem)` : `kernel ${o.kernel} refuses iopolicy ${policy} (${file} stays ${got})`;
+  }
+
+  /**
+   * A per-queue CPU attribute (the io_cpu a queue's io_work runs on). No released kernel exposes one, so the arm
+   * that sets it is skipped with the paths looked at.
+   */
+  async ioCpuAttribute(device: string): Promise<{ path: string } | { skip: string }> {
+    const r = await this.#sh(`ls -d ${this.root}/sys/class/nvme/${device}/io_cpu ${this.root}/sys/class/nvme/${device}/queues/*/io_cpu ${this.root}/sys/kernel/debug/nvme/${device}/queues/*/io_cpu 2>/dev/null | head -n 1`);
+    const p = r.stdout.trim();
+    if (p !== '') return { path: p };
+    return { skip: `kernel ${(await this.offers()).kernel}: no per-queue io_cpu attribute (looked in /sys/class/nvme/${device}/io_cpu, .../queues/*/io_cpu and debugfs nvme/${device}/queues/*/io_cpu)` };
+  }
+
+  /** fio with JSON output; throws KernelHostCommandError with fio's message when fio fails or reports an error. */
+  async fio(job: FioJob): Promise<FioResult> {
+    const r = await this.runner.exec(fioArgv(job), (job.runtimeS + 120) * 1000);
+    if (r.code !== 0) throw new KernelHostCommandError(`fio failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split('\n').slice(-3).join(' / ')}`);
+    const res = parseFioJson(r.stdout);
+    if (res.error !== 0) throw new KernelHostCommandError(`fio reported error ${res.error}: ${r.stderr.trim().split('\n').slice(-2).join(' / ')}`);
+    return res;
+  }
+
+  /** Waits (up to 5 s) for a block device to appear after connect (udev-less guests: devtmpfs). */
+  async waitBlock(dev: string): Promise<boolean> {
+    const r = await this.#sh(`i=0; while [ ! -b ${this.root}${dev} ] && [ ! -f ${this.root}${dev} ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; [ -b ${this.root}${dev} ] || [ -f ${this.root}${dev} ]`);
+    return r.code === 0;
+  }
+}

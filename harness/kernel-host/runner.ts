@@ -1,0 +1,231 @@
+// Where the Linux host's command lines run: on this machine (local, as root) or in the qemu lab's guest (lab). One
+// interface, so the driver (host.ts) builds the same nvme-cli and fio lines for both.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { killLabGroup, labDir, runLabScript } from '../lab.js';
+import { shQuote } from './commands.js';
+
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** Wall time of the command where it ran (lab: measured in the guest from /proc/timer_list). */
+  wallMs: number;
+}
+
+export interface HostRunner {
+  readonly kind: 'local' | 'lab';
+  /** How the host reaches our target's port (lab: the guestfwd address). */
+  targetAddress(hostPort: number): { traddr: string; trsvcid: number };
+  exec(argv: readonly string[], timeoutMs?: number): Promise<ExecResult>;
+  /** `emulated (TCG)` / `emulated (KVM)` for the lab; undefined on real hardware. */
+  readonly emulated: string | undefined;
+  close(): Promise<void>;
+}
+
+/** Thrown before anything connects when the host cannot run the experiments; the message is one line with the fix. */
+export class KernelHostUnavailable extends Error {
+  readonly code = 'KERNEL_HOST_ERR_UNAVAILABLE';
+}
+
+const onPath = (tool: string, env: NodeJS.ProcessEnv): boolean =>
+  (env['PATH'] ?? '').split(path.delimiter).some((d) => d !== '' && existsSync(path.join(d, tool)));
+
+/**
+ * What `--initiator kernel --local` needs, checked before anything connects: root (nvme connect writes
+ * /dev/nvme-fabrics), the nvme-tcp module (/sys/module/nvme_tcp), nvme-cli and fio on PATH. Undefined when all are there.
+ */
+export function localPrerequisites(o: { uid?: number; env?: NodeJS.ProcessEnv; sysRoot?: string } = {}): string | undefined {
+  const env = o.env ?? process.env;
+  const uid = o.uid ?? process.getuid?.() ?? 0;
+  if (uid !== 0) return '--initiator kernel --local needs root (nvme connect writes /dev/nvme-fabrics): run it with sudo';
+  if (!existsSync(path.join(o.sysRoot ?? '/', 'sys', 'module', 'nvme_tcp'))) return '--initiator kernel --local needs the nvme-tcp module: load it with "modprobe nvme-tcp" (package linux-modules-extra on Ubuntu)';
+  const missing = ['nvme', 'fio'].filter((t) => !onPath(t, env));
+  if (missing.length > 0) return `--initiator kernel --local needs ${missing.join(' and ')} on PATH: install ${missing.map((t) => (t === 'nvme' ? 'nvme-cli' : t)).join(' and ')} (apt-get install nvme-cli fio)`;
+  return undefined;
+}
+
+/** Runs argv on this machine (execFile, no shell), with `env` (tests put fake nvme/fio first on PATH). */
+export function localRunner(o: { env?: NodeJS.ProcessEnv } = {}): HostRunner {
+  return {
+    kind: 'local',
+    emulated: undefined,
+    targetAddress: (port) => ({ traddr: '127.0.0.1', trsvcid: port }),
+    exec: (argv, timeoutMs = 120_000) =>
+      new Promise((resolve) => {
+        const t0 = performance.now();
+        execFile(argv[0] as string, argv.slice(1), { env: o.env ?? process.env, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+          const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 127;
+          resolve({ code, stdout, stderr: err !== null && stderr === '' ? err.message : stderr, wallMs: performance.now() - t0 });
+        });
+      }),
+    close: async () => undefined,
+  };
+}
+
+/** The lab kernels: `6.1` (build.sh, /var/tmp/nvme-lab) and `newest` (build-newest-kernel.sh, /var/tmp/nvme-lab-7). */
+export const LAB_KERNELS = {
+  '6.1': { out: '/var/tmp/nvme-lab', script: 'build.sh' },
+  newest: { out: '/var/tmp/nvme-lab-7', script: 'build-newest-kernel.sh' },
+} as const;
+export type LabKernel = keyof typeof LAB_KERNELS;
+
+/** Undefined when the lab for `which` is built; else one line naming the build script. */
+export function labPrerequisites(which: LabKernel): string | undefined {
+  const { out, script } = LAB_KERNELS[which];
+  let lab: string;
+  try {
+    lab = labDir();
+  } catch (e) {
+    return (e as Error).message;
+  }
+  for (const f of ['vmlinuz', 'initramfs.cpio.gz']) {
+    if (!existsSync(path.join(out, f))) return `the ${which} lab kernel is not built (${path.join(out, f)} missing): run "bash ${path.join(lab, script)}"`;
+  }
+  if (!onPath('qemu-system-x86_64', process.env)) return `qemu-system-x86_64 is not installed: run "bash ${path.join(lab, 'build.sh')}" (it installs qemu)`;
+  return undefined;
+}
+
+/** Guest IP:port of the command server's guestfwd, and of the target's. */
+const CMD_GUEST = '10.0.2.101:8080';
+const TARGET_GUEST = { traddr: '10.0.2.100', trsvcid: 4420 };
+
+/**
+ * The guest's side of the lab runner: a loop that fetches the next command line over HTTP (busybox wget, through a
+ * guestfwd to this process), runs it with sh, and posts stderr, then stdout with the exit status and wall time.
+ */
+const GUEST_LOOP = `#!/bin/sh
+C=http://${CMD_GUEST}
+echo 5 > /sys/module/nvme_core/parameters/admin_timeout
+# ns since boot: /proc/timer_list's "now at N nsecs" (root), else /proc/uptime (10 ms steps); the host subtracts.
+ns() { n=$(sed -n '/^now at /{s/^now at \\([0-9]*\\) nsecs.*/\\1/p;q}' /proc/timer_list 2>/dev/null); [ -n "$n" ] && echo "$n" || { read -r a _ < /proc/uptime; echo "$(echo "$a" | tr -d .)0000000"; }; }
+echo ===KERNEL-HOST-LOOP===
+while :; do
+  rm -f /tmp/cmd; wget -q -O /tmp/cmd "$C/next" 2>/dev/null || { sleep 0.2; continue; }
+  [ -s /tmp/cmd ] || continue
+  [ "$(cat /tmp/cmd)" = EXIT ] && break
+  t0=$(ns); sh /tmp/cmd > /tmp/out 2> /tmp/err; rc=$?; t1=$(ns)
+  wget -q -O /dev/null --post-file=/tmp/err "$C/stderr" 2>/dev/null
+  wget -q -O /dev/null --post-file=/tmp/out "$C/result?rc=$rc&t0=$t0&t1=$t1" 2>/dev/null
+done
+echo ===KERNEL-HOST-LOOP-END===
+`;
+
+interface Pending {
+  line: string;
+  stderr: string;
+  resolve: (r: ExecResult) => void;
+}
+
+/**
+ * Boots the lab guest (run.sh, `which` kernel) with the guest loop above, a guestfwd 10.0.2.100:4420 to
+ * `targetPort` (our target) and one to the command server; resolves once the guest asks for its first command.
+ */
+export async function labRunner(o: { which: LabKernel; targetPort: number; smp?: number; timeoutS?: number; log?: (m: string) => void }): Promise<HostRunner> {
+  const missing = labPrerequisites(o.which);
+  if (missing !== undefined) throw new KernelHostUnavailable(missing);
+  const out = LAB_KERNELS[o.which].out;
+  const queue: Pending[] = [];
+  let current: Pending | undefined;
+  let waiting: http.ServerResponse | undefined;
+  let ready: () => void = () => undefined;
+  const firstAsk = new Promise<void>((r) => (ready = r));
+  const hand = (): void => {
+    if (waiting === undefined || current !== undefined) return;
+    const next = queue.shift();
+    if (next === undefined) return;
+    current = next;
+    waiting.end(next.line);
+    waiting = undefined;
+  };
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://guest');
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      if (url.pathname === '/next') {
+        ready();
+        waiting = res;
+        // busybox wget gives up after a while: answer empty now and then, the guest asks again.
+        const t = setTimeout(() => {
+          if (waiting === res) {
+            waiting = undefined;
+            res.end('');
+          }
+        }, 30_000);
+        res.once('close', () => clearTimeout(t));
+        hand();
+        return;
+      }
+      if (url.pathname === '/stderr' && current !== undefined) current.stderr = body;
+      if (url.pathname === '/result' && current !== undefined) {
+        const done = current;
+        current = undefined;
+        done.resolve({ code: Number(url.searchParams.get('rc') ?? 1), stdout: body, stderr: done.stderr, wallMs: (Number(url.searchParams.get('t1') ?? 0) - Number(url.searchParams.get('t0') ?? 0)) / 1e6 });
+      }
+      res.end('');
+      hand();
+    });
+  });
+  const cmdPort = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-host-'));
+  const script = path.join(dir, 'loop.sh');
+  await writeFile(script, GUEST_LOOP, { mode: 0o755 });
+  const accel = (await readFile(path.join(out, 'accel'), 'utf8').catch(() => 'tcg')).trim().toUpperCase();
+  const timeoutS = o.timeoutS ?? 900;
+  const { child, done } = runLabScript(
+    [path.join(labDir(), 'run.sh'), '--timeout', String(timeoutS), '--smp', String(o.smp ?? 2), '--mem', '1024', '--hostfwd', 'none',
+      '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, script],
+    undefined,
+    { LAB_OUT: out },
+  );
+  let ended = false;
+  const exited = done.then((r) => {
+    ended = true;
+    // A guest that died leaves its pending command unanswered: fail it with the lab's last lines.
+    const why = `the lab guest ended (run.sh exit ${String(r.code)}): ${r.out.trim().split('\n').slice(-3).join(' / ')}`;
+    for (const p of [current, ...queue.splice(0)]) p?.resolve({ code: 255, stdout: '', stderr: why, wallMs: 0 });
+    current = undefined;
+    return r;
+  });
+  o.log?.(`booting the ${o.which} lab guest (${accel})`);
+  const booted = await Promise.race([firstAsk.then(() => true), exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(false), 300_000))]);
+  const close = async (): Promise<void> => {
+    if (!ended) {
+      queue.push({ line: 'EXIT', stderr: '', resolve: () => undefined });
+      hand();
+      const t = setTimeout(() => killLabGroup(child), 60_000);
+      await exited;
+      clearTimeout(t);
+    }
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    await rm(dir, { recursive: true, force: true });
+  };
+  if (!booted) {
+    killLabGroup(child);
+    const r = await exited;
+    await close();
+    throw new Error(`the ${o.which} lab guest did not start its command loop: ${r.out.trim().split('\n').slice(-5).join(' / ')}`);
+  }
+  return {
+    kind: 'lab',
+    emulated: `emulated (${accel})`,
+    targetAddress: () => ({ ...TARGET_GUEST }),
+    exec: (argv, timeoutMs = 300_000) =>
+      new Promise<ExecResult>((resolve) => {
+        if (ended) return resolve({ code: 255, stdout: '', stderr: 'the lab guest has ended', wallMs: 0 });
+        // The guest's sh gets the line as a script; busybox timeout bounds a command that hangs.
+        const line = `timeout ${Math.ceil(timeoutMs / 1000)} ${argv.map(shQuote).join(' ')}\n`;
+        queue.push({ line, stderr: '', resolve });
+        hand();
+      }),
+    close,
+  };
+}
+

@@ -1,0 +1,338 @@
+// The seed experiments with the Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine
+// or in the qemu lab's guest (harness/kernel-host), against our target, whose placement the scenario controls. Each
+// arm first asks the kernel whether it can run (KernelHost probes) and is skipped with the reason otherwise.
+import { TargetService } from '../../target/index.js';
+import type { FioJob, FioResult } from '../kernel-host/commands.js';
+import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
+import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
+import { startInProcessTarget } from '../nvme.js';
+import { compare, makeReport, type ReportInit } from '../report/build.js';
+import type { Arm, InitiatorInfo, Report } from '../report/types.js';
+import { median, round1, type ScenarioContext } from './types.js';
+
+/** The driver, what it reports about itself, and the address at which the host reaches our target. */
+interface KernelRun {
+  host: KernelHost;
+  initiator: InitiatorInfo;
+  traddr: string;
+  trsvcid: number;
+  /** The report's setup line. */
+  setup: string;
+}
+
+/**
+ * Starts the runner `ctx.kernelHost` names (the lab guest boots with `smp` vCPUs: the Linux host opens at most one
+ * I/O queue per CPU), runs `fn`, then disconnects whatever is still connected and stops the runner.
+ */
+async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>): Promise<T> {
+  const choice = ctx.kernelHost;
+  if (choice === undefined) throw new Error('withKernelHost without ctx.kernelHost');
+  let runner: HostRunner;
+  if (choice.where === 'local') {
+    const missing = localPrerequisites({ ...(choice.env === undefined ? {} : { env: choice.env }), ...(choice.uid === undefined ? {} : { uid: choice.uid }), sysRoot: choice.root ?? '/' });
+    if (missing !== undefined) throw new KernelHostUnavailable(missing);
+    runner = localRunner(choice.env === undefined ? {} : { env: choice.env });
+  } else {
+    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log });
+  }
+  const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
+  try {
+    const offers = await host.offers();
+    const { traddr, trsvcid } = runner.targetAddress(targetPort);
+    const setup =
+      choice.where === 'lab'
+        ? `qemu guest (${runner.emulated ?? 'emulated'}, ${smp} vCPUs, kernel ${offers.kernel}) reaching our target in this process through guestfwd + socat`
+        : `loopback, the Linux host (kernel ${offers.kernel}) reaching our target in this process`;
+    return await fn({ host, traddr, trsvcid, setup, initiator: { kind: 'kernel', where: choice.where, kernel: offers.kernel, ...(runner.emulated === undefined ? {} : { emulated: runner.emulated }) } });
+  } finally {
+    await host.disconnectAll().catch(() => undefined);
+    await runner.close();
+  }
+}
+
+/**
+ * One arm: skipped with `check`'s reason when set; else `body`'s metrics, or its error. Every controller the body
+ * connected is disconnected afterwards, failed or not.
+ */
+async function kernelArm(ctx: ScenarioContext, host: KernelHost, name: string, params: Arm['params'], check: ArmCheck | Promise<ArmCheck>, body: () => Promise<Record<string, number>>): Promise<Arm> {
+  const skip = await check;
+  if (skip !== undefined) {
+    ctx.log(`${name}: skipped (${skip})`);
+    return { name, params, metrics: {}, skipped: skip };
+  }
+  ctx.log(`${name}: running`);
+  try {
+    return { name, params, metrics: await body() };
+  } catch (e) {
+    if (e instanceof Skip) return { name, params, metrics: {}, skipped: e.message };
+    return { name, params, metrics: {}, error: (e as Error).message };
+  } finally {
+    await host.disconnectAll().catch((e: Error) => ctx.log(`${name}: cleanup: ${e.message}`));
+  }
+}
+
+/** Thrown by an arm's body when a probe made after connecting (iopolicy, io_cpu) says the kernel cannot run it. */
+class Skip extends Error {}
+
+const fioMetrics = (r: FioResult): Record<string, number> => ({ iops: r.iops, mbps: r.mbps, p50Us: r.p50Us, p99Us: r.p99Us, fioIos: r.ios });
+
+function report(init: Omit<ReportInit, 'kind' | 'createdAt' | 'quick'>, ctx: ScenarioContext, createdAt: Date, k: KernelRun | undefined): Report {
+  return makeReport({ kind: 'scenario', quick: ctx.quick, createdAt, ...init, ...(k === undefined ? {} : { initiator: k.initiator, setup: k.setup }) });
+}
+
+const LATENCIES = [0, 1, 5] as const;
+const PC_QUEUES = 64;
+
+/**
+ * parallel-connect with the Linux host: `nvme connect --nr-io-queues=64` with 0/1/5 ms of Connect latency injected
+ * at our target. The slope (extra connect time per injected ms) counts the Connects the host waits for one after the
+ * other: I/O queues + 1 when it sets queues up serially, about 2 (admin, then all I/O queues at once) in parallel.
+ */
+export async function kernelParallelConnect(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
+  const createdAt = new Date();
+  const reps = ctx.quick ? 2 : 5;
+  const target = await startInProcessTarget({ size: '16M', maxIoQueues: PC_QUEUES });
+  try {
+    return await withKernelHost(ctx, target.port, ctx.quick ? 4 : 8, async (k) => {
+      const arms: Arm[] = [];
+      for (const lat of LATENCIES) {
+        target.service.setFaults(target.nqn, { connectLatencyMs: lat });
+        const name = `linux-${lat}ms`;
+        arms.push(
+          await kernelArm(ctx, k.host, name, { connectLatencyMs: lat, nr_io_queues: PC_QUEUES }, k.host.needsOption('nr_io_queues'), async () => {
+            const times: number[] = [];
+            let queues = 0;
+            for (let i = 0; i < reps; i++) {
+              const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 });
+              times.push(c.connectMs);
+              queues = (await k.host.ioQueues(c.device)) ?? 0;
+              await k.host.disconnect(c.device);
+            }
+            return { connectMs: round1(median(times)), minConnectMs: round1(Math.min(...times)), ioQueues: queues, repetitions: reps };
+          }),
+        );
+      }
+      const c0 = arms[0]?.metrics['connectMs'];
+      const c5 = arms[2]?.metrics['connectMs'];
+      const q = arms[2]?.metrics['ioQueues'];
+      let verdict = 'An arm failed or was skipped: no slope.';
+      if (c0 !== undefined && c5 !== undefined && q !== undefined) {
+        const slope = round1((c5 - c0) / 5);
+        const arm5 = arms[2] as Arm;
+        arm5.metrics['msPerInjectedMs'] = slope;
+        const kind = slope >= 0.75 * (q + 1) ? 'serially (one Connect after the other)' : slope <= 3 ? 'in parallel (the I/O queues\' Connects overlap)' : 'partly in parallel';
+        verdict = `Kernel ${k.initiator.kernel} sets up its ${q} I/O queues ${kind}: each injected ms of Connect latency adds ${slope} ms to nvme connect (serial would be ${q + 1}, parallel about 2).`;
+      }
+      return report(
+        {
+          name: 'parallel-connect',
+          title: `${title} (Linux host)`,
+          hypothesis,
+          arms,
+          comparisons: [compare(arms, 'connect time at 5 ms / 0 ms injected latency', 'connectMs', 'linux-5ms', 'linux-0ms', 'lower'), compare(arms, 'connect time at 1 ms / 0 ms injected latency', 'connectMs', 'linux-1ms', 'linux-0ms', 'lower')],
+          verdict,
+          notes: [
+            `connectMs is the median wall time of ${reps} \`nvme connect --nr-io-queues=${PC_QUEUES}\` call(s) where nvme-cli ran${k.initiator.where === 'lab' ? ' (in the guest, from /proc/timer_list)' : ''}; ioQueues is what the controller set up (sysfs queue_count - 1): the Linux host caps it at its online CPUs.`,
+            'Connect latency is injected by our target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
+            'msPerInjectedMs (on linux-5ms) = (connectMs at 5 ms - at 0 ms) / 5: the number of Connects the host waited for in sequence.',
+          ],
+        },
+        ctx,
+        createdAt,
+        k,
+      );
+    });
+  } finally {
+    await target.stop();
+  }
+}
+
+const DUP_POLICIES = ['round-robin', 'queue-depth', 'numa'] as const;
+
+/**
+ * duplicate-connect with the Linux host: 1 controller vs K duplicate controllers under native multipath with each
+ * iopolicy, against our target with 2 worker processes, placement single (every I/O queue on worker 0: nvmet's one-CPU
+ * behaviour) and queue (spread). Each arm carries the target's per-worker command counts and CPU beside the host's IOPS.
+ */
+export async function kernelDuplicateConnect(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
+  const createdAt = new Date();
+  const K = ctx.quick ? 2 : 4;
+  const runtimeS = ctx.quick ? 2 : 10;
+  const workers = 2;
+  const svc = new TargetService({ workers, placement: 'single' });
+  const nqn = 'nqn.2024-01.io.nvme-tcp-ts:kernel-dup';
+  try {
+    const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
+    await svc.addSubsystem({ nqn, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '128M' }, blockSize: 512 }] });
+    return await withKernelHost(ctx, port, 2, async (k) => {
+      const job = (filename: string, verify: boolean): FioJob =>
+        verify
+          ? { name: 'verify', filename, rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' }
+          : { name: 'randread', filename, rw: 'randread', bs: '4k', iodepth: 32, numjobs: 2, runtimeS, size: '64m' };
+      const arm = (name: string, placement: string, controllers: number, policy: string | undefined, verify = false): Promise<Arm> =>
+        kernelArm(ctx, k.host, name, { controllers, iopolicy: policy ?? 'single', nr_io_queues: 2, targetWorkers: workers, targetPlacement: placement, ...(verify ? { fio: 'randwrite 4k verify=crc32c 8m' } : {}) }, controllers > 1 ? k.host.needsMultipath() : undefined, async () => {
+          svc.setPlacement(placement);
+          let first: string | undefined;
+          for (let i = 0; i < controllers; i++) {
+            const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: 2, duplicate: controllers > 1, ctrlLossTmo: 2 });
+            first ??= c.device;
+          }
+          const sub = await k.host.subsystem(first as string);
+          const dev = sub?.blockDevice ?? `/dev/${first as string}n1`;
+          if (policy !== undefined) {
+            const why = sub === undefined ? `no nvme-subsystem for ${first as string} (native multipath off?)` : await k.host.setIopolicy(sub.name, policy);
+            if (why !== undefined) throw new Skip(why);
+          }
+          if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+          const before = svc.workers().map((w) => ({ ios: w.ios, cpuUs: w.cpuUserUs + w.cpuSystemUs }));
+          const t0 = performance.now();
+          const r = await k.host.fio(job(dev, verify));
+          const wallUs = (performance.now() - t0) * 1000;
+          await new Promise((res) => setTimeout(res, 450)); // two worker report intervals
+          const after = svc.workers();
+          const deltas = after.map((w, i) => w.ios - (before[i]?.ios ?? 0));
+          const total = deltas.reduce((a, b) => a + b, 0);
+          const perWorker: Record<string, number> = {};
+          after.forEach((w, i) => {
+            perWorker[`targetWorker${i}Ios`] = deltas[i] ?? 0;
+            perWorker[`targetWorker${i}CpuPct`] = round1((100 * (w.cpuUserUs + w.cpuSystemUs - (before[i]?.cpuUs ?? 0))) / wallUs);
+          });
+          return {
+            ...fioMetrics(r),
+            paths: sub?.paths.length ?? 1,
+            targetWorkersUsed: deltas.filter((d) => d > 0).length,
+            targetMaxWorkerShare: total === 0 ? 0 : Math.round((Math.max(...deltas) / total) * 1000) / 1000,
+            ...perWorker,
+          };
+        });
+      const arms: Arm[] = [];
+      for (const placement of ['single', 'queue']) {
+        arms.push(await arm(`1-ctrl/${placement}`, placement, 1, undefined));
+        for (const p of DUP_POLICIES) arms.push(await arm(`${K}-ctrl-${p}/${placement}`, placement, K, p));
+      }
+      arms.push(await arm(`${K}-ctrl-round-robin/queue/verify`, 'queue', K, 'round-robin', true));
+      const comparisons = [
+        ...['single', 'queue'].flatMap((pl) => DUP_POLICIES.map((p) => compare(arms, `${K} controllers ${p} vs 1 controller IOPS, placement ${pl}`, 'iops', `${K}-ctrl-${p}/${pl}`, `1-ctrl/${pl}`, 'higher'))),
+        compare(arms, `${K} controllers round-robin: placement queue vs single IOPS`, 'iops', `${K}-ctrl-round-robin/queue`, `${K}-ctrl-round-robin/single`, 'higher'),
+      ];
+      const rrS = arms.find((a) => a.name === `${K}-ctrl-round-robin/single`)?.metrics;
+      const rrQ = arms.find((a) => a.name === `${K}-ctrl-round-robin/queue`)?.metrics;
+      const pct = (x: number | undefined): string => `${Math.round((x ?? 0) * 100)}%`;
+      const v = arms.find((a) => a.name.endsWith('/verify'));
+      const verdict =
+        rrS === undefined || rrQ === undefined || rrS['iops'] === undefined || rrQ['iops'] === undefined
+          ? 'A round-robin arm did not run: see the arms.'
+          : `${K} duplicate controllers under round-robin: placement single put ${pct(rrS['targetMaxWorkerShare'])} of the commands on one worker (${rrS['targetWorkersUsed']} used) at ${rrS['iops']} IOPS; placement queue spread them over ${rrQ['targetWorkersUsed']} workers (busiest ${pct(rrQ['targetMaxWorkerShare'])}) at ${rrQ['iops']} IOPS. ` +
+            `Multipath paths: ${rrQ['paths']}. fio verify: ${v === undefined ? 'not run' : v.error !== undefined ? `FAILED (${v.error})` : v.skipped !== undefined ? `skipped (${v.skipped})` : 'clean'}.`;
+      return report(
+        {
+          name: 'duplicate-connect',
+          title: `${title} (Linux host)`,
+          hypothesis: `${hypothesis} With the Linux host: placement single reproduces nvmet's one-CPU behaviour (every queue on one target worker); placement queue spreads the duplicate controllers' queues, so a shortfall that disappears with queue is the target's.`,
+          arms,
+          comparisons,
+          verdict,
+          notes: [
+            `Our target runs its I/O queues in ${workers} worker processes (TargetService workers, the figures GET /workers serves): targetWorkerNIos are the commands worker N completed during fio, targetWorkerNCpuPct its CPU over fio's wall time; targetMaxWorkerShare the busiest worker's share.`,
+            'paths: controllers under the native-multipath subsystem (/sys/class/nvme-subsystem/*/nvmeN); iopolicy is written to that subsystem\'s iopolicy file and read back, and an arm whose policy the kernel refuses is skipped.',
+            `fio: 4k randread QD32 × 2 jobs, ${runtimeS} s, libaio, direct, on the multipath head; the verify arm writes 8 MiB with verify=crc32c and reads it back.`,
+          ],
+        },
+        ctx,
+        createdAt,
+        k,
+      );
+    });
+  } finally {
+    await svc.stop();
+  }
+}
+
+/** A randread fio job on `dev` (queue-groups and match-hw-queues). */
+const randread = (dev: string, quick: boolean): FioJob => ({ name: 'randread', filename: dev, rw: 'randread', bs: '4k', iodepth: 64, runtimeS: quick ? 2 : 10, size: '64m' });
+
+/** Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. */
+async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean): Promise<Record<string, number>> {
+  const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, ctrlLossTmo: 2, ...o });
+  const sub = await k.host.subsystem(c.device);
+  const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
+  if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+  const queues = await k.host.ioQueues(c.device);
+  return { ...fioMetrics(await k.host.fio(randread(dev, quick))), ...(queues === undefined ? {} : { ioQueues: queues }) };
+}
+
+/** queue-groups with the Linux host: queues_per_hctx 1/2/4 where nvme-fabrics accepts the option (the RFC kernel). */
+export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
+  const createdAt = new Date();
+  const target = await startInProcessTarget({ size: '128M' });
+  try {
+    return await withKernelHost(ctx, target.port, 2, async (k) => {
+      const arms: Arm[] = [];
+      for (const qph of [1, 2, 4]) {
+        const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
+        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick)));
+      }
+      const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
+      const ran = comparisons.filter((c) => c !== undefined);
+      return report(
+        {
+          name: 'queue-groups',
+          title: `${title} (Linux host)`,
+          hypothesis,
+          arms,
+          comparisons,
+          verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
+          notes: ['qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).', 'fio: 4k randread QD64, libaio, direct.'],
+        },
+        ctx,
+        createdAt,
+        k,
+      );
+    });
+  } finally {
+    await target.stop();
+  }
+}
+
+/**
+ * match-hw-queues with the Linux host: the kernel's default (one I/O queue per CPU) vs nr_io_queues = the rx queues of
+ * the interface that reaches the target; and the io_cpu arm, where the kernel exposes a per-queue CPU attribute.
+ */
+export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
+  const createdAt = new Date();
+  const target = await startInProcessTarget({ size: '128M' });
+  try {
+    return await withKernelHost(ctx, target.port, 2, async (k) => {
+      const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
+      const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
+      const nicQueues = Number(rx.stdout.trim()) || 1;
+      const arms: Arm[] = [
+        await kernelArm(ctx, k.host, 'baseline', { nr_io_queues: 'kernel default (one per CPU)' }, undefined, () => connectAndFio(k, target.nqn, {}, ctx.quick)),
+        await kernelArm(ctx, k.host, 'matched', { nr_io_queues: nicQueues, nic, nicRxQueues: nicQueues }, k.host.needsOption('nr_io_queues'), () => connectAndFio(k, target.nqn, { nrIoQueues: nicQueues }, ctx.quick)),
+        await kernelArm(ctx, k.host, 'io-cpu', { io_cpu: 'submitter CPU' }, undefined, async () => {
+          const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2 });
+          const attr = await k.host.ioCpuAttribute(c.device);
+          if ('skip' in attr) throw new Skip(attr.skip);
+          throw new Skip(`kernel ${k.initiator.kernel} exposes ${attr.path}, but this harness has no arm that writes it yet`);
+        }),
+      ];
+      const c = compare(arms, 'matched vs baseline IOPS', 'iops', 'matched', 'baseline', 'higher');
+      return report(
+        {
+          name: 'match-hw-queues',
+          title: `${title} (Linux host)`,
+          hypothesis,
+          arms,
+          comparisons: [c],
+          verdict: c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`,
+          notes: [`The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`, 'fio: 4k randread QD64, libaio, direct.'],
+        },
+        ctx,
+        createdAt,
+        k,
+      );
+    });
+  } finally {
+    await target.stop();
+  }
+}
