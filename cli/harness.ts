@@ -30,11 +30,14 @@ import {
 import { parseCpus } from '../harness/load/index.js';
 import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
+import { LAB_KERNELS, labPrerequisites, localPrerequisites, type LabKernel } from '../harness/kernel-host/runner.js';
+import type { KernelHostChoice } from '../harness/scenarios/types.js';
 import { connect, type ConnectOptions, type IoWorkerInfo } from '../initiator/index.js';
 
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --target ours|spdk] [options]
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
+       nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -65,6 +68,10 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
                            busy-polls, so its CPU is 100 % of its cores by design: compare IOPS per core
       --target-cores N     SPDK: reactor cores (one poll group each), taken after the initiator's CPU
       --spdk-interrupt     SPDK: reactors sleep until work arrives instead of busy-polling
+      --initiator kernel   scenarios parallel-connect, duplicate-connect, queue-groups, match-hw-queues
+                           with the Linux host (nvme-cli + fio) as the initiator, against our target:
+      --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
+      --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
       --output-format F    normal (the Markdown summary, default) or json (the JSON report), as fio spells it
       --json               the same as --output-format=json
@@ -96,6 +103,9 @@ const OPTIONS = {
   target: { type: 'string' },
   'target-cores': { type: 'string' },
   'spdk-interrupt': { type: 'boolean' },
+  initiator: { type: 'string' },
+  lab: { type: 'string' },
+  local: { type: 'boolean' },
   'hdr-digest': { type: 'boolean' },
   'data-digest': { type: 'boolean' },
   ram: { type: 'string' },
@@ -158,12 +168,14 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
       }
       const target = targetFlags(v) ?? {};
+      const kernelHost = kernelHostFlags(v, sc.name, ioWorkers);
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
-      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target });
+      const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target, ...(kernelHost === undefined ? {} : { kernelHost }) });
       progress.done();
       return await emit(io, report, v.out ?? 'reports', v.json === true);
     }
     if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
+    if (v.initiator !== undefined || v.lab !== undefined || v.local === true) throw new UsageError('--initiator, --lab and --local apply to --scenario only');
     if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
     return await runJobFile(pos[0] as string, v, io);
   } catch (e) {
@@ -324,6 +336,33 @@ async function runJobOn(io: BenchIo, job: JobRun, v: BenchValues, t: JobTarget):
   } finally {
     await ctrl.disconnect().catch(() => undefined);
   }
+}
+
+const KERNEL_SCENARIOS = ['parallel-connect', 'duplicate-connect', 'queue-groups', 'match-hw-queues'];
+
+/**
+ * --initiator kernel with --lab 6.1|newest or --local; undefined for our initiator. Checks, before anything connects,
+ * that the host can run it: root, nvme-tcp, nvme-cli and fio for --local; the lab kernel built for --lab.
+ */
+function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string, ioWorkers: number | undefined): KernelHostChoice | undefined {
+  if (v.initiator === undefined || v.initiator === 'ours') {
+    if (v.lab !== undefined || v.local === true) throw new UsageError(`--${v.lab !== undefined ? 'lab' : 'local'} needs --initiator kernel`);
+    return undefined;
+  }
+  if (v.initiator !== 'kernel') throw new UsageError(`--initiator must be ours or kernel, got "${v.initiator}"`);
+  if (!KERNEL_SCENARIOS.includes(scenario)) throw new UsageError(`--initiator kernel runs ${KERNEL_SCENARIOS.join(', ')}; not ${scenario}`);
+  if (v.target !== undefined && v.target !== 'ours') throw new UsageError('--initiator kernel runs against our target only: drop --target');
+  if (ioWorkers !== undefined && ioWorkers > 0) throw new UsageError('--io-workers is our initiator\'s: drop it with --initiator kernel');
+  if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|newest or --local (one of them)');
+  if (v.local === true) {
+    const missing = localPrerequisites();
+    if (missing !== undefined) throw new UsageError(missing);
+    return { where: 'local' };
+  }
+  if (!Object.hasOwn(LAB_KERNELS, v.lab as string)) throw new UsageError(`--lab must be ${Object.keys(LAB_KERNELS).join(' or ')}, got "${v.lab}"`);
+  const missing = labPrerequisites(v.lab as LabKernel);
+  if (missing !== undefined) throw new UsageError(missing);
+  return { where: 'lab', lab: v.lab as LabKernel };
 }
 
 /** --target, --target-cores and --spdk-interrupt; undefined without --target. */

@@ -32,6 +32,32 @@ export function connectArgv(o: KernelConnectOptions): string[] {
   ];
 }
 
+/**
+ * The same connect as a shell script that writes the options to /dev/nvme-fabrics itself and prints the kernel's
+ * "instance=N,cntlid=M" (what nvme-cli does underneath). For duplicate controllers only: nvme-cli 2.3's lookup_ctrl
+ * answers "already connected" before it writes, --duplicate-connect or not (nvme-cli PR #1993 narrowed that check
+ * in 2.5). hostnqn/hostid default to /etc/nvme's, as nvme-cli's do, so the duplicate is the same host.
+ */
+export function fabricsWriteScript(o: KernelConnectOptions, root = ''): string {
+  const opts = [
+    `nqn=${o.nqn}`, 'transport=tcp', `traddr=${o.traddr}`, `trsvcid=${o.trsvcid}`,
+    ...(o.nrIoQueues === undefined ? [] : [`nr_io_queues=${o.nrIoQueues}`]),
+    ...(o.queueSize === undefined ? [] : [`queue_size=${o.queueSize}`]),
+    ...(o.duplicate === true ? ['duplicate_connect'] : []),
+    ...(o.queuesPerHctx === undefined ? [] : [`queues_per_hctx=${o.queuesPerHctx}`]),
+    ...(o.ctrlLossTmo === undefined ? [] : [`ctrl_loss_tmo=${o.ctrlLossTmo}`]),
+  ].join(',');
+  const hn = o.hostnqn === undefined ? `$(cat ${root}/etc/nvme/hostnqn 2>/dev/null)` : o.hostnqn;
+  const hi = o.hostid === undefined ? `$(cat ${root}/etc/nvme/hostid 2>/dev/null)` : o.hostid;
+  return `hn=${hn}; hi=${hi}; o="${opts}\${hn:+,hostnqn=$hn}\${hi:+,hostid=$hi}"; exec 3<>${root}/dev/nvme-fabrics && echo "$o" >&3 && read -r r <&3 && echo "$r"`;
+}
+
+/** `instance=3,cntlid=2` → nvme3. */
+export const parseFabricsInstance = (out: string): string | undefined => {
+  const m = /instance=(\d+)/.exec(out);
+  return m === null ? undefined : `nvme${m[1]}`;
+};
+
 export const disconnectArgv = (device: string): string[] => ['nvme', 'disconnect', '-d', device];
 
 /**

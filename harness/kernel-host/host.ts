@@ -1,6 +1,6 @@
 // The Linux host driver: probes what the running kernel offers, connects controllers with nvme-cli, runs fio, and
 // disconnects every controller it connected. An arm the kernel cannot run is a `skip: <reason>`, never a fallback.
-import { connectArgv, disconnectArgv, fioArgv, parseConnectDevice, parseFabricsOptions, parseFioJson, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
+import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJson, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
 import type { ExecResult, HostRunner } from './runner.js';
 
 /** A failed nvme-cli or fio command: the arm fails with the tool's own message. */
@@ -76,11 +76,22 @@ export class KernelHost {
     return o.multipath ? undefined : `kernel ${o.kernel}: native multipath is off (nvme_core multipath=N), so duplicate controllers get no shared head`;
   }
 
-  /** nvme connect; throws KernelHostCommandError with nvme-cli's message. */
+  /** Things the driver did differently from a plain nvme-cli run, once each, for the report's notes. */
+  readonly notes = new Set<string>();
+
+  /**
+   * nvme connect; throws KernelHostCommandError with nvme-cli's message. A duplicate that nvme-cli refuses as
+   * "already connected" (2.3's userspace check) is written to /dev/nvme-fabrics directly, and a note says so.
+   */
   async connect(o: KernelConnectOptions): Promise<KernelController> {
     const before = await this.#controllers();
-    const r = await this.runner.exec(connectArgv(o));
+    let r = await this.runner.exec(connectArgv(o));
     let device = parseConnectDevice(r.stdout);
+    if (r.code !== 0 && o.duplicate === true && /already connected/.test(r.stderr + r.stdout)) {
+      this.notes.add('nvme-cli answered "already connected" to --duplicate-connect (its userspace lookup_ctrl check, nvme-cli < 2.5), so duplicate controllers were created by writing the same options, duplicate_connect included, to /dev/nvme-fabrics, as nvme-cli does underneath.');
+      r = await this.runner.exec(['sh', '-c', fabricsWriteScript(o, this.root)]);
+      device = r.code === 0 ? parseFabricsInstance(r.stdout) : undefined;
+    }
     if (device === undefined && r.code === 0) device = (await this.#controllers()).find((c) => !before.includes(c));
     // A controller that came up despite a failing exit status is still ours to disconnect.
     if (device !== undefined) this.#connected.push(device);

@@ -67,16 +67,20 @@ export function localRunner(o: { env?: NodeJS.ProcessEnv } = {}): HostRunner {
   };
 }
 
-/** The lab kernels: `6.1` (build.sh, /var/tmp/nvme-lab) and `newest` (build-newest-kernel.sh, /var/tmp/nvme-lab-7). */
+/**
+ * The lab kernels: `6.1` (build.sh, LAB_OUT or /var/tmp/nvme-lab) and `newest` (build-newest-kernel.sh, LAB7_OUT or
+ * /var/tmp/nvme-lab-7).
+ */
 export const LAB_KERNELS = {
-  '6.1': { out: '/var/tmp/nvme-lab', script: 'build.sh' },
-  newest: { out: '/var/tmp/nvme-lab-7', script: 'build-newest-kernel.sh' },
+  '6.1': { out: () => process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', script: 'build.sh' },
+  newest: { out: () => process.env['LAB7_OUT'] ?? '/var/tmp/nvme-lab-7', script: 'build-newest-kernel.sh' },
 } as const;
 export type LabKernel = keyof typeof LAB_KERNELS;
 
 /** Undefined when the lab for `which` is built; else one line naming the build script. */
 export function labPrerequisites(which: LabKernel): string | undefined {
-  const { out, script } = LAB_KERNELS[which];
+  const { script } = LAB_KERNELS[which];
+  const out = LAB_KERNELS[which].out();
   let lab: string;
   try {
     lab = labDir();
@@ -128,7 +132,7 @@ interface Pending {
 export async function labRunner(o: { which: LabKernel; targetPort: number; smp?: number; timeoutS?: number; log?: (m: string) => void }): Promise<HostRunner> {
   const missing = labPrerequisites(o.which);
   if (missing !== undefined) throw new KernelHostUnavailable(missing);
-  const out = LAB_KERNELS[o.which].out;
+  const out = LAB_KERNELS[o.which].out();
   const queue: Pending[] = [];
   let current: Pending | undefined;
   let waiting: http.ServerResponse | undefined;
