@@ -126,6 +126,70 @@ interface Pending {
 }
 
 /**
+ * The host side of the guest loop: hands queued command lines to the guest's long-polling GET /next one at a time,
+ * and resolves each with the stderr (POST /stderr) and stdout, exit status and guest times (POST /result) it posts.
+ */
+class GuestCommandServer {
+  readonly #queue: Pending[] = [];
+  #current: Pending | undefined;
+  #waiting: http.ServerResponse | undefined;
+  #asked: () => void = () => undefined;
+  /** Resolves when the guest first asks for a command (its loop runs). */
+  readonly firstAsk = new Promise<void>((r) => (this.#asked = r));
+  readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => this.#request(new URL(req.url ?? '/', 'http://guest'), Buffer.concat(chunks).toString(), res));
+  });
+
+  push(p: Pending): void {
+    this.#queue.push(p);
+    this.#hand();
+  }
+
+  /** Fails the command in hand and every queued one with `why` (the guest died). */
+  failAll(why: string): void {
+    for (const p of [this.#current, ...this.#queue.splice(0)]) p?.resolve({ code: 255, stdout: '', stderr: why, wallMs: 0 });
+    this.#current = undefined;
+  }
+
+  #hand(): void {
+    if (this.#waiting === undefined || this.#current !== undefined) return;
+    const next = this.#queue.shift();
+    if (next === undefined) return;
+    this.#current = next;
+    this.#waiting.end(next.line);
+    this.#waiting = undefined;
+  }
+
+  #request(url: URL, body: string, res: http.ServerResponse): void {
+    if (url.pathname === '/next') {
+      this.#asked();
+      this.#waiting = res;
+      // busybox wget gives up after a while: answer empty now and then, the guest asks again.
+      const t = setTimeout(() => {
+        if (this.#waiting === res) {
+          this.#waiting = undefined;
+          res.end('');
+        }
+      }, 30_000);
+      res.once('close', () => clearTimeout(t));
+      this.#hand();
+      return;
+    }
+    const cur = this.#current;
+    if (url.pathname === '/stderr' && cur !== undefined) cur.stderr = body;
+    if (url.pathname === '/result' && cur !== undefined) {
+      this.#current = undefined;
+      const ns = (k: string): number => Number(url.searchParams.get(k) ?? 0);
+      cur.resolve({ code: Number(url.searchParams.get('rc') ?? 1), stdout: body, stderr: cur.stderr, wallMs: (ns('t1') - ns('t0')) / 1e6 });
+    }
+    res.end('');
+    this.#hand();
+  }
+}
+
+/**
  * Boots the lab guest (run.sh, `which` kernel) with the guest loop above, a guestfwd 10.0.2.100:4420 to
  * `targetPort` (our target) and one to the command server; resolves once the guest asks for its first command.
  */
@@ -133,49 +197,8 @@ export async function labRunner(o: { which: LabKernel; targetPort: number; smp?:
   const missing = labPrerequisites(o.which);
   if (missing !== undefined) throw new KernelHostUnavailable(missing);
   const out = LAB_KERNELS[o.which].out();
-  const queue: Pending[] = [];
-  let current: Pending | undefined;
-  let waiting: http.ServerResponse | undefined;
-  let ready: () => void = () => undefined;
-  const firstAsk = new Promise<void>((r) => (ready = r));
-  const hand = (): void => {
-    if (waiting === undefined || current !== undefined) return;
-    const next = queue.shift();
-    if (next === undefined) return;
-    current = next;
-    waiting.end(next.line);
-    waiting = undefined;
-  };
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://guest');
-    const chunks: Buffer[] = [];
-    req.on('data', (d: Buffer) => chunks.push(d));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString();
-      if (url.pathname === '/next') {
-        ready();
-        waiting = res;
-        // busybox wget gives up after a while: answer empty now and then, the guest asks again.
-        const t = setTimeout(() => {
-          if (waiting === res) {
-            waiting = undefined;
-            res.end('');
-          }
-        }, 30_000);
-        res.once('close', () => clearTimeout(t));
-        hand();
-        return;
-      }
-      if (url.pathname === '/stderr' && current !== undefined) current.stderr = body;
-      if (url.pathname === '/result' && current !== undefined) {
-        const done = current;
-        current = undefined;
-        done.resolve({ code: Number(url.searchParams.get('rc') ?? 1), stdout: body, stderr: done.stderr, wallMs: (Number(url.searchParams.get('t1') ?? 0) - Number(url.searchParams.get('t0') ?? 0)) / 1e6 });
-      }
-      res.end('');
-      hand();
-    });
-  });
+  const cmds = new GuestCommandServer();
+  const server = cmds.server;
   const cmdPort = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
   const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-host-'));
   const script = path.join(dir, 'loop.sh');
@@ -193,16 +216,14 @@ export async function labRunner(o: { which: LabKernel; targetPort: number; smp?:
     ended = true;
     // A guest that died leaves its pending command unanswered: fail it with the lab's last lines.
     const why = `the lab guest ended (run.sh exit ${String(r.code)}): ${r.out.trim().split('\n').slice(-3).join(' / ')}`;
-    for (const p of [current, ...queue.splice(0)]) p?.resolve({ code: 255, stdout: '', stderr: why, wallMs: 0 });
-    current = undefined;
+    cmds.failAll(why);
     return r;
   });
   o.log?.(`booting the ${o.which} lab guest (${accel})`);
-  const booted = await Promise.race([firstAsk.then(() => true), exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(false), 300_000))]);
+  const booted = await Promise.race([cmds.firstAsk.then(() => true), exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(false), 300_000))]);
   const close = async (): Promise<void> => {
     if (!ended) {
-      queue.push({ line: 'EXIT', stderr: '', resolve: () => undefined });
-      hand();
+      cmds.push({ line: 'EXIT', stderr: '', resolve: () => undefined });
       const t = setTimeout(() => killLabGroup(child), 60_000);
       await exited;
       clearTimeout(t);
@@ -226,8 +247,7 @@ export async function labRunner(o: { which: LabKernel; targetPort: number; smp?:
         if (ended) return resolve({ code: 255, stdout: '', stderr: 'the lab guest has ended', wallMs: 0 });
         // The guest's sh gets the line as a script; busybox timeout bounds a command that hangs.
         const line = `timeout ${Math.ceil(timeoutMs / 1000)} ${argv.map(shQuote).join(' ')}\n`;
-        queue.push({ line, stderr: '', resolve });
-        hand();
+        cmds.push({ line, stderr: '', resolve });
       }),
     close,
   };
