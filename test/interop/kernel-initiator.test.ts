@@ -1,0 +1,60 @@
+// The seed experiments with the Linux host as the initiator (`--initiator kernel --lab`), in the qemu lab: the
+// connect sequencing of the 6.1 and newest kernels against our target with injected Connect latency, and duplicate
+// controllers under native multipath against our target's placement single vs queue, with its per-worker counts.
+// Skipped, with the build command in the title, when a lab kernel is not built.
+import { describe, expect, it } from 'vitest';
+import { labPrerequisites, type LabKernel } from '../../harness/kernel-host/runner.js';
+import { findScenario } from '../../harness/scenarios/index.js';
+import type { Report } from '../../harness/report/types.js';
+
+const run = (name: string, lab: LabKernel): Promise<Report> =>
+  (findScenario(name) as NonNullable<ReturnType<typeof findScenario>>).run({ quick: true, log: () => undefined, kernelHost: { where: 'lab', lab } });
+
+for (const lab of ['6.1', 'newest'] as const) {
+  const missing = labPrerequisites(lab);
+  describe.skipIf(missing !== undefined)(`Linux host (${lab} lab) as the initiator against our target${missing === undefined ? '' : ` — skipped: ${missing}`}`, () => {
+    it('parallel-connect --quick: every arm ran, the target saw each I/O-queue Connect, the verdict says serial or parallel', async () => {
+      const r = await run('parallel-connect', lab);
+      expect(r.initiator).toMatchObject({ kind: 'kernel', where: 'lab', emulated: expect.stringMatching(/^emulated \((TCG|KVM)\)$/) });
+      expect(r.arms.map((a) => [a.name, a.error, a.skipped])).toEqual([
+        ['linux-0ms', undefined, undefined],
+        ['linux-1ms', undefined, undefined],
+        ['linux-5ms', undefined, undefined],
+      ]);
+      for (const a of r.arms) {
+        // The guest boots with 4 vCPUs in quick mode: the Linux host opens one I/O queue per CPU.
+        expect(a.metrics['ioQueues'], a.name).toBe(4);
+        expect(a.metrics['targetIoConnectSpanMs'], a.name).toBeGreaterThanOrEqual(0);
+      }
+      const inFlight = r.arms[2]?.metrics['targetMaxConnectsInFlight'] ?? 0;
+      expect(inFlight).toBeGreaterThanOrEqual(1);
+      // Serial: each Connect waits for the previous one, so 3 gaps of at least the injected 5 ms.
+      if (inFlight === 1) expect(r.arms[2]?.metrics['targetIoConnectSpanMs']).toBeGreaterThanOrEqual(15);
+      expect(r.verdict).toMatch(/sets up its 4 I\/O queues (serially|in parallel|partly in parallel)/);
+      expect(r.ok).toBe(true);
+    });
+
+    it.skipIf(lab !== '6.1')('duplicate-connect --quick: 2 paths, single on one worker, queue on both, fio verify clean', async () => {
+      const r = await run('duplicate-connect', lab);
+      const arm = (n: string) => r.arms.find((a) => a.name === n);
+      for (const a of r.arms) expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
+      const single = arm('2-ctrl-round-robin/single')?.metrics ?? {};
+      const queue = arm('2-ctrl-round-robin/queue')?.metrics ?? {};
+      expect(single['paths']).toBe(2);
+      expect(queue['paths']).toBe(2);
+      expect(single['targetWorkersUsed']).toBe(1);
+      expect(single['targetMaxWorkerShare']).toBe(1);
+      expect(single['targetWorker1Ios']).toBe(0);
+      expect(queue['targetWorkersUsed']).toBe(2);
+      expect(queue['targetWorker0Ios']).toBeGreaterThan(0);
+      expect(queue['targetWorker1Ios']).toBeGreaterThan(0);
+      // 6.1 predates the queue-depth iopolicy (6.11): skipped with the reason, never run as something else.
+      expect(arm('2-ctrl-queue-depth/single')?.skipped).toMatch(/refuses iopolicy queue-depth/);
+      const v = arm('2-ctrl-round-robin/queue/verify');
+      expect(v?.metrics['paths']).toBe(2);
+      expect(v?.metrics['fioIos']).toBeGreaterThan(0);
+      expect(r.verdict).toMatch(/fio verify: clean/);
+      expect(r.ok).toBe(true);
+    });
+  });
+}
