@@ -68,8 +68,9 @@ describe('resolveOptions', () => {
     ['match_hw_queues', 'no'],
     ['trsvcid', 70000],
     ['hostid', 'not-a-uuid'],
-    ['hostnqn', 'bogus'],
-    ['nqn', 'nqn.2024-13.io.x:y'],
+    // The target's rule (nvmet): names it would refuse, not names that are merely not well-formed NQNs (issue #32)
+    ['hostnqn', 'h'.repeat(224)],
+    ['nqn', ''],
     ['host_traddr', 'not-an-ip'],
     ['host_iface', 'no-such-if0'],
     ['traddr', ''],
@@ -99,6 +100,15 @@ describe('resolveOptions', () => {
     expect(resolveOptions({ ...base, max_retries: 0 }).maxRetries).toBe(0);
     expect(resolveOptions(base).maxRetries).toBe(5);
     expect(resolveOptions({ ...base, queue_size: 1024 }).queueSize).toBe(1024);
+  });
+
+  it('accepts every name the target accepts (nvmet rules), refuses what it refuses', () => {
+    for (const n of ['testnqn', 'nqn.x:host-a', 'bad nqn with spaces']) {
+      expect(resolveOptions({ ...base, nqn: n }).nqn).toBe(n);
+      expect(resolveOptions({ ...base, hostnqn: n }).hostnqn).toBe(n);
+    }
+    expect(field(() => resolveOptions({ ...base, nqn: 'x'.repeat(224) }))).toBe('nqn');
+    expect(field(() => resolveOptions({ ...base, hostnqn: 'a\0b' }))).toBe('hostnqn');
   });
 
   it('derives hostid from a UUID hostnqn and hostnqn from hostid', () => {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNqn } from '../protocol/index.js';
+import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNvmetName } from '../protocol/index.js';
 import type { DhchapKey } from '../protocol/auth/index.js';
 import { parseSecretOption } from './auth.js';
 import { InvalidArgumentError } from './errors.js';
@@ -229,8 +229,12 @@ function str(o: Record<string, unknown>, k: string): string | undefined {
   return v;
 }
 
+/**
+ * The target's own rule (protocol's validateNvmetName, as Linux nvmet): every name a target can serve is one this
+ * host can ask for, e.g. `testnqn`; a name that is not a well-formed NQN (NVMe Base 2.0 §4.5) still goes out.
+ */
 function checkNqn(field: string, nqn: string): void {
-  const v = validateNqn(nqn);
+  const v = validateNvmetName(nqn);
   if (!v.ok) throw new InvalidArgumentError(field, `${nqn}: ${v.reason}`);
 }
 
