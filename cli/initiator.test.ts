@@ -1,12 +1,32 @@
 // The initiator CLI against a scripted controller: flags, output, exit codes.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runInitiatorCli, type CliIo } from './initiator.js';
+import { INITIATOR_VERBS } from './verbs.js';
 import { FakeController } from '../harness/peers/fake-controller.js';
 
 let f: FakeController;
 let out = '';
 let err = '';
 const io: CliIo = { stdout: (s) => void (out += s), stderr: (s) => void (err += s) };
+
+// The host identity these runs make up is kept under a temporary state directory, not the user's.
+let stateHome = '';
+const savedEnv = { XDG_STATE_HOME: process.env.XDG_STATE_HOME, NVME_TCP_ETC_NVME: process.env.NVME_TCP_ETC_NVME };
+beforeAll(async () => {
+  stateHome = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-cli-'));
+  process.env.XDG_STATE_HOME = stateHome;
+  process.env.NVME_TCP_ETC_NVME = path.join(stateHome, 'etc-nvme');
+});
+afterAll(async () => {
+  for (const [k, v] of Object.entries(savedEnv)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  await rm(stateHome, { recursive: true, force: true });
+});
 
 beforeEach(async () => {
   out = '';
@@ -73,5 +93,56 @@ describe('nvme-tcp initiator CLI', () => {
     expect(rc).toBe(0);
     expect(out).toMatch(/CPUs: \d+/);
     expect(out).toMatch(/interface to 127\.0\.0\.1: lo/);
+  });
+
+  it('every verb answers --help and -h with its options, exit 0', async () => {
+    for (const verb of Object.keys(INITIATOR_VERBS)) {
+      for (const h of ['--help', '-h']) {
+        out = '';
+        expect(await runInitiatorCli(verb, [h], io), verb).toBe(0);
+        expect(out, verb).toMatch(new RegExp(`^Usage: nvme-tcp ${verb} `));
+        expect(out, verb).toMatch(/-h, --help/);
+      }
+    }
+    expect(err).toBe('');
+  });
+
+  it('-o json carries the facts -o normal prints', async () => {
+    const conn = ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '2', '-D'];
+    expect(await runInitiatorCli('connect', [...conn, '-o', 'json'], io)).toBe(0);
+    const j = JSON.parse(out) as { cntlid: number; subnqn: string; ioQueues: number; hostnqn: string; queues: unknown[] };
+    out = '';
+    expect(await runInitiatorCli('connect', conn, io)).toBe(0);
+    expect(out).toMatch(new RegExp(`^controller \\d+ subsystem ${j.subnqn} at 127\\.0\\.0\\.1:${f.port} state live`));
+    expect(j.cntlid).toBeGreaterThan(0);
+    expect(out).toContain(`hostnqn ${j.hostnqn} `);
+    expect(out).toContain(`I/O queues ${j.ioQueues} `);
+    expect(j.queues).toHaveLength(2);
+    expect(err).toBe('');
+  });
+
+  it('bad input: one line, exit 2 (extra words, sizes over the namespace, missing values)', async () => {
+    const conn = ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-D'];
+    const cases: [string, string[], RegExp][] = [
+      ['connect', [...conn, 'extra'], /too many arguments/],
+      ['io', ['verify', ...conn, '--size', '1.5G'], /--size 1610612736: larger than namespace 1 \(4194304 bytes\)/],
+      ['io', ['verify', ...conn, '--size', '1X'], /--size 1X: not a size/],
+      ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /keep_alive_tmo: -5 outside/],
+      ['connect', ['-a', '127.0.0.1', '-s', '70000'], /--trsvcid 70000: out of range; use 1\.\.65535/],
+      ['queues', ['--set-worker', '1=2', 'more'], /too many arguments/],
+      ['connect', ['-o', 'xml', '-a', '127.0.0.1'], /argument 'xml' is invalid/],
+    ];
+    for (const [verb, argv, re] of cases) {
+      err = '';
+      expect(await runInitiatorCli(verb, argv, io), argv.join(' ')).toBe(2);
+      expect(err.split('\n').filter(Boolean), argv.join(' ')).toHaveLength(1);
+      expect(err, argv.join(' ')).toMatch(re);
+    }
+  });
+
+  it('connect to a subsystem the target lacks: the status and a hint', async () => {
+    const rc = await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(f.port), '-n', 'nqn.2024-01.io.test:nope'], io);
+    expect(rc).toBe(1);
+    expect(err).toMatch(/discover -a 127\.0\.0\.1 -s \d+" lists what it serves/);
   });
 });

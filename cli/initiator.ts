@@ -1,134 +1,66 @@
-// `nvme-tcp discover|connect|io|queues|check-host`: the initiator's CLI with nvme-cli flag names. Called by cli/main.ts.
-import os from 'node:os';
-import path from 'node:path';
-import net from 'node:net';
-import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+// `nvme-tcp discover|connect|connect-all|disconnect|disconnect-all|list-subsys|io|queues|check-host|resv-*`: the
+// initiator's CLI with nvme-cli's flag names and short letters. Called by cli/main.ts.
 import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
-import { checkHost, connect, discover, kernelTlsReport, type ConnectOptions, type Controller, type QueueInfo } from '../initiator/index.js';
+import { mkdir, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { Option, type Command } from 'commander';
+import { connect, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
+import { defaultIo, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
+import { checkHostCmd, type CheckHostOpts } from './check-host.js';
+import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
+import { resolveHostIdentity } from './host-identity.js';
+import { addResvOptions, runResv, type ResvOpts, type ResvVerb } from './resv.js';
+import { INITIATOR_VERBS } from './verbs.js';
 
-export interface CliIo {
-  stdout: (s: string) => void;
-  stderr: (s: string) => void;
-}
+export type { CliIo } from './args.js';
 
-const defaultIo: CliIo = { stdout: (s) => void process.stdout.write(s), stderr: (s) => void process.stderr.write(s) };
+type Kind = 'str' | 'int' | 'port' | 'nqn' | 'bool' | 'cpus' | 'key';
 
-/** Where `connect --hold` records its queues and `queues` / `check-host --queues-from` read them. */
-function stateDir(): string {
-  return path.join(os.tmpdir(), 'nvme-tcp-ts');
-}
-
-type Opts = NonNullable<ParseArgsConfig['options']>;
-
-const CONN: Opts = {
-  traddr: { type: 'string', short: 'a' },
-  trsvcid: { type: 'string', short: 's' },
-  nqn: { type: 'string', short: 'n' },
-  hostnqn: { type: 'string', short: 'q' },
-  hostid: { type: 'string', short: 'I' },
-  'host-traddr': { type: 'string', short: 'w' },
-  'host-iface': { type: 'string', short: 'f' },
-  'nr-io-queues': { type: 'string', short: 'i' },
-  'nr-write-queues': { type: 'string', short: 'W' },
-  'nr-poll-queues': { type: 'string', short: 'P' },
-  'queue-size': { type: 'string', short: 'Q' },
-  'keep-alive-tmo': { type: 'string', short: 'k' },
-  'reconnect-delay': { type: 'string', short: 'c' },
-  'ctrl-loss-tmo': { type: 'string', short: 'l' },
-  'fast-io-fail-tmo': { type: 'string', short: 'F' },
-  tos: { type: 'string', short: 'T' },
-  'hdr-digest': { type: 'boolean', short: 'g' },
-  'data-digest': { type: 'boolean', short: 'G' },
-  'duplicate-connect': { type: 'boolean', short: 'D' },
-  'disable-sqflow': { type: 'boolean' },
-  'queues-per-hctx': { type: 'string' },
-  'match-hw-queues': { type: 'boolean' },
-  'connect-concurrency': { type: 'string' },
-  'io-timeout': { type: 'string' },
-  'admin-timeout': { type: 'string' },
-  'dhchap-secret': { type: 'string', short: 'S' },
-  'dhchap-ctrl-secret': { type: 'string', short: 'C' },
-  tls: { type: 'boolean' },
-  'tls-key': { type: 'string' },
-  'tls-identity-version': { type: 'string' },
-  'tls-hkdf': { type: 'string' },
-  concat: { type: 'boolean' },
-  'io-workers': { type: 'string' },
-  'io-worker-cpus': { type: 'string' },
-  'io-budget-us': { type: 'string' },
-};
+/** One row per connect flag: commander flags, ConnectOptions key, kind, help. Short letters follow nvme-cli. */
+const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
+  ['-a, --traddr <addr>', 'traddr', 'str', 'target address'],
+  ['-s, --trsvcid <port>', 'trsvcid', 'port', 'target port (default 4420; 8009 for discovery)'],
+  ['-n, --nqn <nqn>', 'nqn', 'nqn', 'subsystem NQN'],
+  ['-q, --hostnqn <nqn>', 'hostnqn', 'nqn', 'host NQN (default /etc/nvme/hostnqn, else one kept per user)'],
+  ['-I, --hostid <uuid>', 'hostid', 'str', 'host ID (default /etc/nvme/hostid, else one kept per user)'],
+  ['-w, --host-traddr <addr>', 'host_traddr', 'str', 'source address'],
+  ['-f, --host-iface <iface>', 'host_iface', 'str', 'source interface'],
+  ['-i, --nr-io-queues <n>', 'nr_io_queues', 'int', 'I/O queues (default: one per CPU)'],
+  ['-W, --nr-write-queues <n>', 'nr_write_queues', 'int', 'extra queues for writes'],
+  ['-P, --nr-poll-queues <n>', 'nr_poll_queues', 'int', 'polled queues'],
+  ['-Q, --queue-size <n>', 'queue_size', 'int', 'I/O queue depth (default 128)'],
+  ['-k, --keep-alive-tmo <s>', 'keep_alive_tmo', 'int', 'keep-alive timeout, seconds'],
+  ['-c, --reconnect-delay <s>', 'reconnect_delay', 'int', 'seconds between reconnect attempts'],
+  ['-l, --ctrl-loss-tmo <s>', 'ctrl_loss_tmo', 'int', 'seconds before giving up reconnecting (-1: never)'],
+  ['-F, --fast-io-fail-tmo <s>', 'fast_io_fail_tmo', 'int', 'seconds before failing I/O while reconnecting'],
+  ['-T, --tos <tos>', 'tos', 'int', 'IP type of service'],
+  ['-g, --hdr-digest', 'hdr_digest', 'bool', 'header digest'],
+  ['-G, --data-digest', 'data_digest', 'bool', 'data digest'],
+  ['-D, --duplicate-connect', 'duplicate_connect', 'bool', 'allow a second controller to the same subsystem'],
+  ['--disable-sqflow', 'disable_sqflow', 'bool', 'ask for SQ flow control to be off'],
+  ['--queues-per-hctx <n>', 'queues_per_hctx', 'int', 'transport queues per hctx'],
+  ['--match-hw-queues', 'match_hw_queues', 'bool', "one hctx per NIC queue of the route's interface"],
+  ['--connect-concurrency <n>', 'connect_concurrency', 'int', 'I/O queues connected at once'],
+  ['--io-timeout <ms>', 'io_timeout', 'int', 'I/O command timeout, ms'],
+  ['--admin-timeout <ms>', 'admin_timeout', 'int', 'admin command timeout, ms'],
+  ['-S, --dhchap-secret <secret>', 'dhchap_secret', 'str', 'DH-HMAC-CHAP host key'],
+  ['-C, --dhchap-ctrl-secret <secret>', 'dhchap_ctrl_secret', 'str', 'DH-HMAC-CHAP controller key (bidirectional)'],
+  ['--tls', 'tls', 'bool', 'TLS 1.3 with a PSK'],
+  ['--tls-key <key>', 'tls_key', 'key', 'configured PSK, or @FILE'],
+  ['--tls-identity-version <n>', 'tls_identity_version', 'int', 'PSK identity version 0|1'],
+  ['--tls-hkdf <kind>', 'tls_hkdf', 'str', 'rfc8446|pre-2025'],
+  ['--concat', 'concat', 'bool', 'secure channel concatenation (with -S)'],
+  ['--io-workers <n>', 'io_workers', 'int', 'run I/O queues in N worker threads'],
+  ['--io-worker-cpus <list>', 'io_worker_cpus', 'cpus', 'pin io worker i to CPU list[i mod len], e.g. 0,1'],
+  ['--io-budget-us <us>', 'io_budget_us', 'int', 'io worker submission budget'],
+];
 
 /** "0,1,4" → [0, 1, 4] (--io-worker-cpus). */
 export function parseCpuList(flag: string, v: string): number[] {
   const out = v.split(',').map((x) => x.trim());
-  if (out.some((x) => !/^\d+$/.test(x))) throw new UsageError(`--${flag}: not a list of CPU numbers: ${v}`);
+  if (out.some((x) => !/^\d+$/.test(x))) throw new UsageError(`--${flag} ${v}: not a list of CPU numbers; use e.g. 0,1`);
   return out.map(Number);
-}
-
-class UsageError extends Error {}
-
-function toNum(flag: string, v: string): number {
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${flag}: not a number: ${v}`);
-  return n;
-}
-
-function parseSize(flag: string, v: string): number {
-  const m = /^(\d+)([kmgKMG])?$/.exec(v.trim());
-  if (m === null) throw new UsageError(`--${flag}: not a size: ${v}`);
-  const mult = { k: 1024, m: 1 << 20, g: 1 << 30 }[(m[2] ?? '').toLowerCase() as 'k' | 'm' | 'g'] ?? 1;
-  return Number(m[1]) * mult;
-}
-
-/** Map nvme-cli style flags onto ConnectOptions (validation proper happens in resolveOptions). */
-function connectOptions(v: Record<string, string | boolean | undefined>): ConnectOptions {
-  const o: Record<string, unknown> = {};
-  const s = (flag: string, key: string, num: boolean): void => {
-    const x = v[flag];
-    if (typeof x === 'string') o[key] = num ? toNum(flag, x) : x;
-  };
-  const b = (flag: string, key: string): void => {
-    if (v[flag] === true) o[key] = true;
-  };
-  s('traddr', 'traddr', false);
-  s('trsvcid', 'trsvcid', true);
-  s('nqn', 'nqn', false);
-  s('hostnqn', 'hostnqn', false);
-  s('hostid', 'hostid', false);
-  s('host-traddr', 'host_traddr', false);
-  s('host-iface', 'host_iface', false);
-  s('nr-io-queues', 'nr_io_queues', true);
-  s('nr-write-queues', 'nr_write_queues', true);
-  s('nr-poll-queues', 'nr_poll_queues', true);
-  s('queue-size', 'queue_size', true);
-  s('keep-alive-tmo', 'keep_alive_tmo', true);
-  s('reconnect-delay', 'reconnect_delay', true);
-  s('ctrl-loss-tmo', 'ctrl_loss_tmo', true);
-  s('fast-io-fail-tmo', 'fast_io_fail_tmo', true);
-  s('tos', 'tos', true);
-  s('queues-per-hctx', 'queues_per_hctx', true);
-  s('connect-concurrency', 'connect_concurrency', true);
-  s('io-timeout', 'io_timeout', true);
-  s('admin-timeout', 'admin_timeout', true);
-  s('dhchap-secret', 'dhchap_secret', false);
-  s('dhchap-ctrl-secret', 'dhchap_ctrl_secret', false);
-  s('io-workers', 'io_workers', true);
-  s('io-budget-us', 'io_budget_us', true);
-  if (typeof v['io-worker-cpus'] === 'string') o['io_worker_cpus'] = parseCpuList('io-worker-cpus', v['io-worker-cpus']);
-  b('hdr-digest', 'hdr_digest');
-  b('data-digest', 'data_digest');
-  b('duplicate-connect', 'duplicate_connect');
-  b('disable-sqflow', 'disable_sqflow');
-  b('match-hw-queues', 'match_hw_queues');
-  b('tls', 'tls');
-  b('concat', 'concat');
-  s('tls-identity-version', 'tls_identity_version', true);
-  s('tls-hkdf', 'tls_hkdf', false);
-  if (typeof v['tls-key'] === 'string') o['tls_key'] = readKeyArg('tls-key', v['tls-key']);
-  if (o['traddr'] === undefined) throw new UsageError('-a/--traddr is required');
-  return o as unknown as ConnectOptions;
 }
 
 /** KEY, or @FILE: the file's first line (keeps the key off the command line, which other users can see). */
@@ -141,76 +73,258 @@ function readKeyArg(flag: string, value: string): string {
   }
 }
 
-function queueTable(qs: readonly QueueInfo[]): string {
-  const head = ['qid', 'hctx', 'type', 'owner', 'cpu', 'source', 'destination', 'state', 'inflight', 'submitted', 'completed', 'bytes', 'errors'];
-  const rows = qs.map((q) => [q.qid, q.hctx, q.type, q.owner, q.cpu ?? '-', q.source, q.destination, q.state, q.inFlight, q.submitted, q.completed, q.bytes, q.errors].map(String));
-  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: string[]): string => r.map((c, i) => c.padEnd(w[i] ?? 0)).join('  ').trimEnd();
-  return [line(head), ...rows.map(line)].join('\n') + '\n';
+function parserFor(kind: Kind, flag: string): ((v: string) => unknown) | undefined {
+  switch (kind) {
+    case 'int':
+      // Ranges are resolveOptions' (its message names the option); here only "is it an integer".
+      return (v) => intArg(flag, v, -(2 ** 31), 2 ** 31);
+    case 'port':
+      return (v) => portArg(flag, v);
+    case 'nqn':
+      return (v) => nqnArg(flag, v);
+    case 'cpus':
+      return (v) => parseCpuList(flag, v);
+    case 'key':
+      return (v) => readKeyArg(flag, v);
+    default:
+      return undefined;
+  }
+}
+
+/** Adds the connect flags (all but `skip`) and -t/-o to `c`. */
+function addConnOptions(c: Command, skip: readonly string[] = []): Command {
+  c.addOption(new Option('-t, --transport <trtype>', 'transport').choices(['tcp']).default('tcp'));
+  for (const [flags, key, kind, help] of CONN_FLAGS) {
+    if (skip.includes(key)) continue;
+    const o = new Option(flags, help);
+    const p = parserFor(kind, o.long?.slice(2) ?? key);
+    if (p !== undefined) o.argParser(p);
+    c.addOption(o);
+  }
+  return c.addOption(outputFormatOption());
+}
+
+/** commander's values → ConnectOptions, with the host identity nvme-cli would use. */
+function connectOptions(v: Record<string, unknown>, requireTraddr = true): ConnectOptions {
+  const o: Record<string, unknown> = {};
+  for (const [flags, key] of CONN_FLAGS) {
+    const attr = new Option(flags).attributeName();
+    if (v[attr] !== undefined) o[key] = v[attr];
+  }
+  if (requireTraddr && o['traddr'] === undefined) throw new UsageError('-a/--traddr is required; use e.g. -a 127.0.0.1');
+  const id = resolveHostIdentity({ hostnqn: o['hostnqn'] as string | undefined, hostid: o['hostid'] as string | undefined });
+  o['hostnqn'] = id.hostnqn;
+  o['hostid'] = id.hostid;
+  return o as unknown as ConnectOptions;
+}
+
+type Fmt = { outputFormat: 'normal' | 'json' };
+
+function controllerFacts(c: Controller) {
+  const id = c.identify;
+  return {
+    cntlid: c.cntlid,
+    subnqn: c.opts.nqn,
+    traddr: c.opts.traddr,
+    trsvcid: c.opts.trsvcid,
+    state: c.state,
+    model: id.mn,
+    serial: id.sn,
+    firmware: id.fr,
+    version: `${c.vs >>> 16}.${(c.vs >>> 8) & 0xff}.${c.vs & 0xff}`,
+    mdts: id.mdts,
+    maxcmd: id.maxcmd,
+    ioccsz: id.ioccsz,
+    kas: id.kas,
+    hostnqn: c.opts.hostnqn,
+    hostid: c.opts.hostid,
+    ioQueues: c.ioQueueCount,
+    grantedQueues: c.grantedQueues,
+    hctxs: c.hctxs().length,
+    namespaces: c.namespaces.map((n) => ({ nsid: n.nsid, blocks: Number(n.blocks), blockSize: n.blockSize, sizeBytes: Number(n.sizeBytes), nguid: n.info.nguid, uuid: n.info.uuid, anaState: n.anaState })),
+    queues: c.queueInfo(),
+  };
 }
 
 function describeController(c: Controller): string {
-  const id = c.identify;
-  const ns = c.namespaces.map((n) => `  nsid ${n.nsid}: ${n.blocks} × ${n.blockSize} B (${Number(n.sizeBytes) / 2 ** 20} MiB) nguid ${n.info.nguid || '-'} uuid ${n.info.uuid || '-'} ana ${n.anaState}`);
-  const vs = `${c.vs >>> 16}.${(c.vs >>> 8) & 0xff}.${c.vs & 0xff}`;
+  const f = controllerFacts(c);
+  const ns = f.namespaces.map((n) => `  nsid ${n.nsid}: ${n.blocks} × ${n.blockSize} B (${n.sizeBytes / 2 ** 20} MiB) nguid ${n.nguid || '-'} uuid ${n.uuid || '-'} ana ${n.anaState}`);
   return [
-    `controller ${c.cntlid} subsystem ${c.opts.nqn} at ${c.opts.traddr}:${c.opts.trsvcid} state ${c.state}`,
-    `  model "${id.mn}" serial "${id.sn}" firmware "${id.fr}" NVMe ${vs} mdts ${id.mdts} maxcmd ${id.maxcmd} ioccsz ${id.ioccsz} kas ${id.kas}`,
-    `  hostnqn ${c.opts.hostnqn} hostid ${c.opts.hostid}`,
-    `  I/O queues ${c.ioQueueCount} (granted ${c.grantedQueues}) in ${c.hctxs().length} hctx(s)`,
+    `controller ${f.cntlid} subsystem ${f.subnqn} at ${f.traddr}:${f.trsvcid} state ${f.state}`,
+    `  model "${f.model}" serial "${f.serial}" firmware "${f.firmware}" NVMe ${f.version} mdts ${f.mdts} maxcmd ${f.maxcmd} ioccsz ${f.ioccsz} kas ${f.kas}`,
+    `  hostnqn ${f.hostnqn} hostid ${f.hostid}`,
+    `  I/O queues ${f.ioQueues} (granted ${f.grantedQueues}) in ${f.hctxs} hctx(s)`,
     ...ns,
-  ].join('\n') + '\n';
+  ].join('\n') + '\n' + queueTable(f.queues);
 }
 
-interface StateFile {
-  pid: number;
-  /** Unix socket of the holding process: `queues --set-worker` sends its request there. */
-  control?: string;
-  controller: { cntlid: number; subnqn: string; traddr: string; trsvcid: number };
-  queues: QueueInfo[];
-  updated: string;
+function printController(c: Controller, o: Fmt, io: CliIo): void {
+  io.stdout(o.outputFormat === 'json' ? `${JSON.stringify(controllerFacts(c), null, 2)}\n` : describeController(c));
 }
 
-async function writeState(c: Controller, file: string, control?: string): Promise<void> {
-  const st: StateFile = {
-    pid: process.pid,
-    ...(control !== undefined ? { control } : {}),
-    controller: { cntlid: c.cntlid, subnqn: c.opts.nqn, traddr: c.opts.traddr, trsvcid: c.opts.trsvcid },
-    queues: c.queueInfo(),
-    updated: new Date().toISOString(),
-  };
-  await writeFile(file, JSON.stringify(st, null, 2));
-}
+// ---------------------------------------------------------------------------------------------- discover
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+const SUBTYPES: Record<number, string> = { 1: 'referral', 2: 'nvme subsystem', 3: 'current discovery subsystem' };
+
+function printDiscovery(entries: readonly DiscoveryEntry[], o: Fmt, io: CliIo): void {
+  const rows = entries.map((e) => ({
+    trtype: e.trtype === 3 ? 'tcp' : String(e.trtype),
+    adrfam: e.adrfam === 1 ? 'ipv4' : e.adrfam === 2 ? 'ipv6' : String(e.adrfam),
+    subtype: SUBTYPES[e.subtype] ?? `unknown (${e.subtype})`,
+    treq: e.treq,
+    portid: e.portid,
+    trsvcid: e.trsvcid,
+    subnqn: e.subnqn,
+    traddr: e.traddr,
+  }));
+  if (o.outputFormat === 'json') {
+    io.stdout(`${JSON.stringify({ records: rows }, null, 2)}\n`);
+    return;
   }
+  io.stdout(`Discovery Log Number of Records ${rows.length}\n`);
+  rows.forEach((e, i) => {
+    io.stdout(`=====Discovery Log Entry ${i}======\ntrtype:  ${e.trtype}\nadrfam:  ${e.adrfam}\nsubtype: ${e.subtype}\ntreq:    ${e.treq}\nportid:  ${e.portid}\ntrsvcid: ${e.trsvcid}\nsubnqn:  ${e.subnqn}\ntraddr:  ${e.traddr}\n`);
+  });
 }
 
-async function readStates(): Promise<Array<StateFile & { file: string }>> {
-  const dir = stateDir();
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch {
-    return [];
-  }
-  const out: Array<StateFile & { file: string }> = [];
-  for (const n of names.filter((x) => x.startsWith('held-') && x.endsWith('.json'))) {
-    const file = path.join(dir, n);
+async function discoverCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise<number> {
+  printDiscovery(await discover(connectOptions(v)), v, io);
+  return 0;
+}
+
+/** `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives. */
+async function connectAllCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise<number> {
+  const base = connectOptions(v);
+  const entries = (await discover(base)).filter((e) => e.subtype === 2);
+  const { nqn: _n, traddr: _a, trsvcid: _s, ...rest } = base as ConnectOptions & Record<string, unknown>;
+  const results: unknown[] = [];
+  let failed = 0;
+  for (const e of entries) {
     try {
-      const st = JSON.parse(await readFile(file, 'utf8')) as StateFile;
-      if (alive(st.pid)) out.push({ ...st, file });
-    } catch {
-      // a half-written or foreign file: skip it
+      const c = await connect({ ...rest, traddr: e.traddr, trsvcid: Number(e.trsvcid), nqn: e.subnqn } as ConnectOptions);
+      if (v.outputFormat === 'json') results.push(controllerFacts(c));
+      else io.stdout(describeController(c));
+      await c.disconnect();
+    } catch (err) {
+      failed++;
+      const e2 = err as Error & { code?: string };
+      if (v.outputFormat === 'json') results.push({ subnqn: e.subnqn, traddr: e.traddr, trsvcid: e.trsvcid, error: e2.message, code: e2.code });
+      else io.stderr(`nvme-tcp connect-all: ${e.subnqn} at ${e.traddr}:${e.trsvcid}: ${e2.message}\n`);
     }
   }
-  return out;
+  if (v.outputFormat === 'json') io.stdout(`${JSON.stringify(results, null, 2)}\n`);
+  else if (entries.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
+  return failed === 0 ? 0 : 1;
 }
+
+// ---------------------------------------------------------------------------------------------- connect --hold
+
+async function connectCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
+  const c = await connect(connectOptions(v));
+  printController(c, v, io);
+  if (v.hold !== true) {
+    await c.disconnect();
+    return 0;
+  }
+  await mkdir(stateDir(), { recursive: true });
+  const file = path.join(stateDir(), `held-${process.pid}.json`);
+  const control = path.join(stateDir(), `held-${process.pid}.sock`);
+  let stop: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const server = await serveControl(c, control, () => writeState(c, file, control), () => stop());
+  await writeState(c, file, control);
+  if (v.outputFormat !== 'json') io.stdout(`holding the connection (state in ${file}); Ctrl-C or "nvme-tcp disconnect" disconnects\n`);
+  const timer = setInterval(() => void writeState(c, file, control).catch(() => undefined), 1000);
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  c.once('lost', stop);
+  await stopped;
+  process.off('SIGINT', stop);
+  process.off('SIGTERM', stop);
+  clearInterval(timer);
+  server.close();
+  await c.disconnect();
+  for (const f of [file, control]) await unlink(f).catch(() => undefined);
+  return 0;
+}
+
+function heldFacts(st: StateFile) {
+  return { pid: st.pid, ...st.controller, queues: st.queues.length, updated: st.updated, stateFile: (st as StateFile & { file?: string }).file };
+}
+
+async function listSubsysCmd(v: Fmt, io: CliIo): Promise<number> {
+  const states = await readStates();
+  if (v.outputFormat === 'json') {
+    io.stdout(`${JSON.stringify(states.map(heldFacts), null, 2)}\n`);
+    return 0;
+  }
+  if (states.length === 0) {
+    io.stdout('no held connections (start one with "nvme-tcp connect ... --hold")\n');
+    return 0;
+  }
+  const rows = states.map((s) => [String(s.pid), s.controller.subnqn, `tcp traddr=${s.controller.traddr},trsvcid=${s.controller.trsvcid}`, String(s.controller.cntlid), s.controller.hostnqn ?? '-', String(s.queues.length)]);
+  io.stdout(table(['pid', 'subnqn', 'address', 'cntlid', 'hostnqn', 'queues'], rows));
+  return 0;
+}
+
+async function disconnectCmd(v: Fmt & { nqn?: string; pid?: number; all?: boolean }, io: CliIo): Promise<number> {
+  const states = (await readStates()).filter((s) => s.control !== undefined);
+  const chosen = v.all === true ? states : states.filter((s) => (v.nqn === undefined || s.controller.subnqn === v.nqn) && (v.pid === undefined || s.pid === v.pid));
+  if (v.all !== true && v.nqn === undefined && v.pid === undefined) throw new UsageError('say which: -n NQN or --pid PID (or use disconnect-all)');
+  const done: number[] = [];
+  for (const st of chosen) {
+    const r = await controlRequest(st, { op: 'disconnect' });
+    if (r.ok) done.push(st.pid);
+  }
+  if (v.outputFormat === 'json') io.stdout(`${JSON.stringify({ disconnected: done.length, pids: done })}\n`);
+  else io.stdout(`disconnected ${done.length} controller(s)${done.length > 0 ? ` (pids ${done.join(', ')})` : ''}\n`);
+  return v.all !== true && done.length === 0 ? 1 : 0;
+}
+
+async function queuesCmd(v: Fmt & { setWorker?: string; pid?: number }, io: CliIo): Promise<number> {
+  if (v.setWorker !== undefined) return setWorkerCmd(v.setWorker, v.pid, v, io);
+  const states = await readStates();
+  if (v.outputFormat === 'json') {
+    io.stdout(`${JSON.stringify(states.map((s) => ({ pid: s.pid, controller: s.controller, updated: s.updated, queues: s.queues })), null, 2)}\n`);
+    return 0;
+  }
+  if (states.length === 0) {
+    io.stdout(`no held connections (start one with "nvme-tcp connect ... --hold"; state files live in ${stateDir()})\n`);
+    return 0;
+  }
+  for (const st of states) {
+    io.stdout(`pid ${st.pid} controller ${st.controller.cntlid} ${st.controller.subnqn} at ${st.controller.traddr}:${st.controller.trsvcid} (updated ${st.updated}, ${st.file})\n`);
+    io.stdout(queueTable(st.queues));
+  }
+  return 0;
+}
+
+/** `queues --set-worker QID=W [--pid PID]`: ask a held connection to place queue QID on io worker W (−1: default). */
+async function setWorkerCmd(spec: string, pid: number | undefined, o: Fmt, io: CliIo): Promise<number> {
+  const m = /^(\d+)=(-1|\d+)$/.exec(spec.trim());
+  if (m === null) throw new UsageError(`--set-worker ${spec}: expected QID=W (W a worker index or -1)`);
+  const qid = Number(m[1]);
+  const worker = Number(m[2]);
+  const states = (await readStates()).filter((s) => s.control !== undefined);
+  const chosen = pid === undefined ? states : states.filter((s) => s.pid === pid);
+  if (chosen.length === 0) throw new UsageError(pid === undefined ? 'no held connections (nvme-tcp connect ... --hold)' : `no held connection with pid ${pid}`);
+  if (chosen.length > 1) throw new UsageError(`${chosen.length} held connections (pids ${chosen.map((s) => s.pid).join(', ')}): choose one with --pid`);
+  const st = chosen[0] as StateFile;
+  const reply = await controlRequest(st, { op: 'set-worker', qid, worker });
+  if (!reply.ok) {
+    io.stderr(`nvme-tcp queues: ${reply.message ?? 'failed'}${reply.code !== undefined ? ` [${reply.code}]` : ''}\n`);
+    return reply.code === 'NVMEOF_ERR_INVALID_ARG' || reply.code === 'USAGE' ? 2 : 1;
+  }
+  if (o.outputFormat === 'json') {
+    io.stdout(`${JSON.stringify({ pid: st.pid, qid, worker, queues: reply.queues ?? [] }, null, 2)}\n`);
+    return 0;
+  }
+  io.stdout(`pid ${st.pid}: queue ${qid} placed on ${worker === -1 ? 'its default worker' : `worker ${worker}`}\n`);
+  io.stdout(queueTable(reply.queues ?? []));
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------- io verify
 
 function stamp(buf: Buffer, lba: number, blockSize: number, seed: number): void {
   for (let off = 0; off < buf.length; off += blockSize) {
@@ -223,350 +337,169 @@ function stamp(buf: Buffer, lba: number, blockSize: number, seed: number): void 
   }
 }
 
-async function ioVerify(v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
-  const size = parseSize('size', typeof v['size'] === 'string' ? v['size'] : '64M');
-  const bs = parseSize('bs', typeof v['bs'] === 'string' ? v['bs'] : '4k');
+/** Writes `count` stamped blocks of `bs` bytes, 32 at a time, spread over the hctxs; resolves to the milliseconds. */
+async function writePass(c: Controller, count: number, bs: number, seed: number): Promise<number> {
+  const ns = c.namespaces[0] as Controller['namespaces'][number];
+  const per = bs / ns.blockSize;
+  const hctxs = Math.max(1, c.hctxs().length);
+  const t0 = Date.now();
+  for (let i = 0; i < count; i += 32) {
+    await Promise.all(
+      Array.from({ length: Math.min(32, count - i) }, (_, k) => {
+        const buf = Buffer.allocUnsafe(bs);
+        stamp(buf, (i + k) * per, ns.blockSize, seed);
+        return ns.write((i + k) * per, buf, { hctx: (i + k) % hctxs });
+      }),
+    );
+  }
+  return Date.now() - t0;
+}
+
+/** Reads them back and compares; resolves to the mismatching LBAs. */
+async function readPass(c: Controller, count: number, bs: number, seed: number): Promise<number[]> {
+  const ns = c.namespaces[0] as Controller['namespaces'][number];
+  const per = bs / ns.blockSize;
+  const hctxs = Math.max(1, c.hctxs().length);
+  const bad: number[] = [];
+  const expect = Buffer.allocUnsafe(bs);
+  for (let i = 0; i < count; i += 32) {
+    const reads = await Promise.all(Array.from({ length: Math.min(32, count - i) }, (_, k) => ns.read((i + k) * per, per, undefined, { hctx: (i + k) % hctxs })));
+    reads.forEach((got, k) => {
+      stamp(expect, (i + k) * per, ns.blockSize, seed);
+      if (!got.equals(expect)) bad.push((i + k) * per);
+    });
+  }
+  return bad;
+}
+
+async function ioVerify(v: Record<string, unknown> & Fmt & { size: number; bs: number }, io: CliIo): Promise<number> {
   const c = await connect(connectOptions(v));
   try {
     const ns = c.namespaces[0];
     if (ns === undefined) throw new UsageError('the subsystem has no namespace');
-    if (bs % ns.blockSize !== 0) throw new UsageError(`--bs ${bs} is not a multiple of the ${ns.blockSize}-byte block size`);
-    const total = Math.min(size, Number(ns.sizeBytes));
+    if (v.bs % ns.blockSize !== 0) throw new UsageError(`--bs ${v.bs}: not a multiple of the ${ns.blockSize}-byte block size`);
+    if (v.size > Number(ns.sizeBytes)) throw new UsageError(`--size ${v.size}: larger than namespace ${ns.nsid} (${Number(ns.sizeBytes)} bytes); use at most that`);
     const seed = (Date.now() & 0x7fffffff) >>> 0;
-    const per = bs / ns.blockSize;
-    const count = Math.floor(total / bs);
-    const hctxs = Math.max(1, c.hctxs().length);
-    const depth = 32;
-    const t0 = Date.now();
-    for (let i = 0; i < count; i += depth) {
-      await Promise.all(
-        Array.from({ length: Math.min(depth, count - i) }, (_, k) => {
-          const lba = (i + k) * per;
-          const buf = Buffer.allocUnsafe(bs);
-          stamp(buf, lba, ns.blockSize, seed);
-          return ns.write(lba, buf, { hctx: (i + k) % hctxs });
-        }),
-      );
-    }
+    const count = Math.floor(v.size / v.bs);
+    const wMs = await writePass(c, count, v.bs, seed);
     const t1 = Date.now();
-    let bad = 0;
-    const expect = Buffer.allocUnsafe(bs);
-    for (let i = 0; i < count; i += depth) {
-      const reads = await Promise.all(Array.from({ length: Math.min(depth, count - i) }, (_, k) => ns.read((i + k) * per, per, undefined, { hctx: (i + k) % hctxs })));
-      reads.forEach((got, k) => {
-        const lba = (i + k) * per;
-        stamp(expect, lba, ns.blockSize, seed);
-        if (!got.equals(expect)) {
-          bad++;
-          if (bad <= 10) io.stdout(`mismatch at lba ${lba} (${bs} bytes)\n`);
-        }
-      });
+    const bad = await readPass(c, count, v.bs, seed);
+    const rMs = Date.now() - t1;
+    const mib = (count * v.bs) / 2 ** 20;
+    const rate = (ms: number): number => mib / Math.max(0.001, ms / 1000);
+    if (v.outputFormat === 'json') {
+      io.stdout(`${JSON.stringify({ nsid: ns.nsid, blocks: count, bs: v.bs, bytes: count * v.bs, writeMiBps: rate(wMs), readMiBps: rate(rMs), mismatches: bad.length, mismatchLbas: bad.slice(0, 10) }, null, 2)}\n`);
+    } else {
+      for (const lba of bad.slice(0, 10)) io.stdout(`mismatch at lba ${lba} (${v.bs} bytes)\n`);
+      io.stdout(`verified ${count} × ${v.bs} B (${mib.toFixed(1)} MiB) on nsid ${ns.nsid}: write ${rate(wMs).toFixed(1)} MiB/s, read ${rate(rMs).toFixed(1)} MiB/s, ${bad.length} mismatches\n`);
     }
-    const t2 = Date.now();
-    const mib = (count * bs) / 2 ** 20;
-    io.stdout(`verified ${count} × ${bs} B (${mib.toFixed(1)} MiB) on nsid ${ns.nsid}: write ${(mib / Math.max(0.001, (t1 - t0) / 1000)).toFixed(1)} MiB/s, read ${(mib / Math.max(0.001, (t2 - t1) / 1000)).toFixed(1)} MiB/s, ${bad} mismatches\n`);
-    return bad === 0 ? 0 : 1;
+    return bad.length === 0 ? 0 : 1;
   } finally {
     await c.disconnect();
   }
 }
 
-async function checkHostCmd(v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
-  const addr = typeof v['traddr'] === 'string' ? v['traddr'] : undefined;
-  let qfile: StateFile | undefined;
-  if (typeof v['queues-from'] === 'string') qfile = JSON.parse(await readFile(v['queues-from'], 'utf8')) as StateFile;
-  const rep = await checkHost(addr ?? qfile?.controller.traddr, typeof v['host-iface'] === 'string' ? v['host-iface'] : undefined);
-  const out: string[] = [];
-  out.push(`CPUs: ${rep.cpus}`);
-  if (rep.iface !== undefined) out.push(`interface to ${rep.traddr ?? '?'}: ${rep.iface}${rep.src !== undefined ? ` (source ${rep.src})` : ''}`);
-  if (rep.queues !== undefined) {
-    out.push(`NIC queues: rx ${rep.queues.rx}, tx ${rep.queues.tx}`);
-    const e = rep.queues.ethtool;
-    if (e !== undefined) out.push(`ethtool -l: max rx ${e.maxRx ?? '-'} tx ${e.maxTx ?? '-'} combined ${e.maxCombined ?? '-'}; current rx ${e.curRx ?? '-'} tx ${e.curTx ?? '-'} combined ${e.curCombined ?? '-'}`);
-  }
-  for (const irq of rep.irqs) out.push(`IRQ ${irq.irq} ${irq.name}: CPUs ${irq.affinity ?? '?'}`);
-  for (const [q, m] of Object.entries(rep.rps)) out.push(`RPS ${q}: ${m}`);
-  for (const [q, m] of Object.entries(rep.xps)) out.push(`XPS ${q}: ${m}`);
-  for (const w of rep.warnings) out.push(`warning: ${w}`);
-  const t = await kernelTlsReport();
-  out.push(`kernel TLS (nvme connect --tls): tlshd ${t.tlshd ?? 'not installed'}${t.tlshd !== undefined ? (t.tlshdRunning ? ', running' : ', not running') : ''}; .nvme keyring ${t.nvmeKeyring === undefined ? 'unknown' : t.nvmeKeyring ? 'present' : 'absent'}; CONFIG_NVME_TCP_TLS ${t.kconfig ?? 'unknown'}`);
-  for (const n of t.notes) out.push(`tls: ${n}`);
-  if (qfile !== undefined && rep.iface !== undefined) {
-    out.push(`suggested steering for ${qfile.queues.length} I/O queues (advice only, nothing is applied):`);
-    const rx = Math.max(1, rep.queues?.rx ?? 1);
-    const tx = Math.max(1, rep.queues?.tx ?? 1);
-    for (const q of qfile.queues) {
-      const [sip, sport] = splitHostPort(q.source);
-      const [dip, dport] = splitHostPort(q.destination);
-      const nq = (q.qid - 1) % rx;
-      // Incoming packets of this flow come from the target: src = target, dst = us.
-      out.push(`  qid ${q.qid}: ethtool -N ${rep.iface} flow-type tcp4 src-ip ${dip} dst-ip ${sip} src-port ${dport} dst-port ${sport} action ${nq}`);
-      const cpu = (q.qid - 1) % rep.cpus;
-      out.push(`  qid ${q.qid}: echo ${(1n << BigInt(cpu)).toString(16)} > /sys/class/net/${rep.iface}/queues/tx-${(q.qid - 1) % tx}/xps_cpus`);
+// ---------------------------------------------------------------------------------------------- the verbs
+
+type Run = (v: Record<string, unknown>, args: string[], io: CliIo) => Promise<number>;
+
+/** Builds the verb's command: its flags, and what runs it. */
+function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
+  const cmd = newCommand(`nvme-tcp ${verb}`, io, INITIATOR_VERBS[verb]);
+  const fmt = (): Command => cmd.addOption(outputFormatOption());
+  switch (verb) {
+    case 'discover':
+      addConnOptions(cmd, ['nqn']);
+      return { cmd, run: (v) => discoverCmd(v as Record<string, unknown> & Fmt, io) };
+    case 'connect-all':
+      addConnOptions(cmd, ['nqn']);
+      return { cmd, run: (v) => connectAllCmd(v as Record<string, unknown> & Fmt, io) };
+    case 'connect':
+      addConnOptions(cmd).option('--hold', 'keep the connection until Ctrl-C or "nvme-tcp disconnect"');
+      return { cmd, run: (v) => connectCmd(v as Record<string, unknown> & Fmt, io) };
+    case 'disconnect':
+      fmt()
+        .option('-n, --nqn <nqn>', 'the subsystem whose held connections to disconnect', (x) => nqnArg('nqn', x))
+        .option('--pid <pid>', 'the holding process', (x) => intArg('pid', x, 1));
+      return { cmd, run: (v) => disconnectCmd(v as Fmt, io) };
+    case 'disconnect-all':
+      fmt();
+      return { cmd, run: (v) => disconnectCmd({ ...(v as Fmt), all: true }, io) };
+    case 'list-subsys':
+      fmt();
+      return { cmd, run: (v) => listSubsysCmd(v as Fmt, io) };
+    case 'io':
+      addConnOptions(cmd)
+        .argument('<action>', 'verify: write a stamped pattern, read it back, compare')
+        .option('--size <size>', 'bytes to write and verify (64M, 1.5G; at most the namespace)', (x) => sizeArg('size', x), 64 * 2 ** 20)
+        .option('--bs <size>', 'block size per I/O', (x) => sizeArg('bs', x), 4096);
+      return {
+        cmd,
+        run: (v, args) => {
+          if (args[0] !== 'verify') throw new UsageError(`unknown action ${JSON.stringify(args[0])}; use "io verify"`);
+          return ioVerify(v as Record<string, unknown> & Fmt & { size: number; bs: number }, io);
+        },
+      };
+    case 'queues':
+      fmt()
+        .option('--set-worker <qid=w>', 'place queue QID on io worker W (-1: its default)')
+        .option('--pid <pid>', 'the holding process, when several hold connections', (x) => intArg('pid', x, 1));
+      return { cmd, run: (v) => queuesCmd(v as Fmt, io) };
+    case 'check-host':
+      fmt()
+        .option('-a, --traddr <addr>', 'the target address whose route to check')
+        .option('-f, --host-iface <iface>', 'the interface to check')
+        .option('--queues-from <file>', 'a held connection state file: print steering advice for its queues');
+      return { cmd, run: (v) => checkHostCmd(v as unknown as CheckHostOpts, io) };
+    default: {
+      const rv = verb as ResvVerb;
+      addConnOptions(cmd);
+      addResvOptions(cmd, rv);
+      return {
+        cmd,
+        run: async (v) => {
+          const c = await connect(connectOptions(v));
+          try {
+            return await runResv(rv, c, v as unknown as ResvOpts, io);
+          } finally {
+            await c.disconnect();
+          }
+        },
+      };
     }
   }
-  for (const u of rep.unreadable) out.push(`could not read: ${u}`);
-  io.stdout(out.join('\n') + '\n');
-  return 0;
 }
 
-function splitHostPort(s: string): [string, string] {
-  const i = s.lastIndexOf(':');
-  return [s.slice(0, i), s.slice(i + 1)];
-}
-
-/** A held connection's control socket: one JSON request per connection ({ op: 'set-worker', qid, worker }). */
-async function serveControl(c: Controller, sockPath: string, refresh: () => Promise<void>): Promise<net.Server> {
-  await unlink(sockPath).catch(() => undefined);
-  const server = net.createServer((sock) => {
-    let buf = '';
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => {
-      buf += d;
-      const nl = buf.indexOf('\n');
-      if (nl < 0) return;
-      const line = buf.slice(0, nl);
-      void (async () => {
-        let reply: unknown;
-        try {
-          const req = JSON.parse(line) as { op?: unknown; qid?: unknown; worker?: unknown };
-          if (req.op !== 'set-worker' || typeof req.qid !== 'number' || typeof req.worker !== 'number') throw new UsageError('bad control request');
-          await c.setQueueWorker(req.qid, req.worker);
-          await refresh().catch(() => undefined);
-          reply = { ok: true, queues: c.queueInfo() };
-        } catch (e) {
-          const err = e as Error & { code?: string };
-          reply = { ok: false, message: err.message, code: err.code ?? (e instanceof UsageError ? 'USAGE' : undefined) };
-        }
-        sock.end(JSON.stringify(reply) + '\n');
-      })();
-    });
-    sock.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(sockPath, () => resolve());
-  });
-  server.unref();
-  return server;
-}
-
-/** `queues --set-worker QID=W [--pid PID]`: ask a held connection to place queue QID on io worker W (−1: default). */
-async function setWorkerCmd(v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
-  const m = /^(\d+)=(-1|\d+)$/.exec(String(v['set-worker']).trim());
-  if (m === null) throw new UsageError(`--set-worker: expected QID=W (W a worker index or -1), got ${String(v['set-worker'])}`);
-  const qid = Number(m[1]);
-  const worker = Number(m[2]);
-  const states = (await readStates()).filter((s) => s.control !== undefined);
-  const pid = typeof v['pid'] === 'string' ? toNum('pid', v['pid']) : undefined;
-  const chosen = pid === undefined ? states : states.filter((s) => s.pid === pid);
-  if (chosen.length === 0) throw new UsageError(pid === undefined ? 'no held connections (nvme-tcp connect ... --hold)' : `no held connection with pid ${pid}`);
-  if (chosen.length > 1) throw new UsageError(`${chosen.length} held connections (pids ${chosen.map((s) => s.pid).join(', ')}): choose one with --pid`);
-  const st = chosen[0] as StateFile & { file: string };
-  const reply = await new Promise<{ ok: boolean; message?: string; code?: string; queues?: QueueInfo[] }>((resolve, reject) => {
-    const sock = net.connect(st.control as string);
-    let buf = '';
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => (buf += d));
-    sock.on('end', () => {
-      try {
-        resolve(JSON.parse(buf) as { ok: boolean; message?: string; code?: string; queues?: QueueInfo[] });
-      } catch (e) {
-        reject(e instanceof Error ? e : new Error(String(e)));
-      }
-    });
-    sock.on('error', reject);
-    sock.write(JSON.stringify({ op: 'set-worker', qid, worker }) + '\n');
-  });
-  if (!reply.ok) {
-    io.stderr(`nvme-tcp queues: ${reply.message ?? 'failed'}${reply.code !== undefined ? ` [${reply.code}]` : ''}\n`);
-    return reply.code === 'NVMEOF_ERR_INVALID_ARG' || reply.code === 'USAGE' ? 2 : 1;
+/** Why a Connect failed, with the fix where the status says what it is (NVMe-oF 1.1 §3.3 Connect response). */
+function failureLine(verb: string, err: Error & { code?: string }, v: Record<string, unknown>): string {
+  let hint = '';
+  if (/CONNECT_INVALID_PARAM/.test(err.message)) {
+    const where = `-a ${String(v['traddr'] ?? 'ADDR')}${v['trsvcid'] !== undefined ? ` -s ${String(v['trsvcid'])}` : ''}`;
+    hint = `; the target has no subsystem ${JSON.stringify(v['nqn'] ?? '')} (or this host may not use it): "nvme-tcp discover ${where}" lists what it serves`;
+  } else if (/CONNECT_INVALID_HOST/.test(err.message)) {
+    hint = `; the subsystem does not allow host ${String(v['hostnqn'] ?? 'this host')}: add it on the target (--allow-host, or "target ctl host add")`;
   }
-  io.stdout(`pid ${st.pid}: queue ${qid} placed on ${worker === -1 ? 'its default worker' : `worker ${worker}`}\n`);
-  io.stdout(queueTable(reply.queues ?? []));
-  return 0;
+  return `nvme-tcp ${verb}: ${err.message}${err.code !== undefined ? ` [${err.code}]` : ''}${hint}\n`;
 }
 
-const USAGE = `usage:
-  nvme-tcp discover -a ADDR [-s PORT] [-q HOSTNQN] [-I HOSTID] [-g] [-G]
-  nvme-tcp connect -a ADDR -s PORT -n NQN [-i N] [-W N] [-P N] [-Q QSIZE] [-k KATO] [-g] [-G] [-D] [-q HOSTNQN] [-I HOSTID]
-                   [-S DHCHAP_SECRET [-C DHCHAP_CTRL_SECRET]] [--tls --tls-key KEY|@FILE [--tls-identity-version 0|1]
-                   [--tls-hkdf rfc8446|pre-2025]] [-S DHCHAP_SECRET --concat (secure channel concatenation)]
-                   [--queues-per-hctx N] [--match-hw-queues] [--connect-concurrency N] [--hold]
-  nvme-tcp io verify -a ADDR -s PORT -n NQN [--size 64M] [--bs 4k] [connect flags]
-  nvme-tcp queues [--set-worker QID=W [--pid PID]]
-  connect/io flags: [--io-workers N] [--io-worker-cpus 0,1] [--io-budget-us US]
-  nvme-tcp check-host [-a ADDR] [-f IFACE] [--queues-from FILE]
-  nvme-tcp resv-register -a ADDR -s PORT -n NQN [--namespace-id N] [--crkey K] [--nrkey K] [--rrega 0|1|2] [--iekey]
-                   [--cptpl 0|2|3] [connect flags]
-  nvme-tcp resv-acquire  ... [--namespace-id N] [--crkey K] [--prkey K] --rtype 1..6 [--racqa 0|1|2]
-  nvme-tcp resv-release  ... [--namespace-id N] [--crkey K] [--rtype T] [--rrela 0|1]
-  nvme-tcp resv-report   ... [--namespace-id N] [--numd N] [--eds] [--output-format json]
-`;
-
-/** A 64-bit key or small number as nvme-cli takes it: decimal or 0x-hex. */
-function bigArg(flag: string, v: string | boolean | undefined, def: bigint): bigint {
-  if (v === undefined || typeof v === 'boolean') return def;
-  if (!/^(0x[0-9a-fA-F]{1,16}|\d{1,20})$/.test(v.trim())) throw new UsageError(`--${flag}: not a 64-bit number: ${v}; use decimal or 0x-hex`);
-  const n = BigInt(v.trim());
-  if (n > 0xffff_ffff_ffff_ffffn) throw new UsageError(`--${flag}: ${v} does not fit in 64 bits`);
-  return n;
-}
-
-function smallArg(flag: string, v: string | boolean | undefined, def: number, max: number): number {
-  if (v === undefined || typeof v === 'boolean') return def;
-  const n = Number(bigArg(flag, v, 0n));
-  if (n > max) throw new UsageError(`--${flag}: ${v} is above ${max}`);
-  return n;
-}
-
-const RESV: Opts = { 'namespace-id': { type: 'string' }, iekey: { type: 'boolean' }, crkey: { type: 'string' } };
-
-/** nvme resv-register|resv-acquire|resv-release|resv-report with nvme-cli's long flag names, over one connection. */
-async function resvCmd(cmd: string, v: Record<string, string | boolean | undefined>, io: CliIo): Promise<number> {
-  const nsid = smallArg('namespace-id', v['namespace-id'], 1, 0xfffffffe);
-  if (nsid === 0) throw new UsageError('--namespace-id: 0 is not a namespace; use 1 or more');
-  const iekey = v['iekey'] === true;
-  const crkey = bigArg('crkey', v['crkey'], 0n);
-  const c = await connect(connectOptions(v));
-  try {
-    const r = c.namespace(nsid).reservation;
-    switch (cmd) {
-      case 'resv-register':
-        await r.register({ crkey, nrkey: bigArg('nrkey', v['nrkey'], 0n), rrega: smallArg('rrega', v['rrega'], 0, 7), iekey, cptpl: smallArg('cptpl', v['cptpl'], 0, 3) });
-        io.stdout(`NVME Reservation  success\n`);
-        return 0;
-      case 'resv-acquire':
-        await r.acquire({ crkey, prkey: bigArg('prkey', v['prkey'], 0n), rtype: smallArg('rtype', v['rtype'], 0, 255), racqa: smallArg('racqa', v['racqa'], 0, 7), iekey });
-        io.stdout(`NVME Reservation Acquire success\n`);
-        return 0;
-      case 'resv-release':
-        await r.release({ crkey, rtype: smallArg('rtype', v['rtype'], 0, 255), rrela: smallArg('rrela', v['rrela'], 0, 7), iekey });
-        io.stdout(`NVME Reservation Release success\n`);
-        return 0;
-      default: {
-        const numd = smallArg('numd', v['numd'], 1023, 65535);
-        const rep = await r.report({ eds: v['eds'] === true, length: (numd + 1) * 4 });
-        if (v['output-format'] === 'json') {
-          io.stdout(`${JSON.stringify({ gen: rep.gen, rtype: rep.rtype, regctl: rep.regctlCount, ptpls: rep.ptpls ? 1 : 0, regctlext: rep.regctls.map((x) => ({ cntlid: x.cntlid, rcsts: x.holder ? 1 : 0, rkey: `0x${x.rkey.toString(16)}`, hostid: x.hostid.toString('hex') })) }, null, 2)}\n`);
-          return 0;
-        }
-        const lines = ['NVME Reservation status:', '', `gen       : ${rep.gen}`, `rtype     : ${rep.rtype}`, `regctl    : ${rep.regctlCount}`, `ptpls     : ${rep.ptpls ? 1 : 0}`, ''];
-        rep.regctls.forEach((x, i) => lines.push(`regctlext[${i}] :`, `  cntlid  : ${x.cntlid.toString(16)}`, `  rcsts   : ${x.holder ? 1 : 0}`, `  rkey    : ${x.rkey.toString(16)}`, `  hostid  : ${x.hostid.toString('hex')}`, ''));
-        io.stdout(`${lines.join('\n')}\n`);
-        return 0;
-      }
-    }
-  } finally {
-    await c.disconnect();
-  }
-}
-
-/** Entry point used by cli/main.ts. Returns the exit status (2 for a bad flag). */
-export async function runInitiatorCli(cmd: string, argv: string[], io: CliIo = defaultIo): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
-  let positionals: string[];
-  const spec: Record<string, Opts> = {
-    discover: CONN,
-    connect: { ...CONN, hold: { type: 'boolean' } },
-    io: { ...CONN, size: { type: 'string' }, bs: { type: 'string' } },
-    queues: { 'set-worker': { type: 'string' }, pid: { type: 'string' } },
-    'check-host': { traddr: { type: 'string', short: 'a' }, 'host-iface': { type: 'string', short: 'f' }, 'queues-from': { type: 'string' } },
-    'resv-register': { ...CONN, ...RESV, nrkey: { type: 'string' }, rrega: { type: 'string' }, cptpl: { type: 'string' } },
-    'resv-acquire': { ...CONN, ...RESV, prkey: { type: 'string' }, rtype: { type: 'string' }, racqa: { type: 'string' } },
-    'resv-release': { ...CONN, ...RESV, rtype: { type: 'string' }, rrela: { type: 'string' } },
-    'resv-report': { ...CONN, 'namespace-id': { type: 'string' }, numd: { type: 'string' }, eds: { type: 'boolean' }, 'output-format': { type: 'string' } },
-  };
-  const options = spec[cmd];
-  if (options === undefined) {
-    io.stderr(`nvme-tcp: unknown command ${cmd}\n${USAGE}`);
+/** Entry point used by cli/main.ts. Returns the exit status (2 for bad input). */
+export async function runInitiatorCli(verb: string, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
+  const name = verb === 'list' ? 'list-subsys' : verb;
+  if (!(name in INITIATOR_VERBS)) {
+    io.stderr(`nvme-tcp: unknown command ${JSON.stringify(verb)}\n`);
     return 2;
   }
+  const { cmd, run } = defineVerb(name, io);
+  let opts: Record<string, unknown> = {};
   try {
-    const parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: cmd === 'io' });
-    values = parsed.values as Record<string, string | boolean | undefined>;
-    positionals = parsed.positionals;
+    cmd.parse([...argv], { from: 'user' });
+    opts = cmd.opts();
+    return await run(opts, cmd.args, io);
   } catch (e) {
-    io.stderr(`nvme-tcp ${cmd}: ${(e as Error).message.split('\n')[0]}\n`);
-    return 2;
-  }
-  try {
-    switch (cmd) {
-      case 'discover': {
-        const { nqn: _n, ...o } = connectOptions(values);
-        const entries = await discover(o);
-        io.stdout(`Discovery Log Number of Records ${entries.length}\n`);
-        entries.forEach((e, i) => {
-          const sub = ({ 1: 'referral', 2: 'nvme subsystem', 3: 'current discovery subsystem' } as Record<number, string>)[e.subtype] ?? `unknown (${e.subtype})`;
-          io.stdout(`=====Discovery Log Entry ${i}======\ntrtype:  ${e.trtype === 3 ? 'tcp' : e.trtype}\nadrfam:  ${e.adrfam === 1 ? 'ipv4' : e.adrfam === 2 ? 'ipv6' : e.adrfam}\nsubtype: ${sub}\ntreq:    ${e.treq}\nportid:  ${e.portid}\ntrsvcid: ${e.trsvcid}\nsubnqn:  ${e.subnqn}\ntraddr:  ${e.traddr}\n`);
-        });
-        return 0;
-      }
-      case 'connect': {
-        const c = await connect(connectOptions(values));
-        io.stdout(describeController(c));
-        io.stdout(queueTable(c.queueInfo()));
-        if (values['hold'] !== true) {
-          await c.disconnect();
-          return 0;
-        }
-        await mkdir(stateDir(), { recursive: true });
-        const file = path.join(stateDir(), `held-${process.pid}.json`);
-        const control = path.join(stateDir(), `held-${process.pid}.sock`);
-        const server = await serveControl(c, control, () => writeState(c, file, control));
-        await writeState(c, file, control);
-        io.stdout(`holding the connection (state in ${file}); Ctrl-C disconnects\n`);
-        const timer = setInterval(() => void writeState(c, file, control).catch(() => undefined), 1000);
-        await new Promise<void>((resolve) => {
-          const stop = (): void => resolve();
-          process.once('SIGINT', stop);
-          process.once('SIGTERM', stop);
-          c.once('lost', stop);
-        });
-        clearInterval(timer);
-        server.close();
-        await c.disconnect();
-        await unlink(file).catch(() => undefined);
-        await unlink(control).catch(() => undefined);
-        return 0;
-      }
-      case 'io': {
-        if (positionals[0] !== 'verify') {
-          io.stderr(`nvme-tcp io: unknown subcommand ${positionals[0] ?? '(none)'}; use "io verify"\n`);
-          return 2;
-        }
-        return await ioVerify(values, io);
-      }
-      case 'queues': {
-        if (typeof values['set-worker'] === 'string') return await setWorkerCmd(values, io);
-        const states = await readStates();
-        if (states.length === 0) {
-          io.stdout(`no held connections (start one with "nvme-tcp connect ... --hold"; state files live in ${stateDir()})\n`);
-          return 0;
-        }
-        for (const st of states) {
-          io.stdout(`pid ${st.pid} controller ${st.controller.cntlid} ${st.controller.subnqn} at ${st.controller.traddr}:${st.controller.trsvcid} (updated ${st.updated}, ${st.file})\n`);
-          io.stdout(queueTable(st.queues));
-        }
-        return 0;
-      }
-      case 'check-host':
-        return await checkHostCmd(values, io);
-      case 'resv-register':
-      case 'resv-acquire':
-      case 'resv-release':
-      case 'resv-report':
-        return await resvCmd(cmd, values, io);
-      default:
-        return 2;
-    }
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr(`nvme-tcp ${cmd}: ${e.message}\n`);
-      return 2;
-    }
-    const err = e as Error & { code?: string; field?: string };
-    io.stderr(`nvme-tcp ${cmd}: ${err.message}${err.code !== undefined ? ` [${err.code}]` : ''}\n`);
+    if (e instanceof UsageError || (e as { name?: string }).name === 'CommanderError') return parseFailure(e, io, `nvme-tcp ${name}`);
+    const err = e as Error & { code?: string };
+    io.stderr(failureLine(name, err, opts));
     return err.code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;
   }
 }
+

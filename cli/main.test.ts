@@ -86,7 +86,7 @@ describe('dispatcher', () => {
   it('an unknown subcommand: one line with a hint, exit 2', async () => {
     const c = io();
     expect(await main(['targt'], c.io)).toBe(2);
-    expect(c.err).toEqual(['nvme-tcp: unknown command "targt"; run "nvme-tcp --help" for the list\n']);
+    expect(c.err).toEqual(['nvme-tcp: unknown command "targt" (did you mean target?); run "nvme-tcp --help" for the list\n']);
   });
 
   it('the bin exits with the subcommand status', async () => {

@@ -48,7 +48,7 @@ describe('reservation and masking CLI verbs', () => {
     expect(await as(H1, 'resv-release', '--crkey', '0xa1', '--rtype', '2')).toBe(0);
     expect(await as(H1, 'resv-register', '--rrega', '1', '--crkey', '0xa1')).toBe(0);
     expect(await as(H1, 'resv-register', '--nrkey', 'zz')).toBe(2);
-    expect(err).toMatch(/--nrkey: not a 64-bit number/);
+    expect(err).toMatch(/--nrkey zz: not a 64-bit number/);
     expect(t.reservationStatus(NQN, 1).registrants).toHaveLength(1);
 
     err = '';
