@@ -34,7 +34,8 @@ export function newCommand(name: string, io: CliIo, description?: string): Comma
 export function configure(c: Command, io: CliIo): Command {
   return c
     .exitOverride()
-    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr, outputError: () => undefined })
+    // Errors become one line (parseFailure); commander's help-on-error dump is dropped with them.
+    .configureOutput({ writeOut: io.stdout, writeErr: () => undefined, outputError: () => undefined })
     .showSuggestionAfterError(true)
     .allowExcessArguments(false)
     .helpOption('-h, --help', 'this text');
@@ -73,7 +74,12 @@ export function runParsed(cmd: Command, argv: readonly string[], io: CliIo, pref
 /** The exit status for an error out of parsing (writes the line); rethrows anything that is not about usage. */
 export function parseFailure(err: unknown, io: CliIo, prefix: string): number {
   if (err instanceof CommanderError) {
-    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return 0;
+    if (err.code === 'commander.help') {
+      // A command that needs a subcommand, given none.
+      io.stderr(`${prefix}: missing command; add --help to list them\n`);
+      return 2;
+    }
     io.stderr(`${prefix}: ${usageLine(err)}\n`);
     return 2;
   }
@@ -97,10 +103,15 @@ export function sizeArg(flag: string, v: string): number {
 
 /** An integer in [min, max], decimal or 0x-hex; negative where min allows (e.g. -1 for "off"). */
 export function intArg(flag: string, v: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  return integer(`--${flag}`, v, min, max);
+}
+
+/** intArg for a value named `label` as it is (a positional: "nsid", "port id"). */
+export function integer(label: string, v: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const t = v.trim();
   const n = /^-?\d+$/.test(t) ? Number(t) : /^0x[0-9a-f]+$/i.test(t) ? Number.parseInt(t.slice(2), 16) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new UsageError(`--${flag} ${v}: not an integer; use e.g. ${Math.max(min, 1)}`);
-  if (n < min || n > max) throw new UsageError(`--${flag} ${v}: out of range; use ${min}..${max}`);
+  if (!Number.isSafeInteger(n)) throw new UsageError(`${label} ${v}: not an integer; use e.g. ${Math.max(min, 1)}`);
+  if (n < min || n > max) throw new UsageError(`${label} ${v}: out of range; use ${min}..${max}`);
   return n;
 }
 

@@ -132,7 +132,9 @@ describe('target ctl → HTTP requests', () => {
   });
 
   it('prints JSON replies as JSON and text replies as text', async () => {
-    expect(JSON.parse((await ctl('port', 'list')).out)).toEqual({ ok: true, echo: '/ports' });
+    expect(JSON.parse((await ctl('-o', 'json', 'port', 'list')).out)).toEqual({ ok: true, echo: '/ports' });
+    expect((await ctl('port', 'list', '-o', 'json')).out).toBe(`${JSON.stringify({ ok: true, echo: '/ports' }, null, 2)}\n`);
+    expect((await ctl('port', 'list')).out).toBe('ok    true\necho  /ports\n');
     expect((await ctl('metrics')).out).toBe('# HELP x y\n# TYPE x counter\nx 1\n');
     expect((await ctl('port', 'remove', '3')).out).toBe('');
   });
@@ -171,10 +173,10 @@ describe('target ctl host-auth', () => {
   it('usage errors never print a secret', async () => {
     const noKey = await ctl('host-auth', 'set', HOST, '--dhchap-ctrl-key', CKEY);
     expect(noKey.code).toBe(2);
-    expect(noKey.err).toMatch(/^host-auth set needs --dhchap-key SECRET/);
+    expect(noKey.err).toMatch(/^nvme-tcp target ctl: host-auth set needs --dhchap-key SECRET/);
     const badBody = await ctl('host-auth', 'set', HOST, '--body', `{"dhchapKey": ${KEY}}`);
     expect(badBody.code).toBe(2);
-    expect(badBody.err).toMatch(/^--body is not JSON: /);
+    expect(badBody.err).toMatch(/^nvme-tcp target ctl: --body is not JSON: /);
     for (const r of [noKey, badBody]) expect(r.err + r.out).not.toContain(KEY.slice(10, 40));
     expect(noKey.err).not.toContain(CKEY.slice(10, 40));
     expect(seen).toEqual([]);
@@ -189,10 +191,26 @@ describe('target ctl errors', () => {
   });
 
   it('exits 2 on a usage error without sending anything', async () => {
-    for (const argv of [[], ['frobnicate'], ['namespace', 'add', NQN, 'x', '--ram', '1M'], ['namespace', 'add', NQN, '1'], ['ana', 'set', '1', '1', 'sideways'], ['faults', 'set', NQN], ['--bogus']]) {
+    const cases: [string[], RegExp][] = [
+      [[], /missing command/],
+      [['frobnicate'], /unknown command 'frobnicate'/],
+      [['namespce', 'list', NQN], /unknown command 'namespce' \(did you mean namespace\?\)/],
+      [['namespace', 'add', NQN, 'x', '--ram', '1M'], /nsid x: not an integer/],
+      [['namespace', 'add', NQN, '1'], /needs exactly one of --ram SIZE/],
+      [['ana', 'set', '1', '1', 'sideways'], /state sideways: not an ANA state/],
+      [['faults', 'set', NQN], /needs at least one fault flag/],
+      [['--bogus'], /unknown option '--bogus'/],
+      // Extra words are refused, not dropped (issue #32: this created "bad", exit 0).
+      [['subsystem', 'add', 'bad', 'nqn', 'with', 'spaces'], /too many arguments/],
+      [['-o', 'yaml', 'health'], /argument 'yaml' is invalid/],
+      [['--api', 'localhost:x', 'health'], /--api localhost:x: not ADDR:PORT/],
+    ];
+    for (const [argv, re] of cases) {
       const r = await ctl(...argv);
       expect(r.code, argv.join(' ')).toBe(2);
-      expect(r.err).toMatch(/usage: nvme-tcp target ctl/);
+      expect(r.err, argv.join(' ')).toMatch(re);
+      expect(r.err.split('\n').filter(Boolean), argv.join(' ')).toHaveLength(1);
+      expect(r.out).toBe('');
     }
     expect(seen).toEqual([]);
   });
@@ -214,6 +232,28 @@ describe('target ctl errors', () => {
   it('--help prints the usage and exits 0', async () => {
     const r = await ctl('--help');
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/ana set <portid> <grpid>/);
+    for (const noun of ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults', 'controllers', 'workers', 'placement', 'config', 'metrics']) expect(r.out).toMatch(new RegExp(`^  ${noun} `, 'm'));
+    const a = await ctl('ana', 'set', '-h');
+    expect(a.code).toBe(0);
+    expect(a.out).toMatch(/^Usage: nvme-tcp target ctl ana set \[options\] <portid> <grpid> <state>/);
+    const ns = await ctl('namespace', 'add', '--help');
+    expect(ns.out).toMatch(/--ram <size>/);
+    expect(ns.out).toMatch(/-h, --help/);
+    expect(seen).toEqual([]);
   });
+
+  it('--api takes ADDR:PORT like "target --api", or a URL', async () => {
+    const urls: string[] = [];
+    const fetch = async (input: string | URL | Request): Promise<Response> => {
+      urls.push(input instanceof Request ? input.url : String(input));
+      return new Response('{"status":"ok"}', { headers: { 'content-type': 'application/json' } });
+    };
+    for (const api of ['127.0.0.1:9', '[::1]:9', 'http://127.0.0.1:9']) {
+      let err = '';
+      const code = await runCtlCli(['--api', api, 'health'], { stdout: () => undefined, stderr: (s) => (err += s), env: {}, fetch: fetch as typeof globalThis.fetch });
+      expect({ code, err }).toEqual({ code: 0, err: '' });
+    }
+    expect(urls).toEqual(['http://127.0.0.1:9/healthz', 'http://[::1]:9/healthz', 'http://127.0.0.1:9/healthz']);
+  });
+
 });

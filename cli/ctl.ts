@@ -1,77 +1,16 @@
 // `nvme-tcp target ctl`: every management operation as a command line over the HTTP API (target/mgmt/client.ts).
+// One commander command per operation (its own --help), -o normal (aligned tables, ISO times, hex keys) or json.
 import { Buffer } from 'node:buffer';
 import { readFile, writeFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { Option, type Command } from 'commander';
 import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from '../target/index.js';
 import { ANA_STATE_NAMES } from '../protocol/index.js';
 import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
+import { PLACEMENTS } from '../target/workers/index.js';
+import { hostPortArg, integer, newCommand, outputFormatOption, parseFailure, subcommand, UsageError, type CliIo } from './args.js';
+import { formatNormal } from './ctl-format.js';
 
-const CTL_USAGE = `usage: nvme-tcp target ctl [--api URL] [--token T] <command>
-
-  --api URL      management API base URL (default $NVME_TCP_API or http://127.0.0.1:8080)
-  --token T      bearer token (default $NVME_TCP_API_TOKEN)
-
-commands:
-  health
-  subsystem list
-  subsystem show <nqn>
-  subsystem add <nqn> [--host NQN]... [--port ID]... [--allow-any-host] [--serial S] [--model M]
-                      [--max-io-queues N] [--max-queue-size N] [--cntlid-min N] [--cntlid-max N] [--no-ana]
-                      | --body JSON|@FILE
-  subsystem set <nqn> [--max-io-queues N] [--cntlid-min N] [--cntlid-max N]
-                      (a new --max-io-queues disconnects the subsystem's controllers so hosts reconnect with it)
-  subsystem remove <nqn>
-  namespace list <subnqn>
-  namespace add <subnqn> <nsid> (--ram SIZE | --null SIZE | --file PATH [--size SIZE])
-                      [--block-size 512|4096] [--ana-group N] [--read-only] [--uuid U] [--nguid G] [--disabled]
-                      | --body JSON|@FILE
-  namespace enable <subnqn> <nsid>
-  namespace disable <subnqn> <nsid>
-  namespace remap <subnqn> <nsid> [--ram SIZE | --null SIZE | --file PATH [--size SIZE]] [--uuid U] [--nguid G]
-                      | --body JSON|@FILE      (new backend and/or identifiers under the same nsid)
-  namespace remove <subnqn> <nsid>
-  namespace attach <subnqn> <nsid> <hostnqn>     masking: make the namespace visible to this host (the first
-                                                 attach hides it from every other host)
-  namespace detach <subnqn> <nsid> <hostnqn>     hide it from this host
-  namespace hosts <subnqn> <nsid>                the hosts it is attached to (null: every allowed host)
-  namespace reservation <subnqn> <nsid>          its reservation: type, holder, registrants, PTPL
-  host list <subnqn>
-  host add <subnqn> <hostnqn>
-  host remove <subnqn> <hostnqn>
-  host-auth list
-  host-auth set <hostnqn> (--dhchap-key SECRET|@FILE|- [--dhchap-ctrl-key SECRET|@FILE]
-                      [--dhchap-hash H]... [--dhchap-dhgroup G]... | --body JSON|@FILE)
-  host-auth clear <hostnqn>
-  port list
-  port add <id> <addr> <port> [--family ipv4|ipv6] [--inline-data-size N] [--max-h2c-data N] | --body JSON|@FILE
-  port remove <id>
-  referral list <portid>
-  referral add <portid> <addr> <port> [--family ipv4|ipv6] [--portid N]
-  referral remove <portid> <addr> <port>
-  ana set <portid> <grpid> <${ANA_STATE_NAMES.join('|')}>
-  faults set <subnqn> [--command-latency-us N] [--connect-latency-ms N] [--fail-next COUNT:STATUS] | --clear
-  controllers          every controller and queue; with target workers, each I/O queue's "worker"
-  workers              worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag, cache invalidations
-  placement set <single|controller|queue|host>   placement for queues connected from now on
-  placement set <single|controller|queue|host|default> --portid N
-                       that port's own placement for its new queues (default: back to the target-wide one)
-  config [--output FILE]
-  metrics
-  group status         the gateway group: members with their leases, ANA group owners, the last transitions
-  group failover <grpid> [--to ID]   move an ANA group to member ID (default: the least loaded other member)
-                       and keep it there until failback
-  group failback <grpid>             let it return to its preferred gateway
-  gateway disable|enable [ID]        drain this gateway (or member ID): hand its groups away, take none; enable undoes
-`;
-
-/** A command line that cannot be turned into a request; exit status 2. */
-class UsageError extends Error {
-  readonly code = 'NVMEOF_ERR_USAGE';
-}
-
-export interface CtlIo {
-  stdout: (s: string) => void;
-  stderr: (s: string) => void;
+export interface CtlIo extends CliIo {
   env: NodeJS.ProcessEnv;
   fetch?: typeof globalThis.fetch;
   /** Source for `--dhchap-key -` (default: process stdin). */
@@ -84,54 +23,87 @@ const defaultIo: CtlIo = {
   env: process.env,
 };
 
-const OPTIONS = {
-  api: { type: 'string' },
-  token: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-  body: { type: 'string' },
-  host: { type: 'string', multiple: true },
-  port: { type: 'string', multiple: true },
-  'allow-any-host': { type: 'boolean' },
-  serial: { type: 'string' },
-  model: { type: 'string' },
-  'max-io-queues': { type: 'string' },
-  'max-queue-size': { type: 'string' },
-  'no-ana': { type: 'boolean' },
-  'cntlid-min': { type: 'string' },
-  'cntlid-max': { type: 'string' },
-  disabled: { type: 'boolean' },
-  ram: { type: 'string' },
-  null: { type: 'string' },
-  file: { type: 'string' },
-  size: { type: 'string' },
-  'block-size': { type: 'string' },
-  'ana-group': { type: 'string' },
-  'read-only': { type: 'boolean' },
-  uuid: { type: 'string' },
-  nguid: { type: 'string' },
-  family: { type: 'string' },
-  'inline-data-size': { type: 'string' },
-  'max-h2c-data': { type: 'string' },
-  portid: { type: 'string' },
-  'command-latency-us': { type: 'string' },
-  'connect-latency-ms': { type: 'string' },
-  'fail-next': { type: 'string' },
-  clear: { type: 'boolean' },
-  'dhchap-key': { type: 'string' },
-  'dhchap-ctrl-key': { type: 'string' },
-  'dhchap-hash': { type: 'string', multiple: true },
-  'dhchap-dhgroup': { type: 'string', multiple: true },
-  output: { type: 'string', short: 'o' },
-  to: { type: 'string' },
-} as const;
+/** The flags, by long name as the request builders below read them. */
+interface Values {
+  body?: string;
+  host?: string[];
+  port?: string[];
+  'allow-any-host'?: boolean;
+  serial?: string;
+  model?: string;
+  'max-io-queues'?: string;
+  'max-queue-size'?: string;
+  'no-ana'?: boolean;
+  'cntlid-min'?: string;
+  'cntlid-max'?: string;
+  disabled?: boolean;
+  ram?: string;
+  null?: string;
+  file?: string;
+  size?: string;
+  'block-size'?: string;
+  'ana-group'?: string;
+  'read-only'?: boolean;
+  uuid?: string;
+  nguid?: string;
+  family?: string;
+  'inline-data-size'?: string;
+  'max-h2c-data'?: string;
+  portid?: string;
+  'command-latency-us'?: string;
+  'connect-latency-ms'?: string;
+  'fail-next'?: string;
+  clear?: boolean;
+  'dhchap-key'?: string;
+  'dhchap-ctrl-key'?: string;
+  'dhchap-hash'?: string[];
+  'dhchap-dhgroup'?: string[];
+  output?: string;
+  to?: string;
+}
 
-type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+/** Every flag an operation may take: commander spec and help, defined once. */
+const FLAGS: Readonly<Record<keyof Values, string>> = {
+  body: '--body <json>|the whole request body: JSON, or @FILE',
+  host: '--host <hostnqn...>|allow this host (repeatable)',
+  port: '--port <id...>|export on this port id (repeatable; default every port)',
+  'allow-any-host': '--allow-any-host|any host may connect',
+  serial: '--serial <s>|serial number',
+  model: '--model <m>|model number',
+  'max-io-queues': '--max-io-queues <n>|I/O queues a controller may have (a new value disconnects its controllers)',
+  'max-queue-size': '--max-queue-size <n>|I/O queue depth limit',
+  'no-ana': '--no-ana|no ANA reporting',
+  'cntlid-min': '--cntlid-min <n>|lowest controller ID',
+  'cntlid-max': '--cntlid-max <n>|highest controller ID',
+  disabled: '--disabled|add it disabled',
+  ram: '--ram <size>|a RAM backend of this size (64M, 1.5G)',
+  null: '--null <size>|a null backend: reads zeroes, drops writes',
+  file: '--file <path>|a file backend',
+  size: '--size <size>|with --file: create or extend to this size',
+  'block-size': '--block-size <n>|512 or 4096',
+  'ana-group': '--ana-group <n>|ANA group',
+  'read-only': '--read-only|refuse writes',
+  uuid: '--uuid <u>|namespace UUID',
+  nguid: '--nguid <g>|namespace NGUID',
+  family: '--family <f>|ipv4 or ipv6',
+  'inline-data-size': '--inline-data-size <n>|in-capsule data bytes',
+  'max-h2c-data': '--max-h2c-data <n>|largest H2CData PDU',
+  portid: '--portid <n>|port id (referral: the referred port; placement: that port only)',
+  'command-latency-us': '--command-latency-us <n>|delay every command',
+  'connect-latency-ms': '--connect-latency-ms <n>|delay every Connect',
+  'fail-next': '--fail-next <count:status>|fail the next COUNT commands with STATUS',
+  clear: '--clear|remove every fault',
+  'dhchap-key': '--dhchap-key <secret>|host key: SECRET, @FILE or - (stdin)',
+  'dhchap-ctrl-key': '--dhchap-ctrl-key <secret>|controller key: SECRET, @FILE or -',
+  'dhchap-hash': '--dhchap-hash <h...>|allowed hashes',
+  'dhchap-dhgroup': '--dhchap-dhgroup <g...>|allowed DH groups',
+  output: '--output <file>|write the config there instead of printing it',
+  to: '--to <id>|the member to move the ANA group to (default: the least loaded other member)',
+};
 
 function int(v: string | undefined, field: string): number {
   if (v === undefined) throw new UsageError(`missing ${field}`);
-  const n = v.startsWith('0x') ? Number.parseInt(v.slice(2), 16) : Number(v);
-  if (!Number.isInteger(n)) throw new UsageError(`${field}: "${v}" is not an integer`);
-  return n;
+  return integer(field, v, Number.MIN_SAFE_INTEGER);
 }
 
 function str(v: string | undefined, field: string): string {
@@ -268,163 +240,254 @@ async function hostAuthFromFlags(hostnqn: string, v: Values, io: CtlIo): Promise
   return h;
 }
 
-async function dispatch(c: MgmtClient, pos: string[], v: Values, io: CtlIo): Promise<unknown> {
-  const [noun, verb, ...rest] = pos;
-  const key = verb !== undefined && ['subsystem', 'namespace', 'host', 'host-auth', 'port', 'referral', 'ana', 'faults', 'placement', 'group', 'gateway'].includes(noun ?? '') ? `${noun} ${verb}` : (noun ?? '');
-  const args = key.includes(' ') ? rest : pos.slice(1);
-  switch (key) {
-    case 'health':
-      return c.health();
-    case 'subsystem list':
-      return c.listSubsystems();
-    case 'subsystem show':
-      return c.getSubsystem(str(args[0], 'nqn'));
-    case 'subsystem add':
-      return c.addSubsystem(v.body !== undefined ? ((await bodyArg(v.body)) as SubsystemConfig) : subsystemFromFlags(str(args[0], 'nqn'), v));
-    case 'subsystem set':
-      return c.updateSubsystem(str(args[0], 'nqn'), v.body !== undefined ? ((await bodyArg(v.body)) as SubsystemConfig) : subsystemUpdateFromFlags(v));
-    case 'subsystem remove':
-      return c.removeSubsystem(str(args[0], 'nqn'));
-    case 'namespace list':
-      return c.listNamespaces(str(args[0], 'subnqn'));
-    case 'namespace add':
-      return c.addNamespace(
-        str(args[0], 'subnqn'),
-        v.body !== undefined ? ((await bodyArg(v.body)) as NamespaceConfig) : namespaceFromFlags(int(args[1], 'nsid'), v),
-      );
-    case 'namespace enable':
-    case 'namespace disable':
-      return c.updateNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'), { enabled: key === 'namespace enable' });
-    case 'namespace remap':
-      return c.updateNamespace(
-        str(args[0], 'subnqn'),
-        int(args[1], 'nsid'),
-        v.body !== undefined ? ((await bodyArg(v.body)) as Partial<NamespaceConfig>) : remapFromFlags(v),
-      );
-    case 'namespace remove':
-      return c.removeNamespace(str(args[0], 'subnqn'), int(args[1], 'nsid'));
-    case 'namespace attach':
-      return c.attachNamespaceHost(str(args[0], 'subnqn'), int(args[1], 'nsid'), str(args[2], 'hostnqn'));
-    case 'namespace detach':
-      return c.detachNamespaceHost(str(args[0], 'subnqn'), int(args[1], 'nsid'), str(args[2], 'hostnqn'));
-    case 'namespace hosts':
-      return c.namespaceHosts(str(args[0], 'subnqn'), int(args[1], 'nsid'));
-    case 'namespace reservation':
-      return c.namespaceReservation(str(args[0], 'subnqn'), int(args[1], 'nsid'));
-    case 'host list':
-      return c.listHosts(str(args[0], 'subnqn'));
-    case 'host add':
-      return c.addHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
-    case 'host remove':
-      return c.removeHost(str(args[0], 'subnqn'), str(args[1], 'hostnqn'));
-    case 'host-auth list':
-      return c.listHostAuth();
-    case 'host-auth set': {
-      const nqn = str(args[0], 'hostnqn');
-      const h = v.body !== undefined ? { nqn, ...((await bodyArg(v.body)) as Partial<HostConfig>) } : await hostAuthFromFlags(nqn, v, io);
-      return c.setHostAuth(h);
-    }
-    case 'host-auth clear':
-      return c.clearHostAuth(str(args[0], 'hostnqn'));
-    case 'port list':
-      return c.listPorts();
-    case 'port add':
-      return c.addPort(v.body !== undefined ? ((await bodyArg(v.body)) as PortConfig) : portFromFlags(args, v));
-    case 'port remove':
-      return c.removePort(int(args[0], 'port id'));
-    case 'referral list':
-      return c.listReferrals(int(args[0], 'port id'));
-    case 'referral add': {
-      const r: ReferralConfig = { addr: str(args[1], 'addr'), port: int(args[2], 'tcp port') };
+
+type Run = (c: MgmtClient, a: string[], v: Values, io: CtlIo) => Promise<unknown>;
+
+/** One management operation: "noun verb", its operands, the flags it takes, what it sends. */
+interface Op {
+  path: string;
+  args: string;
+  help: string;
+  flags?: (keyof Values)[];
+  run: Run;
+}
+
+const body = async <T>(v: Values, fromFlags: () => T | Promise<T>): Promise<T> => (v.body !== undefined ? ((await bodyArg(v.body)) as T) : fromFlags());
+const BACKEND: (keyof Values)[] = ['ram', 'null', 'file', 'size', 'uuid', 'nguid', 'body'];
+
+const OPS: readonly Op[] = [
+  { path: 'health', args: '', help: 'is the target up: ports, subsystems, controllers', run: (c) => c.health() },
+  { path: 'subsystem list', args: '', help: 'every subsystem', run: (c) => c.listSubsystems() },
+  { path: 'subsystem show', args: '<nqn>', help: 'one subsystem', run: (c, a) => c.getSubsystem(str(a[0], 'nqn')) },
+  {
+    path: 'subsystem add',
+    args: '<nqn>',
+    help: 'add a subsystem',
+    flags: ['host', 'port', 'allow-any-host', 'serial', 'model', 'max-io-queues', 'max-queue-size', 'cntlid-min', 'cntlid-max', 'no-ana', 'body'],
+    run: async (c, a, v) => c.addSubsystem(await body(v, () => subsystemFromFlags(str(a[0], 'nqn'), v))),
+  },
+  {
+    path: 'subsystem set',
+    args: '<nqn>',
+    help: 'change a subsystem (a new --max-io-queues disconnects its controllers so hosts reconnect with it)',
+    flags: ['max-io-queues', 'cntlid-min', 'cntlid-max', 'body'],
+    run: async (c, a, v) => c.updateSubsystem(str(a[0], 'nqn'), await body(v, () => subsystemUpdateFromFlags(v))),
+  },
+  { path: 'subsystem remove', args: '<nqn>', help: 'remove a subsystem', run: (c, a) => c.removeSubsystem(str(a[0], 'nqn')) },
+  { path: 'namespace list', args: '<subnqn>', help: "a subsystem's namespaces", run: (c, a) => c.listNamespaces(str(a[0], 'subnqn')) },
+  {
+    path: 'namespace add',
+    args: '<subnqn> <nsid>',
+    help: 'add a namespace: --ram SIZE | --null SIZE | --file PATH [--size SIZE]',
+    flags: [...BACKEND, 'block-size', 'ana-group', 'read-only', 'disabled'],
+    run: async (c, a, v) => c.addNamespace(str(a[0], 'subnqn'), await body(v, () => namespaceFromFlags(int(a[1], 'nsid'), v))),
+  },
+  { path: 'namespace enable', args: '<subnqn> <nsid>', help: 'enable a namespace', run: (c, a) => c.updateNamespace(str(a[0], 'subnqn'), int(a[1], 'nsid'), { enabled: true }) },
+  { path: 'namespace disable', args: '<subnqn> <nsid>', help: 'disable a namespace', run: (c, a) => c.updateNamespace(str(a[0], 'subnqn'), int(a[1], 'nsid'), { enabled: false }) },
+  {
+    path: 'namespace remap',
+    args: '<subnqn> <nsid>',
+    help: 'new backend and/or identifiers under the same nsid',
+    flags: BACKEND,
+    run: async (c, a, v) => c.updateNamespace(str(a[0], 'subnqn'), int(a[1], 'nsid'), await body(v, () => remapFromFlags(v))),
+  },
+  { path: 'namespace remove', args: '<subnqn> <nsid>', help: 'remove a namespace', run: (c, a) => c.removeNamespace(str(a[0], 'subnqn'), int(a[1], 'nsid')) },
+  {
+    path: 'namespace attach',
+    args: '<subnqn> <nsid> <hostnqn>',
+    help: 'masking: make the namespace visible to this host (the first attach hides it from every other host)',
+    run: (c, a) => c.attachNamespaceHost(str(a[0], 'subnqn'), int(a[1], 'nsid'), str(a[2], 'hostnqn')),
+  },
+  { path: 'namespace detach', args: '<subnqn> <nsid> <hostnqn>', help: 'hide it from this host', run: (c, a) => c.detachNamespaceHost(str(a[0], 'subnqn'), int(a[1], 'nsid'), str(a[2], 'hostnqn')) },
+  { path: 'namespace hosts', args: '<subnqn> <nsid>', help: 'the hosts it is attached to (null: every allowed host)', run: (c, a) => c.namespaceHosts(str(a[0], 'subnqn'), int(a[1], 'nsid')) },
+  { path: 'namespace reservation', args: '<subnqn> <nsid>', help: 'its reservation: type, holder, registrants, PTPL', run: (c, a) => c.namespaceReservation(str(a[0], 'subnqn'), int(a[1], 'nsid')) },
+  { path: 'host list', args: '<subnqn>', help: "a subsystem's allowed hosts", run: (c, a) => c.listHosts(str(a[0], 'subnqn')) },
+  { path: 'host add', args: '<subnqn> <hostnqn>', help: 'allow a host', run: (c, a) => c.addHost(str(a[0], 'subnqn'), str(a[1], 'hostnqn')) },
+  { path: 'host remove', args: '<subnqn> <hostnqn>', help: 'disallow a host', run: (c, a) => c.removeHost(str(a[0], 'subnqn'), str(a[1], 'hostnqn')) },
+  { path: 'host-auth list', args: '', help: 'hosts with DH-HMAC-CHAP keys (keys redacted)', run: (c) => c.listHostAuth() },
+  {
+    path: 'host-auth set',
+    args: '<hostnqn>',
+    help: "set a host's DH-HMAC-CHAP keys",
+    flags: ['dhchap-key', 'dhchap-ctrl-key', 'dhchap-hash', 'dhchap-dhgroup', 'body'],
+    run: async (c, a, v, io) => {
+      const nqn = str(a[0], 'hostnqn');
+      return c.setHostAuth(v.body !== undefined ? { nqn, ...((await bodyArg(v.body)) as Partial<HostConfig>) } : await hostAuthFromFlags(nqn, v, io));
+    },
+  },
+  { path: 'host-auth clear', args: '<hostnqn>', help: "clear a host's keys", run: (c, a) => c.clearHostAuth(str(a[0], 'hostnqn')) },
+  { path: 'port list', args: '', help: 'every port', run: (c) => c.listPorts() },
+  {
+    path: 'port add',
+    args: '<id> <addr> <port>',
+    help: 'add a port',
+    flags: ['family', 'inline-data-size', 'max-h2c-data', 'body'],
+    run: async (c, a, v) => c.addPort(await body(v, () => portFromFlags(a, v))),
+  },
+  { path: 'port remove', args: '<id>', help: 'remove a port', run: (c, a) => c.removePort(int(a[0], 'port id')) },
+  { path: 'referral list', args: '<portid>', help: "a port's discovery referrals", run: (c, a) => c.listReferrals(int(a[0], 'port id')) },
+  {
+    path: 'referral add',
+    args: '<portid> <addr> <port>',
+    help: 'add a referral',
+    flags: ['family', 'portid'],
+    run: (c, a, v) => {
+      const r: ReferralConfig = { addr: str(a[1], 'addr'), port: int(a[2], 'tcp port') };
       const fam = family(v.family);
       if (fam !== undefined) r.family = fam;
       if (v.portid !== undefined) r.portId = int(v.portid, '--portid');
-      return c.addReferral(int(args[0], 'port id'), r);
-    }
-    case 'referral remove':
-      return c.removeReferral(int(args[0], 'port id'), str(args[1], 'addr'), int(args[2], 'tcp port'));
-    case 'ana set': {
-      const state = str(args[2], 'state');
-      if (!(ANA_STATE_NAMES as readonly string[]).includes(state)) throw new UsageError(`state must be one of ${ANA_STATE_NAMES.join(', ')}`);
-      return c.setAnaState(int(args[0], 'port id'), int(args[1], 'ANA group id'), state as AnaStateName);
-    }
-    case 'faults set':
-      return c.setFaults(str(args[0], 'subnqn'), faultsFromFlags(v));
-    case 'controllers':
-      return c.controllers();
-    case 'workers':
-      return c.workers();
-    case 'placement set': {
-      const p = str(args[0], 'placement');
+      return c.addReferral(int(a[0], 'port id'), r);
+    },
+  },
+  { path: 'referral remove', args: '<portid> <addr> <port>', help: 'remove a referral', run: (c, a) => c.removeReferral(int(a[0], 'port id'), str(a[1], 'addr'), int(a[2], 'tcp port')) },
+  {
+    path: 'ana set',
+    args: '<portid> <grpid> <state>',
+    help: `set an ANA group's state on a port: ${ANA_STATE_NAMES.join('|')}`,
+    run: (c, a) => {
+      const state = str(a[2], 'state');
+      if (!(ANA_STATE_NAMES as readonly string[]).includes(state)) throw new UsageError(`state ${state}: not an ANA state; use one of ${ANA_STATE_NAMES.join(', ')}`);
+      return c.setAnaState(int(a[0], 'port id'), int(a[1], 'ANA group id'), state as AnaStateName);
+    },
+  },
+  {
+    path: 'faults set',
+    args: '<subnqn>',
+    help: 'inject faults into a subsystem (or --clear them)',
+    flags: ['command-latency-us', 'connect-latency-ms', 'fail-next', 'clear'],
+    run: (c, a, v) => c.setFaults(str(a[0], 'subnqn'), faultsFromFlags(v)),
+  },
+  { path: 'controllers', args: '', help: 'every controller and queue; with target workers, each I/O queue\'s "worker"', run: (c) => c.controllers() },
+  { path: 'workers', args: '', help: 'worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag', run: (c) => c.workers() },
+  {
+    path: 'placement set',
+    args: '<placement>',
+    help: `placement for queues connected from now on: ${PLACEMENTS.join('|')} (with --portid: that port's, or default)`,
+    flags: ['portid'],
+    run: (c, a, v) => {
+      const p = str(a[0], 'placement');
       if (v.portid !== undefined) return c.setPortPlacement(int(v.portid, '--portid'), p === 'default' ? null : p);
       return c.setPlacement(p);
-    }
-    case 'config': {
+    },
+  },
+  {
+    path: 'config',
+    args: '',
+    help: "the running configuration, as a config file (always JSON)",
+    flags: ['output'],
+    run: async (c, _a, v, io) => {
       const cfg = await c.config();
-      if (v.output === undefined) return cfg;
+      if (v.output === undefined) return { json: cfg };
       await writeFile(v.output, `${JSON.stringify(cfg, null, 2)}\n`);
       io.stderr(`wrote ${v.output}\n`);
       return undefined;
+    },
+  },
+  { path: 'metrics', args: '', help: 'Prometheus metrics (text)', run: (c) => c.metrics() },
+  // Gateway groups (docs/gateway-groups.md).
+  { path: 'group status', args: '', help: 'the gateway group: members with their leases, ANA group owners, the last transitions', run: (c) => c.groupStatus() },
+  {
+    path: 'group failover',
+    args: '<grpid>',
+    help: 'move an ANA group to another member and keep it there until failback',
+    flags: ['to'],
+    run: (c, a, v) => c.groupFailover(int(a[0], 'ANA group id'), v.to),
+  },
+  { path: 'group failback', args: '<grpid>', help: 'let an ANA group return to its preferred gateway', run: (c, a) => c.groupFailback(int(a[0], 'ANA group id')) },
+  { path: 'gateway disable', args: '[id]', help: 'drain this gateway (or member ID): hand its groups away, take none', run: (c, a) => c.gatewayDrain(true, a[0]) },
+  { path: 'gateway enable', args: '[id]', help: 'undo gateway disable', run: (c, a) => c.gatewayDrain(false, a[0]) },
+];
+
+/** The commander tree: one command per operation under its noun; picks the operation and its operands. */
+function ctlCommand(io: CtlIo, pick: (op: Op, args: string[], v: Values) => void): Command {
+  const root = newCommand('nvme-tcp target ctl', io, 'manage a running target over its HTTP management API')
+    .option('--api <url>', 'the API: ADDR:PORT or URL (default $NVME_TCP_API or 127.0.0.1:8080)')
+    .option('--token <t>', 'bearer token (default $NVME_TCP_API_TOKEN)')
+    .addOption(outputFormatOption());
+  const nouns = new Map<string, Command>();
+  for (const op of OPS) {
+    const [noun = '', verb] = op.path.split(' ');
+    let parent = root;
+    if (verb !== undefined) {
+      parent = nouns.get(noun) ?? subcommand(root, noun, `${noun} operations`, io);
+      nouns.set(noun, parent);
     }
-    case 'metrics':
-      return c.metrics();
-    case 'group status':
-    case 'group failover':
-    case 'group failback':
-    case 'gateway disable':
-    case 'gateway enable':
-      return groupCommand(c, key, args, v);
-    case '':
-      throw new UsageError('missing command');
-    default:
-      throw new UsageError(`unknown command "${pos.join(' ')}"`);
+    const c = subcommand(parent, verb ?? noun, op.help, io);
+    // With --body the operands may be in the body: optional for commander, checked by the operation.
+    if (op.args !== '') c.arguments(op.flags?.includes('body') === true ? op.args.replace(/<([^>]+)>/g, '[$1]') : op.args);
+    for (const f of op.flags ?? []) {
+      const [spec = '', help = ''] = FLAGS[f].split('|');
+      // "<x...>": repeatable (--host a --host b), not commander's variadic, which would swallow the words after it.
+      const o = new Option(spec.replace('...>', '>'), help);
+      if (spec.endsWith('...>')) o.argParser((x: string, prev: string[] | undefined) => [...(prev ?? []), x]);
+      c.addOption(o);
+    }
+    c.action((...a: unknown[]) => {
+      const cmd = a[a.length - 1] as Command;
+      pick(op, cmd.args, kebab(cmd));
+    });
   }
+  return root;
+}
+
+/** commander's camelCase values under the long flag names the request builders read. */
+function kebab(cmd: Command): Values {
+  const out: Record<string, unknown> = {};
+  const v = cmd.opts();
+  for (const o of cmd.options) {
+    const long = o.long?.replace(/^--(no-)?/, '') ?? '';
+    const name = o.negate ? `no-${long}` : long;
+    const val = v[o.attributeName()];
+    if (o.negate) {
+      if (val === false) out[name] = true;
+    } else if (val !== undefined) out[name] = val;
+  }
+  return out as Values;
+}
+
+/** --api as `target --api` takes it (ADDR:PORT), or a URL. */
+function apiBase(api: string): string {
+  if (/^https?:\/\//.test(api)) return api;
+  const hp = hostPortArg('api', api);
+  return `http://${hp.addr.includes(':') ? `[${hp.addr}]` : hp.addr}:${hp.port}`;
 }
 
 /** Runs `ctl` with the arguments after "ctl"; resolves to the exit status (0 ok, 1 API/network error, 2 usage). */
 export async function runCtlCli(argv: readonly string[], io: CtlIo = defaultIo): Promise<number> {
-  let values: Values;
-  let positionals: string[];
+  let picked: { op: Op; args: string[]; v: Values } | undefined;
+  const root = ctlCommand(io, (op, args, v) => (picked = { op, args, v }));
   try {
-    ({ values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true }));
-  } catch (err) {
-    io.stderr(`${(err as Error).message}\n\n${CTL_USAGE}`);
-    return 2;
-  }
-  if (values.help === true) {
-    io.stdout(CTL_USAGE);
-    return 0;
-  }
-  const token = values.token ?? io.env.NVME_TCP_API_TOKEN;
-  const client = new MgmtClient({
-    baseUrl: values.api ?? io.env.NVME_TCP_API ?? 'http://127.0.0.1:8080',
-    ...(token !== undefined && token !== '' ? { token } : {}),
-    ...(io.fetch !== undefined ? { fetch: io.fetch } : {}),
-  });
-  try {
-    const out = await dispatch(client, positionals, values, io);
-    if (typeof out === 'string') io.stdout(out.endsWith('\n') ? out : `${out}\n`);
-    else if (out !== undefined) io.stdout(`${JSON.stringify(out, null, 2)}\n`);
+    root.parse([...argv], { from: 'user' });
+    if (picked === undefined) return 0;
+    const g = root.opts<{ api?: string; token?: string; outputFormat: 'normal' | 'json' }>();
+    const token = g.token ?? io.env.NVME_TCP_API_TOKEN;
+    const client = new MgmtClient({
+      baseUrl: apiBase(g.api ?? io.env.NVME_TCP_API ?? '127.0.0.1:8080'),
+      ...(token !== undefined && token !== '' ? { token } : {}),
+      ...(io.fetch !== undefined ? { fetch: io.fetch } : {}),
+    });
+    const out = await picked.op.run(client, picked.args, picked.v, io);
+    print(out, g.outputFormat, io);
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) {
-      io.stderr(`${err.message}\n\n${CTL_USAGE}`);
-      return 2;
-    }
-    if (err instanceof MgmtApiError) {
-      io.stderr(`${err.message}\n`);
-      return 1;
-    }
-    const e = err as Error & { cause?: { message?: string } };
-    io.stderr(`request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
-    return 1;
+    return ctlFailure(err, io);
   }
 }
 
-/** `ctl group ...` and `ctl gateway disable|enable` (docs/gateway-groups.md). */
-function groupCommand(c: MgmtClient, key: string, args: string[], v: Values): Promise<unknown> {
-  if (key === 'group status') return c.groupStatus();
-  if (key === 'group failover') return c.groupFailover(int(args[0], 'ANA group id'), v.to);
-  if (key === 'group failback') return c.groupFailback(int(args[0], 'ANA group id'));
-  return c.gatewayDrain(key === 'gateway disable', args[0]);
+function print(out: unknown, fmt: 'normal' | 'json', io: CtlIo): void {
+  if (out === undefined) return;
+  if (typeof out === 'string') io.stdout(out.endsWith('\n') ? out : `${out}\n`);
+  else if (typeof out === 'object' && out !== null && 'json' in out && Object.keys(out).length === 1) io.stdout(`${JSON.stringify((out as { json: unknown }).json, null, 2)}\n`);
+  else io.stdout(fmt === 'json' ? `${JSON.stringify(out, null, 2)}\n` : formatNormal(out));
+}
+
+function ctlFailure(err: unknown, io: CtlIo): number {
+  if (err instanceof UsageError || (err as { name?: string }).name === 'CommanderError') return parseFailure(err, io, 'nvme-tcp target ctl');
+  if (err instanceof MgmtApiError) {
+    io.stderr(`${err.message}\n`);
+    return 1;
+  }
+  const e = err as Error & { cause?: { message?: string } };
+  io.stderr(`request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
+  return 1;
 }

@@ -247,7 +247,7 @@ describe('runTargetCli in-process', () => {
   it('"ctl" goes to the management client', async () => {
     const c = capture();
     expect(await runTargetCli(['ctl', '--help'], c.io)).toBe(0);
-    expect(c.out.join('')).toMatch(/^usage: nvme-tcp target ctl /);
+    expect(c.out.join('')).toMatch(/^Usage: nvme-tcp target ctl /);
   });
 
   it('--help prints the usage and exits 0', async () => {

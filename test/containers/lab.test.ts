@@ -32,7 +32,7 @@ describe('docker/compose.yaml: target + harness job', () => {
     const bound = ports.out.trim().split('\n');
     expect(bound.sort()).toEqual([`4420/tcp -> 127.0.0.1:${nvme}`, `8009/tcp -> 127.0.0.1:${disc}`, `8080/tcp -> 127.0.0.1:${api}`].sort());
 
-    const ctl = (...args: string[]) => run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'target', 'ctl', '--api', `http://127.0.0.1:${api}`, ...args], { NVME_TCP_API_TOKEN: TOKEN });
+    const ctl = (...args: string[]) => run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'target', 'ctl', '--api', `http://127.0.0.1:${api}`, '-o', 'json', ...args], { NVME_TCP_API_TOKEN: TOKEN });
     const health = await ctl('health');
     expect(health.code, health.err).toBe(0);
     expect(JSON.parse(health.out)).toMatchObject({ status: 'ok', ports: 2 });

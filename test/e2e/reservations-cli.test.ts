@@ -53,7 +53,7 @@ describe('reservation and masking CLI verbs', () => {
 
     err = '';
     out = '';
-    const ctl = (...argv: string[]): Promise<number> => runCtlCli(['--api', api.url, ...argv], { stdout: io.stdout, stderr: io.stderr, env: {} });
+    const ctl = (...argv: string[]): Promise<number> => runCtlCli(['--api', api.url, '-o', 'json', ...argv], { stdout: io.stdout, stderr: io.stderr, env: {} });
     expect(await ctl('namespace', 'attach', NQN, '1', H1.nqn)).toBe(0);
     expect(t.namespaceHosts(NQN, 1)).toEqual([H1.nqn]);
     out = '';
