@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { availableParallelism, networkInterfaces } from 'node:os';
-import { parseArgs } from 'node:util';
+import { Command, CommanderError, Option } from 'commander';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
 import { SHA384_UNSUPPORTED, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
@@ -25,6 +25,7 @@ import {
   sizeToBytes,
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
+import { usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
 import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
 
@@ -90,34 +91,61 @@ Exit status: 0 after SIGINT/SIGTERM, 2 for a bad flag or config, 1 for a runtime
 
 const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
-const OPTIONS = {
-  config: { type: 'string' },
-  'state-dir': { type: 'string' },
-  'import-nvmetcli': { type: 'string' },
-  listen: { type: 'string', multiple: true },
-  nqn: { type: 'string' },
-  ram: { type: 'string', multiple: true },
-  file: { type: 'string', multiple: true },
-  null: { type: 'string', multiple: true },
-  'block-size': { type: 'string' },
-  'allow-host': { type: 'string', multiple: true },
-  'dhchap-key': { type: 'string', multiple: true },
-  'dhchap-ctrl-key': { type: 'string', multiple: true },
-  tls: { type: 'string' },
-  'tls-key': { type: 'string', multiple: true },
-  concat: { type: 'boolean' },
-  advertise: { type: 'string' },
-  api: { type: 'string' },
-  'write-back': { type: 'boolean' },
-  'log-level': { type: 'string' },
-  workers: { type: 'string' },
-  placement: { type: 'string' },
-  'port-placement': { type: 'string', multiple: true },
-  'gateway-group': { type: 'string' },
-  etcd: { type: 'string' },
-  'gateway-id': { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+/** The flags: commander spec, and whether it repeats. Help is TARGET_USAGE (one hand-laid text for all of them). */
+const FLAGS: readonly (readonly [string, boolean])[] = [
+  ['--config <file>', false],
+  ['--state-dir <dir>', false],
+  ['--import-nvmetcli <file>', false],
+  ['--listen <addr:port>', true],
+  ['--nqn <nqn>', false],
+  ['--ram <size>', true],
+  ['--file <path[:size]>', true],
+  ['--null <size>', true],
+  ['--block-size <n>', false],
+  ['--allow-host <nqn>', true],
+  ['--dhchap-key <hostnqn=secret>', true],
+  ['--dhchap-ctrl-key <hostnqn=secret>', true],
+  ['--tls <mode>', false],
+  ['--tls-key <hostnqn=key>', true],
+  ['--concat', false],
+  ['--advertise <addr[:port]>', false],
+  ['--api <addr:port>', false],
+  ['--write-back', false],
+  ['--log-level <level>', false],
+  ['--workers <n|auto>', false],
+  ['--placement <policy>', false],
+  ['--port-placement <id=policy>', true],
+  ['--gateway-group <name>', false],
+  ['--etcd <urls>', false],
+  ['--gateway-id <id>', false],
+  ['-h, --help', false],
+];
+
+interface TargetFlags {
+  config?: string;
+  'state-dir'?: string;
+  'import-nvmetcli'?: string;
+  listen?: string[];
+  nqn?: string;
+  'block-size'?: string;
+  'allow-host'?: string[];
+  'dhchap-key'?: string[];
+  'dhchap-ctrl-key'?: string[];
+  tls?: string;
+  'tls-key'?: string[];
+  concat?: boolean;
+  advertise?: string;
+  api?: string;
+  'write-back'?: boolean;
+  'log-level'?: string;
+  workers?: string;
+  placement?: string;
+  'port-placement'?: string[];
+  'gateway-group'?: string;
+  etcd?: string;
+  'gateway-id'?: string;
+  help?: boolean;
+}
 
 /** DH-HMAC-CHAP keys for one host from --dhchap-key / --dhchap-ctrl-key. */
 export interface DhchapFlag {
@@ -167,26 +195,37 @@ function usageError(msg: string): ConfigError {
   return new ConfigError(`${msg}; see nvme-tcp target --help`);
 }
 
-function parseFlags(argv: readonly string[]) {
-  try {
-    return parseArgs({ args: [...argv], options: OPTIONS, strict: true, tokens: true, allowPositionals: false });
-  } catch (err) {
-    const e = err as Error & { code?: string };
-    const name = /'(-[^' ]+)/.exec(e.message)?.[1];
-    const positional = /Unexpected argument '([^']*)'/.exec(e.message)?.[1];
-    if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw usageError(`unknown option ${name ?? e.message}`);
-    if (e.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw usageError(`unexpected argument ${JSON.stringify(positional ?? '')}; every value needs its flag`);
-    if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
-      throw usageError(/argument missing/.test(e.message) ? `${name ?? 'option'}: missing value` : `${name ?? 'option'}: takes no value`);
-    }
-    throw usageError(e.message);
+/** The flags by long name, and the namespace flags in command-line order (their nsids follow it). */
+function parseFlags(argv: readonly string[]): { v: TargetFlags; order: { name: 'ram' | 'null' | 'file'; value: string }[] } {
+  const order: { name: 'ram' | 'null' | 'file'; value: string }[] = [];
+  const silent = { writeOut: () => undefined, writeErr: () => undefined, outputError: () => undefined };
+  const c = new Command('nvme-tcp target').exitOverride().configureOutput(silent).helpOption(false).allowExcessArguments(false).showSuggestionAfterError(true);
+  for (const [spec, repeat] of FLAGS) {
+    const o = new Option(spec);
+    const name = o.long?.slice(2) ?? '';
+    if (name === 'ram' || name === 'null' || name === 'file') o.argParser((x: string) => void order.push({ name, value: x }));
+    else if (repeat) o.argParser((x: string, prev: string[] | undefined) => [...(prev ?? []), x]);
+    c.addOption(o);
   }
+  try {
+    c.parse([...argv], { from: 'user' });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    const name = /'(-[^' ]+)/.exec(err.message)?.[1];
+    if (err.code === 'commander.unknownOption') throw usageError(`unknown option ${name ?? ''}${/Did you mean (.*)\?/.exec(err.message)?.[1] !== undefined ? ` (did you mean ${/Did you mean (.*)\?/.exec(err.message)?.[1] ?? ''}?)` : ''}`);
+    if (err.code === 'commander.excessArguments') throw usageError(`unexpected argument ${JSON.stringify(c.args[0] ?? '')}; every value needs its flag`);
+    if (err.code === 'commander.optionMissingArgument') throw usageError(`${/--[a-z-]+/.exec(err.message)?.[0] ?? 'option'}: missing value`);
+    throw usageError(usageLine(err));
+  }
+  const v: Record<string, unknown> = {};
+  const opts = c.opts();
+  for (const o of c.options) if (opts[o.attributeName()] !== undefined) v[o.long?.slice(2) ?? ''] = opts[o.attributeName()];
+  return { v: v as TargetFlags, order };
 }
 
 /** Parses the flags; throws a ConfigError with a one-line message naming the flag and the fix. */
 export function parseTargetArgs(argv: readonly string[]): TargetArgs {
-  const parsed = parseFlags(argv);
-  const v = parsed.values;
+  const { v, order } = parseFlags(argv);
   const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], dhchapKeys: [], writeBack: v['write-back'] === true, logLevel: 'info' };
   if (v.config !== undefined) args.config = v.config;
   if (v['state-dir'] !== undefined) {
@@ -229,9 +268,8 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (bs !== '512' && bs !== '4096') throw new ConfigError(`--block-size ${bs}: not supported; use 512 or 4096`);
     args.blockSize = bs === '512' ? 512 : 4096;
   }
-  // Namespace flags keep their command-line order across --ram/--file/--null (tokens preserve it).
-  for (const t of parsed.tokens) {
-    if (t.kind !== 'option' || t.value === undefined) continue;
+  // Namespace flags keep their command-line order across --ram/--file/--null.
+  for (const t of order) {
     if (t.name === 'ram' || t.name === 'null') {
       if (sizeToBytes(t.value) === undefined) throw new ConfigError(`--${t.name} ${t.value}: not a size; ${SIZE_FIX}`);
       args.namespaces.push({ kind: t.name, size: t.value });
@@ -747,7 +785,8 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
       await service.apply(built.config);
     } catch (err) {
       io.stderr(`${startError(err)}\n`);
-      log.error({ err }, 'start failed');
+      // The stderr line says it all; the log gets the code, not a stack (issue #32: two JSON stack traces).
+      log.error({ code: (err as { code?: string }).code, reason: startError(err) }, 'start failed');
       await stop('start failed', 1);
       return err instanceof ConfigError || isStartInputError(err) ? 2 : 1;
     }
@@ -761,7 +800,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
       });
     } catch (err) {
       io.stderr(`${apiStartError(err, args.api ?? built.config.api?.listen ?? '')}\n`);
-      log.error({ err }, 'management API failed to start');
+      log.error({ code: (err as { code?: string }).code, reason: apiStartError(err, args.api ?? built.config.api?.listen ?? '') }, 'management API failed to start');
       await stop('start failed', 1);
       return err instanceof ApiConfigError ? 2 : 1;
     }
