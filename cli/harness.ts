@@ -2,7 +2,9 @@
 // summary and write JSON / Markdown / HTML reports.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import type { parseArgs } from 'node:util';
+import { Command, CommanderError, Option } from 'commander';
+import { UsageError, usageLine } from './args.js';
 import {
   allowedCpus,
   armFromRun,
@@ -118,9 +120,6 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-class UsageError extends Error {
-  readonly code = 'HARNESS_ERR_USAGE';
-}
 
 function intFlag(v: string | undefined, name: string, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
@@ -129,15 +128,32 @@ function intFlag(v: string | undefined, name: string, min: number, max: number):
   return n;
 }
 
+/** OPTIONS through commander (typo suggestions, one error); the help stays BENCH_USAGE. */
+function parseBenchArgs(argv: readonly string[]): { values: BenchValues; positionals: string[] } {
+  const c = new Command('nvme-tcp bench')
+    .exitOverride()
+    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined, outputError: () => undefined })
+    .helpOption(false)
+    .showSuggestionAfterError(true)
+    .argument('[jobfile...]');
+  for (const [name, o] of Object.entries(OPTIONS) as [string, { type: string; short?: string }][]) {
+    c.addOption(new Option(`${o.short !== undefined ? `-${o.short}, ` : ''}--${name}${o.type === 'string' ? ' <value>' : ''}`));
+  }
+  c.parse([...argv], { from: 'user' });
+  const opts = c.opts();
+  const values: Record<string, unknown> = {};
+  for (const o of c.options) if (opts[o.attributeName()] !== undefined) values[o.long?.slice(2) ?? ''] = opts[o.attributeName()];
+  return { values: values as BenchValues, positionals: c.args };
+}
+
 /** Entry point called by cli/main.ts for `nvme-tcp bench ...`; resolves to the exit status. */
 export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Promise<number> {
-  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
+  let parsed: { values: BenchValues; positionals: string[] };
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseBenchArgs(argv);
   } catch (e) {
-    // parseArgs explains at length how to pass a dash-argument; the first sentence is the error.
-    const first = ((e as Error).message.split('\n')[0] ?? 'bad arguments').split('. ')[0] ?? 'bad arguments';
-    io.stderr(`nvme-tcp bench: ${first.replace(/\.$/, '')}; see nvme-tcp bench --help\n`);
+    if (!(e instanceof CommanderError)) throw e;
+    io.stderr(`nvme-tcp bench: ${usageLine(e)}; see nvme-tcp bench --help\n`);
     return 2;
   }
   const v = parsed.values;

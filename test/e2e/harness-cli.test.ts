@@ -71,7 +71,7 @@ describe('nvme-tcp bench', () => {
   }, 30_000);
 
   it.each([
-    [['--bogus'], /^nvme-tcp bench: Unknown option '--bogus'; see nvme-tcp bench --help\n$/],
+    [['--bogus'], /^nvme-tcp bench: unknown option '--bogus'; see nvme-tcp bench --help\n$/],
     [[], /need a job file, --scenario NAME or --list/],
     [['--scenario', 'nope'], /unknown scenario "nope"; one of: queue-groups, /],
     [['a.fio', 'b.fio'], /one job file at a time/],
