@@ -25,6 +25,7 @@ import {
   sizeToBytes,
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
+import { PLACEMENTS, isPlacement, type Placement } from '../target/workers/index.js';
 import { usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
 import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
@@ -147,6 +148,9 @@ interface TargetFlags {
   help?: boolean;
 }
 
+/** "single, controller, queue or host". */
+const placementList = (): string => `${PLACEMENTS.slice(0, -1).join(', ')} or ${PLACEMENTS[PLACEMENTS.length - 1] ?? ''}`;
+
 /** DH-HMAC-CHAP keys for one host from --dhchap-key / --dhchap-ctrl-key. */
 export interface DhchapFlag {
   hostnqn: string;
@@ -182,9 +186,9 @@ export interface TargetArgs {
   /** --workers N|auto */
   workers?: number | 'auto';
   /** --placement */
-  placement?: 'single' | 'controller' | 'queue' | 'host';
+  placement?: Placement;
   /** --port-placement ID=POLICY */
-  portPlacements?: { portId: number; placement: 'single' | 'controller' | 'queue' | 'host' }[];
+  portPlacements?: { portId: number; placement: Placement }[];
   /** --state-dir DIR */
   stateDir?: string;
   /** --gateway-group NAME --etcd URL[,URL...] [--gateway-id ID] */
@@ -251,6 +255,15 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (p) throw new ConfigError(`--allow-host: ${JSON.stringify(h)} ${p}`);
     if (!args.allowHosts.includes(h)) args.allowHosts.push(h);
   }
+  parseSecretFlags(v, args);
+  parseNamespaceFlags(v, order, args);
+  parseNetworkFlags(v, args);
+  parseRuntimeFlags(v, args);
+  return args;
+}
+
+/** --dhchap-key / --dhchap-ctrl-key, merged per host. */
+function parseSecretFlags(v: TargetFlags, args: TargetArgs): void {
   for (const [flag, field] of [
     ['dhchap-key', 'key'],
     ['dhchap-ctrl-key', 'ctrlKey'],
@@ -263,6 +276,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
       entry[field] = secret;
     }
   }
+}
+
+/** --block-size and --ram/--file/--null, in command-line order. */
+function parseNamespaceFlags(v: TargetFlags, order: readonly { name: 'ram' | 'null' | 'file'; value: string }[], args: TargetArgs): void {
   if (v['block-size'] !== undefined) {
     const bs = v['block-size'];
     if (bs !== '512' && bs !== '4096') throw new ConfigError(`--block-size ${bs}: not supported; use 512 or 4096`);
@@ -277,6 +294,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
       args.namespaces.push(parseFileFlag(t.value));
     }
   }
+}
+
+/** --advertise, --api, --tls, --concat, --tls-key. */
+function parseNetworkFlags(v: TargetFlags, args: TargetArgs): void {
   if (v.advertise !== undefined) {
     const a = v.advertise;
     const hp = parseHostPort(a);
@@ -301,6 +322,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (args.tlsKeys.some((x) => x.hostnqn === k.hostnqn)) throw new ConfigError(`--tls-key ${k.hostnqn}=<key>: given twice for this host; give one key per host`);
     args.tlsKeys.push(k);
   }
+}
+
+/** --write-back, --workers, --placement, --port-placement, --log-level. */
+function parseRuntimeFlags(v: TargetFlags, args: TargetArgs): void {
   if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
   if (v.workers !== undefined) {
     const w = v.workers;
@@ -310,7 +335,7 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   }
   if (v.placement !== undefined) {
     const p = v.placement;
-    if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--placement ${p}: unknown policy; use single, controller, queue or host`);
+    if (!isPlacement(p)) throw new ConfigError(`--placement ${p}: unknown policy; use ${placementList()}`);
     args.placement = p;
   }
   for (const spec of v['port-placement'] ?? []) {
@@ -318,7 +343,7 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (!m) throw new ConfigError(`--port-placement ${spec}: not ID=POLICY; use e.g. 2=single`);
     const portId = Number(m[1]);
     const p = m[2] ?? '';
-    if (p !== 'single' && p !== 'controller' && p !== 'queue' && p !== 'host') throw new ConfigError(`--port-placement ${spec}: unknown policy ${JSON.stringify(p)}; use single, controller, queue or host`);
+    if (!isPlacement(p)) throw new ConfigError(`--port-placement ${spec}: unknown policy ${JSON.stringify(p)}; use ${placementList()}`);
     args.portPlacements ??= [];
     if (args.portPlacements.some((x) => x.portId === portId)) throw new ConfigError(`--port-placement ${spec}: port ${portId} given twice; give one policy per port`);
     args.portPlacements.push({ portId, placement: p });
@@ -330,7 +355,6 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
     if (!(LOG_LEVELS as readonly string[]).includes(lvl)) throw new ConfigError(`--log-level ${lvl}: unknown level; use ${LOG_LEVELS.join(', ')}`);
     args.logLevel = lvl as LevelWithSilent;
   }
-  return args;
 }
 
 /**
@@ -398,6 +422,35 @@ export interface BuiltConfig {
   warnings: string[];
 }
 
+/** --listen: the Nth replaces the config's Nth port, extra ones add ports, the rest are dropped (with a warning). */
+function applyListen(config: TargetConfig, listen: TargetArgs['listen'], warnings: string[]): void {
+  const old = config.ports;
+  let nextId = Math.max(0, ...old.map((p) => p.id)) + 1;
+  config.ports = listen.map((l, i): PortConfig => {
+    const prev = old[i];
+    const { family: _f, ...keep } = prev ?? { id: nextId++ };
+    return { ...keep, addr: l.addr, port: l.port, family: l.family };
+  });
+  const kept = new Set(config.ports.map((p) => p.id));
+  const dropped = old.filter((p) => !kept.has(p.id));
+  if (dropped.length > 0) {
+    warnings.push(`--listen: config ports ${dropped.map((p) => `${p.id} (${p.addr}:${p.port})`).join(', ')} dropped`);
+    for (const s of config.subsystems) {
+      if (!s.ports) continue;
+      s.ports = s.ports.filter((id) => kept.has(id));
+      if (s.ports.length === 0) {
+        delete s.ports;
+        warnings.push(`--listen: subsystem ${s.nqn} lost all its ports; it is now exported on every port`);
+      }
+    }
+  }
+}
+
+/** The port fields --advertise sets. */
+function advertised(a: TargetArgs['advertise']): Pick<PortConfig, 'advertiseAddr' | 'advertisePort'> {
+  return a === undefined ? {} : { advertiseAddr: a.addr, ...(a.port !== undefined ? { advertisePort: a.port } : {}) };
+}
+
 /** Starts from --config / --import-nvmetcli / the default and applies the flags (documented in TARGET_USAGE). */
 export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> {
   const warnings: string[] = [];
@@ -410,34 +463,8 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     warnings.push(...imp.warnings.map((w) => `nvmetcli: ${w}`));
   } else config = defaultConfig();
 
-  if (args.listen.length > 0) {
-    const old = config.ports;
-    let nextId = Math.max(0, ...old.map((p) => p.id)) + 1;
-    config.ports = args.listen.map((l, i): PortConfig => {
-      const prev = old[i];
-      const { family: _f, ...keep } = prev ?? { id: nextId++ };
-      return { ...keep, addr: l.addr, port: l.port, family: l.family };
-    });
-    const kept = new Set(config.ports.map((p) => p.id));
-    const dropped = old.filter((p) => !kept.has(p.id));
-    if (dropped.length > 0) {
-      warnings.push(`--listen: config ports ${dropped.map((p) => `${p.id} (${p.addr}:${p.port})`).join(', ')} dropped`);
-      for (const s of config.subsystems) {
-        if (!s.ports) continue;
-        s.ports = s.ports.filter((id) => kept.has(id));
-        if (s.ports.length === 0) {
-          delete s.ports;
-          warnings.push(`--listen: subsystem ${s.nqn} lost all its ports; it is now exported on every port`);
-        }
-      }
-    }
-  }
-  if (args.advertise) {
-    for (const p of config.ports) {
-      p.advertiseAddr = args.advertise.addr;
-      if (args.advertise.port !== undefined) p.advertisePort = args.advertise.port;
-    }
-  }
+  if (args.listen.length > 0) applyListen(config, args.listen, warnings);
+  for (const p of args.advertise ? config.ports : []) Object.assign(p, advertised(args.advertise));
 
   const wantsSubsystem = args.nqn !== undefined || args.namespaces.length > 0 || args.allowHosts.length > 0 || args.blockSize !== undefined;
   if (wantsSubsystem) {
@@ -677,40 +704,109 @@ function createLogger(level: LevelWithSilent): Logger {
   return pino(targetLoggerOptions(level), pino.destination({ dest: 1, sync: true }));
 }
 
+/** The service for a built config: its workers, placement and where PTPL reservations persist. */
+function createService(config: TargetConfig, args: TargetArgs, log: Logger): TargetService {
+  const workers = config.workers === 'auto' ? availableParallelism() : config.workers;
+  const resvStatePath = resvStateFile(args);
+  return new TargetService({
+    logger: log,
+    ...(config.icReqTimeoutS !== undefined ? { icReqTimeoutS: config.icReqTimeoutS } : {}),
+    ...(workers !== undefined ? { workers } : {}),
+    ...(config.placement !== undefined ? { placement: config.placement } : {}),
+    ...(resvStatePath !== undefined ? { resvStatePath } : {}),
+  });
+}
+
+/** A graceful stop (close the API, then the service) given STOP_TIMEOUT_MS; resolves to the exit status. */
+async function stopWithin(log: Logger, why: string, code: number, closeAll: () => Promise<void>): Promise<number> {
+  log.info({ reason: why }, 'stopping');
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)));
+  try {
+    const r = await Promise.race([closeAll().then(() => 'ok' as const), timedOut]);
+    if (r === 'timeout') {
+      log.error({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out');
+      return 1;
+    }
+    return code;
+  } catch (err) {
+    log.error({ err }, 'stop failed');
+    return 1;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The flags and the config they build, or the exit status (--help: 0; bad flag or config: 2). */
+async function loadTarget(argv: readonly string[], io: TargetCliIo): Promise<{ args: TargetArgs; built: BuiltConfig } | number> {
+  try {
+    const args = parseTargetArgs(argv);
+    if (args.help) {
+      io.stdout(TARGET_USAGE);
+      return 0;
+    }
+    return { args, built: await buildTargetConfig(args) };
+  } catch (err) {
+    io.stderr(`${formatConfigError(err)}\n`);
+    return err instanceof ConfigError ? 2 : 1;
+  }
+}
+
+/** SIGINT/SIGTERM and uncaught errors go to the handlers; returns what removes them. */
+function installProcessHandlers(onSignal: (sig: NodeJS.Signals) => void, onFatal: (err: unknown) => void): () => void {
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, onSignal);
+  process.on('uncaughtException', onFatal);
+  process.on('unhandledRejection', onFatal);
+  return () => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.off(sig, onSignal);
+    process.off('uncaughtException', onFatal);
+    process.off('unhandledRejection', onFatal);
+  };
+}
+
+/** Applies the config and starts the API; on failure one stderr line and the exit status (the caller stops). */
+async function startAll(service: TargetService, config: TargetConfig, args: TargetArgs, io: TargetCliIo, log: Logger): Promise<{ api: ApiHandle | undefined } | number> {
+  try {
+    await service.apply(config);
+  } catch (err) {
+    io.stderr(`${startError(err)}\n`);
+    // The stderr line says it all; the log gets the code, not a stack (issue #32: two JSON stack traces).
+    log.error({ code: (err as { code?: string }).code, reason: startError(err) }, 'start failed');
+    return err instanceof ConfigError || isStartInputError(err) ? 2 : 1;
+  }
+  try {
+    const api = await startTargetApi(service, {
+      config,
+      logger: log,
+      writeBack: args.writeBack,
+      ...(args.api !== undefined ? { listen: args.api } : {}),
+      ...(args.config !== undefined ? { configPath: args.config } : {}),
+    });
+    return { api };
+  } catch (err) {
+    const line = apiStartError(err, args.api ?? config.api?.listen ?? '');
+    io.stderr(`${line}\n`);
+    log.error({ code: (err as { code?: string }).code, reason: line }, 'management API failed to start');
+    return err instanceof ApiConfigError ? 2 : 1;
+  }
+}
+
 /** `nvme-tcp target [options]` (and `nvme-tcp target ctl ...`); resolves to the exit status. */
 export async function runTargetCli(argv: readonly string[], ioIn: Partial<TargetCliIo> = {}): Promise<number> {
   const io: TargetCliIo = { ...defaultIo, ...ioIn };
   if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: io.stdout, stderr: io.stderr, env: process.env });
 
-  let built: BuiltConfig;
-  let args: TargetArgs;
-  try {
-    args = parseTargetArgs(argv);
-    if (args.help) {
-      io.stdout(TARGET_USAGE);
-      return 0;
-    }
-    built = await buildTargetConfig(args);
-  } catch (err) {
-    io.stderr(`${formatConfigError(err)}\n`);
-    return err instanceof ConfigError ? 2 : 1;
-  }
+  const loaded = await loadTarget(argv, io);
+  if (typeof loaded === 'number') return loaded;
+  const { args, built } = loaded;
 
   if (io.reexec !== undefined && needsOpensslReexec(built.config)) return reexecWithNoTickets(io.reexec);
 
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
-  const workers = built.config.workers === 'auto' ? availableParallelism() : built.config.workers;
-  const resvStatePath = resvStateFile(args);
   let service: TargetService;
   try {
-    service = new TargetService({
-      logger: log,
-      ...(built.config.icReqTimeoutS !== undefined ? { icReqTimeoutS: built.config.icReqTimeoutS } : {}),
-      ...(workers !== undefined ? { workers } : {}),
-      ...(built.config.placement !== undefined ? { placement: built.config.placement } : {}),
-      ...(resvStatePath !== undefined ? { resvStatePath } : {}),
-    });
+    service = createService(built.config, args, log);
   } catch (err) {
     io.stderr(`${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
@@ -721,29 +817,10 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   let resolveDone: (code: number) => void = () => undefined;
   const done = new Promise<number>((r) => (resolveDone = r));
   const stop = (why: string, code: number): Promise<number> => {
-    stopping ??= (async () => {
-      log.info({ reason: why }, 'stopping');
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS)));
-      try {
-        const closeAll = async (): Promise<'ok'> => {
-          await api?.close();
-          await service.stop();
-          return 'ok';
-        };
-        const r = await Promise.race([closeAll(), timedOut]);
-        if (r === 'timeout') {
-          log.error({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out');
-          return 1;
-        }
-        return code;
-      } catch (err) {
-        log.error({ err }, 'stop failed');
-        return 1;
-      } finally {
-        clearTimeout(timer);
-      }
-    })();
+    stopping ??= stopWithin(log, why, code, async () => {
+      await api?.close();
+      await service.stop();
+    });
     void stopping.then(resolveDone);
     return stopping;
   };
@@ -765,15 +842,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
     log.fatal({ err }, 'uncaught error');
     void stop('uncaught error', 1);
   };
-  if (io.processHandlers !== false) {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-      process.on(sig, onSignal);
-      removers.push(() => process.off(sig, onSignal));
-    }
-    process.on('uncaughtException', onFatal);
-    process.on('unhandledRejection', onFatal);
-    removers.push(() => process.off('uncaughtException', onFatal), () => process.off('unhandledRejection', onFatal));
-  }
+  if (io.processHandlers !== false) removers.push(installProcessHandlers(onSignal, onFatal));
   const onAbort = (): void => {
     if (started) void stop('abort', 0);
     else earlyStop = 'abort';
@@ -781,29 +850,12 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   io.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
-    try {
-      await service.apply(built.config);
-    } catch (err) {
-      io.stderr(`${startError(err)}\n`);
-      // The stderr line says it all; the log gets the code, not a stack (issue #32: two JSON stack traces).
-      log.error({ code: (err as { code?: string }).code, reason: startError(err) }, 'start failed');
+    const up = await startAll(service, built.config, args, io, log);
+    if (typeof up === 'number') {
       await stop('start failed', 1);
-      return err instanceof ConfigError || isStartInputError(err) ? 2 : 1;
+      return up;
     }
-    try {
-      api = await startTargetApi(service, {
-        config: built.config,
-        logger: log,
-        writeBack: args.writeBack,
-        ...(args.api !== undefined ? { listen: args.api } : {}),
-        ...(args.config !== undefined ? { configPath: args.config } : {}),
-      });
-    } catch (err) {
-      io.stderr(`${apiStartError(err, args.api ?? built.config.api?.listen ?? '')}\n`);
-      log.error({ code: (err as { code?: string }).code, reason: apiStartError(err, args.api ?? built.config.api?.listen ?? '') }, 'management API failed to start');
-      await stop('start failed', 1);
-      return err instanceof ApiConfigError ? 2 : 1;
-    }
+    api = up.api;
     const bound = service.boundPorts();
     log.info({ ports: bound, subsystems: built.config.subsystems.map((s) => s.nqn), api: api?.url }, 'target started');
     const lines = startupLines(built.config, bound);
