@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TargetService } from '../target/index.js';
+import { main } from './main.js';
 import { identityFile, resolveHostIdentity } from './host-identity.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -77,4 +78,31 @@ describe('two runs of the bin are one host', () => {
       await t.stop();
     }
   }, 60_000);
+});
+
+describe('docs/target.md reservation example', () => {
+  it('runs as written (-q nqn.x:host-a, no -I): register, acquire, report', async () => {
+    const saved = { ...process.env };
+    Object.assign(process.env, env);
+    const t = new TargetService();
+    try {
+      const port = (await t.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
+      await t.addSubsystem({ nqn: 'nqn.x:sub', allowAnyHost: true, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] });
+      const doc = await readFile(path.join(repoRoot, 'docs', 'target.md'), 'utf8');
+      const lines = doc.split('\n').filter((l) => l.startsWith('nvme-tcp resv-'));
+      expect(lines).toHaveLength(3);
+      let out = '';
+      let err = '';
+      const io = { stdout: (s: string) => void (out += s), stderr: (s: string) => void (err += s) };
+      for (const l of lines) expect(await main(l.replace('-s 4420', `-s ${port}`).split(/\s+/).slice(1), io), l).toBe(0);
+      expect(err).toBe('');
+      expect(out).toMatch(/rcsts   : 1\n  rkey    : a1/);
+    } finally {
+      await t.stop();
+      for (const k of Object.keys(env)) {
+        if (saved[k] === undefined) delete process.env[k];
+        else process.env[k] = saved[k];
+      }
+    }
+  });
 });

@@ -145,4 +145,24 @@ describe('nvme-tcp initiator CLI', () => {
     expect(rc).toBe(1);
     expect(err).toMatch(/discover -a 127\.0\.0\.1 -s \d+" lists what it serves/);
   });
+
+  it('connect --hold is listed by list-subsys and ended by disconnect -n', async () => {
+    const held = runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1', '-D', '--hold'], io);
+    const mine = async (): Promise<{ pid: number; subnqn: string }[]> => {
+      out = '';
+      expect(await runInitiatorCli('list-subsys', ['-o', 'json'], io)).toBe(0);
+      return (JSON.parse(out) as { pid: number; subnqn: string }[]).filter((x) => x.pid === process.pid);
+    };
+    const deadline = Date.now() + 10_000;
+    while ((await mine()).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await mine()).toEqual([expect.objectContaining({ pid: process.pid, subnqn: f.subnqn })]);
+    out = '';
+    expect(await runInitiatorCli('disconnect', ['-n', f.subnqn, '--pid', String(process.pid)], io)).toBe(0);
+    expect(out).toMatch(/disconnected 1 controller/);
+    expect(await held).toBe(0);
+    expect(await mine()).toEqual([]);
+    err = '';
+    expect(await runInitiatorCli('disconnect', [], io)).toBe(2);
+    expect(err).toMatch(/say which: -n NQN or --pid PID/);
+  });
 });
