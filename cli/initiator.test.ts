@@ -1,5 +1,7 @@
 // The initiator CLI against a scripted controller: flags, output, exit codes.
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -147,7 +149,10 @@ describe('nvme-tcp initiator CLI', () => {
   });
 
   it('connect --hold is listed by list-subsys and ended by disconnect -n', async () => {
-    const held = runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1', '-D', '--hold'], io);
+    // Its own sink: what the holder prints must not land in the list-subsys output parsed below.
+    let heldOut = '';
+    const heldIo: CliIo = { stdout: (x) => void (heldOut += x), stderr: (x) => void (err += x) };
+    const held = runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1', '-D', '--hold'], heldIo);
     const mine = async (): Promise<{ pid: number; subnqn: string }[]> => {
       out = '';
       expect(await runInitiatorCli('list-subsys', ['-o', 'json'], io)).toBe(0);
@@ -160,9 +165,24 @@ describe('nvme-tcp initiator CLI', () => {
     expect(await runInitiatorCli('disconnect', ['-n', f.subnqn, '--pid', String(process.pid)], io)).toBe(0);
     expect(out).toMatch(/disconnected 1 controller/);
     expect(await held).toBe(0);
+    expect(heldOut).toMatch(/holding the connection/);
     expect(await mine()).toEqual([]);
     err = '';
     expect(await runInitiatorCli('disconnect', [], io)).toBe(2);
     expect(err).toMatch(/say which: -n NQN or --pid PID/);
   });
+
+  it('the bin with its stdout closed early (connect ... | head -1): exit 0, no EPIPE stack', async () => {
+    const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'main.ts');
+    const child = spawn(process.execPath, ['--import', 'tsx', main, 'connect', '-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1'], {
+      env: { ...process.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+  }, 30_000);
 });

@@ -1,5 +1,6 @@
 // The bin as users run it: a child process per case (node --import tsx cli/main.ts ...).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,7 +81,20 @@ describe('dispatcher', () => {
       expect(await main(argv, c.io)).toBe(0);
       expect(c.out.join('')).toBe(USAGE);
     }
-    for (const cmd of ['target', 'discover', 'connect', 'disconnect', 'io', 'queues', 'check-host', 'bench']) expect(USAGE).toMatch(new RegExp(`^  ${cmd} `, 'm'));
+    for (const cmd of ['target', 'discover', 'connect', 'connect-all', 'disconnect', 'disconnect-all', 'io', 'queues', 'check-host', 'resv-report', 'bench']) expect(USAGE).toMatch(new RegExp(`^  ${cmd} `, 'm'));
+  });
+
+  it('--version prints the package version; "help VERB" is "VERB --help"', async () => {
+    const { version } = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+    for (const argv of [['--version'], ['-V']]) {
+      const c = io();
+      expect(await main(argv, c.io)).toBe(0);
+      expect(c.out.join('')).toBe(`${version}\n`);
+    }
+    const c = io();
+    expect(await main(['help', 'queues'], c.io)).toBe(0);
+    expect(c.out.join('')).toMatch(/^Usage: nvme-tcp queues \[options\]/);
+    expect(USAGE).not.toMatch(/^  (frobnicate) /m);
   });
 
   it('an unknown subcommand: one line with a hint, exit 2', async () => {

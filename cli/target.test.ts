@@ -25,6 +25,9 @@ const build = async (argv: string[]) => (await buildTargetConfig(parseTargetArgs
 describe('parseTargetArgs rejects bad flags with one line naming the flag and the fix', () => {
   it.each([
     [['--bogus'], 'unknown option --bogus; see nvme-tcp target --help'],
+    [['--listn', '127.0.0.1:0'], 'unknown option --listn (did you mean --listen?); see nvme-tcp target --help'],
+    // parseArgs refused a value starting with "-" as "takes no value" (issue #32); it is a value, and not a size.
+    [['--ram', '-1'], '--ram -1: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
     [['--listen'], '--listen: missing value; see nvme-tcp target --help'],
     [['extra'], 'unexpected argument "extra"; every value needs its flag; see nvme-tcp target --help'],
     [['--listen', 'localhost:4420'], '--listen localhost:4420: not ADDR:PORT; use e.g. 127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420'],
