@@ -58,26 +58,28 @@ function finishHeader(h: Buffer, o: number, hlen: number, hdgst: boolean, headLe
   return headLen;
 }
 
-/** ICReq (§3.6.2.2): 128 bytes, no digests, no flags; everything after MAXR2T reserved. */
-export function writeIcReqHeader(h: Buffer, o: number, pfv: number, hpda: number, dgst: number, maxr2t: number): number {
+/**
+ * ICReq (§3.6.2.2) and ICResp (§3.6.2.3) share one layout: 128 bytes, no digests, no flags; PFV, then HPDA or CPDA,
+ * the digest bits, then MAXR2T or MAXH2CDATA; the rest reserved.
+ */
+function writeIcHeader(h: Buffer, o: number, type: number, pfv: number, pda: number, dgst: number, last32: number): number {
   h.fill(0, o, o + IC_PDU_SIZE);
-  writeCh(h, o, PduType.IC_REQ, 0, IC_PDU_SIZE, 0, IC_PDU_SIZE);
+  writeCh(h, o, type, 0, IC_PDU_SIZE, 0, IC_PDU_SIZE);
   h.writeUInt16LE(pfv, o + 8);
-  h[o + 10] = hpda;
+  h[o + 10] = pda;
   h[o + 11] = dgst;
-  h.writeUInt32LE(maxr2t >>> 0, o + 12);
+  h.writeUInt32LE(last32 >>> 0, o + 12);
   return IC_PDU_SIZE;
 }
 
-/** ICResp (§3.6.2.3): as ICReq, with CPDA and MAXH2CDATA. */
+/** ICReq (§3.6.2.2): HPDA and MAXR2T. */
+export function writeIcReqHeader(h: Buffer, o: number, pfv: number, hpda: number, dgst: number, maxr2t: number): number {
+  return writeIcHeader(h, o, PduType.IC_REQ, pfv, hpda, dgst, maxr2t);
+}
+
+/** ICResp (§3.6.2.3): CPDA and MAXH2CDATA. */
 export function writeIcRespHeader(h: Buffer, o: number, pfv: number, cpda: number, dgst: number, maxh2cdata: number): number {
-  h.fill(0, o, o + IC_PDU_SIZE);
-  writeCh(h, o, PduType.IC_RESP, 0, IC_PDU_SIZE, 0, IC_PDU_SIZE);
-  h.writeUInt16LE(pfv, o + 8);
-  h[o + 10] = cpda;
-  h[o + 11] = dgst;
-  h.writeUInt32LE(maxh2cdata >>> 0, o + 12);
-  return IC_PDU_SIZE;
+  return writeIcHeader(h, o, PduType.IC_RESP, pfv, cpda, dgst, maxh2cdata);
 }
 
 /**
