@@ -19,8 +19,24 @@ export interface CliIo {
 
 export const defaultIo: CliIo = { stdout: (s) => void process.stdout.write(s), stderr: (s) => void process.stderr.write(s) };
 
-/** The package version (`nvme-tcp --version`). */
-export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+/**
+ * The package version (`nvme-tcp --version`), from package.json one level up from cli/ in a checkout and two from
+ * dist/cli/ in the compiled package.
+ */
+export const VERSION: string = packageVersion();
+
+function packageVersion(): string {
+  const require = createRequire(import.meta.url);
+  for (const p of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = require(p) as { name?: string; version?: string };
+      if (pkg.name === 'nvme-tcp-ts' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // not at this level: try the next
+    }
+  }
+  return 'unknown';
+}
 
 /** A commander Command that writes through `io` and throws instead of exiting (runParsed turns that into a status). */
 export function newCommand(name: string, io: CliIo, description?: string): Command {
