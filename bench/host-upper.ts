@@ -1,5 +1,5 @@
 // The upper half of the host path without a socket (docs/performance.md "Host path, fourth pass"): `nvme-tcp bench`'s
-// engine (harness/load) over a real Namespace, Hctx and QueuePair whose TcpQueue is a stand-in that answers every
+// engine (harness/load) over a real Namespace, Hctx and QueuePair whose HostTcpQueue is a stand-in that answers every
 // command of a tick in the next one (4 KiB copied into the read buffer, then the CQE), like a socket read carrying one
 // batch of responses. No kernel, no target and no other process share the measurement, so trees can be compared in
 // one process: with --before DIR both trees' modules are loaded and their runs alternate. Prints host CPU per I/O.
@@ -26,7 +26,7 @@ interface TcpHandlers {
   onClose(err: Error): void;
 }
 
-/** TcpQueue's surface as QueuePair uses it; every command sent in a tick is answered in the next. */
+/** HostTcpQueue's surface as QueuePair uses it; every command sent in a tick is answered in the next. */
 class AnsweringTcp {
   #h: TcpHandlers | undefined;
   /** CIDs sent since the last answer, and a second array to swap in while answering (nothing allocated per tick). */

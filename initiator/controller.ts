@@ -30,7 +30,7 @@ import { RemoteQueue } from './io-worker/remote-queue.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
-import { TcpQueue } from './transport/index.js';
+import { HostTcpQueue } from './transport/index.js';
 import { concatCredentials, tlsCredentials, type TlsQueueCredentials } from './tls.js';
 
 export type { AsyncEvent } from './aen.js';
@@ -283,7 +283,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
 
   async #openQueue(qid: number, tags: TagSet, inlineLimit: number): Promise<QueuePair> {
     const o = this.opts;
-    const tcp = new TcpQueue({
+    const tcp = new HostTcpQueue({
       host: o.traddr,
       port: o.trsvcid,
       hdgst: o.hdrDigest,

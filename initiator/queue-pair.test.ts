@@ -1,10 +1,10 @@
-// The queue pair is the one writer of SGL1 and the CID (NVMe/TCP 1.0 §3.3.3): checked against a fake TcpQueue.
+// The queue pair is the one writer of SGL1 and the CID (NVMe/TCP 1.0 §3.3.3): checked against a fake HostTcpQueue.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { CqeOffset, NvmOpcode, SglType, SqeOffset, decodeSqe, encodeCqe, encodeRwCmd, sglInCapsule } from '../protocol/index.js';
 import { itChecksEveryEdge } from '../test/fixtures/state-table.js';
 import { QUEUE_PAIR_TRANSITIONS, QueuePair, TagSet, type QueuePairState } from './queue-pair.js';
-import type { TcpQueue, TcpQueueHandlers } from './transport/index.js';
+import type { HostTcpQueue, TcpQueueHandlers } from './transport/index.js';
 
 class FakeTcp {
   handlers: TcpQueueHandlers | undefined;
@@ -28,7 +28,7 @@ class FakeTcp {
 
 function queue(inlineLimit: number): { qp: QueuePair; tcp: FakeTcp } {
   const tcp = new FakeTcp();
-  const qp = new QueuePair({ qid: 1, tcp: tcp as unknown as TcpQueue, tags: new TagSet(4), inlineLimit, onError: () => undefined });
+  const qp = new QueuePair({ qid: 1, tcp: tcp as unknown as HostTcpQueue, tags: new TagSet(4), inlineLimit, onError: () => undefined });
   qp.setLive();
   return { qp, tcp };
 }
@@ -88,12 +88,12 @@ describe('QueuePair state table', () => {
 
   itChecksEveryEdge<QueuePairState>(QUEUE_PAIR_TRANSITIONS, 'connecting', () => {
     const tcp = new FakeTcp();
-    return new QueuePair({ qid: 1, tcp: tcp as unknown as TcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
+    return new QueuePair({ qid: 1, tcp: tcp as unknown as HostTcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
   });
 
   it('a closed transport closes the pair once: setLive after it changes nothing', () => {
     const tcp = new FakeTcp();
-    const qp = new QueuePair({ qid: 1, tcp: tcp as unknown as TcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
+    const qp = new QueuePair({ qid: 1, tcp: tcp as unknown as HostTcpQueue, tags: new TagSet(4), inlineLimit: 0, onError: () => undefined });
     tcp.handlers?.onClose(new Error('gone'));
     expect(qp.state).toBe('closed');
     qp.setLive();

@@ -1,4 +1,4 @@
-// One submission/completion queue pair over one TcpQueue: CID table with a generation counter, per-command
+// One submission/completion queue pair over one HostTcpQueue: CID table with a generation counter, per-command
 // timeouts and per-queue counters (io_queue_info). Linux drivers/nvme/host/tcp.c + blk-mq tags (nvme_cid()).
 import { Buffer } from 'node:buffer';
 import {
@@ -12,7 +12,7 @@ import {
   TimeoutError,
   statusName,
 } from '../protocol/index.js';
-import type { HostCommand, TcpQueue } from './transport/index.js';
+import type { HostCommand, HostTcpQueue } from './transport/index.js';
 import { rd16, rd32, wr16, wr32 } from '../protocol/le.js';
 
 /** What a command completed with (CQE fields the caller may need). */
@@ -302,7 +302,7 @@ export interface IoQueue {
 
 export interface QueuePairOptions {
   qid: number;
-  tcp: TcpQueue;
+  tcp: HostTcpQueue;
   tags: TagSet;
   /** Largest write sent in-capsule (IOCCSZ*16−64 when SGLS bit 20; 8 KiB on the admin queue). */
   inlineLimit: number;
@@ -332,7 +332,7 @@ function setSgl(sqe: Buffer, length: number, inCapsule: boolean): void {
 export class QueuePair implements IoQueue {
   readonly qid: number;
   readonly worker = -1;
-  readonly tcp: TcpQueue;
+  readonly tcp: HostTcpQueue;
   readonly tags: TagSet;
   inlineLimit: number;
   #state: QueuePairState = 'connecting';
@@ -343,7 +343,7 @@ export class QueuePair implements IoQueue {
   /** Commands on reserved CIDs outside the tag set (the AER): rare, so a map. */
   readonly #reserved = new Map<number, CommandSlot>();
   #inFlight = 0;
-  /** Scratch SQE for every command: TcpQueue.sendCapsule copies it into the send batch before returning. */
+  /** Scratch SQE for every command: HostTcpQueue.sendCapsule copies it into the send batch before returning. */
   readonly #sqe = Buffer.alloc(64);
   readonly #opts: QueuePairOptions;
   #timer: NodeJS.Timeout | undefined;

@@ -1,5 +1,5 @@
 // An io worker: one worker_thread event loop owning the sockets of its I/O queues, like a Linux io_work running on
-// its queue's io_cpu (drivers/nvme/host/tcp.c nvme_tcp_io_work). Each queue is a TcpQueue + QueuePair here, driven
+// its queue's io_cpu (drivers/nvme/host/tcp.c nvme_tcp_io_work). Each queue is a HostTcpQueue + QueuePair here, driven
 // from its submission ring; completions go back through its completion ring, published once per batch. The worker
 // processes submissions for at most io_budget_us before yielding to its event loop (nvme_tcp_io_work's 1 ms budget,
 // counted as a relinquish when work was left).
@@ -11,7 +11,7 @@ import { ConnectionClosedError, NvmeStatusError, TimeoutError, TransportFatalErr
 import { authRequested, authenticateQueue, describeAuth, parseSecretOption } from '../auth.js';
 import { connectCmd, connectData } from '../fabrics-cmds.js';
 import { type IoRequest, type IoResult, type IoSink, type IoSqeBuilder, QueuePair, TagSet } from '../queue-pair.js';
-import { TcpQueue } from '../transport/index.js';
+import { HostTcpQueue } from '../transport/index.js';
 import { RingConsumer, RingProducer } from './ring.js';
 import { CqKind, Cqe, type FromWorker, type OpenQueueMsg, SqFlag, Sqe, type ToWorker, WorkerStat, toWireError } from './wire.js';
 
@@ -208,7 +208,7 @@ const closedWhileOpening = new Set<number>();
 
 /** Linux nvme_tcp_alloc_queue + nvmf_connect_io_queue, on this thread: socket, ICReq/ICResp, Fabrics Connect. */
 async function open(m: OpenQueueMsg): Promise<void> {
-  const tcp = new TcpQueue({ host: m.host, port: m.port, hdgst: m.hdgst, ddgst: m.ddgst, label: m.label, ...(m.localAddress !== undefined ? { localAddress: m.localAddress } : {}) });
+  const tcp = new HostTcpQueue({ host: m.host, port: m.port, hdgst: m.hdgst, ddgst: m.ddgst, label: m.label, ...(m.localAddress !== undefined ? { localAddress: m.localAddress } : {}) });
   let wq: WorkerQueue | undefined;
   const qp = new QueuePair({
     qid: m.qid,

@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PduType, crc32c, encodePdu } from '../../protocol/index.js';
-import { TcpQueue, type HostCommand } from './tcp-queue.js';
+import { HostTcpQueue, type HostCommand } from './tcp-queue.js';
 
 const CID = 0x3000;
 const AL = 4096;
@@ -36,7 +36,7 @@ function spdkC2H(payload: Buffer, digests: boolean): Buffer {
 }
 
 const servers: net.Server[] = [];
-const queues: TcpQueue[] = [];
+const queues: HostTcpQueue[] = [];
 afterEach(async () => {
   for (const q of queues.splice(0)) q.close();
   for (const s of servers.splice(0)) await new Promise((r) => s.close(() => r(undefined)));
@@ -59,13 +59,13 @@ async function target(payload: Buffer, digests: boolean): Promise<number> {
   return (srv.address() as net.AddressInfo).port;
 }
 
-describe('TcpQueue: C2HData SUCCESS with a transfer shorter than the buffer (SPDK Authentication Receive)', () => {
+describe('HostTcpQueue: C2HData SUCCESS with a transfer shorter than the buffer (SPDK Authentication Receive)', () => {
   for (const digests of [false, true]) {
     it(`completes the command with the ${MSG} bytes sent (${digests ? 'PDU path, digests on' : 'direct copy, no digests'})`, async () => {
       const payload = Buffer.alloc(MSG);
       for (let i = 0; i < MSG; i++) payload[i] = (i * 7 + 3) & 0xff;
       const port = await target(payload, digests);
-      const q = new TcpQueue({ host: '127.0.0.1', port, hdgst: digests, ddgst: digests, label: 'q0' });
+      const q = new HostTcpQueue({ host: '127.0.0.1', port, hdgst: digests, ddgst: digests, label: 'q0' });
       queues.push(q);
       const cmd: HostCommand = { cid: CID, h2c: undefined, c2h: Buffer.alloc(AL), h2cSent: 0, c2hReceived: 0, transportStatus: 0 };
       const done = new Promise<{ buf: Buffer | undefined; cid: number }>((resolve, reject) => {

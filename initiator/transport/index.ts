@@ -1,3 +1,3 @@
 // Public face of initiator/transport: the host's NVMe/TCP connection.
-export { TcpQueue } from './tcp-queue.js';
+export { HostTcpQueue } from './tcp-queue.js';
 export type { HostCommand, IcParams, TcpQueueHandlers, TcpQueueOptions } from './tcp-queue.js';

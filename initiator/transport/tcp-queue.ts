@@ -96,7 +96,7 @@ const BATCH_SLAB = 64 * 1024;
 /** After an H2CTermReq or close the target gets this long to read before the socket is destroyed. */
 const LINGER_MS = 100;
 
-export class TcpQueue {
+export class HostTcpQueue {
   readonly #opts: TcpQueueOptions;
   #handlers: TcpQueueHandlers | undefined;
   #conn: TcpConnection | undefined;

@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { DNR, NvmOpcode, Status, encodeRwCmd, encodeSqe, sglInCapsule, sglTransport, type SglDescriptor } from '../../protocol/index.js';
 import { RamBackend } from '../backend/index.js';
-import { Namespace } from './index.js';
+import { TargetNamespace } from './index.js';
 import { HostQueue, SUBNQN, controllerOf, makeTarget } from './testing/fake-transport.js';
 
 const NS_BYTES = 1 << 20;
@@ -14,7 +14,7 @@ const INLINE = 4096;
 
 function ioQueue() {
   const t = makeTarget({}, { inlineDataSize: INLINE });
-  t.subsys.addNamespace(new Namespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: NS_BYTES } }, new RamBackend(NS_BYTES)));
+  t.subsys.addNamespace(new TargetNamespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: NS_BYTES } }, new RamBackend(NS_BYTES)));
   const admin = new HostQueue(t.target, t.port);
   const cntlid = admin.connectAndEnable();
   const io = new HostQueue(t.target, t.port);
@@ -135,7 +135,7 @@ describe('data movement', () => {
 
   it('a read with SQ flow control off would carry SUCCESS instead of a response capsule', () => {
     const t = makeTarget();
-    t.subsys.addNamespace(new Namespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: NS_BYTES } }, new RamBackend(NS_BYTES)));
+    t.subsys.addNamespace(new TargetNamespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: NS_BYTES } }, new RamBackend(NS_BYTES)));
     const admin = new HostQueue(t.target, t.port);
     const cntlid = admin.connectAndEnable();
     const io = new HostQueue(t.target, t.port);

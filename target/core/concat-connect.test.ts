@@ -1,7 +1,7 @@
 // Connect under secure channel concatenation (TP 8018): a queue inside TLS on a generated PSK must name the identity's
 // host and subsystem and is not asked to authenticate (no ATR, as nvmet); a cleartext connection admitted on a TLS
 // 'required' port only for concatenation takes an admin Connect from a host with a DH-HMAC-CHAP key (ATR|ASCR) and
-// nothing else. The transport's view (tls, tlsPsk, concatOnly) is set on the fake transport as TcpQueue would.
+// nothing else. The transport's view (tls, tlsPsk, concatOnly) is set on the fake transport as TargetTcpQueue would.
 import { describe, expect, it } from 'vitest';
 import { DNR, Status, decodeConnectResult } from '../../protocol/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';

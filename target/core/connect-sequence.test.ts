@@ -17,7 +17,7 @@ import {
   sglTransport,
 } from '../../protocol/index.js';
 import { RamBackend } from '../backend/index.js';
-import { Namespace, WELL_KNOWN_DISCOVERY_NQN } from './index.js';
+import { TargetNamespace, WELL_KNOWN_DISCOVERY_NQN } from './index.js';
 import { HOSTID, HOSTNQN, HostQueue, SUBNQN, makeTarget, type ConnectOptions } from './testing/fake-transport.js';
 
 const OTHER_HOST = 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-4908-8706-050403020100';
@@ -135,7 +135,7 @@ describe('I/O queue Connect', () => {
 
   it('runs I/O once connected to a ready controller', () => {
     const { subsys, queue } = setup();
-    subsys.addNamespace(new Namespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
+    subsys.addNamespace(new TargetNamespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
     const admin = queue();
     const cntlid = admin.connectAndEnable();
     const io = queue();

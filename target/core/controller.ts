@@ -34,7 +34,7 @@ export const CONTROLLER_TRANSITIONS: Transitions<ControllerState> = {
   dead: [],
 };
 
-export class Controller implements ControllerEntry {
+export class TargetController implements ControllerEntry {
   #state: ControllerState = 'live';
   cc = 0;
   csts = 0;

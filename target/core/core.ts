@@ -3,7 +3,7 @@
 import type { Logger } from 'pino';
 import { DISCOVERY_NQN } from '../../protocol/index.js';
 import { AuthRegistry } from './auth.js';
-import type { Namespace } from './namespace.js';
+import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import { Subsystem } from './subsystem.js';
 import type { CoreStats } from './types.js';
@@ -79,7 +79,7 @@ export class TargetCore {
     }
   }
 
-  *allNamespaces(): Iterable<Namespace> {
+  *allNamespaces(): Iterable<TargetNamespace> {
     for (const s of this.subsystems.values()) yield* s.namespaces.values();
   }
 

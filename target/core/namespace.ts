@@ -18,7 +18,7 @@ export interface NamespaceCounters {
   errors: number;
 }
 
-export class Namespace {
+export class TargetNamespace {
   readonly blockSize: number;
   readonly lbaShift: number;
   /** Size in LBAs (NSZE = NCAP = NUSE). */

@@ -20,17 +20,17 @@ import {
   sglTransport,
 } from '../../protocol/index.js';
 import { RamBackend } from '../backend/index.js';
-import { Namespace } from './index.js';
+import { TargetNamespace } from './index.js';
 import { HostQueue, makeTarget } from './testing/fake-transport.js';
 
 function withNamespaces(sub: Parameters<typeof makeTarget>[0] = {}) {
   const t = makeTarget(sub);
-  for (const nsid of [1, 2]) t.subsys.addNamespace(new Namespace(t.subsys.nqn, { nsid, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
+  for (const nsid of [1, 2]) t.subsys.addNamespace(new TargetNamespace(t.subsys.nqn, { nsid, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
   const admin = new HostQueue(t.target, t.port);
   const cntlid = admin.connectAndEnable(sub.nqn !== undefined ? { subnqn: sub.nqn } : {});
   const io = new HostQueue(t.target, t.port);
   expect(io.connect({ qid: 1, cntlid, ...(sub.nqn !== undefined ? { subnqn: sub.nqn } : {}) }).status).toBe(0);
-  return { ...t, admin, io, cntlid, ns1: t.subsys.namespaces.get(1) as Namespace };
+  return { ...t, admin, io, cntlid, ns1: t.subsys.namespaces.get(1) as TargetNamespace };
 }
 
 const read = (io: HostQueue, nsid: number) => io.exec(encodeRwCmd({ opcode: NvmOpcode.READ, cid: io.cid(), nsid, slba: 0n, nlb: 1, sgl: sglTransport(512) }));
@@ -86,7 +86,7 @@ describe('namespace enable/disable', () => {
 
   it('re-mapping puts a new namespace under the NSID and detaches the old one', () => {
     const { subsys, io, ns1 } = withNamespaces();
-    const next = new Namespace(subsys.nqn, { nsid: 1, backend: { type: 'ram', size: 1 << 20 }, uuid: '11111111-2222-4333-8444-555555555555' }, new RamBackend(1 << 20));
+    const next = new TargetNamespace(subsys.nqn, { nsid: 1, backend: { type: 'ram', size: 1 << 20 }, uuid: '11111111-2222-4333-8444-555555555555' }, new RamBackend(1 << 20));
     expect(subsys.replaceNamespace(next)).toBe(ns1);
     expect(ns1.enabled).toBe(false);
     expect(subsys.nsids).toEqual([1, 2]);

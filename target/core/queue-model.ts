@@ -1,7 +1,7 @@
 // The seams around one queue: QueueModel (what commands and controllers use of the core queue, CoreQueue in
 // queue.ts) and QueueTransportOps (what the core queue asks of its transport connection).
 import type { QueueAuth } from './auth.js';
-import type { Controller } from './controller.js';
+import type { TargetController } from './controller.js';
 import type { TargetCore } from './core.js';
 import type { CorePort } from './port.js';
 import type { Request, RequestQueue } from './request.js';
@@ -10,7 +10,7 @@ import type { QueueCounters, QueueHandle, QueueInfoView, QueueState } from './ty
 /** What commands and controllers need from a queue (implemented by CoreQueue). */
 export interface QueueModel extends RequestQueue, QueueHandle {
   readonly state: QueueState;
-  ctrl: Controller | undefined;
+  ctrl: TargetController | undefined;
   qid: number;
   /** 0's based SQ size from Connect. */
   sqsize: number;

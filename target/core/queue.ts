@@ -6,11 +6,11 @@ import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
 import type { QueueAuth } from './auth.js';
-import type { Controller } from './controller.js';
+import type { TargetController } from './controller.js';
 import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
 import type { QueueModel, QueueTransportOps } from './queue-model.js';
-import type { Namespace } from './namespace.js';
+import type { TargetNamespace } from './namespace.js';
 import { ReqStateId, type Request } from './request.js';
 import type { LatencyHistogram } from './stats.js';
 import type { QueueCounters, QueueHandle, QueueInfoView, QueueState, Transitions } from './types.js';
@@ -27,7 +27,7 @@ export const QUEUE_TRANSITIONS: Transitions<QueueState> = {
 
 export class CoreQueue implements QueueModel {
   #state: QueueState = 'connecting';
-  ctrl: Controller | undefined;
+  ctrl: TargetController | undefined;
   qid = -1;
   /** 0's based SQ size from Connect. */
   sqsize = 0;
@@ -147,7 +147,7 @@ export class CoreQueue implements QueueModel {
     this.inFlight--;
     if (req.nsHeld) {
       req.nsHeld = false;
-      (req.ns as Namespace).executing--;
+      (req.ns as TargetNamespace).executing--;
     }
     if (this.sqflowDisabled) req.sqhd = 0xffff;
     else {
@@ -323,7 +323,7 @@ export class CoreQueue implements QueueModel {
    * A worker process serves an I/O queue the primary connected (target/workers): bind it to `ctrl` as the primary's
    * Connect did (executeConnect), without a Connect on this side.
    */
-  bindHandedOff(ctrl: Controller, qid: number, sqsize: number, sqflowDisabled: boolean): void {
+  bindHandedOff(ctrl: TargetController, qid: number, sqsize: number, sqflowDisabled: boolean): void {
     this.ctrl = ctrl;
     this.qid = qid;
     this.sqsize = sqsize;

@@ -2,7 +2,7 @@
 import type { Buffer } from 'node:buffer';
 import { Sgl1Offset, SglDescType, SqeOffset, rd16, rd32 } from '../../protocol/index.js';
 import { ReadLent, type ReadCallback } from '../backend/index.js';
-import type { Namespace } from './namespace.js';
+import type { TargetNamespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
 import type { ReqDir, ReqState, Transitions } from './types.js';
 
@@ -79,7 +79,7 @@ export class Request {
     this.#state = next;
     return true;
   }
-  ns: Namespace | undefined = undefined;
+  ns: TargetNamespace | undefined = undefined;
   /** The command is counted in ns.executing (from execute to completion). */
   nsHeld = false;
   /** Byte offset of the SQE field that failed parsing (Error Information "parameter error location"). */

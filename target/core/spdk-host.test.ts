@@ -10,7 +10,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Bytes } from '../../protocol/testing/fixture-builder.js';
 import { RamBackend } from '../backend/index.js';
-import { CorePort, Namespace, Subsystem, TargetCore } from './index.js';
+import { CorePort, TargetNamespace, Subsystem, TargetCore } from './index.js';
 import { HOSTID, HostQueue, SUBNQN, controllerOf } from './testing/fake-transport.js';
 
 // NVMe Base 2.0 Figure 88 / 98 and the status codes of Figures 101 / 105, written out here.
@@ -68,7 +68,7 @@ function setup(o: { allowAnyHost?: boolean; hosts?: string[] } = {}) {
   target.ports.set(port.id, port);
   const subsys = new Subsystem({ nqn: SUBNQN, allowAnyHost: o.allowAnyHost ?? true, ...(o.hosts !== undefined ? { hosts: o.hosts } : {}) });
   target.subsystems.set(subsys.nqn, subsys);
-  subsys.addNamespace(new Namespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
+  subsys.addNamespace(new TargetNamespace(SUBNQN, { nsid: 1, backend: { type: 'ram', size: 1 << 20 } }, new RamBackend(1 << 20)));
   return { target, port, subsys, lines };
 }
 

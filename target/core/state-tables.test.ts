@@ -4,7 +4,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import {
   CONTROLLER_TRANSITIONS,
-  Controller,
+  TargetController,
   CorePort,
   CoreQueue,
   QUEUE_TRANSITIONS,
@@ -24,11 +24,11 @@ import { itChecksEveryEdge } from '../../test/fixtures/state-table.js';
 
 const logger = pino({ level: 'silent' });
 
-function newController(): Controller {
+function newController(): TargetController {
   const target = new TargetCore(logger);
   const subsys = new Subsystem({ nqn: 'nqn.2024-01.io.test:sub' });
   const port = new CorePort({ id: 1, addr: '127.0.0.1', port: 0 });
-  return new Controller(target, subsys, 1, 'nqn.2024-01.io.test:host', Buffer.alloc(16), port, 0);
+  return new TargetController(target, subsys, 1, 'nqn.2024-01.io.test:host', Buffer.alloc(16), port, 0);
 }
 
 class FakeOps implements QueueTransportOps {

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Buffer } from 'node:buffer';
 import { NvmOpcode } from '../../protocol/index.js';
 import type { FaultConfig, SubsystemConfig } from '../config/types.js';
-import type { Namespace } from './namespace.js';
+import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import type { Request } from './request.js';
 import { ReservationState } from './reservation.js';
@@ -70,7 +70,7 @@ const IO_OPNAME: Readonly<Record<number, string>> = {
 
 export class Subsystem {
   /** Every configured namespace, enabled or not (nvmet's subsys->namespaces); the active ones are `nsids`. */
-  readonly namespaces = new Map<number, Namespace>();
+  readonly namespaces = new Map<number, TargetNamespace>();
   /** Sorted NSIDs of the enabled namespaces, rebuilt on every change (Identify CNS 02h, ANA log, Flush all). */
   nsids: number[] = [];
   readonly controllers = new Map<number, ControllerEntry>();
@@ -180,13 +180,13 @@ export class Subsystem {
     return rs;
   }
 
-  addNamespace(ns: Namespace): void {
+  addNamespace(ns: TargetNamespace): void {
     ns.resv = this.reservation(ns.nsid);
     this.namespaces.set(ns.nsid, ns);
     this.#rebuildNsids();
   }
 
-  removeNamespace(nsid: number): Namespace | undefined {
+  removeNamespace(nsid: number): TargetNamespace | undefined {
     const ns = this.namespaces.get(nsid);
     this.namespaces.delete(nsid);
     if (ns !== undefined) ns.enabled = false;
@@ -196,27 +196,27 @@ export class Subsystem {
   }
 
   /** The namespace `nsid` when it exists and is enabled: what Identify, Get Log Page and I/O may see. */
-  activeNs(nsid: number): Namespace | undefined {
+  activeNs(nsid: number): TargetNamespace | undefined {
     const ns = this.namespaces.get(nsid);
     return ns !== undefined && ns.enabled ? ns : undefined;
   }
 
   /** activeNs as host `hostnqn` sees it: a namespace masked from the host does not exist for it. */
-  visibleNs(nsid: number, hostnqn: string): Namespace | undefined {
+  visibleNs(nsid: number, hostnqn: string): TargetNamespace | undefined {
     const ns = this.namespaces.get(nsid);
     return ns !== undefined && ns.enabled && ns.visibleTo(hostnqn) ? ns : undefined;
   }
 
   /** Sorted active NSIDs host `hostnqn` may see (Identify CNS 02h, ANA log). */
   visibleNsids(hostnqn: string): number[] {
-    return this.nsids.filter((id) => (this.namespaces.get(id) as Namespace).visibleTo(hostnqn));
+    return this.nsids.filter((id) => (this.namespaces.get(id) as TargetNamespace).visibleTo(hostnqn));
   }
 
   /**
    * Replace a namespace's host list (undefined: visible to all). Returns the host NQNs whose view changed, so only
    * their controllers get the Namespace Attribute Changed notice.
    */
-  setNamespaceHosts(ns: Namespace, hosts: ReadonlySet<string> | undefined): Set<string> {
+  setNamespaceHosts(ns: TargetNamespace, hosts: ReadonlySet<string> | undefined): Set<string> {
     const affected = new Set<string>();
     for (const c of this.controllers.values()) {
       const before = ns.visibleTo(c.hostnqn);
@@ -228,7 +228,7 @@ export class Subsystem {
   }
 
   /** Attach or detach a namespace (nvmet_ns_enable / nvmet_ns_disable); false when it already was in that state. */
-  setNamespaceEnabled(ns: Namespace, enabled: boolean): boolean {
+  setNamespaceEnabled(ns: TargetNamespace, enabled: boolean): boolean {
     if (ns.enabled === enabled) return false;
     ns.enabled = enabled;
     this.#rebuildNsids();
@@ -236,7 +236,7 @@ export class Subsystem {
   }
 
   /** Put `next` where the namespace of the same NSID was (re-mapping); the old one is detached and returned. */
-  replaceNamespace(next: Namespace): Namespace | undefined {
+  replaceNamespace(next: TargetNamespace): TargetNamespace | undefined {
     const old = this.namespaces.get(next.nsid);
     if (old !== undefined) old.enabled = false;
     next.resv = this.reservation(next.nsid);

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { InvalidArgumentError, formatUuid } from '../../protocol/index.js';
 import type { NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
-import { Namespace, type Subsystem, type TargetCore } from '../core/index.js';
+import { TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { checkMaskHost, checkNamespace, openBackend, sameJson, workerCache } from './config-translation.js';
 import type { Replication } from './replication.js';
 import type { ReservationStore } from './reservations-store.js';
@@ -116,7 +116,7 @@ export class Namespaces {
   }
 
   #setMask(sub: Subsystem, nsid: number, hosts: Set<string>): void {
-    const ns = sub.namespaces.get(nsid) as Namespace;
+    const ns = sub.namespaces.get(nsid) as TargetNamespace;
     const affected = sub.setNamespaceHosts(ns, hosts);
     ns.config.hosts = [...hosts];
     // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
@@ -137,7 +137,7 @@ export class Namespaces {
   }
 
   /** Closes a detached namespace's backend once the commands executing on it are done (bounded: 10 s). */
-  async #retire(ns: Namespace): Promise<void> {
+  async #retire(ns: TargetNamespace): Promise<void> {
     if (!(await ns.idle())) this.#log.warn({ subnqn: ns.subnqn, nsid: ns.nsid, executing: ns.executing }, 'closing a namespace backend with commands still executing');
     await ns.backend.close();
   }
@@ -166,11 +166,11 @@ export class Namespaces {
    * Checks a namespace config and builds the Namespace, opening its backend unless `reuse` is given. `replacing` is
    * the namespace it will take the place of (its identifiers may be kept); a backend opened here is closed on failure.
    */
-  async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: Namespace | undefined): Promise<Namespace> {
+  async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: TargetNamespace | undefined): Promise<TargetNamespace> {
     checkNamespace(this.#log, sub, cfg);
     const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled));
     try {
-      const ns = new Namespace(sub.nqn, cfg, backend);
+      const ns = new TargetNamespace(sub.nqn, cfg, backend);
       // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.
       if (backend.setCoherence !== undefined && workerCache(cfg)) {
         const nqn = sub.nqn;

@@ -4,7 +4,7 @@
 import { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { DNR, InvalidArgumentError, Status } from '../../protocol/index.js';
-import { runResvCommand, type CorePort, type Namespace, type Subsystem, type TargetCore } from '../core/index.js';
+import { runResvCommand, type CorePort, type TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { resvStateKey } from '../resv-state.js';
 import { WorkerPool, type NsOpen, type NsReport, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from '../workers/index.js';
 import { workerCache } from './config-translation.js';
@@ -168,7 +168,7 @@ function portSpec(p: CorePort): PortSpec {
 }
 
 /** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */
-function nsOpen(ns: Namespace): NsOpen {
+function nsOpen(ns: TargetNamespace): NsOpen {
   const s = ns.backend.sharing?.();
   if (s?.kind === 'shm') return { kind: 'shm', path: s.path, size: s.size, cache: workerCache(ns.config) };
   if (s?.kind === 'file') return { kind: 'file', path: s.path, readOnly: ns.readOnly };

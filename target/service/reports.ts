@@ -1,7 +1,7 @@
 // Read views of the target for the API, metrics and leak checks: controllers with their queues, counters (a
 // namespace's include what worker processes executed on it), and the live object graph.
 import { formatUuid } from '../../protocol/index.js';
-import { LATENCY_BOUNDS_US, type Namespace, type QueueCounters, type TargetCore } from '../core/index.js';
+import { LATENCY_BOUNDS_US, type TargetNamespace, type QueueCounters, type TargetCore } from '../core/index.js';
 import type { NamespaceCounters } from '../core/namespace.js';
 import type { TcpListener, TlsStats } from '../transport/tcp/index.js';
 import type { NsReport } from '../workers/index.js';
@@ -142,7 +142,7 @@ export function targetStats(core: TargetCore, tls: Pick<TlsStats, 'handshakesOk'
       controllers: s.controllers.size,
       opcodes: { ...s.opcodeCounts },
       latency,
-      namespaces: s.nsids.map((id) => withWorkerCounters(s.nqn, id, (s.namespaces.get(id) as Namespace).counters, workerNs)),
+      namespaces: s.nsids.map((id) => withWorkerCounters(s.nqn, id, (s.namespaces.get(id) as TargetNamespace).counters, workerNs)),
     };
   }
   const st = core.stats;

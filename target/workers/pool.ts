@@ -14,7 +14,7 @@ import type { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { releaseFromServer } from '../../connection/index.js';
 import { DNR, InvalidArgumentError, Status } from '../../protocol/index.js';
-import type { Controller, QueueHandle, QueueInfoView, ResvReplica } from '../core/index.js';
+import type { TargetController, QueueHandle, QueueInfoView, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue, QueueHandOff } from '../transport/tcp/index.js';
 import { InvalidationBatcher, type InvRange } from './coherence.js';
 import { PLACEMENTS, isPlacement, type FromWorker, type Placement, type PortSpec, type SubsysSpec, type ToWorker, type WorkerReport } from './messages.js';
@@ -146,7 +146,7 @@ export class RemoteQueue implements QueueHandle {
     readonly id: number,
     readonly worker: WorkerProc,
     readonly h: HandedOffQueue,
-    readonly ctrl: Controller,
+    readonly ctrl: TargetController,
     readonly peer: string,
     readonly pool: WorkerPool,
   ) {}
@@ -175,7 +175,7 @@ export class WorkerPool implements QueueHandOff {
   /** Per-port placement (PortConfig.placement) overriding the target-wide one for queues arriving on that port. */
   readonly #portPlacement = new Map<number, Placement>();
   /** controller placement: the worker of each controller that has queues placed (gone with the controller). */
-  readonly #ctrlWorker = new WeakMap<Controller, number>();
+  readonly #ctrlWorker = new WeakMap<TargetController, number>();
   /** Changes and links sent to workers ('ack'). */
   readonly #acks = new AckTracker();
   #stopping = false;
@@ -473,7 +473,7 @@ export class WorkerPool implements QueueHandOff {
   }
 
   /** The worker index the policy picks for `h`, then the next ready one if that one is not ready; -1 if none is. */
-  #choose(h: HandedOffQueue, ctrl: Controller): number {
+  #choose(h: HandedOffQueue, ctrl: TargetController): number {
     const n = this.#workers.length;
     let i: number;
     switch (this.placementFor(h.portId)) {
@@ -504,7 +504,7 @@ export class WorkerPool implements QueueHandOff {
     return !this.#stopping && this.#workers.some((w) => w.state === 'ready');
   }
 
-  take(socket: net.Socket, h: HandedOffQueue, ctrl: Controller, pending: Buffer | undefined): QueueHandle | undefined {
+  take(socket: net.Socket, h: HandedOffQueue, ctrl: TargetController, pending: Buffer | undefined): QueueHandle | undefined {
     const i = this.#choose(h, ctrl);
     const w = this.#workers[i];
     if (w === undefined) return undefined;

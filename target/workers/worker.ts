@@ -7,9 +7,9 @@ import type net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { FileBackend, NullBackend, type NamespaceBackend } from '../backend/index.js';
-import { Controller, CorePort, Namespace, Subsystem, TargetCore, type ResvForward, type ResvReplica } from '../core/index.js';
+import { TargetController, CorePort, TargetNamespace, Subsystem, TargetCore, type ResvForward, type ResvReplica } from '../core/index.js';
 import { encodeCc } from '../../protocol/index.js';
-import { TcpQueue } from '../transport/tcp/index.js';
+import { TargetTcpQueue } from '../transport/tcp/index.js';
 import type { FromWorker, NsReport, NsSpec, PortSpec, QueueReport, SubsysSpec, ToWorker } from './messages.js';
 import { ShmBackend, type CoherenceHook, type PieceHolds } from './shm-backend.js';
 import { InvalidationBatcher, type InvRange } from './coherence.js';
@@ -20,16 +20,16 @@ export const REPORT_INTERVAL_MS = 200;
 const RX_BUFFER = 256 * 1024;
 
 interface NsEntry {
-  ns: Namespace;
+  ns: TargetNamespace;
   key: string;
 }
 
 export class WorkerRuntime {
   readonly core: TargetCore;
   readonly #send: (m: FromWorker) => void;
-  readonly #queues = new Map<number, TcpQueue>();
-  readonly #ids = new Map<TcpQueue, number>();
-  readonly #ctrls = new Map<string, Controller>();
+  readonly #queues = new Map<number, TargetTcpQueue>();
+  readonly #ids = new Map<TargetTcpQueue, number>();
+  readonly #ctrls = new Map<string, TargetController>();
   readonly #nsKeys = new Map<string, Map<number, NsEntry>>();
   readonly #faultKeys = new Map<string, string>();
   readonly #rx = Buffer.allocUnsafeSlow(RX_BUFFER);
@@ -147,7 +147,7 @@ export class WorkerRuntime {
         sub.setNamespaceEnabled(have.ns, n.enabled);
         continue;
       }
-      const ns = new Namespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done), this.#holds(nqn, nsid, n)));
+      const ns = new TargetNamespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done), this.#holds(nqn, nsid, n)));
       keys.set(nsid, { ns, key });
       if (have === undefined) sub.addNamespace(ns);
       else {
@@ -252,7 +252,7 @@ export class WorkerRuntime {
     let ctrl = this.#ctrls.get(key);
     if (ctrl === undefined || ctrl.state === 'dead') {
       // KATO 0: the primary's controller runs the keep-alive timer; this one only carries the I/O path's state.
-      ctrl = new Controller(this.core, sub, q.cntlid, q.hostnqn, Buffer.from(m.hostid, 'hex'), port, 0);
+      ctrl = new TargetController(this.core, sub, q.cntlid, q.hostnqn, Buffer.from(m.hostid, 'hex'), port, 0);
       // Enabled as the host left it on the primary (I/O queues connect only after CC.EN=1): CSTS.RDY for the I/O path.
       ctrl.writeCc(encodeCc({ en: true, iosqes: 6, iocqes: 4 }));
       sub.controllers.set(q.cntlid, ctrl);
@@ -260,7 +260,7 @@ export class WorkerRuntime {
     }
     const c = ctrl;
     const pending = m.pending !== undefined ? Buffer.from(m.pending, 'base64') : undefined;
-    const tq = new TcpQueue(
+    const tq = new TargetTcpQueue(
       this.core,
       port,
       socket,
@@ -273,7 +273,7 @@ export class WorkerRuntime {
     this.logger.debug({ id: m.id, subnqn: q.subnqn, cntlid: q.cntlid, qid: q.qid, peer: tq.peer }, 'queue adopted');
   }
 
-  #closed(q: TcpQueue, key: string, ctrl: Controller): void {
+  #closed(q: TargetTcpQueue, key: string, ctrl: TargetController): void {
     const id = this.#ids.get(q);
     if (id === undefined) return;
     this.#ids.delete(q);
@@ -356,7 +356,7 @@ async function openNs(n: NsSpec, coherence: CoherenceHook, holds: PieceHolds | u
 }
 
 /** Close a namespace's backend once its executing commands finished (bounded, as the primary's retire). */
-async function retire(ns: Namespace): Promise<void> {
+async function retire(ns: TargetNamespace): Promise<void> {
   await ns.idle();
   await ns.backend.close();
 }

@@ -1,10 +1,10 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
 import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
-import { type Controller, MAX_AERS, NVME_VS } from '../controller.js';
+import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
-import type { Namespace } from '../namespace.js';
+import type { TargetNamespace } from '../namespace.js';
 
 /** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
 export const MAX_ANA_GROUPS = 128;
@@ -12,9 +12,9 @@ export const MAX_ANA_GROUPS = 128;
 /** Admin opcodes this controller implements (effects log ACS). */
 const ADMIN_SUPPORTED = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.ASYNC_EVENT, AdminOpcode.KEEP_ALIVE];
 
-type Handler = (ctrl: Controller, req: Request) => number;
+type Handler = (ctrl: TargetController, req: Request) => number;
 
-export function parseAdminCmd(ctrl: Controller, req: Request): number {
+export function parseAdminCmd(ctrl: TargetController, req: Request): number {
   const lat = ctrl.subsys.countOpcode(`admin-0x${req.opcode.toString(16).padStart(2, '0')}`);
   // An AER stays posted until an event (minutes, hours): its "latency" would only swamp the histogram.
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
@@ -55,7 +55,7 @@ function replyData(req: Request, buf: Buffer): void {
 // ---------------------------------------------------------------------------------------------
 // Identify (NVMe Base 2.0 §5.17)
 
-export function parseIdentify(ctrl: Controller, req: Request): number {
+export function parseIdentify(ctrl: TargetController, req: Request): number {
   const cns = req.sqe.readUInt32LE(SqeOffset.cdw10) & 0xff;
   req.dir = 'c2h';
   req.dataLen = IDENTIFY_DATA_SIZE;
@@ -111,7 +111,7 @@ export function parseIdentify(ctrl: Controller, req: Request): number {
 }
 
 /** Identify Controller with the values nvmet reports (NVMe Base 2.0 §5.17.2.1; nvmet_execute_identify_ctrl). */
-export function identifyController(ctrl: Controller): Buffer {
+export function identifyController(ctrl: TargetController): Buffer {
   const s = ctrl.subsys;
   const port = ctrl.port;
   if (ctrl.discovery) {
@@ -182,7 +182,7 @@ export function identifyController(ctrl: Controller): Buffer {
 const RESCAP_ALL = Rescap.PTPL | Rescap.WRITE_EXCLUSIVE | Rescap.EXCLUSIVE_ACCESS | Rescap.WRITE_EXCLUSIVE_REG_ONLY | Rescap.EXCLUSIVE_ACCESS_REG_ONLY | Rescap.WRITE_EXCLUSIVE_ALL_REGS | Rescap.EXCLUSIVE_ACCESS_ALL_REGS | Rescap.IEKEY_X;
 
 /** Identify Namespace; an inactive NSID returns zeros with success (NVMe Base 2.0 §5.17.2.1, CNS 00h). */
-export function identifyNs(ctrl: Controller, ns: Namespace | undefined): Buffer {
+export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefined): Buffer {
   if (ns === undefined) return Buffer.alloc(IDENTIFY_DATA_SIZE);
   const size = BigInt(ns.nsze);
   const st = ctrl.port.anaState(ns.anaGroup);
@@ -224,7 +224,7 @@ export function decodeLogArgs(req: Request): LogArgs {
   return { lid: cdw10 & 0xff, lsp: (cdw10 >>> 8) & 0x7f, rae: (cdw10 & 0x8000) !== 0, lpo, length: (numd + 1) * 4 };
 }
 
-function parseGetLogPage(ctrl: Controller, req: Request): number {
+function parseGetLogPage(ctrl: TargetController, req: Request): number {
   const a = decodeLogArgs(req);
   if ((a.lpo & 3n) !== 0n) {
     req.errorLoc = SqeOffset.cdw12;
@@ -283,8 +283,8 @@ function u128(n: number): bigint {
   return BigInt(Math.trunc(n));
 }
 
-function smartLog(ctrl: Controller, nsid: number): Buffer {
-  const list = nsid === NSID_BROADCAST || nsid === 0 ? [...ctrl.subsys.namespaces.values()] : [ctrl.subsys.namespaces.get(nsid)].filter((n): n is Namespace => n !== undefined);
+function smartLog(ctrl: TargetController, nsid: number): Buffer {
+  const list = nsid === NSID_BROADCAST || nsid === 0 ? [...ctrl.subsys.namespaces.values()] : [ctrl.subsys.namespaces.get(nsid)].filter((n): n is TargetNamespace => n !== undefined);
   let br = 0;
   let bw = 0;
   let rc = 0;
@@ -325,11 +325,11 @@ function effectsLog(): Buffer {
 }
 
 /** ANA log for the controller's port: group 1 always, plus every group holding a namespace (nvmet_execute_get_log_page_ana). */
-export function anaLog(ctrl: Controller, rgo: boolean): Buffer {
+export function anaLog(ctrl: TargetController, rgo: boolean): Buffer {
   const port = ctrl.port;
   const groups = new Map<number, number[]>([[1, []]]);
   for (const nsid of ctrl.subsys.visibleNsids(ctrl.hostnqn)) {
-    const ns = ctrl.subsys.namespaces.get(nsid) as Namespace;
+    const ns = ctrl.subsys.namespaces.get(nsid) as TargetNamespace;
     const g = groups.get(ns.anaGroup) ?? [];
     g.push(nsid);
     groups.set(ns.anaGroup, g);
@@ -350,7 +350,7 @@ export function anaLog(ctrl: Controller, rgo: boolean): Buffer {
 /** Which Set Features field a refusal points at, by its error location (the log line says why). */
 const SET_FEATURES_FIELD: Readonly<Record<number, string>> = { 4: 'NSID', 40: 'CDW10 (FID)', 44: 'CDW11 (value)' };
 
-export function parseSetFeatures(ctrl: Controller, req: Request): number {
+export function parseSetFeatures(ctrl: TargetController, req: Request): number {
   const status = setFeature(ctrl, req);
   if (status !== 0) {
     const fid = req.sqe.readUInt32LE(40) & 0xff;
@@ -367,7 +367,7 @@ function hex(v: number, digits: number): string {
   return `0x${(v >>> 0).toString(16).padStart(digits, '0')}`;
 }
 
-function setFeature(ctrl: Controller, req: Request): number {
+function setFeature(ctrl: TargetController, req: Request): number {
   const fid = req.sqe.readUInt32LE(40) & 0xff;
   const v = req.sqe.readUInt32LE(44);
   switch (fid) {
@@ -448,7 +448,7 @@ function setFeature(ctrl: Controller, req: Request): number {
   }
 }
 
-export function parseGetFeatures(ctrl: Controller, req: Request): number {
+export function parseGetFeatures(ctrl: TargetController, req: Request): number {
   const fid = req.sqe.readUInt32LE(40) & 0xff;
   const v = req.sqe.readUInt32LE(44);
   let dw0: number | undefined;
@@ -508,7 +508,7 @@ export function parseGetFeatures(ctrl: Controller, req: Request): number {
   return 0;
 }
 
-export function parseAsyncEvent(ctrl: Controller, req: Request): number {
+export function parseAsyncEvent(ctrl: TargetController, req: Request): number {
   req.execute = (r) => {
     if (ctrl.aers.length >= MAX_AERS) return done(r, Status.ASYNC_LIMIT | DNR);
     ctrl.aers.push(r);
@@ -517,7 +517,7 @@ export function parseAsyncEvent(ctrl: Controller, req: Request): number {
   return 0;
 }
 
-export function parseKeepAlive(ctrl: Controller, req: Request): number {
+export function parseKeepAlive(ctrl: TargetController, req: Request): number {
   req.execute = (r) => {
     if (ctrl.katoMs === 0) return done(r, Status.KA_TIMEOUT_INVALID);
     ctrl.kaSeen = true;
@@ -536,7 +536,7 @@ export function parseKeepAlive(ctrl: Controller, req: Request): number {
  * §5.27.1.22–23) names, or the status that refuses it: Invalid Field where reservations are not offered (target
  * workers), Invalid Namespace for one this host cannot see.
  */
-function resvFeatureNs(ctrl: Controller, req: Request): Namespace | number {
+function resvFeatureNs(ctrl: TargetController, req: Request): TargetNamespace | number {
   if (!ctrl.subsys.reservationsSupported) {
     req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_FIELD | DNR;

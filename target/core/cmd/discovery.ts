@@ -1,7 +1,7 @@
 // Discovery controller commands (NVMe-oF 1.1 §5; nvmet discovery.c) and the per-host, per-port discovery log (LID 0x70).
 import { Buffer } from 'node:buffer';
 import { AdminOpcode, Adrfam, CNTLID_DYNAMIC, Cns, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, SqeOffset, Status, TcpSectype, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
-import type { Controller } from '../controller.js';
+import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, parseKeepAlive, parseSetFeatures } from './admin.js';
@@ -9,7 +9,7 @@ import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, 
 /** ASQSZ in discovery entries: the admin queue depth the Linux host uses (NVME_AQ_DEPTH). */
 const ASQSZ = 32;
 
-export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
+export function parseDiscoveryCmd(ctrl: TargetController, req: Request): number {
   const lat = ctrl.subsys.countOpcode(`disc-0x${req.opcode.toString(16).padStart(2, '0')}`);
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   switch (req.opcode) {
@@ -37,7 +37,7 @@ export function parseDiscoveryCmd(ctrl: Controller, req: Request): number {
   }
 }
 
-function parseDiscLogPage(ctrl: Controller, req: Request): number {
+function parseDiscLogPage(ctrl: TargetController, req: Request): number {
   const a = decodeLogArgs(req);
   if (a.lid !== LogPageId.DISCOVERY) {
     req.errorLoc = SqeOffset.cdw10;
@@ -76,7 +76,7 @@ function plainAddr(addr: string): string {
  * The log a given host sees on the port it is connected through (nvmet_execute_disc_get_log_page): the current
  * discovery subsystem first (SUBTYPE 3), then allowed subsystems exported on the port (SUBTYPE 2), then referrals (SUBTYPE 1).
  */
-export function buildDiscoveryLog(ctrl: Controller, localAddress: string, localPort: number): Buffer {
+export function buildDiscoveryLog(ctrl: TargetController, localAddress: string, localPort: number): Buffer {
   const target = ctrl.target;
   const port = ctrl.port;
   const pc = port.config;

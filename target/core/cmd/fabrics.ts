@@ -26,7 +26,7 @@ import {
 } from '../../../protocol/index.js';
 import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
-import { Controller, Csts, NVME_VS } from '../controller.js';
+import { TargetController, Csts, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 
@@ -105,7 +105,7 @@ function parseAuthCmd(q: QueueModel, req: Request, fctype: number): number {
 function executeAuthSend(req: Request): void {
   const q = req.queueRef as QueueModel;
   const auth = q.auth as QueueAuth;
-  const ctrl = q.ctrl as Controller;
+  const ctrl = q.ctrl as TargetController;
   // Rotated keys take effect at the next Negotiate; the admin queue's choice becomes the controller's (nvmet_setup_auth).
   const current = ctrl.subsys.kind === 'discovery' ? undefined : q.target.hostAuth.get(ctrl.hostnqn);
   auth.send(Buffer.concat(req.data ?? [], req.dataLen), current);
@@ -253,7 +253,7 @@ function admitConnect(req: Request, q: QueueModel, cd: ConnectData, data: Buffer
 }
 
 /** Admin queue: a new controller (NVMe-oF 1.1 §3.3: CNTLID FFFFh, dynamic model). I/O queue: the host's controller. */
-function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: ConnectData, log: Logger): Controller | Refusal {
+function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: ConnectData, log: Logger): TargetController | Refusal {
   const target = q.target;
   const qid = req.sqe.readUInt16LE(ConnectCmdOffset.qid);
   if (qid === 0) {
@@ -262,7 +262,7 @@ function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: Connect
     if (subsys.controllers.size >= subsys.maxControllers) return { refused: Status.CONNECT_CTRL_BUSY | DNR, reason: `controller limit ${subsys.maxControllers} reached` };
     const cntlid = subsys.allocCntlid();
     if (cntlid === undefined) return { refused: Status.CONNECT_CTRL_BUSY | DNR, reason: 'no free controller ID' };
-    const ctrl = new Controller(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, req.sqe.readUInt32LE(ConnectCmdOffset.kato));
+    const ctrl = new TargetController(target, subsys, cntlid, cd.hostnqn, Buffer.from(cd.hostid), q.port, req.sqe.readUInt32LE(ConnectCmdOffset.kato));
     // nvmet_setup_auth: discovery controllers never authenticate; a host with a key always does.
     if (subsys.kind !== 'discovery') ctrl.hostAuth = target.hostAuth.get(cd.hostnqn);
     subsys.controllers.set(cntlid, ctrl);
@@ -271,7 +271,7 @@ function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: Connect
     return ctrl;
   }
   const found = subsys.controllers.get(cd.cntlid);
-  if (!(found instanceof Controller) || found.hostnqn !== cd.hostnqn || found.state === 'dead') return { refused: invalidParam(req, true, ConnectDataOffset.cntlid), reason: `no controller ${cd.cntlid} for this host` };
+  if (!(found instanceof TargetController) || found.hostnqn !== cd.hostnqn || found.state === 'dead') return { refused: invalidParam(req, true, ConnectDataOffset.cntlid), reason: `no controller ${cd.cntlid} for this host` };
   if (found.discovery) return { refused: invalidParam(req, false, ConnectCmdOffset.qid), reason: 'I/O queue on a discovery controller' };
   if (qid > Math.min(found.grantedIoQueues, subsys.maxIoQueues)) return { refused: invalidParam(req, false, ConnectCmdOffset.qid), reason: `qid ${qid} beyond ${found.grantedIoQueues} granted I/O queues` };
   if (found.queues.has(qid)) return { refused: Status.CMD_SEQ_ERROR | DNR, reason: `duplicate qid ${qid}` };
@@ -283,7 +283,7 @@ function bindController(req: Request, q: QueueModel, subsys: Subsys, cd: Connect
  * A TLS session on a generated PSK is authenticated already (nvmet_has_auth is false on TLS queues); its admin queue
  * may re-authenticate with REPLACETLSPSK. A cleartext admin queue on a concatenation port may use NEWTLSPSK.
  */
-function setupQueueAuth(q: QueueModel, ctrl: Controller, qid: number): { atr: boolean; concat: 'none' | 'new' | 'replace' } {
+function setupQueueAuth(q: QueueModel, ctrl: TargetController, qid: number): { atr: boolean; concat: 'none' | 'new' | 'replace' } {
   const hostAuth = ctrl.hostAuth;
   const port = q.port.config;
   const concatPort = port.tlsConcat === true && (port.tls ?? 'none') !== 'none';
@@ -308,7 +308,7 @@ function setupQueueAuth(q: QueueModel, ctrl: Controller, qid: number): { atr: bo
 }
 
 function capValue(q: QueueModel): bigint {
-  const ctrl = q.ctrl as Controller;
+  const ctrl = q.ctrl as TargetController;
   // CSS: NVM only (bit37), never "I/O command sets" (bit43: the Linux host would then use the CSI Identify paths,
   // NVMe Base 2.0 §3.1.3.1); MPSMIN/MPSMAX 0 (4 KiB).
   return encodeCap({ mqes: ctrl.subsys.maxQueueSize - 1, to: CAP_TO, css: CapCss.NVM });
@@ -316,7 +316,7 @@ function capValue(q: QueueModel): bigint {
 
 function executePropertyGet(req: Request): void {
   const q = req.queueRef as QueueModel;
-  const ctrl = q.ctrl as Controller;
+  const ctrl = q.ctrl as TargetController;
   const size8 = ((req.sqe[PropertyCmdOffset.attrib] as number) & PropertyAttrib.SIZE_MASK) === PropertyAttrib.SIZE_8;
   const off = req.sqe.readUInt32LE(PropertyCmdOffset.offset);
   let val: bigint;
@@ -344,7 +344,7 @@ function executePropertyGet(req: Request): void {
 
 function executePropertySet(req: Request): void {
   const q = req.queueRef as QueueModel;
-  const ctrl = q.ctrl as Controller;
+  const ctrl = q.ctrl as TargetController;
   const off = req.sqe.readUInt32LE(PropertyCmdOffset.offset);
   if (off !== PropertyOffset.CC) {
     req.errorLoc = PropertyCmdOffset.offset;

@@ -4,10 +4,10 @@ import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent } from '../../backend/index.js';
-import type { Controller } from '../controller.js';
+import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
-import type { Namespace } from '../namespace.js';
+import type { TargetNamespace } from '../namespace.js';
 import { parseResvCmd } from './reservation.js';
 
 /** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
@@ -58,7 +58,7 @@ function opTable(byOpcode: Readonly<Record<number, IoOp>>): (IoOp | undefined)[]
   return t;
 }
 
-export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): number {
+export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request): number {
   const subsys = ctrl.subsys;
   const code = req.opcode;
   req.lat = subsys.countIoOpcode(code);
@@ -94,7 +94,7 @@ export function parseIoCmd(ctrl: Controller, q: QueueModel, req: Request): numbe
 }
 
 /** ANA state of the namespace's group on the controller's port, as nvmet_check_ana_state; 0 when it may be accessed. */
-function anaStatus(ctrl: Controller, q: QueueModel, ns: Namespace): number {
+function anaStatus(ctrl: TargetController, q: QueueModel, ns: TargetNamespace): number {
   if (!ctrl.subsys.ana || q.port.anaStates.size === 0) return 0;
   const st = q.port.anaState(ns.anaGroup);
   if (st === 'inaccessible') return Status.ANA_INACCESSIBLE;
@@ -104,7 +104,7 @@ function anaStatus(ctrl: Controller, q: QueueModel, ns: Namespace): number {
 }
 
 /** The reservation access table (NVMe Base 2.0 §8.19) and write protection; 0 when the command may run. */
-function accessStatus(ctrl: Controller, req: Request, ns: Namespace, writes: boolean): number {
+function accessStatus(ctrl: TargetController, req: Request, ns: TargetNamespace, writes: boolean): number {
   const rs = ns.resv;
   if (rs.rtype !== 0) {
     const st = rs.checkAccess(ctrl.hostKey, req.opcode);
@@ -127,7 +127,7 @@ function sqeNlb(sqe: Buffer): number {
 }
 
 /** Read, Write and Compare: the LBA range, and the transfer size against MDTS; sets the data length. */
-function checkRw(ctrl: Controller, req: Request, ns: Namespace): number {
+function checkRw(ctrl: TargetController, req: Request, ns: TargetNamespace): number {
   const sqe = req.sqe;
   const nlb = sqeNlb(sqe);
   if (sqeSlba(sqe) + nlb > ns.nsze || rd32(sqe, 44) >= 0x20_0000) {
@@ -145,7 +145,7 @@ function checkRw(ctrl: Controller, req: Request, ns: Namespace): number {
 }
 
 /** Write Zeroes: the LBA range only (it moves no data). */
-function checkLbaRange(req: Request, ns: Namespace): number {
+function checkLbaRange(req: Request, ns: TargetNamespace): number {
   const sqe = req.sqe;
   if (sqeSlba(sqe) + sqeNlb(sqe) > ns.nsze) {
     req.errorLoc = SqeOffset.cdw10;
@@ -231,7 +231,7 @@ function completeIo(q: QueueModel, req: Request, status: number): void {
 }
 
 function executeRead(req: Request): void {
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
@@ -242,7 +242,7 @@ function executeRead(req: Request): void {
 }
 
 function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number | undefined, lent: ReadLent | undefined): void {
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   if (err) {
     ns.counters.errors++;
     return deliver(req, Status.READ_ERROR);
@@ -264,7 +264,7 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
 
 /** The command was aborted by a preempt-and-abort while it waited (for its data, or in the queue): do not run it. */
 function abortedBeforeRun(req: Request): boolean {
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
   if (ns.resv.abortGen <= req.resvGen || ctrl === undefined || !ns.resv.aborted(ctrl.hostKey, req.resvGen)) return false;
   deliver(req, PREEMPT_ABORTED);
@@ -273,7 +273,7 @@ function abortedBeforeRun(req: Request): boolean {
 
 function executeWrite(req: Request): void {
   if (abortedBeforeRun(req)) return;
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
   const len = req.dataLen;
@@ -295,7 +295,7 @@ function executeWrite(req: Request): void {
 }
 
 function executeCompare(req: Request): void {
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
     if (err) return finish(req, Status.READ_ERROR);
@@ -306,7 +306,7 @@ function executeCompare(req: Request): void {
 }
 
 function executeFlush(req: Request): void {
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   ns.backend.flush((err) => {
     if (err) {
       ns.counters.errors++;
@@ -322,7 +322,7 @@ function executeFlushAll(req: Request): void {
   const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
   const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
   const ids = subsys === undefined || ctrl === undefined ? [] : subsys.visibleNsids(ctrl.hostnqn);
-  const list = subsys === undefined ? [] : ids.map((id) => subsys.namespaces.get(id) as Namespace);
+  const list = subsys === undefined ? [] : ids.map((id) => subsys.namespaces.get(id) as TargetNamespace);
   let left = list.length;
   let status = 0;
   if (left === 0) return finish(req, 0);
@@ -337,7 +337,7 @@ function executeFlushAll(req: Request): void {
 
 function executeWriteZeroes(req: Request): void {
   if (abortedBeforeRun(req)) return;
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   const sqe = req.sqe;
   const slba = sqeSlba(sqe);
   const cdw12 = sqe.readUInt32LE(48);
@@ -352,7 +352,7 @@ function executeWriteZeroes(req: Request): void {
 
 function executeDsm(req: Request): void {
   if (abortedBeforeRun(req)) return;
-  const ns = req.ns as Namespace;
+  const ns = req.ns as TargetNamespace;
   if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
   const data = Buffer.concat(req.data ?? [], req.dataLen).subarray(0, nrBytes);

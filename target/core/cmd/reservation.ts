@@ -16,8 +16,8 @@ import {
   decodeResvReleaseCdw10,
   encodeResvStatus,
 } from '../../../protocol/index.js';
-import type { Controller } from '../controller.js';
-import type { Namespace } from '../namespace.js';
+import type { TargetController } from '../controller.js';
+import type { TargetNamespace } from '../namespace.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { ReservationState } from '../reservation.js';
@@ -54,7 +54,7 @@ export function runResvCommand(rs: ReservationState, hostKey: string, hostid: Bu
 }
 
 /** Parse one of the four reservation opcodes for namespace `ns`; any other opcode is not ours (returns -1). */
-export function parseResvCmd(ctrl: Controller, req: Request, ns: Namespace): number {
+export function parseResvCmd(ctrl: TargetController, req: Request, ns: TargetNamespace): number {
   switch (req.opcode) {
     case NvmOpcode.RESV_REGISTER:
       return needData(req, RESV_REGISTER_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_REGISTER_DATA_SIZE));
@@ -74,7 +74,7 @@ export function parseResvCmd(ctrl: Controller, req: Request, ns: Namespace): num
  * applied the result; on the owner it completes once the workers have the new state (subsys.resvCommit), so no
  * queue anywhere decides an I/O on the old state after the host saw the change.
  */
-function executeChange(ctrl: Controller, r: Request, ns: Namespace, len: number): void {
+function executeChange(ctrl: TargetController, r: Request, ns: TargetNamespace, len: number): void {
   const sub = ctrl.subsys;
   const d = payload(r, len);
   const fwd = sub.resvForward;

@@ -26,7 +26,7 @@ import {
   sglTransport,
   type Cqe,
 } from '../../../protocol/index.js';
-import { Controller, CoreQueue, CorePort, Request, Subsystem, TargetCore, type QueueTransportOps } from '../index.js';
+import { TargetController, CoreQueue, CorePort, Request, Subsystem, TargetCore, type QueueTransportOps } from '../index.js';
 
 /** What the host would see for one completed command: the CQE (round-tripped through the protocol codec) and its data. */
 export interface Completion extends Cqe {
@@ -76,7 +76,7 @@ export class FakeTransport implements QueueTransportOps {
     this.dataRequests.push({ cid: req.cid, length: req.dataLen, req });
   }
 
-  /** Like TcpQueue.close: the socket goes, and its 'close' event tells the core the queue is gone. */
+  /** Like TargetTcpQueue.close: the socket goes, and its 'close' event tells the core the queue is gone. */
   close(reason: string): void {
     this.closes.push(reason);
     if (this.closed) return;
@@ -149,7 +149,7 @@ export class HostQueue {
     return c;
   }
 
-  /** One received capsule, handled the way TcpQueue does: Request.load then CoreQueue.submit inside a chunk. */
+  /** One received capsule, handled the way TargetTcpQueue does: Request.load then CoreQueue.submit inside a chunk. */
   submit(sqe: Buffer, inCapsule?: Buffer): Request {
     const req = new Request();
     req.reset();
@@ -163,7 +163,7 @@ export class HostQueue {
     return req;
   }
 
-  /** A capsule the transport fails before parsing (a data digest error on in-capsule data, as TcpQueue does). */
+  /** A capsule the transport fails before parsing (a data digest error on in-capsule data, as TargetTcpQueue does). */
   reject(sqe: Buffer, status: number): Request {
     const req = new Request();
     req.reset();
@@ -185,7 +185,7 @@ export class HostQueue {
     return c;
   }
 
-  /** The host data of a requestData()ed command arrived (all H2CData received): like TcpQueue, set data and execute. */
+  /** The host data of a requestData()ed command arrived (all H2CData received): like TargetTcpQueue, set data and execute. */
   sendData(req: Request, data: Buffer): void {
     this.core.beginChunk();
     try {
@@ -279,9 +279,9 @@ type PortConfig = ConstructorParameters<typeof CorePort>[0];
 
 /** A target core with one port (id 1) and one NVM subsystem (SUBNQN, any host), silent logger. */
 /** The full Controller behind a cntlid (the subsystem's map holds the narrow ControllerEntry view). */
-export function controllerOf(subsys: Subsystem, cntlid: number): Controller {
+export function controllerOf(subsys: Subsystem, cntlid: number): TargetController {
   const ctrl = subsys.controllers.get(cntlid);
-  if (!(ctrl instanceof Controller)) throw new Error(`no controller ${cntlid}`);
+  if (!(ctrl instanceof TargetController)) throw new Error(`no controller ${cntlid}`);
   return ctrl;
 }
 

@@ -1,8 +1,8 @@
-// TCP listener for one port (IPv4 or IPv6): accepts connections and gives each its own TcpQueue.
+// TCP listener for one port (IPv4 or IPv6): accepts connections and gives each its own TargetTcpQueue.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import type { CorePort, TargetCore } from '../../core/index.js';
-import { TcpQueue, type TcpQueueOptions } from './queue.js';
+import { TargetTcpQueue, type TcpQueueOptions } from './queue.js';
 import { acceptTls, type TlsAccepted, type TlsKeyStore } from './tls.js';
 
 /** One read's maximum: a 128 KiB write with its headers fits, several 4 KiB capsules per read at depth. */
@@ -24,7 +24,7 @@ export interface TcpListenerTls {
 
 export class TcpListener {
   readonly #server: net.Server;
-  readonly queues = new Set<TcpQueue>();
+  readonly queues = new Set<TargetTcpQueue>();
   #bound: BoundAddress | undefined;
   #dropsLogged = 0;
   /** Receive buffer of all this port's connections (reads run one at a time on the event loop). */
@@ -99,7 +99,7 @@ export class TcpListener {
     const opts: TcpQueueOptions = fresh
       ? { ...this.opts, rxBuffer: this.#rx }
       : { ...this.opts, tls: a.tls, ...(a.tlsPsk !== undefined ? { tlsPsk: a.tlsPsk } : {}), ...(a.concatOnly === true ? { concatOnly: true } : {}) };
-    const q = new TcpQueue(this.target, this.port, a.socket, opts, (closed) => {
+    const q = new TargetTcpQueue(this.target, this.port, a.socket, opts, (closed) => {
       this.target.stats.connectionsActive--;
       this.queues.delete(closed);
     });

@@ -23,7 +23,7 @@ import {
   type PduHandlers,
 } from '../../../protocol/index.js';
 import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type Controller, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -78,13 +78,13 @@ export interface HandedOffQueue {
  */
 export interface QueueHandOff {
   accept(q: HandedOffQueue): boolean;
-  take(socket: net.Socket, q: HandedOffQueue, ctrl: Controller, pending: Buffer | undefined): QueueHandle | undefined;
+  take(socket: net.Socket, q: HandedOffQueue, ctrl: TargetController, pending: Buffer | undefined): QueueHandle | undefined;
 }
 
 /** Worker side: start a queue on a received socket, already connected (bound to `ctrl` as queue `qid`). */
 export interface ResumeQueue {
   conn: ResumedConnection;
-  ctrl: Controller;
+  ctrl: TargetController;
   qid: number;
   sqsize: number;
   sqflowDisabled: boolean;
@@ -127,7 +127,7 @@ const NO_DATA: Buffer[] = [];
  * The controller side of one connection. It is the connection's ConnectionHandler itself (the on* methods), so a
  * received PDU reaches its handler without another closure.
  */
-export class TcpQueue implements QueueTransportOps, ConnectionHandler {
+export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #state: TcpQueueState = 'ic-wait';
   readonly core: CoreQueue;
   readonly peer: string;
@@ -155,14 +155,14 @@ export class TcpQueue implements QueueTransportOps, ConnectionHandler {
   /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
   #unsent = 0;
   readonly #c2hMax: number;
-  readonly #onClosed: (q: TcpQueue) => void;
+  readonly #onClosed: (q: TargetTcpQueue) => void;
 
   constructor(
     readonly target: TargetCore,
     readonly port: CorePort,
     accepted: net.Socket,
     opts: TcpQueueOptions,
-    onClosed: (q: TcpQueue) => void,
+    onClosed: (q: TargetTcpQueue) => void,
     resume?: ResumeQueue,
   ) {
     // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
