@@ -69,7 +69,7 @@ describe('TargetService in a gateway group (real etcd)', () => {
     const [sa, sb] = [a.svc.getConfig().subsystems[0], b.svc.getConfig().subsystems[0]];
     expect([sa?.cntlidMin ?? 1, sa?.cntlidMax, sb?.cntlidMin, sb?.cntlidMax]).toEqual([1, 1000, 1001, 2000]);
 
-    const status = await ctl(a.api, 'group', 'status');
+    const status = await ctl(a.api, '-o', 'json', 'group', 'status');
     expect(status.code, status.err).toBe(0);
     const view = JSON.parse(status.out) as { members: { id: string; ttlLeftS: number }[]; anaGroups: { grpid: number; owner: string }[] };
     expect(view.members.map((m) => m.id).sort()).toEqual(['a', 'b']);
