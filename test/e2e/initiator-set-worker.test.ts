@@ -75,7 +75,7 @@ describe('nvme-tcp queues --set-worker on a held connection', () => {
     for (const [arg, re] of [
       ['9=0', /queue|qid/i],
       ['1=7', /worker/i],
-      ['x', /--set-worker: expected QID=W/],
+      ['x', /--set-worker x: expected QID=W/],
     ] as const) {
       const bad = await cli(['queues', '--set-worker', arg], env);
       expect(bad.code, arg).toBe(2);
