@@ -529,6 +529,26 @@ export class QueuePair implements IoQueue {
     this.counters.completed++;
     if (status !== 0) this.counters.errors++;
     else this.counters.bytes += p.bytes;
+    if (status !== 0) {
+      this.#finish(p, new NvmeStatusError(status, cid, statusName(status), dw0));
+      return;
+    }
+    const r = (p.io as IoRequest).result;
+    if (r !== undefined) {
+      r.dw0 = dw0;
+      r.dw1 = dw1;
+    }
+    this.#finish(p, undefined);
+  }
+
+  /** Fail one command with a transport-side error (timeout, teardown): already removed from the in-flight set. */
+  #fail(p: CommandSlot, err: Error): void {
+    this.counters.errors++;
+    this.#finish(p, err);
+  }
+
+  /** The one end of a command: its slot goes back, then its sink hears the outcome. */
+  #finish(p: CommandSlot, err: Error | undefined): void {
     const io = p.io as IoRequest;
     const builder = p.builder as IoSqeBuilder;
     const sink = p.sink as IoSink;
@@ -538,29 +558,6 @@ export class QueuePair implements IoQueue {
     p.clear();
     this.#inFlight--;
     this.#release(p);
-    if (status !== 0) {
-      sink.ioCompleted(io, builder, hctx, retries, new NvmeStatusError(status, cid, statusName(status), dw0));
-      return;
-    }
-    const r = io.result;
-    if (r !== undefined) {
-      r.dw0 = dw0;
-      r.dw1 = dw1;
-    }
-    sink.ioCompleted(io, builder, hctx, retries, undefined);
-  }
-
-  /** Fail one command with a transport-side error (timeout, teardown): already removed from the in-flight set. */
-  #fail(p: CommandSlot, err: Error): void {
-    const io = p.io as IoRequest;
-    const builder = p.builder as IoSqeBuilder;
-    const sink = p.sink as IoSink;
-    const hctx = p.hctx;
-    const retries = p.retries;
-    p.clear();
-    this.#inFlight--;
-    this.#release(p);
-    this.counters.errors++;
     sink.ioCompleted(io, builder, hctx, retries, err);
   }
 
