@@ -37,36 +37,14 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
     stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     env: { ...process.env, ...(opts.env ?? {}) },
   });
-  const errors = { count: 0, first: [] as string[] };
-  let tail = '';
-  let partial = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (s: string) => {
-    tail = (tail + s).slice(-8192);
-    partial += s;
-    const lines = partial.split('\n');
-    partial = lines.pop() ?? '';
-    for (const line of lines) {
-      if (line.trim() === '') continue;
-      let level = 50;
-      try {
-        level = (JSON.parse(line) as { level?: number }).level ?? 50;
-      } catch {
-        // Not a pino line (a stack trace): count it as an error.
-      }
-      if (level >= 50) {
-        errors.count++;
-        if (errors.first.length < 5) errors.first.push(line.slice(0, 2000));
-      }
-    }
-  });
+  const { errors, tail } = watchStderr(child);
   const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   let nextId = 1;
   const pending = new Map<number, { resolve: (s: ChildSample) => void; reject: (e: Error) => void }>();
   let ready: ((m: { ports: number[]; pid: number }) => void) | undefined;
   const readyP = new Promise<{ ports: number[]; pid: number }>((resolve, reject) => {
     ready = resolve;
-    void exited.then((e) => reject(new Error(`target child exited before ready (code ${e.code}, signal ${e.signal}): ${tail}`)));
+    void exited.then((e) => reject(new Error(`target child exited before ready (code ${e.code}, signal ${e.signal}): ${tail()}`)));
   });
   child.on('message', (raw: unknown) => {
     const m = raw as ChildToParent;
@@ -90,7 +68,7 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
     ports: r.ports,
     exited,
     errors,
-    stderrTail: () => tail,
+    stderrTail: tail,
     sample(gc = false) {
       const id = nextId++;
       return new Promise<ChildSample>((resolve, reject) => {
@@ -114,4 +92,32 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
       return exited;
     },
   };
+}
+
+/** The child's stderr: its last 8 KiB, and pino lines at level error or above (or non-JSON lines) counted. */
+function watchStderr(child: ChildProcess): { errors: ChildTarget['errors']; tail: () => string } {
+  const errors = { count: 0, first: [] as string[] };
+  let tail = '';
+  let partial = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (s: string) => {
+    tail = (tail + s).slice(-8192);
+    partial += s;
+    const lines = partial.split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.trim() === '') continue;
+      let level = 50;
+      try {
+        level = (JSON.parse(line) as { level?: number }).level ?? 50;
+      } catch {
+        // Not a pino line (a stack trace): count it as an error.
+      }
+      if (level >= 50) {
+        errors.count++;
+        if (errors.first.length < 5) errors.first.push(line.slice(0, 2000));
+      }
+    }
+  });
+  return { errors, tail: () => tail };
 }
