@@ -4,6 +4,7 @@ import { startEtcd, type EtcdServer } from '../../test/fixtures/etcd.js';
 import { startProxy, type FaultProxy } from '../../harness/peers/proxy.js';
 import type { GroupDescription } from './description.js';
 import { GatewayGroup, type GatewayGroupOptions, type OwnershipEvent } from './group.js';
+import { until } from '../../test/fixtures/until.js';
 
 const desc: GroupDescription = {
   subsystems: [
@@ -37,13 +38,6 @@ async function join(o: GatewayGroupOptions): Promise<GatewayGroup & { events: Ow
   g.on('ownership', (e: OwnershipEvent) => g.events.push(e));
   open.push(g);
   return g;
-}
-async function until(cond: () => boolean, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 const owners = (g: GatewayGroup) => g.snapshot?.groups.map((x) => x.owner);
 

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/lab.js';
 import { connect, createMultipath, type Controller, type MultipathNamespace } from '../../initiator/index.js';
 import { DOCKER, compose, counter, ctr, metrics, podman, residue, teardown, waitHealthy } from './podman.js';
+import { sleep, until } from '../fixtures/until.js';
 
 const FILE = path.join(DOCKER, 'compose.ha.yaml');
 const NQN = 'nqn.2024-01.io.nvme-tcp-ts:ha';
@@ -18,16 +19,6 @@ const CYCLES = 5;
 const WORKERS = 8;
 const SLOTS = 256; // 4 KiB blocks per worker
 const IO = 4096;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** A 4 KiB block that names its LBA and write sequence number, so a read shows which write it returns. */
 function fillBlock(buf: Buffer, lba: number, seq: number): void {
@@ -145,7 +136,7 @@ describe('docker/compose.ha.yaml: HA gateway pair with ANA failover', () => {
         const kill = await podman(['kill', '--signal', 'KILL', gw1]);
         expect(kill.code, kill.err).toBe(0);
         stats.maxGap = 0;
-        await until('I/O on gateway 2', async () => stats.writes > w0 + 200 && mp.select()?.ctrl === cb);
+        await until(async () => stats.writes > w0 + 200 && mp.select()?.ctrl === cb, 30_000, 'I/O on gateway 2');
         const g2 = await cmds(a2);
         await sleep(300);
         expect(await cmds(a2), `cycle ${cycle}: gateway 2 carries I/O`).toBeGreaterThan(g2 + 20);
@@ -154,7 +145,7 @@ describe('docker/compose.ha.yaml: HA gateway pair with ANA failover', () => {
         const start = await podman(['start', gw1]);
         expect(start.code, start.err).toBe(0);
         await waitHealthy(gw1);
-        await until('gateway 1 live and optimized again', () => ca.state === 'live' && mp.select()?.ctrl === ca, 30_000);
+        await until(() => ca.state === 'live' && mp.select()?.ctrl === ca, 30_000, 'gateway 1 live and optimized again');
       }
     } finally {
       stop.now = true;

@@ -8,6 +8,7 @@ import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import type { TargetConfig } from '../../target/config/types.js';
 import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
 import { TargetService } from '../../target/service.js';
+import { until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.example:gwsvc';
 let etcd: EtcdServer;
@@ -45,14 +46,6 @@ async function ctl(api: ApiHandle, ...args: string[]): Promise<{ code: number; o
   let err = '';
   const code = await runCtlCli(['--api', api.url, ...args], { stdout: (s) => (out += s), stderr: (s) => (err += s), env: {} });
   return { code, out, err };
-}
-
-async function until(cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 const anaOf = (svc: TargetService) => svc.getConfig().ports[0]?.anaStates;

@@ -16,6 +16,7 @@ import { freePort } from '../../harness/lab.js';
 import { startProxy, type FaultProxy } from '../../harness/peers/proxy.js';
 import { connect, createMultipath, type Controller, type MultipathNamespace } from '../../initiator/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
+import { sleep, until } from '../fixtures/until.js';
 
 // Default 3 (one kill, one stall, one partition of the owning gateway): measured 69 s for the whole file on 2 shared
 // cores (26 s of it starting the three processes through tsx, 28 s the events); 6 events took 77 s.
@@ -27,16 +28,6 @@ const LEASE_MS = 1000;
 const IO = 4096;
 const WORKERS = 4;
 const SLOTS = 128;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 interface GroupView {
   self: string;
@@ -102,10 +93,10 @@ describe('gateway group: three target processes, etcd, our multipath initiator',
     child.stderr?.on('data', keep);
     let exitCode: number | null | undefined;
     gw.exited = new Promise((r) => child.once('exit', (code) => r(void (exitCode = code))));
-    return until(`${gw.id} to serve GET /group`, async () => {
+    return until(async () => {
       if (exitCode !== undefined) throw new Error(`${gw.id} exited with ${exitCode}`);
       return (await view(gw)) !== undefined;
-    }, 30_000).catch((err: Error) => {
+    }, 30_000, `${gw.id} to serve GET /group`).catch((err: Error) => {
       throw new Error(`${err.message}; output: ${gw.out}`);
     });
   }
@@ -235,24 +226,24 @@ describe('gateway group: three target processes, etcd, our multipath initiator',
         const w0 = stats.writes;
         if (kind === 'kill') {
           await kill(gw);
-          await until(`${gw.id}'s lease to expire`, gone(gw));
-          if (wasOwner) await until('a survivor to own the group', async () => { const o = await owner(); return o !== gw.id && o !== null && o !== undefined; });
+          await until(gone(gw), 30_000, `${gw.id}'s lease to expire`);
+          if (wasOwner) await until(async () => { const o = await owner(); return o !== gw.id && o !== null && o !== undefined; }, 30_000, 'a survivor to own the group');
           await start(gw);
         } else if (kind === 'stop') {
           process.kill(gw.child?.pid as number, 'SIGSTOP');
-          await until(`${gw.id}'s lease to expire`, gone(gw));
+          await until(gone(gw), 30_000, `${gw.id}'s lease to expire`);
           await sleep(LEASE_MS);
           process.kill(gw.child?.pid as number, 'SIGCONT');
         } else {
           gw.proxy.pause();
-          await until(`${gw.id}'s lease to expire`, gone(gw));
+          await until(gone(gw), 30_000, `${gw.id}'s lease to expire`);
           await sleep(LEASE_MS);
           gw.proxy.resume();
         }
         counts[kind]++;
         if (wasOwner) counts.failovers++;
-        await until(`event ${i} (${kind} ${gw.id}): rejoin and failback to gw1`, settled, 30_000);
-        await until(`event ${i}: I/O to continue`, () => stats.writes > w0 + 20, 30_000);
+        await until(settled, 30_000, `event ${i} (${kind} ${gw.id}): rejoin and failback to gw1`);
+        await until(() => stats.writes > w0 + 20, 30_000, `event ${i}: I/O to continue`);
       }
     } finally {
       stop.now = true;

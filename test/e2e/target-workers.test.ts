@@ -13,19 +13,11 @@ import { TargetService, type ControllerInfo } from '../../target/index.js';
 import { PLACEMENTS, type Placement } from '../../target/workers/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
+import { sleep, until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.test:workers';
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';
 const HOST_B = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000b';
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, ok: () => boolean, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 function waitFor<T>(what: string, register: (resolve: (v: T) => void) => void, ms = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
@@ -147,13 +139,13 @@ describe('target workers: placement, shared namespaces and controller-wide state
             break;
         }
         // Worker reports fold back into the primary: per-queue commands and per-worker I/Os.
-        await until('queue counters from the workers', () => cs.every((c) => (t.listControllers().find((x) => x.cntlid === c.cntlid)?.queues ?? []).filter((q) => q.qid > 0).some((q) => q.commands > 0)));
+        await until(() => cs.every((c) => (t.listControllers().find((x) => x.cntlid === c.cntlid)?.queues ?? []).filter((q) => q.qid > 0).some((q) => q.commands > 0)), 30_000, 'queue counters from the workers');
         expect(t.workers().map((x) => x.state)).toEqual(['ready', 'ready']);
         expect(t.workers().reduce((n, x) => n + x.ios, 0)).toBeGreaterThan(0);
       } finally {
         for (const c of cs) await c.disconnect().catch(() => undefined);
       }
-      await until('controllers gone', () => t.listControllers().filter((x) => x.subnqn === NQN).length === 0);
+      await until(() => t.listControllers().filter((x) => x.subnqn === NQN).length === 0, 30_000, 'controllers gone');
     }, 60_000);
   }
 
@@ -184,7 +176,7 @@ describe('target workers: placement, shared namespaces and controller-wide state
     } finally {
       for (const c of cs) await c.disconnect().catch(() => undefined);
     }
-    await until('controllers gone', () => t.listControllers().filter((x) => x.subnqn === NQN).length === 0);
+    await until(() => t.listControllers().filter((x) => x.subnqn === NQN).length === 0, 30_000, 'controllers gone');
   }, 60_000);
 
   it('KATO expiry tears down the controller and closes its I/O queues on every worker', async () => {
@@ -202,13 +194,13 @@ describe('target workers: placement, shared namespaces and controller-wide state
         const c = await p.connect({ subnqn: NQN, hostnqn: HOST_A, qid, cntlid });
         expect(c.cqe?.status ?? 0).toBe(0);
       }
-      await until('both I/O queues on workers', () => ioWorkers(t, cntlid).length === 2);
+      await until(() => ioWorkers(t, cntlid).length === 2, 30_000, 'both I/O queues on workers');
       expect([...ioWorkers(t, cntlid)].sort()).toEqual([0, 1]);
       // No command for a whole KATO: the primary's timer tears the controller down, the workers close its queues.
       await Promise.all([admin.closed(5000), ...io.map((p) => p.closed(5000))]);
       expect(t.listControllers().some((x) => x.cntlid === cntlid && x.subnqn === NQN)).toBe(false);
       expect(t.stats().katoExpiries).toBeGreaterThan(0);
-      await until('worker queues closed', () => t.workers().reduce((n, w) => n + w.queues, 0) === 0);
+      await until(() => t.workers().reduce((n, w) => n + w.queues, 0) === 0, 30_000, 'worker queues closed');
     } finally {
       admin.close();
       for (const p of io) p.close();
@@ -224,7 +216,7 @@ describe('target workers: placement, shared namespaces and controller-wide state
     t.updateSubsystem(NQN, { maxIoQueues: 64 });
     await changed;
     // Each worker reported its queue closed (the primary counts a worker's queues from those reports).
-    await until('worker queues closed', () => t.workers().reduce((n, w) => n + w.queues, 0) === 0);
+    await until(() => t.workers().reduce((n, w) => n + w.queues, 0) === 0, 30_000, 'worker queues closed');
     expect(t.listControllers().some((x) => x.cntlid === cntlid && x.subnqn === NQN)).toBe(false);
     await c.disconnect().catch(() => undefined);
   }, 30_000);
@@ -295,7 +287,7 @@ describe('target workers: read caches with three workers (every pair linked, als
       await rounds(c, 0, 2000);
       await c.disconnect();
       process.kill(t.workers()[1]?.pid as number, 'SIGKILL');
-      await until('worker 1 restarted', () => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000);
+      await until(() => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000, 'worker 1 restarted');
       c = await host(port, HOST_A, { nr_io_queues: 3 });
       expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(3);
       await rounds(c, 0, 3000);
@@ -380,14 +372,14 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
       const base = inv();
       const lbas = Array.from({ length: 10 }, (_, i) => 12288 + i * 200);
       for (const [i, lba] of lbas.entries()) await c1.namespace(1).write(lba, pattern(4096, 1100 + i));
-      await until('the writer reported its unasked writes', () => inv().unasked >= base.unasked + 10);
+      await until(() => inv().unasked >= base.unasked + 10, 30_000, 'the writer reported its unasked writes');
       expect(inv().direct, 'no batch went to the other worker').toBe(base.direct);
       expect(inv().relayed).toBe(base.relayed);
       for (const [i, lba] of lbas.entries()) expect((await reader.namespace(1).read(lba, 8)).equals(pattern(4096, 1100 + i)), `LBA ${lba}`).toBe(true);
       // The reader holds pieces 6 and 7 now: the next write there must drop its copy first.
       await c1.namespace(1).write(lbas[3] as number, pattern(4096, 1200));
       expect((await reader.namespace(1).read(lbas[3] as number, 8)).equals(pattern(4096, 1200))).toBe(true);
-      await until('the writer reported a direct batch', () => inv().direct >= base.direct + 1);
+      await until(() => inv().direct >= base.direct + 1, 30_000, 'the writer reported a direct batch');
       expect(inv().unasked).toBe(base.unasked + 10);
     } finally {
       for (const c of [c1, c2, ...extra]) await c.disconnect();
@@ -398,7 +390,7 @@ describe.each([true, false])('target workers: read caches of a shared RAM namesp
     // Worker 1 dies; its replacement must get links to worker 0 (PeerMesh) before it serves a queue, and worker 0
     // must stop waiting for the dead one. Each round reads the block on both sides first, so both caches hold it.
     process.kill(t.workers()[1]?.pid as number, 'SIGKILL');
-    await until('worker 1 restarted', () => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000);
+    await until(() => (t.workers()[1]?.restarts ?? 0) >= 1 && t.workers()[1]?.state === 'ready', 30_000, 'worker 1 restarted');
     const c = await host(port, HOST_A, { nr_io_queues: 2 });
     try {
       expect(new Set(ioWorkers(t, c.cntlid)).size).toBe(2);
@@ -473,17 +465,17 @@ describe('target workers: faults and lifecycle', () => {
           i++;
         }
       })();
-      await until('some I/O', () => ios > 20);
+      await until(() => ios > 20, 30_000, 'some I/O');
       const pid = t.workers()[wb]?.pid as number;
       process.kill(pid, 'SIGKILL');
-      await until('worker restarted', () => (t.workers()[wb]?.restarts ?? 0) === 1 && t.workers()[wb]?.state === 'ready', 30_000);
+      await until(() => (t.workers()[wb]?.restarts ?? 0) === 1 && t.workers()[wb]?.state === 'ready', 30_000, 'worker restarted');
       // The hit host reconnects (new controller) and its I/O works again, served by a worker.
-      await until('host B reconnected', () => cs[1]?.state === 'live' && t.listControllers().some((x) => x.hostnqn === HOST_B && x.queues.filter((q) => q.qid > 0).length === 2), 30_000);
+      await until(() => cs[1]?.state === 'live' && t.listControllers().some((x) => x.hostnqn === HOST_B && x.queues.filter((q) => q.qid > 0).length === 2), 30_000, 'host B reconnected');
       const d = pattern(4096, 4242);
       await cs[1]?.namespace(1).write(900, d);
       expect((await cs[1]?.namespace(1).read(900, 8))?.equals(d)).toBe(true);
       const before = ios;
-      await until('more I/O after the restart', () => ios > before + 20);
+      await until(() => ios > before + 20, 30_000, 'more I/O after the restart');
       run = false;
       await loop;
       expect(errors).toBe(0);

@@ -12,6 +12,7 @@ import { AuthenticationRequiredError, ConcatNotOfferedError, DhchapAuthError, In
 import { FailureExplanation, generateDhchapKey } from '../../protocol/auth/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import { TargetService, type PortConfig } from '../../target/index.js';
+import { until } from '../fixtures/until.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:concat-e2e';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:3c3c3c3c-0000-4000-8000-000000000003';
@@ -67,14 +68,6 @@ async function verify(c: Controller, seed: number): Promise<void> {
 }
 
 const installs = (g: Tgt): number => g.logs.filter((l) => l['msg'] === 'secure channel concatenation: generated TLS PSK installed').length;
-
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('secure channel concatenation: initiator ↔ target', { timeout: 30_000 }, () => {
   for (const mode of ['allowed', 'required'] as const) {

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import { TargetService, type PortConfig } from '../../target/index.js';
+import { until } from '../fixtures/until.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:tls-e2e';
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:1a1a1a1a-0000-4000-8000-000000000001';
@@ -69,14 +70,6 @@ async function verify(c: Controller, seed: number): Promise<void> {
 
 function tlsWarnings(g: Tgt): Array<Record<string, unknown>> {
   return g.logs.filter((l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('TLS: closing connection'));
-}
-
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('TLS: initiator ↔ target', { timeout: 20_000 }, () => {
