@@ -1,16 +1,14 @@
 // Initiator against a scripted controller over real loopback sockets: connect sequence, data paths, digests, errors.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AdminOpcode, FABRICS_OPCODE, NvmOpcode } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { ControllerInitError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
 import { pattern } from '../test/fixtures/data-pattern.js';
+import { cleanupAfterEach } from '../test/fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function fake(opts: FakeOptions = {}, blocks = 8192, bs: 512 | 4096 = 512): Promise<FakeController> {
   const f = new FakeController(opts);

@@ -1,17 +1,15 @@
 // Error recovery (reconnect, fast_io_fail_tmo, ctrl_loss_tmo), discovery, AENs and multipath against scripted peers.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AenDw0, NvmOpcode, PduType, encodePdu } from '../protocol/index.js';
 import type { DiscLogEntry } from '../protocol/index.js';
 import { connect, connectAll, createMultipath, discover, type Controller } from './index.js';
 import { ConnectionClosedError, TransportFatalError } from './errors.js';
 import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
+import { cleanupAfterEach } from '../test/fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function fake(opts: FakeOptions = {}, nsid = 1): Promise<FakeController> {
   const f = new FakeController(opts);
@@ -88,7 +86,7 @@ describe('error recovery', () => {
       });
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-    cleanups.push(() => new Promise((r) => srv.close(() => r())));
+    cleanups.push(() => new Promise<void>((r) => srv.close(() => r())));
     const port = (srv.address() as net.AddressInfo).port;
     const term = new Promise<number>((r) => srv.once('termreq', r));
     const err = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: 'nqn.2024-01.io.test:bad', nr_io_queues: 1 }).catch((e: unknown) => e);

@@ -1,12 +1,13 @@
 // I/O retries as Linux nvme_decide_disposition / nvme_retry_req make them: the decision table, and the controller
 // against a scripted peer (statuses, CRD/CRDT delays, data digest errors, max_retries, multipath path errors).
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NvmOpcode, Status } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { NvmeStatusError } from './errors.js';
 import { retryDelayMs } from './retry.js';
 import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
+import { cleanupAfterEach } from '../test/fixtures/cleanups.js';
 
 const DNR = 0x4000;
 const CRD = (n: number): number => n << 11;
@@ -36,10 +37,7 @@ describe('retryDelayMs (nvme_decide_disposition + nvme_retry_req)', () => {
   });
 });
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function fake(opts: FakeOptions): Promise<FakeController> {
   const f = new FakeController(opts);

@@ -1,17 +1,15 @@
 // The callback submit API (Namespace.submit): reusable requests, the same retry / requeue / timeout / digest / R2T
 // behaviour as the promise API, against a scripted FakeController.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NvmOpcode } from '../protocol/index.js';
 import { connect, type Controller } from './index.js';
 import { InvalidArgumentError, NvmeStatusError, TimeoutError } from './errors.js';
 import type { IoRequest } from './namespace.js';
 import { FakeController, type FakeOptions } from '../harness/peers/fake-controller.js';
+import { cleanupAfterEach } from '../test/fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(opts: FakeOptions = {}, extra: Record<string, unknown> = {}): Promise<{ f: FakeController; c: Controller }> {
   const f = new FakeController(opts);

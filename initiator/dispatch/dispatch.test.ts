@@ -1,16 +1,14 @@
 // blk-mq-like dispatch: queue map, queue groups with one tag space and a rotor, whole-group fallback, connect parallelism.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NvmOpcode } from '../../protocol/index.js';
 import { connect, type Controller } from '../index.js';
 import { TagSet } from '../queue-pair.js';
 import { FakeController, type FakeOptions } from '../../harness/peers/fake-controller.js';
 import { mapQueues } from './hctx.js';
+import { cleanupAfterEach } from '../../test/fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(fopts: FakeOptions, copts: Record<string, unknown>): Promise<{ f: FakeController; c: Controller }> {
   const f = new FakeController(fopts);

@@ -1,14 +1,12 @@
 // HTTP edge cases of the management API with a stand-in service: limits, malformed input, error mapping.
 import { request } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../protocol/index.js';
 import type { TargetConfig } from '../config/types.js';
 import { isLoopback, startApi, type ApiHandle, type MgmtService } from './api.js';
+import { cleanupAfterEach } from '../../test/fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 function fakeService(over: Partial<MgmtService> = {}): MgmtService {
   const cfg: TargetConfig = { ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: 'nqn.2024-01.io.test:a', namespaces: [] }] };

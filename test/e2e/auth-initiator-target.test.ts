@@ -2,19 +2,17 @@
 // 127.0.0.1. Every hash × {null, ffdhe2048} × {unidirectional, bidirectional}, larger groups, every queue authenticated,
 // and the refusals: wrong host key, wrong controller key, no key when one is required — none of them retried.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthenticationRequiredError, DhchapAuthError, connect, type Controller } from '../../initiator/index.js';
 import { runInitiatorCli } from '../../cli/initiator.js';
 import { FailureExplanation, generateDhchapKey, type KeyTransform } from '../../protocol/auth/index.js';
 import { TargetService } from '../../target/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:auth-e2e';
 const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-4908-8706-050403020100';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Keys {
   host: string;

@@ -5,9 +5,10 @@ import { Buffer } from 'node:buffer';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthenticationRequiredError, DhchapAuthError, connect, type Controller } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SUBNQN = 'nqn.2024-01.io.test:auth-cli';
@@ -23,10 +24,7 @@ const material = (k: string): string[] => {
   return [b64, b64.slice(0, 16), Buffer.from(b64, 'base64').toString('hex').slice(0, 32)];
 };
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Child {
   child: ChildProcess;

@@ -2,18 +2,16 @@
 // again up to max_retries (default 5, nvme_core.max_retries) times, DNR fails at once, and the target's own command
 // counters show exactly the attempts the host made.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NvmeStatusError, connect, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
 import { TargetService } from '../../target/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:retry';
 const DNR = 0x4000;
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(extra: Record<string, unknown> = {}): Promise<{ t: TargetService; c: Controller }> {
   const t = new TargetService();

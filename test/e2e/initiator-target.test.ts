@@ -1,16 +1,14 @@
 // Our initiator against our target in one process over 127.0.0.1: connect sequence, data integrity on both write paths,
 // digests, queue groups, duplicate connect, connect parallelism, multipath failover and reconnect after restart.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, createMultipath, discover, type Controller } from '../../initiator/index.js';
 import { InvalidArgumentError } from '../../initiator/index.js';
 import { TargetService, type SubsystemConfig } from '../../target/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.test:e2e-init';
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function target(sub: Partial<SubsystemConfig> = {}, ports: Array<{ id: number; port?: number; inlineDataSize?: number; maxH2CData?: number; c2hDataSize?: number }> = [{ id: 1 }]): Promise<{ t: TargetService; ports: number[] }> {
   const t = new TargetService();

@@ -5,18 +5,16 @@ import { Buffer } from 'node:buffer';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, type AsyncEvent, type Controller } from '../../initiator/index.js';
 import { parseTargetConfig } from '../../target/config/schema.js';
 import { TargetService, type ControllerInfo, type TargetConfig } from '../../target/index.js';
 import { ApiConfigError, startApi, type ApiHandle } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.test:mgmt-api';
 const HOSTNQN = 'nqn.2024-01.io.test:host-a';
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(opts: { token?: string; configPath?: string; writeBack?: boolean } = {}): Promise<{ t: TargetService; api: ApiHandle; port: number }> {
   const t = new TargetService();

@@ -1,14 +1,12 @@
 // `nvme-tcp target ctl` against a real API and TargetService (no mocks): the commands change the live target.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCtlCli } from '../../cli/ctl.js';
 import { TargetService } from '../../target/index.js';
 import { startApi } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.test:mgmt-ctl';
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 describe('target ctl over a live API', () => {
   it('adds and removes a port, subsystem, namespace, host, referral, ANA state and faults', async () => {

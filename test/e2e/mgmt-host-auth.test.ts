@@ -7,12 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthenticationRequiredError, connect, type Controller } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { parseTargetConfig } from '../../target/config/schema.js';
 import { TargetService, type TargetConfig } from '../../target/index.js';
 import { startApi, type ApiHandle } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:mgmt-host-auth';
 const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-4908-8706-0504030201aa';
@@ -22,10 +23,7 @@ const KEY2 = generateDhchapKey({ hmac: 3, hostnqn: HOSTNQN }).format();
 /** The part of a secret that is key material (after "DHHC-1:hh:"). */
 const body = (k: string): string => k.slice(10, -1);
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Setup {
   t: TargetService;

@@ -1,16 +1,14 @@
 // /metrics after a known workload from our initiator: the Prometheus text parses, every sample is well formed,
 // and the counters equal what the workload did (commands, bytes, queues, connections).
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
 import { TargetService, type TargetStats } from '../../target/index.js';
 import { createMetrics, startApi, type ApiHandle, type LatencyHistogramStats } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.test:mgmt-metrics';
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Sample {
   name: string;

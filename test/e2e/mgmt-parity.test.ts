@@ -3,18 +3,16 @@
 // connected (the host's namespace list follows through the NS-changed AEN), maxIoQueues changed at runtime (the host
 // reconnects and gets the new count, as with nvmet attr_qid_max) and the controller-ID range.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { DNR, Status } from '../../protocol/index.js';
 import { HOSTNQN, RawPeer, bringUpAdmin, expectOk, readCmd, writeCmd } from './target-dataplane/fixture.js';
 import { TargetService } from '../../target/index.js';
 import { startApi, type ApiHandle } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(nqn: string, extra: { cntlidMin?: number; cntlidMax?: number; maxIoQueues?: number } = {}) {
   const warnings: string[] = [];

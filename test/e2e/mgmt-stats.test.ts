@@ -2,20 +2,18 @@
 // as nvme_tcp_command_latency_seconds on /metrics, lastKeepAlive/lastCommand in GET /controllers, and failNext
 // failures counted as namespace errors rather than reads/writes.
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
 import { AdminOpcode, Status, encodeSqe } from '../../protocol/index.js';
 import { TargetService, type ControllerInfo } from '../../target/index.js';
 import { startApi, type ApiHandle } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:stats';
 const DNR = 0x4000;
 const BOUNDS = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000];
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(): Promise<{ t: TargetService; c: Controller; api: ApiHandle }> {
   const t = new TargetService();

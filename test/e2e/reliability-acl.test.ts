@@ -2,11 +2,12 @@
 // connect, others get CONNECT_INVALID_HOST with DNR and no retry, each host's discovery log lists only what it may
 // see, and runtime addAllowedHost/removeAllowedHost change that log with a discovery-change AEN (NVMe-oF 1.1 §5.3).
 import { Buffer } from 'node:buffer';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, discover, NvmeStatusError, type Controller } from '../../initiator/index.js';
 import { AdminOpcode, AenDw0, DNR, PduType, Status, decodeCqe, encodeSqe } from '../../protocol/index.js';
 import { TargetService } from '../../target/service.js';
 import { RawPeer, bringUpAdmin, expectOk, getLog } from './target-dataplane/fixture.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const host = (n: number): string => `nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-7000000a${String(n).padStart(4, '0')}`;
 const H1 = host(1);
@@ -17,10 +18,7 @@ const SUB_B = 'nqn.2024-01.io.nvme-ts:acl-b';
 const SUB_OPEN = 'nqn.2024-01.io.nvme-ts:acl-open';
 const DISC = 'nqn.2014-08.org.nvmexpress.discovery';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 async function target(): Promise<{ svc: TargetService; port: number }> {
   const svc = new TargetService();

@@ -3,19 +3,17 @@
 // payload and header bytes with digests on (always detected) and off (undetectable — a documentation test).
 // After every fault the initiator resumes and the target holds exactly the live controller: no leaked
 // controllers, queues, connections or requests (TargetService.debugCounts()).
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FaultProxy, type ProxyFaults } from '../../harness/peers/proxy.js';
 import { connect, NvmeStatusError, NvmeTcpError, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
 import type { PortConfig } from '../../target/config/types.js';
 import { TargetService, type DebugCounts } from '../../target/service.js';
 import { pattern } from '../fixtures/data-pattern.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.nvme-ts:faults';
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Rig {
   svc: TargetService;

@@ -1,18 +1,16 @@
 // `nvme-tcp resv-register|resv-acquire|resv-release|resv-report` (nvme-cli flag names) and
 // `target ctl namespace attach|detach|hosts|reservation` against a live in-process target and API.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCtlCli } from '../../cli/ctl.js';
 import { runInitiatorCli } from '../../cli/initiator.js';
 import { TargetService } from '../../target/index.js';
 import { startApi } from '../../target/mgmt/index.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const NQN = 'nqn.2024-01.io.test:resv-cli';
 const H1 = { nqn: 'nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4000-8000-000000000001', id: '11111111-2222-4000-8000-000000000001' };
 const H2 = { nqn: 'nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4000-8000-000000000002', id: '11111111-2222-4000-8000-000000000002' };
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 describe('reservation and masking CLI verbs', () => {
   it('register, acquire, report, release with nvme-cli flags; attach/detach through ctl', async () => {

@@ -7,19 +7,17 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
 import { NvmeStatusError } from '../../protocol/errors.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NQN = 'nqn.2024-01.io.test:resv-ptpl';
 const A = { hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-1111-4000-8000-000000000001', hostid: 'aaaaaaaa-1111-4000-8000-000000000001' };
 const B = { hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-1111-4000-8000-000000000002', hostid: 'bbbbbbbb-1111-4000-8000-000000000002' };
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Target {
   child: ChildProcess;

@@ -7,12 +7,13 @@ import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import tls from 'node:tls';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthenticationRequiredError, ConcatNotOfferedError, DhchapAuthError, InvalidArgumentError, connect, type Controller } from '../../initiator/index.js';
 import { FailureExplanation, generateDhchapKey } from '../../protocol/auth/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import { TargetService, type PortConfig } from '../../target/index.js';
 import { until } from '../fixtures/until.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:concat-e2e';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:3c3c3c3c-0000-4000-8000-000000000003';
@@ -22,10 +23,7 @@ const CTRL_SECRET = generateDhchapKey({ hmac: 1, hostnqn: SUBNQN }).format();
 const OTHER_SECRET = generateDhchapKey({ hmac: 1, hostnqn: HOST }).format();
 const FAIL_FAST = { reconnect_delay: 0.05, ctrl_loss_tmo: 0.2 };
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Tgt {
   t: TargetService;

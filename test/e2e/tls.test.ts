@@ -8,11 +8,12 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import { TargetService, type PortConfig } from '../../target/index.js';
 import { until } from '../fixtures/until.js';
+import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:tls-e2e';
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:1a1a1a1a-0000-4000-8000-000000000001';
@@ -20,10 +21,7 @@ const HOST_B = 'nqn.2014-08.org.nvmexpress:uuid:2b2b2b2b-0000-4000-8000-00000000
 const KEY_A = formatTlsKey(1, randomBytes(32));
 const KEY_B = formatTlsKey(1, randomBytes(32));
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f().catch(() => undefined);
-});
+const cleanups = cleanupAfterEach();
 
 interface Tgt {
   t: TargetService;
