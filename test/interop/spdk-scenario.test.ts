@@ -1,5 +1,5 @@
 // SPDK's nvmf_tgt as the target of harness scenarios and job files (ScenarioContext.target 'spdk', `nvme-tcp bench
-// --target spdk`): every scenario in quick mode, and a job file, against a real nvmf_tgt. SPDK must be built (../shared/spdk/build.sh, or SPDK_DIR):
+// --target spdk`): every scenario in quick mode (duplicate-connect, queue-groups, parallel-connect, match-hw-queues, kernel-interop), and a job file, against a real nvmf_tgt. SPDK must be built (../shared/spdk/build.sh, or SPDK_DIR):
 // without it these tests fail with the build's instructions rather than skip.
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -124,6 +124,25 @@ describe('SPDK nvmf_tgt as the target of every scenario and of job files', () =>
     expect(ms('serial-5ms')).toBeGreaterThanOrEqual(325);
     expect(ms('parallel-5ms')).toBeLessThan(ms('serial-5ms'));
     expect(r.notes.join(' ')).toMatch(/fault proxy .* in front of nvmf_tgt/);
+    expect(r.notes.find((n) => n.startsWith('Target: SPDK nvmf_tgt'))).toBeDefined();
+  }, 120_000);
+
+  it('queue-groups --quick against nvmf_tgt: one hctx over 1, 2 and 4 queues, ratios against qph1', async () => {
+    const r = await runScenario('queue-groups', { spdkInterrupt: true });
+    expect(r.ok).toBe(true);
+    const names = ['seq128k-qd16', 'rand4k-qd64'].flatMap((w) => [1, 2, 4].map((g) => `${w}/qph${g}`));
+    expect(r.arms.map((a) => a.name)).toEqual(names);
+    for (const a of r.arms) {
+      expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
+      expect(a.params['target']).toBe('spdk');
+      expect(a.run?.totals.errors).toBe(0);
+      expect(a.metrics['iops']).toBeGreaterThan(0);
+      // One hctx over qph I/O queues, each a qpair that nvmf_tgt accepted.
+      expect(a.metrics['hctxs']).toBe(1);
+      expect(a.metrics['ioQueues']).toBe(a.params['queues_per_hctx']);
+      expect(a.metrics['iopsPerTargetCore']).toBe(Math.round(a.metrics['iops'] as number));
+    }
+    expect(r.comparisons).toHaveLength(4);
     expect(r.notes.find((n) => n.startsWith('Target: SPDK nvmf_tgt'))).toBeDefined();
   }, 120_000);
 
