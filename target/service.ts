@@ -76,7 +76,7 @@ export class TargetService {
     this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
     this.#ns = new Namespaces(this.#core, this.#log, this.#workers, this.#resv, (nqn) => this.#subsys(nqn));
-    this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state));
+    this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state), () => this.#keys.configEntries(true));
   }
 
   /**

@@ -4,9 +4,9 @@
 // workers, then the ANA-change AEN to every host on the port, NVMe Base 2.0 §8.1.2 and §5.27.1.2).
 import os from 'node:os';
 import type { Logger } from 'pino';
-import type { AnaStateName as PortAnaState, GatewayConfig, PortConfig } from '../config/types.js';
+import type { AnaStateName as PortAnaState, GatewayConfig, HostConfig, PortConfig } from '../config/types.js';
 import type { TargetCore } from '../core/index.js';
-import type { GroupDescription } from '../gateway/description.js';
+import { keysDigest, type GroupDescription } from '../gateway/description.js';
 import { GatewayNotConfiguredError } from '../gateway/errors.js';
 import { GatewayGroup, type GroupRecord, type OwnershipEvent, type Transition } from '../gateway/group.js';
 
@@ -46,6 +46,8 @@ export class GatewayPart {
     private readonly log: Logger,
     /** TargetService.setAnaState: the ANA change path of `ctl ana set`. */
     private readonly setAnaState: (portId: number, grpid: number, state: PortAnaState) => void,
+    /** HostKeys.configEntries(true): the host key configuration, only ever hashed here (description keys digest). */
+    private readonly hostKeys: () => HostConfig[] | undefined,
   ) {}
 
   /** The gateway block this target joined with (getConfig round-trips it). */
@@ -100,12 +102,27 @@ export class GatewayPart {
     this.#fenceAt();
   }
 
+  /** Everything hosts must see identically on every gateway (target/gateway/description.ts says why each field). */
   #describe(): GroupDescription {
     return {
       subsystems: [...this.core.subsystems.values()].map((s) => ({
         nqn: s.nqn,
-        namespaces: [...s.namespaces.values()].map((ns) => ({ nsid: ns.nsid, size: String(ns.backend.size), blockSize: ns.blockSize, anagrpid: ns.anaGroup })),
+        serial: s.serial,
+        model: s.model,
+        allowAnyHost: s.allowAnyHost,
+        hosts: [...s.hosts],
+        namespaces: [...s.namespaces.values()].map((ns) => ({
+          nsid: ns.nsid,
+          size: String(ns.backend.size),
+          blockSize: ns.blockSize,
+          anagrpid: ns.anaGroup,
+          uuid: ns.uuid.toString('hex'),
+          nguid: ns.nguid.toString('hex'),
+          readOnly: ns.readOnly,
+          hosts: ns.hostMask === undefined ? null : [...ns.hostMask],
+        })),
       })),
+      keys: keysDigest(this.hostKeys()),
     };
   }
 

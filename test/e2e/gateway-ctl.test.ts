@@ -1,8 +1,13 @@
 // TargetService as a gateway (real etcd, real API, real ctl): ports start with the group's ANA states, controller-ID
 // ranges are disjoint, GET /group and the ctl commands move groups, a failover to a non-member moves nothing, the
-// metrics count transitions, a second gateway with the same id is refused, and etcd unreachable is one line, exit 2.
+// metrics count transitions, a second gateway with the same id is refused, a joiner whose description differs (serial,
+// host keys) is refused with one line naming the difference, and etcd unreachable is one line, exit 2.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCtlCli } from '../../cli/ctl.js';
+import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { runTargetCli } from '../../cli/target.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import type { TargetConfig } from '../../target/config/types.js';
@@ -11,6 +16,7 @@ import { TargetService } from '../../target/service.js';
 import { until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.example:gwsvc';
+const DHCHAP = generateDhchapKey({ hmac: 1, hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:h1' }).format();
 let etcd: EtcdServer;
 const services: TargetService[] = [];
 const apis: ApiHandle[] = [];
@@ -100,6 +106,33 @@ describe('TargetService in a gateway group (real etcd)', () => {
     const dup = new TargetService();
     await expect(dup.apply(config('a'))).rejects.toMatchObject({ code: 'NVMEOF_ERR_GATEWAY_DUPLICATE' });
     await dup.stop();
+  }, 30_000);
+
+  it('a joiner whose serial or host keys differ from the group record: one line naming it, exit 2', async () => {
+    const first = new TargetService();
+    services.push(first);
+    await first.apply({ ...config('d1'), gateway: { ...config('d1').gateway!, group: 'desc' } });
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-desc-'));
+    const file = path.join(dir, 'gw.json');
+    const start = async (change: (c: TargetConfig) => void): Promise<{ code: number; err: string }> => {
+      const c: TargetConfig = { ...config('d2'), gateway: { ...config('d2').gateway!, group: 'desc' } };
+      change(c);
+      writeFileSync(file, JSON.stringify(c));
+      let err = '';
+      const code = await runTargetCli(['--config', file, '--log-level', 'silent'], { stderr: (s) => (err += s), stdout: () => undefined, processHandlers: false });
+      return { code, err };
+    };
+    try {
+      const serial = await start((c) => (c.subsystems[0]!.serial = 'OTHER'));
+      expect(serial.code).toBe(2);
+      expect(serial.err).toMatch(new RegExp(`^--gateway-group: gateway group 'desc': subsystem ${NQN}: serial OTHER here, [0-9a-f]{20} in the group's record\n$`));
+      const keys = await start((c) => (c.hosts = [{ nqn: 'nqn.2014-08.org.nvmexpress:uuid:h1', dhchapKey: DHCHAP }]));
+      expect(keys.code).toBe(2);
+      expect(keys.err).toBe("--gateway-group: gateway group 'desc': host key configuration (DH-HMAC-CHAP/TLS) differs from the group's record (digest mismatch)\n");
+      expect(keys.err).not.toContain('DHHC-1');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 
   it('etcd unreachable at start: one line naming the URL, exit 2', async () => {
