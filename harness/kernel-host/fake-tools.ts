@@ -54,12 +54,17 @@ echo "nvme $*" >> "$FAKE_LOG"
 R=$FAKE_ROOT/sys/class
 case "$1" in
 connect)
+  # FAKE_CONNECT_FAIL=N: the Nth connect fails as nvme-cli does when the kernel refuses the write
+  n=$(($(cat "$FAKE_ROOT/connects" 2>/dev/null || echo 0) + 1)); echo $n > "$FAKE_ROOT/connects"
+  if [ "$n" = "$FAKE_CONNECT_FAIL" ]; then echo "Failed to write to /dev/nvme-fabrics: Connection refused" >&2; echo "could not add new controller: failed to write to nvme-fabrics device" >&2; exit 1; fi
   nqn=; nr=2; dup=0
   while [ $# -gt 0 ]; do case "$1" in -n) nqn=$2; shift;; --nr-io-queues=*) nr=\${1#*=};; --duplicate-connect) dup=1;; --queues-per-hctx=*) [ -n "$FAKE_NO_QPH" ] && { echo "nvme connect: invalid option queues_per_hctx" >&2; exit 22; };; esac; shift; done
   i=0; while [ -e "$R/nvme/nvme$i" ]; do i=$((i+1)); done
   s=$(grep -lx "$nqn" "$R"/nvme-subsystem/*/subsysnqn 2>/dev/null | head -n 1)
   if [ -n "$s" ] && [ $dup = 0 ]; then echo "Failed to write to /dev/nvme-fabrics: Operation already in progress" >&2; exit 114; fi
   mkdir -p "$R/nvme/nvme$i"; echo $((nr + 1)) > "$R/nvme/nvme$i/queue_count"; echo "$nqn" > "$R/nvme/nvme$i/subsysnqn"
+  # FAKE_IO_CPU: a per-queue io_cpu attribute, the connect-time choice spread over CPUs 0 and 1
+  q=1; while [ -n "$FAKE_IO_CPU" ] && [ $q -le $nr ]; do mkdir -p "$R/nvme/nvme$i/queues/$q"; echo $(((q - 1) % 2)) > "$R/nvme/nvme$i/queues/$q/io_cpu"; q=$((q+1)); done
   if [ -z "$s" ]; then j=0; while [ -e "$R/nvme-subsystem/nvme-subsys$j" ]; do j=$((j+1)); done; d=$R/nvme-subsystem/nvme-subsys$j
     mkdir -p "$d/nvme\${j}n1"; echo "$nqn" > "$d/subsysnqn"; echo numa > "$d/iopolicy"; : > "$FAKE_ROOT/dev/nvme\${j}n1"
   else d=$(dirname "$s"); fi
@@ -89,15 +94,19 @@ export interface FakeTools {
   cleanup(): Promise<void>;
 }
 
-/** `fabrics`: what the fake /dev/nvme-fabrics lists; `multipath`: nvme_core's parameter. */
-export async function fakeTools(o: { fabrics?: string; multipath?: boolean; extraEnv?: NodeJS.ProcessEnv } = {}): Promise<FakeTools> {
+/**
+ * `fabrics`: what the fake /dev/nvme-fabrics lists; `multipath`: nvme_core's parameter; `ioCpu`: every connected
+ * queue gets an io_cpu attribute (sys/class/nvme/nvmeN/queues/Q/io_cpu); `connectFail`: the Nth connect fails.
+ */
+export async function fakeTools(o: { fabrics?: string; multipath?: boolean; ioCpu?: boolean; connectFail?: number; extraEnv?: NodeJS.ProcessEnv } = {}): Promise<FakeTools> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-fake-host-'));
   const bin = path.join(dir, 'bin');
   const root = path.join(dir, 'root');
-  for (const d of [bin, path.join(root, 'dev'), path.join(root, 'sys/class/nvme'), path.join(root, 'sys/class/nvme-subsystem'), path.join(root, 'sys/module/nvme_core/parameters'), path.join(root, 'sys/module/nvme_tcp')]) await mkdir(d, { recursive: true });
+  for (const d of [bin, path.join(root, 'sys/devices/system/cpu'), path.join(root, 'dev'), path.join(root, 'sys/class/nvme'), path.join(root, 'sys/class/nvme-subsystem'), path.join(root, 'sys/module/nvme_core/parameters'), path.join(root, 'sys/module/nvme_tcp')]) await mkdir(d, { recursive: true });
   await writeFile(path.join(root, 'dev/nvme-fabrics'), `${o.fabrics ?? 'instance=-1,cntlid=-1,transport=%s,traddr=%s,trsvcid=%s,nqn=%s,queue_size=%d,nr_io_queues=%d,duplicate_connect,hostnqn=%s,hostid=%s'}\n`);
   await writeFile(path.join(root, 'sys/module/nvme_core/parameters/multipath'), o.multipath === false ? 'N\n' : 'Y\n');
   await writeFile(path.join(root, 'sys/module/nvme_core/parameters/iopolicy'), 'numa\n');
+  await writeFile(path.join(root, 'sys/devices/system/cpu/online'), '0-1\n');
   await writeFile(path.join(bin, 'nvme'), NVME);
   await writeFile(path.join(bin, 'fio'), FIO);
   await chmod(path.join(bin, 'nvme'), 0o755);
@@ -106,7 +115,8 @@ export async function fakeTools(o: { fabrics?: string; multipath?: boolean; extr
   const log = path.join(dir, 'calls.log');
   await writeFile(log, '');
   return {
-    env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env['PATH'] ?? ''}`, FAKE_LOG: log, FAKE_ROOT: root, FAKE_JSON: path.join(dir, 'fio.json'), ...o.extraEnv },
+    env: { ...process.env, PATH: `${bin}${path.delimiter}${process.env['PATH'] ?? ''}`, FAKE_LOG: log, FAKE_ROOT: root, FAKE_JSON: path.join(dir, 'fio.json'),
+      ...(o.ioCpu === true ? { FAKE_IO_CPU: '1' } : {}), ...(o.connectFail === undefined ? {} : { FAKE_CONNECT_FAIL: String(o.connectFail) }), ...o.extraEnv },
     root,
     calls: async () => (await readFile(log, 'utf8')).split('\n').filter((l) => l !== ''),
     cleanup: () => rm(dir, { recursive: true, force: true }),

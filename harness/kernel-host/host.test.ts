@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findScenario } from '../scenarios/index.js';
 import type { ScenarioContext } from '../scenarios/types.js';
+import { renderHtml } from '../report/html.js';
 import { renderMarkdown } from '../report/markdown.js';
 import { connectArgv, fioArgv, parseFabricsOptions, parseFioJson } from './commands.js';
 import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
@@ -75,6 +76,16 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(calls.some((c) => c.startsWith('fio') && c.includes('--verify=crc32c'))).toBe(true);
     expect(await leftConnected(fake)).toEqual([]);
     expect(renderMarkdown(r)).toMatch(/Initiator: the Linux host \(nvme-cli \+ fio\), kernel .*, on this machine\./);
+    // What the kernel offered, as probed: the fake's nvme-fabrics list, multipath, the iopolicy values the arms wrote.
+    expect(r.initiator?.offers).toEqual({
+      fabricsOptions: ['instance', 'cntlid', 'transport', 'traddr', 'trsvcid', 'nqn', 'queue_size', 'nr_io_queues', 'duplicate_connect', 'hostnqn', 'hostid'],
+      multipath: true,
+      iopolicy: 'numa',
+      iopolicies: { accepted: ['round-robin', 'queue-depth', 'numa'], refused: [] },
+      perQueue: {},
+    });
+    expect(renderMarkdown(r)).toMatch(/Kernel offers: nvme-fabrics options: instance, .*duplicate_connect.*; native multipath on, default iopolicy numa; iopolicy accepted: round-robin, queue-depth, numa, refused: none; per-queue io_cpu attribute: none; per-queue info: none\./);
+    expect(renderHtml(r)).toContain('Kernel offers: nvme-fabrics options: instance,');
   }, 60_000);
 
   it('fio failing: the arm fails with fio\'s message, every controller it connected is disconnected, the report is still made', async () => {
@@ -94,6 +105,10 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     for (const n of ['qph2', 'qph4']) expect(qg.arms.find((a) => a.name === n)?.skipped).toMatch(/nvme-fabrics does not accept queues_per_hctx/);
     expect(renderMarkdown(qg)).toMatch(/qph2 \(skipped: kernel .*queues_per_hctx/);
     expect((await fake.calls()).some((c) => c.includes('--queues-per-hctx'))).toBe(false);
+
+    expect(qg.initiator?.offers).toMatchObject({ multipath: false });
+    expect(qg.initiator?.offers?.fabricsOptions).not.toContain('queues_per_hctx');
+    expect(renderMarkdown(qg)).toMatch(/Kernel offers: .*native multipath off/);
 
     const mh = await run('match-hw-queues', fake);
     expect(mh.arms.find((a) => a.name === 'io-cpu')?.skipped).toMatch(/no per-queue io_cpu attribute/);

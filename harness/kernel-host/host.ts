@@ -1,6 +1,7 @@
 // The Linux host driver: probes what the running kernel offers, connects controllers with nvme-cli, runs fio, and
 // disconnects every controller it connected. An arm the kernel cannot run is a `skip: <reason>`, never a fallback.
 import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJson, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
+import type { KernelOffersInfo } from '../report/types.js';
 import type { ExecResult, HostRunner } from './runner.js';
 
 /** A failed nvme-cli or fio command: the arm fails with the tool's own message. */
@@ -34,6 +35,9 @@ export class KernelHost {
   readonly root: string;
   readonly #connected: string[] = [];
   #offers: KernelOffers | undefined;
+  /** iopolicy values written to a subsystem: true when read back, false when refused. */
+  readonly #iopolicies = new Map<string, boolean>();
+  #perQueue: KernelOffersInfo['perQueue'];
 
   constructor(runner: HostRunner, o: { root?: string } = {}) {
     this.runner = runner;
@@ -97,7 +101,37 @@ export class KernelHost {
     if (device !== undefined) this.#connected.push(device);
     if (r.code !== 0) throw new KernelHostCommandError(`nvme connect failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split('\n').slice(-2).join(' / ')}`);
     if (device === undefined) throw new KernelHostCommandError(`nvme connect printed no device: ${r.stdout.trim()}`);
+    this.#perQueue ??= await this.#probePerQueue(device);
     return { device, connectMs: r.wallMs };
+  }
+
+  /**
+   * What the report says the kernel offers: offers() plus what the arms learned (iopolicy values written, the
+   * per-queue attributes of the first controller). offers() must have run.
+   */
+  offersReport(): KernelOffersInfo {
+    const o = this.#offers;
+    if (o === undefined) throw new Error('offersReport before offers()');
+    const pols = [...this.#iopolicies];
+    return {
+      ...(o.fabricsOptions === undefined ? {} : { fabricsOptions: o.fabricsOptions }),
+      multipath: o.multipath,
+      ...(o.iopolicy === undefined ? {} : { iopolicy: o.iopolicy }),
+      ...(pols.length === 0 ? {} : { iopolicies: { accepted: pols.filter(([, ok]) => ok).map(([p]) => p), refused: pols.filter(([, ok]) => !ok).map(([p]) => p) } }),
+      ...(this.#perQueue === undefined ? {} : { perQueue: this.#perQueue }),
+    };
+  }
+
+  /**
+   * The per-queue io_cpu attribute (ioCpuAttributes) and a per-queue info directory (sysfs queues/, or debugfs
+   * nvme/nvmeN/queues), looked for once, on the first controller; paths with the controller written nvmeN.
+   */
+  async #probePerQueue(device: string): Promise<NonNullable<KernelOffersInfo['perQueue']>> {
+    const attr = await this.ioCpuAttributes(device);
+    const r = await this.#sh(`ls -d ${this.root}/sys/class/nvme/${device}/queues ${this.root}/sys/kernel/debug/nvme/${device}/queues 2>/dev/null | head -n 1`);
+    const generic = (p: string): string => p.slice(this.root.length).replaceAll(`/${device}/`, '/nvmeN/');
+    const info = r.stdout.trim();
+    return { ...('paths' in attr ? { ioCpu: generic(attr.paths[0] as string) } : {}), ...(info === '' ? {} : { queueInfo: generic(info) }) };
   }
 
   async #controllers(): Promise<string[]> {
@@ -151,20 +185,23 @@ export class KernelHost {
     const file = `${this.root}/sys/class/nvme-subsystem/${subsys}/iopolicy`;
     const w = await this.#sh(`echo ${policy} > ${file}`);
     const got = await this.#read(`/sys/class/nvme-subsystem/${subsys}/iopolicy`);
-    if (w.code === 0 && got === policy) return undefined;
+    const took = w.code === 0 && got === policy;
+    // A subsystem file that does not exist says nothing about the value: only a refusal counts against it.
+    if (got !== undefined) this.#iopolicies.set(policy, took);
+    if (took) return undefined;
     const o = await this.offers();
     return got === undefined ? `kernel ${o.kernel}: no ${file} (no native multipath subsystem)` : `kernel ${o.kernel} refuses iopolicy ${policy} (${file} stays ${got})`;
   }
 
   /**
-   * A per-queue CPU attribute (the io_cpu a queue's io_work runs on). No released kernel exposes one, so the arm
-   * that sets it is skipped with the paths looked at.
+   * The per-queue CPU attribute (the CPU a queue's io_work runs on, nvme_tcp_set_queue_io_cpu's choice), every
+   * queue's path; no released kernel exposes one, so the arms that write it are skipped with the paths looked at.
    */
-  async ioCpuAttribute(device: string): Promise<{ path: string } | { skip: string }> {
-    const r = await this.#sh(`ls -d ${this.root}/sys/class/nvme/${device}/io_cpu ${this.root}/sys/class/nvme/${device}/queues/*/io_cpu ${this.root}/sys/kernel/debug/nvme/${device}/queues/*/io_cpu 2>/dev/null | head -n 1`);
-    const p = r.stdout.trim();
-    if (p !== '') return { path: p };
-    return { skip: `kernel ${(await this.offers()).kernel}: no per-queue io_cpu attribute (looked in /sys/class/nvme/${device}/io_cpu, .../queues/*/io_cpu and debugfs nvme/${device}/queues/*/io_cpu)` };
+  async ioCpuAttributes(device: string): Promise<{ paths: string[] } | { skip: string }> {
+    const r = await this.#sh(`ls -d ${this.root}/sys/class/nvme/${device}/queues/*/io_cpu ${this.root}/sys/kernel/debug/nvme/${device}/queues/*/io_cpu 2>/dev/null`);
+    const paths = r.stdout.split('\n').filter((p) => p !== '');
+    if (paths.length > 0) return { paths };
+    return { skip: `kernel ${(await this.offers()).kernel}: no per-queue io_cpu attribute (looked in /sys/class/nvme/${device}/queues/*/io_cpu and debugfs nvme/${device}/queues/*/io_cpu)` };
   }
 
   /** fio with JSON output; throws KernelHostCommandError with fio's message when fio fails or reports an error. */

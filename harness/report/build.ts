@@ -1,7 +1,7 @@
 // Building reports: machine description, arm metrics from engine runs, and ratios computed from the arms.
 import os from 'node:os';
 import type { RunResult } from '../load/types.js';
-import type { Arm, ArmBound, Comparison, InitiatorInfo, MachineInfo, Report } from './types.js';
+import type { Arm, ArmBound, Comparison, InitiatorInfo, KernelOffersInfo, MachineInfo, Report } from './types.js';
 import { REPORT_SCHEMA_VERSION } from './types.js';
 
 export function machineInfo(setup = 'loopback (127.0.0.1), initiator and target on one host'): MachineInfo {
@@ -172,4 +172,17 @@ export function fmtNum(n: number): string {
 export function initiatorText(i: InitiatorInfo | undefined): string {
   if (i === undefined || i.kind === 'ours') return '';
   return `Initiator: the Linux host (nvme-cli + fio), kernel ${i.kernel ?? '?'}, ${i.where === 'lab' ? `in the qemu lab, ${i.emulated ?? 'emulated'}` : 'on this machine'}.`;
+}
+
+/**
+ * One line on what the kernel offered (empty without a probe): the nvme-fabrics options, multipath and the iopolicy
+ * values, the per-queue io_cpu attribute and queue info; the facts the skipped arms' reasons rest on.
+ */
+export function offersText(o: KernelOffersInfo | undefined): string {
+  if (o === undefined) return '';
+  const fab = o.fabricsOptions === undefined ? 'nvme-fabrics lists no options (kernel before 5.19)' : `nvme-fabrics options: ${o.fabricsOptions.join(', ')}`;
+  const pol = o.iopolicies === undefined ? '' : `; iopolicy accepted: ${o.iopolicies.accepted.join(', ') || 'none'}, refused: ${o.iopolicies.refused.join(', ') || 'none'}`;
+  const mp = `native multipath ${o.multipath ? 'on' : 'off'}, default iopolicy ${o.iopolicy ?? '?'}${pol}`;
+  const pq = o.perQueue === undefined ? 'per-queue attributes not looked at (no controller connected)' : `per-queue io_cpu attribute: ${o.perQueue.ioCpu ?? 'none'}; per-queue info: ${o.perQueue.queueInfo ?? 'none'}`;
+  return `Kernel offers: ${fab}; ${mp}; ${pq}.`;
 }

@@ -1,6 +1,6 @@
 // Self-contained HTML report: inline CSS, inline SVG charts (IOPS over time, latency CDF, per-queue bars), the report
 // JSON embedded for machines, and a few lines of script that only mark the page ready (used by the headless check).
-import { describeRatio, fmtNum, initiatorText } from './build.js';
+import { describeRatio, fmtNum, initiatorText, offersText } from './build.js';
 import { barChart, lineChart, type Bar, type Series } from './svg.js';
 import type { Arm, Report } from './types.js';
 
@@ -111,7 +111,7 @@ export function renderHtml(r: Report): string {
 <body>
 <h1>${esc(r.title)}${r.quick ? ' <small>(quick)</small>' : ''}</h1>
 <p class="meta">${esc(m.setup)} · ${esc(m.cpuModel)} · ${esc(m.platform)} ${esc(m.kernel)} · Node ${esc(m.node)} · ${esc(r.createdAt)} · schema v${r.schemaVersion}</p>
-${r.initiator?.kind === 'kernel' ? `<p class="meta">${esc(initiatorText(r.initiator))}</p>` : ''}
+${r.initiator?.kind === 'kernel' ? `<p class="meta">${esc(initiatorText(r.initiator))}</p>${r.initiator.offers === undefined ? '' : `<p class="meta">${esc(offersText(r.initiator.offers))}</p>`}` : ''}
 ${r.hypothesis === '' ? '' : `<p><b>Hypothesis.</b> ${esc(r.hypothesis)}</p>`}
 ${r.skipped === undefined ? '' : `<p class="bad">Skipped: ${esc(r.skipped)}</p>`}
 ${r.comparisons.length === 0 ? '' : `<h2>Ratios</h2><ul>${r.comparisons.map((c) => `<li>${esc(describeRatio(c))}</li>`).join('')}</ul>`}

@@ -1,5 +1,5 @@
 // Markdown summary of a report: hypothesis, arms table, ratios, verdict; what goes into a README or a PR comment.
-import { describeRatio, fmtNum, initiatorText } from './build.js';
+import { describeRatio, fmtNum, initiatorText, offersText } from './build.js';
 import type { Arm, Report } from './types.js';
 
 const COLUMNS: { key: string; head: string }[] = [
@@ -47,7 +47,10 @@ export function renderMarkdown(r: Report): string {
   out.push(`## ${esc(r.title)}${r.quick ? ' (quick)' : ''}`, '');
   if (r.hypothesis !== '') out.push(`**Hypothesis.** ${r.hypothesis}`, '');
   out.push(`Machine: ${r.machine.setup}; ${r.machine.cpuModel}; ${r.machine.platform}, kernel ${r.machine.kernel}; Node ${r.machine.node}. Run ${r.createdAt}.`, '');
-  if (r.initiator !== undefined && r.initiator.kind === 'kernel') out.push(initiatorText(r.initiator), '');
+  if (r.initiator !== undefined && r.initiator.kind === 'kernel') {
+    out.push(initiatorText(r.initiator), '');
+    if (r.initiator.offers !== undefined) out.push(offersText(r.initiator.offers), '');
+  }
   if (r.skipped !== undefined) {
     out.push(`**Skipped:** ${r.skipped}`, '');
   }

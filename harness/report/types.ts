@@ -64,6 +64,25 @@ export interface InitiatorInfo {
   kernel?: string;
   /** Set for the lab: "emulated (TCG)" or "emulated (KVM)"; figures are then not comparable to real hardware. */
   emulated?: string;
+  /** kernel only: what the kernel offered, as the driver probed it (the facts the arms' skips rest on). */
+  offers?: KernelOffersInfo;
+}
+
+/** What the Linux host's kernel offers the experiments, as harness/kernel-host/host.ts probed it. */
+export interface KernelOffersInfo {
+  /** Tokens `cat /dev/nvme-fabrics` lists; absent when the kernel does not list them (before 5.19). */
+  fabricsOptions?: string[];
+  /** nvme_core's multipath parameter (native multipath: duplicate controllers share one head). */
+  multipath: boolean;
+  /** nvme_core's default iopolicy. */
+  iopolicy?: string;
+  /** iopolicy values a subsystem's iopolicy file took (read back) or refused when the arms wrote them. */
+  iopolicies?: { accepted: string[]; refused: string[] };
+  /**
+   * Looked for on the first controller connected (absent when none was): the per-queue io_cpu attribute and a
+   * per-queue info directory, as paths with the controller written nvmeN; absent inside when not found.
+   */
+  perQueue?: { ioCpu?: string; queueInfo?: string };
 }
 
 export interface Report {

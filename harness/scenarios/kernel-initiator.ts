@@ -79,7 +79,8 @@ const fioMetrics = (r: FioResult): Record<string, number> => ({ iops: r.iops, mb
 
 function report(init: Omit<ReportInit, 'kind' | 'createdAt' | 'quick'>, ctx: ScenarioContext, createdAt: Date, k: KernelRun | undefined): Report {
   const notes = [...(init.notes ?? []), ...(k === undefined ? [] : k.host.notes)];
-  return makeReport({ kind: 'scenario', quick: ctx.quick, createdAt, ...init, notes, ...(k === undefined ? {} : { initiator: k.initiator, setup: k.setup }) });
+  // What the kernel offered, read when the report is made: the arms add the iopolicy values they wrote.
+  return makeReport({ kind: 'scenario', quick: ctx.quick, createdAt, ...init, notes, ...(k === undefined ? {} : { initiator: { ...k.initiator, offers: k.host.offersReport() }, setup: k.setup }) });
 }
 
 const LATENCIES = [0, 1, 5] as const;
@@ -373,9 +374,9 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
         await kernelArm(ctx, k.host, 'matched', { nr_io_queues: nicQueues, nic, nicRxQueues: nicQueues }, k.host.needsOption('nr_io_queues'), () => connectAndFio(k, target.nqn, { nrIoQueues: nicQueues }, ctx.quick)),
         await kernelArm(ctx, k.host, 'io-cpu', { io_cpu: 'submitter CPU' }, undefined, async () => {
           const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2 });
-          const attr = await k.host.ioCpuAttribute(c.device);
+          const attr = await k.host.ioCpuAttributes(c.device);
           if ('skip' in attr) throw new Skip(attr.skip);
-          throw new Skip(`kernel ${k.initiator.kernel} exposes ${attr.path}, but this harness has no arm that writes it yet`);
+          throw new Skip(`kernel ${k.initiator.kernel} exposes ${attr.paths[0] as string}, but this harness has no arm that writes it yet`);
         }),
       ];
       const c = compare(arms, 'matched vs baseline IOPS', 'iops', 'matched', 'baseline', 'higher');
