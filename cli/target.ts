@@ -25,6 +25,7 @@ import {
   sizeToBytes,
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
+import { gatewayId } from '../target/service/gateway.js';
 import { PLACEMENTS, isPlacement, type Placement } from '../target/workers/index.js';
 import { usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
@@ -78,7 +79,8 @@ one 1 GiB RAM namespace, any host.
                            that port's own placement for queues arriving on it (repeatable, one per port; ID as
                            in "listening on ..., port id ID": the Nth --listen is port N without a config)
   --state-dir DIR          keep reservations of namespaces with PTPL on in DIR/reservations.json (default: beside
-                           --config as FILE.reservations.json; without either nothing persists across a restart)
+                           --config as FILE.reservations.json; without either nothing persists across a restart).
+                           A gateway (--gateway-group) uses DIR/reservations.ID.json or FILE.ID.reservations.json
   --gateway-group NAME     serve as one gateway of the named gateway group (docs/gateway-groups.md); needs --etcd
   --etcd URL[,URL...]      etcd client URLs the gateway group is coordinated through, e.g. http://10.0.0.5:2379
   --gateway-id ID          this gateway's id in the group (default: the host name); unique per group
@@ -707,7 +709,7 @@ function createLogger(level: LevelWithSilent): Logger {
 /** The service for a built config: its workers, placement and where PTPL reservations persist. */
 function createService(config: TargetConfig, args: TargetArgs, log: Logger): TargetService {
   const workers = config.workers === 'auto' ? availableParallelism() : config.workers;
-  const resvStatePath = resvStateFile(args);
+  const resvStatePath = resvStateFile(args, config);
   return new TargetService({
     logger: log,
     ...(config.icReqTimeoutS !== undefined ? { icReqTimeoutS: config.icReqTimeoutS } : {}),
@@ -871,11 +873,18 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   }
 }
 
-/** Where PTPL reservation state lives: --state-dir, or beside the --config file. */
-function resvStateFile(args: TargetArgs): string | undefined {
+/**
+ * Where PTPL reservation state lives: --state-dir, or beside the --config file. A gateway's file carries its id
+ * (FILE.ID.reservations.json, DIR/reservations.ID.json): the gateways of a group start from one shared config (often on
+ * one shared filesystem) and each keeps its own reservation view until reservations are shared through etcd
+ * (docs/gateway-groups.md); one file for all would have each overwrite the others' PTPL state (NVMe Base 2.0 §8.19.3).
+ * Ids are unique in a group (a duplicate is refused at join), so the files are distinct.
+ */
+function resvStateFile(args: TargetArgs, config: TargetConfig): string | undefined {
+  const id = config.gateway !== undefined ? encodeURIComponent(gatewayId(config.gateway)) : undefined;
   const dir = args.stateDir;
-  if (dir !== undefined) return path.join(dir, 'reservations.json');
-  if (args.config !== undefined) return `${args.config.replace(/\.json$/, '')}.reservations.json`;
+  if (dir !== undefined) return path.join(dir, id !== undefined ? `reservations.${id}.json` : 'reservations.json');
+  if (args.config !== undefined) return `${args.config.replace(/\.json$/, '')}${id !== undefined ? `.${id}` : ''}.reservations.json`;
   return undefined;
 }
 

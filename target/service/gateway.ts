@@ -34,6 +34,11 @@ export interface GatewayStats {
   transitions: Record<string, { count: number; seconds: number }>;
 }
 
+/** This gateway's id in its group: the configured one, else the host name. */
+export function gatewayId(cfg: GatewayConfig): string {
+  return cfg.id ?? os.hostname();
+}
+
 export class GatewayPart {
   #group: GatewayGroup | undefined;
   #cfg: GatewayConfig | undefined;
@@ -60,7 +65,7 @@ export class GatewayPart {
    * backends' sizes). Throws the group's typed errors (etcd unreachable, duplicate id, description mismatch).
    */
   async join(cfg: GatewayConfig, ports: readonly PortConfig[]): Promise<void> {
-    const id = cfg.id ?? os.hostname();
+    const id = gatewayId(cfg);
     const group = await GatewayGroup.join({
       group: cfg.group,
       id,

@@ -2,20 +2,23 @@
 // ranges are disjoint, GET /group and the ctl commands move groups, a failover to a non-member moves nothing, the
 // metrics count transitions, a second gateway with the same id is refused, a joiner whose description differs (serial,
 // host keys) is refused with one line naming the difference, and etcd unreachable is one line, exit 2.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCtlCli } from '../../cli/ctl.js';
+import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { runTargetCli } from '../../cli/target.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import type { TargetConfig } from '../../target/config/types.js';
+import type { BoundPort } from '../../target/index.js';
 import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
 import { TargetService } from '../../target/service.js';
 import { until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.example:gwsvc';
+const HOST = 'nqn.2014-08.org.nvmexpress:uuid:gw-ptpl-';
 const DHCHAP = generateDhchapKey({ hmac: 1, hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:h1' }).format();
 let etcd: EtcdServer;
 const services: TargetService[] = [];
@@ -131,6 +134,42 @@ describe('TargetService in a gateway group (real etcd)', () => {
       expect(keys.err).toBe("--gateway-group: gateway group 'desc': host key configuration (DH-HMAC-CHAP/TLS) differs from the group's record (digest mismatch)\n");
       expect(keys.err).not.toContain('DHHC-1');
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it('gateways sharing one --config keep PTPL reservations in distinct files (FILE.ID.reservations.json)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-ptpl-'));
+    const file = path.join(dir, 'gw.json');
+    const c = config('x');
+    writeFileSync(file, JSON.stringify({ ...c, gateway: { group: 'ptpl', etcd: c.gateway!.etcd, notOwned: 'non-optimized', leaseTtlMs: 1000 } }));
+    const stops: AbortController[] = [];
+    const runs: Promise<number>[] = [];
+    const start = (id: string): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const ac = new AbortController();
+        stops.push(ac);
+        const io = { stderr: () => undefined, stdout: () => undefined, processHandlers: false, signal: ac.signal, onReady: (b: BoundPort[]) => resolve(b[0]!.port) };
+        runs.push(runTargetCli(['--config', file, '--gateway-id', id, '--log-level', 'silent'], io).then((code) => (reject(new Error(`exit ${code}`)), code)));
+      });
+    try {
+      const [pa, pb] = [await start('a'), await start('b')];
+      const host = (port: number, who: { hostnqn: string; hostid: string }) =>
+        connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, ...who, nr_io_queues: 1, duplicate_connect: true, ctrl_loss_tmo: 0 });
+      const ha = await host(pa, { hostnqn: `${HOST}1`, hostid: '11111111-1111-4000-8000-000000000001' });
+      const hb = await host(pb, { hostnqn: `${HOST}2`, hostid: '22222222-2222-4000-8000-000000000002' });
+      await ha.namespace(1).reservation.register({ nrkey: 0x11n, cptpl: 3 });
+      await hb.namespace(1).reservation.register({ nrkey: 0x22n, cptpl: 3 });
+      await Promise.all([ha.disconnect(), hb.disconnect()]);
+      const rkeys = (id: string) => [...readFileSync(path.join(dir, `gw.${id}.reservations.json`), 'utf8').matchAll(/"rkey":\s*"(\d+)"/g)].map((m) => m[1]);
+      // Each gateway's file holds what was registered through it (0x11 = 17 on a, 0x22 = 34 on b): neither overwrote
+      // the other, and the shared FILE.reservations.json is not used.
+      expect(rkeys('a')).toEqual(['17']);
+      expect(rkeys('b')).toEqual(['34']);
+      expect(existsSync(path.join(dir, 'gw.reservations.json'))).toBe(false);
+    } finally {
+      for (const ac of stops) ac.abort();
+      await Promise.allSettled(runs);
       rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
