@@ -87,6 +87,11 @@ export interface BenchIo {
   stderr: (s: string) => void;
   /** Where progress lines go (stderr); only used on a TTY outside CI. */
   progress?: { isTTY?: boolean; write(s: string): boolean };
+  /**
+   * Where `--initiator kernel --local` finds its tools, /sys and uid (tests: fake nvme-cli and fio on PATH over a
+   * fake /sys, harness/kernel-host/fake-tools.ts); absent: this machine's.
+   */
+  kernelHostLocal?: { env: NodeJS.ProcessEnv; root: string; uid: number };
 }
 
 const defaultIo: BenchIo = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s), progress: process.stderr };
@@ -184,7 +189,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
       }
       const target = targetFlags(v) ?? {};
-      const kernelHost = kernelHostFlags(v, sc.name, ioWorkers);
+      const kernelHost = kernelHostFlags(v, sc.name, ioWorkers, io.kernelHostLocal);
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
       const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target, ...(kernelHost === undefined ? {} : { kernelHost }) });
       progress.done();
@@ -360,7 +365,7 @@ const KERNEL_SCENARIOS = ['parallel-connect', 'duplicate-connect', 'queue-groups
  * --initiator kernel with --lab 6.1|newest or --local; undefined for our initiator. Checks, before anything connects,
  * that the host can run it: root, nvme-tcp, nvme-cli and fio for --local; the lab kernel built for --lab.
  */
-function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string, ioWorkers: number | undefined): KernelHostChoice | undefined {
+function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string, ioWorkers: number | undefined, local?: BenchIo['kernelHostLocal']): KernelHostChoice | undefined {
   if (v.initiator === undefined || v.initiator === 'ours') {
     if (v.lab !== undefined || v.local === true) throw new UsageError(`--${v.lab !== undefined ? 'lab' : 'local'} needs --initiator kernel`);
     return undefined;
@@ -371,9 +376,9 @@ function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean;
   if (ioWorkers !== undefined && ioWorkers > 0) throw new UsageError('--io-workers is our initiator\'s: drop it with --initiator kernel');
   if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|newest or --local (one of them)');
   if (v.local === true) {
-    const missing = localPrerequisites();
+    const missing = localPrerequisites(local === undefined ? {} : { env: local.env, uid: local.uid, sysRoot: local.root });
     if (missing !== undefined) throw new UsageError(missing);
-    return { where: 'local' };
+    return local === undefined ? { where: 'local' } : { where: 'local', ...local };
   }
   if (!Object.hasOwn(LAB_KERNELS, v.lab as string)) throw new UsageError(`--lab must be ${Object.keys(LAB_KERNELS).join(' or ')}, got "${v.lab}"`);
   const missing = labPrerequisites(v.lab as LabKernel);

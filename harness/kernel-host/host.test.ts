@@ -98,6 +98,26 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(await leftConnected(fake)).toEqual([]);
   }, 60_000);
 
+  it('nvme connect failing mid-scenario: that arm fails with nvme-cli\'s message, the controllers it connected are disconnected, the rest run', async () => {
+    // Connect 1 is 1-ctrl/single's; 2 and 3 are 2-ctrl-round-robin/single's two controllers: the second one fails.
+    fake = await fakeTools({ connectFail: 3 });
+    const r = await run('duplicate-connect', fake);
+    expect(r.ok).toBe(false);
+    const failed = r.arms.filter((a) => a.error !== undefined);
+    expect(failed.map((a) => a.name)).toEqual(['2-ctrl-round-robin/single']);
+    expect(failed[0]?.error).toMatch(/^nvme connect failed \(exit 1\): Failed to write to \/dev\/nvme-fabrics: Connection refused \/ could not add new controller/);
+    for (const a of r.arms.filter((x) => x.error === undefined)) expect(a.metrics['iops'], a.name).toBe(100000);
+    const calls = await fake.calls();
+    const disconnects = calls.filter((c) => c.startsWith('nvme disconnect'));
+    expect(disconnects).toHaveLength(calls.filter((c) => c.startsWith('nvme connect')).length - 1);
+    // The failed arm's first controller (connect 2) is disconnected right after the failed connect (3), before the next arm.
+    const third = calls.map((c, i) => (c.startsWith('nvme connect') ? i : -1)).filter((i) => i >= 0)[2] as number;
+    expect(calls[third + 1]).toMatch(/^nvme disconnect -d nvme\d+$/);
+    expect(calls[third + 2]).toMatch(/^nvme connect/);
+    expect(await leftConnected(fake)).toEqual([]);
+    expect(renderMarkdown(r)).toMatch(/2-ctrl-round-robin\/single \(error: nvme connect failed/);
+  }, 60_000);
+
   it('arms the kernel cannot run are skipped with the reason: no queues_per_hctx, no multipath, no io_cpu attribute', async () => {
     fake = await fakeTools({ multipath: false });
     const qg = await run('queue-groups', fake);

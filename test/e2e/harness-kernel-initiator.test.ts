@@ -1,13 +1,18 @@
 // `nvme-tcp bench --initiator kernel`: the flags' refusals, one line and exit 2 before anything connects (the driver
 // itself is tested against fake nvme-cli and fio in harness/kernel-host/host.test.ts; the lab runs are in
 // test/interop/kernel-initiator.test.ts).
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runBenchCli } from '../../cli/harness.js';
+import { runBenchCli, type BenchIo } from '../../cli/harness.js';
+import { fakeTools } from '../../harness/kernel-host/fake-tools.js';
+import type { Report } from '../../harness/report/types.js';
 
-async function bench(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+async function bench(argv: string[], local?: BenchIo['kernelHostLocal']): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runBenchCli(argv, { stdout: (s) => (out += s), stderr: (s) => (err += s), progress: { isTTY: false, write: () => true } });
+  const code = await runBenchCli(argv, { stdout: (s) => (out += s), stderr: (s) => (err += s), progress: { isTTY: false, write: () => true }, ...(local === undefined ? {} : { kernelHostLocal: local }) });
   return { code, out, err };
 }
 
@@ -55,4 +60,27 @@ describe('nvme-tcp bench --initiator kernel: bad input', () => {
     expect(b.code).toBe(2);
     expect(b.err).toMatch(/the newest lab kernel is not built .*: run "bash .*build-newest-kernel\.sh"/);
   });
+});
+
+describe('nvme-tcp bench --initiator kernel --local against fake nvme-cli and fio', () => {
+  it('an arm whose nvme connect fails: exit 1, and the JSON, Markdown and HTML reports are still written', async () => {
+    // A kernel with queues_per_hctx, so qph2 connects (the second connect, which fails) and qph4 runs after it.
+    const fake = await fakeTools({ connectFail: 2, fabrics: 'instance=-1,cntlid=-1,transport=%s,traddr=%s,trsvcid=%s,nqn=%s,nr_io_queues=%d,queues_per_hctx=%d' });
+    const out = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-cli-'));
+    try {
+      const r = await bench(['--scenario', 'queue-groups', '--initiator', 'kernel', '--local', '--quick', '--out', out], { env: fake.env, root: fake.root, uid: 0 });
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/reports: .*queue-groups\.json .*queue-groups\.md .*queue-groups\.html/);
+      const rep = JSON.parse(await readFile(path.join(out, 'queue-groups.json'), 'utf8')) as Report;
+      expect(rep.ok).toBe(false);
+      expect(rep.arms.find((a) => a.name === 'qph1')?.metrics['iops']).toBe(100000);
+      expect(rep.arms.find((a) => a.name === 'qph2')?.error).toMatch(/nvme connect failed \(exit 1\): .*Connection refused/);
+      expect(rep.arms.find((a) => a.name === 'qph4')?.metrics['iops']).toBe(100000);
+      expect(await readFile(path.join(out, 'queue-groups.md'), 'utf8')).toMatch(/qph2 \(error: nvme connect failed/);
+      expect(await readFile(path.join(out, 'queue-groups.html'), 'utf8')).toContain('error: nvme connect failed');
+    } finally {
+      await rm(out, { recursive: true, force: true });
+      await fake.cleanup();
+    }
+  }, 60_000);
 });
