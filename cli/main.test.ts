@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main, USAGE } from './main.js';
 
@@ -21,8 +21,8 @@ interface Run {
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-function run(args: string[]): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), ...args], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(args: string[], nodeArgs: string[] = []): Run {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), ...args], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
   let err = '';
@@ -101,6 +101,24 @@ describe('dispatcher', () => {
     const c = io();
     expect(await main(['targt'], c.io)).toBe(2);
     expect(c.err).toEqual(['nvme-tcp: unknown command "targt" (did you mean target?); run "nvme-tcp --help" for the list\n']);
+  });
+
+  // Start-up time (docs/testing.md): the target's modules take ~800 ms to load, so only `nvme-tcp target` loads them.
+  // A resolve hook ahead of tsx's records every module URL the child resolves.
+  it('--version, --help and an initiator verb load no target module (size.ts, a leaf, aside)', async () => {
+    const hook = `import{registerHooks}from'node:module';registerHooks({resolve(s,c,n){const r=n(s,c);process.stderr.write('RESOLVED '+r.url+'\\n');return r;}});`;
+    const loadedTarget = async (args: string[]): Promise<string[]> => {
+      const r = run(args, ['--import', `data:text/javascript,${encodeURIComponent(hook)}`]);
+      expect(await r.exit).toEqual({ code: 0, signal: null });
+      const urls = [...r.stderr().matchAll(/^RESOLVED (\S+)$/gm)].map((m) => m[1] ?? '');
+      expect(urls).toContain(pathToFileURL(path.join(repoRoot, 'cli', 'args.ts')).href);
+      return urls.filter((u) => u.startsWith(pathToFileURL(path.join(repoRoot, 'target')).href + '/') && !/\/target\/config\/size\.[jt]s$/.test(u));
+    };
+    expect(await loadedTarget(['--version'])).toEqual([]);
+    expect(await loadedTarget(['--help'])).toEqual([]);
+    expect(await loadedTarget(['discover', '--help'])).toEqual([]);
+    // The check can fail: the target verb does load them.
+    expect(await loadedTarget(['target', '--help'])).toContain(pathToFileURL(path.join(repoRoot, 'target', 'index.ts')).href);
   });
 
   it('the bin exits with the subcommand status', async () => {

@@ -1,8 +1,9 @@
-// The `nvme-tcp` bin: one subcommand per role. The target CLI is imported eagerly; the initiator and harness
-// CLIs load on demand, so `nvme-tcp target` does not load the initiator and harness modules.
+// The `nvme-tcp` bin: one subcommand per role. Each verb's module loads when that verb runs (a dynamic import), so
+// `--version`, `--help` and the initiator verbs do not load the target (~800 ms of module loading) and
+// `nvme-tcp target` does not load the initiator or the harness. cli/main.test.ts checks that --version loads no
+// target module.
 import { CommanderError, type Command } from 'commander';
 import { defaultIo, newCommand, usageLine, VERSION, type CliIo } from './args.js';
-import { runTargetCli } from './target.js';
 import { INITIATOR_VERBS, VERBS } from './verbs.js';
 
 /** The top-level command: the verb list (stubs; each verb parses its own words), --help and --version. */
@@ -27,7 +28,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo, entry
     return 0;
   }
   // As the process entry the target may restart itself under an OpenSSL configuration (cli/openssl-reexec.ts).
-  if (cmd === 'target') return runTargetCli(rest, entry ? { reexec: process.argv.slice(1) } : { stdout: io.stdout, stderr: io.stderr });
+  if (cmd === 'target') return (await import('./target.js')).runTargetCli(rest, entry ? { reexec: process.argv.slice(1) } : { stdout: io.stdout, stderr: io.stderr });
   if (cmd in INITIATOR_VERBS || cmd === 'list') return (await import('./initiator.js')).runInitiatorCli(cmd, rest, io);
   if (cmd === 'bench') return (await import('./harness.js')).runBenchCli(rest, ...(io === defaultIo ? [] : [io]));
   // Not a verb: --version, or an unknown word (commander suggests the nearest verb).
