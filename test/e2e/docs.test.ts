@@ -143,13 +143,24 @@ describe('README.md and docs/', () => {
     expect(named).toEqual(declared);
   });
 
+  it('@types/node and the README follow the Node that engines names', () => {
+    const pkg = JSON.parse(read('package.json')) as { engines?: { node?: string }; devDependencies?: Record<string, string> };
+    const min = Number(/^>=\s*(\d+)/.exec(pkg.engines?.node ?? '')?.[1]);
+    expect(min).toBeGreaterThanOrEqual(22);
+    expect(pkg.devDependencies?.['@types/node'], 'the Node typings are those of the oldest Node engines allows').toMatch(new RegExp(`^\\^${min}\\.`));
+    // "Node 20+" states a dependency's own range; any other "Node NN" below the minimum is stale text.
+    const stale = [...readme.matchAll(/Node (\d+)(?![\d+])/g)].filter((m) => Number(m[1]) < min).map((m) => m[0]);
+    expect(stale).toEqual([]);
+  });
+
   it('the quick start prints the lines the README shows, and its connect command works', async () => {
     const shown = firstFence(section(readme, 'Quick start with the Linux host'))
       .split('\n')
       .filter((l) => l.startsWith('# '))
       .map((l) => l.slice(2));
     expect(shown.length).toBeGreaterThanOrEqual(3);
-    // `npm start` is `tsx cli/main.ts target`; port 0 instead of 4420 so the test never collides with a real target.
+    // `npm start` is `node bin/nvme-tcp.mjs target` (dist/ when built, else the sources through tsx); the sources here,
+    // so the test needs no build; port 0 instead of 4420 so the test never collides with a real target.
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), 'target', '--listen', '127.0.0.1:0', '--log-level', 'silent'], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],
