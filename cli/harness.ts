@@ -34,12 +34,17 @@ import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
 import { LAB_KERNELS, labPrerequisites, localPrerequisites, type LabKernel } from '../harness/kernel-host/runner.js';
 import type { KernelHostChoice } from '../harness/scenarios/types.js';
+import { kernelJobFile } from '../harness/scenarios/kernel-workload.js';
+import { KERNEL_REFUSED } from '../harness/kernel-host/commands.js';
+import type { RefusedOptions } from '../harness/load/index.js';
 import { connect, type ConnectOptions, type IoWorkerInfo } from '../initiator/index.js';
 
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --target ours|spdk] [options]
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
        nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
+       nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|newest | --local) [--nr-io-queues N]
+                      [--queue-size N] [--ram SIZE] [-n NQN] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -70,8 +75,9 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
                            busy-polls, so its CPU is 100 % of its cores by design: compare IOPS per core
       --target-cores N     SPDK: reactor cores (one poll group each), taken after the initiator's CPU
       --spdk-interrupt     SPDK: reactors sleep until work arrives instead of busy-polling
-      --initiator kernel   scenarios parallel-connect, duplicate-connect, queue-groups, match-hw-queues
-                           with the Linux host (nvme-cli + fio) as the initiator, against our target:
+      --initiator kernel   scenarios parallel-connect, duplicate-connect, queue-groups, match-hw-queues,
+                           or a job file (run by fio on the connected namespace), with the Linux host
+                           (nvme-cli + fio) as the initiator, against our target in this process:
       --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
@@ -196,8 +202,10 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
       return await emit(io, report, v.out ?? 'reports', v.json === true);
     }
     if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
-    if (v.initiator !== undefined || v.lab !== undefined || v.local === true) throw new UsageError('--initiator, --lab and --local apply to --scenario only');
     if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
+    if (v.initiator === 'kernel') refuseKernelJobFlags(v);
+    const kernelHost = kernelHostFlags(v, undefined, intFlag(v['io-workers'], 'io-workers', 0, 4096), io.kernelHostLocal);
+    if (kernelHost !== undefined) return await runKernelJobFile(pos[0] as string, v, io, kernelHost, log);
     return await runJobFile(pos[0] as string, v, io);
   } catch (e) {
     return failed(io, e);
@@ -236,25 +244,29 @@ interface JobTarget {
   setup?: string;
 }
 
-/** Reads and checks a job file and the flags that shape its controller; flags first, so a bad flag is reported before any file or network work. */
-async function loadJobRun(file: string, v: BenchValues): Promise<JobRun> {
-  const nrIoFlag = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
-  const qph = intFlag(v['queues-per-hctx'], 'queues-per-hctx', 1, 16) ?? 1;
-  const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024) ?? 128;
-  const nsid = intFlag(v.nsid, 'nsid', 1, 0xfffffffe) ?? 1;
+/** Reads and parses a job file; a file that cannot be read or parsed is a UsageError naming it (exit 2). */
+async function readJobFile(file: string, refused?: RefusedOptions): Promise<ParsedJobFile> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
     throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
-  let jobs: ParsedJobFile;
   try {
-    jobs = parseJobFile(text);
+    return parseJobFile(text, refused);
   } catch (e) {
     if (e instanceof JobFileError) throw new UsageError(`${file}: ${e.message}`);
     throw e;
   }
+}
+
+/** Reads and checks a job file and the flags that shape its controller; flags first, so a bad flag is reported before any file or network work. */
+async function loadJobRun(file: string, v: BenchValues): Promise<JobRun> {
+  const nrIoFlag = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
+  const qph = intFlag(v['queues-per-hctx'], 'queues-per-hctx', 1, 16) ?? 1;
+  const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024) ?? 128;
+  const nsid = intFlag(v.nsid, 'nsid', 1, 0xfffffffe) ?? 1;
+  const jobs = await readJobFile(file);
   const submitters = jobs.jobs.reduce((s, j) => s + Number(j.options['numjobs'] ?? jobs.global['numjobs'] ?? '1'), 0);
   // io workers: flags, else the job file's [global] keys (validated again, naming the option, by connect()).
   const g = jobs.global;
@@ -362,16 +374,44 @@ async function runJobOn(io: BenchIo, job: JobRun, v: BenchValues, t: JobTarget):
 const KERNEL_SCENARIOS = ['parallel-connect', 'duplicate-connect', 'queue-groups', 'match-hw-queues'];
 
 /**
+ * `bench JOBFILE --initiator kernel`: the flags that name another target or shape our initiator's controller, refused
+ * before anything is read or connected (the harness starts our target; nvme connect takes --nr-io-queues and
+ * --queue-size only).
+ */
+function refuseKernelJobFlags(v: BenchValues): void {
+  const ours: [string, unknown][] = [
+    ['-a', v.traddr], ['-s', v.trsvcid], ['--target', v.target], ['--nsid', v.nsid], ['--queues-per-hctx', v['queues-per-hctx']], ['--io-worker-cpus', v['io-worker-cpus']],
+    ['--io-budget-us', v['io-budget-us']], ['--hdr-digest', v['hdr-digest']], ['--data-digest', v['data-digest']],
+  ];
+  const set = ours.find(([, x]) => x !== undefined && x !== false);
+  if (set === undefined) return;
+  const why = ['-a', '-s', '--target'].includes(set[0]) ? 'the harness starts our target for the Linux host' : set[0] === '--queues-per-hctx' ? 'use --scenario queue-groups --initiator kernel' : "it is our initiator's";
+  throw new UsageError(`${set[0]} does not apply to a job file with --initiator kernel (${why}): drop it`);
+}
+
+/** The job file through fio on the Linux host (harness/scenarios/kernel-workload.ts); prints and writes the report. */
+async function runKernelJobFile(file: string, v: BenchValues, io: BenchIo, kernelHost: KernelHostChoice, log: (m: string) => void): Promise<number> {
+  const nrIoQueues = intFlag(v['nr-io-queues'], 'nr-io-queues', 1, 1024);
+  const queueSize = intFlag(v['queue-size'], 'queue-size', 16, 1024);
+  const jobs = await readJobFile(file, KERNEL_REFUSED);
+  const report = await kernelJobFile(
+    { quick: false, log, kernelHost },
+    { name: path.basename(file).replace(/\.[^.]*$/, ''), file: path.basename(file), jobs, ram: v.ram ?? '256M', ...(v.nqn === undefined ? {} : { nqn: v.nqn }), ...(nrIoQueues === undefined ? {} : { nrIoQueues }), ...(queueSize === undefined ? {} : { queueSize }) },
+  );
+  return await emit(io, report, v.out, v.json === true);
+}
+
+/**
  * --initiator kernel with --lab 6.1|newest or --local; undefined for our initiator. Checks, before anything connects,
  * that the host can run it: root, nvme-tcp, nvme-cli and fio for --local; the lab kernel built for --lab.
  */
-function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string, ioWorkers: number | undefined, local?: BenchIo['kernelHostLocal']): KernelHostChoice | undefined {
+function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string | undefined, ioWorkers: number | undefined, local?: BenchIo['kernelHostLocal']): KernelHostChoice | undefined {
   if (v.initiator === undefined || v.initiator === 'ours') {
     if (v.lab !== undefined || v.local === true) throw new UsageError(`--${v.lab !== undefined ? 'lab' : 'local'} needs --initiator kernel`);
     return undefined;
   }
   if (v.initiator !== 'kernel') throw new UsageError(`--initiator must be ours or kernel, got "${v.initiator}"`);
-  if (!KERNEL_SCENARIOS.includes(scenario)) throw new UsageError(`--initiator kernel runs ${KERNEL_SCENARIOS.join(', ')}; not ${scenario}`);
+  if (scenario !== undefined && !KERNEL_SCENARIOS.includes(scenario)) throw new UsageError(`--initiator kernel runs ${KERNEL_SCENARIOS.join(', ')}; not ${scenario}`);
   if (v.target !== undefined && v.target !== 'ours') throw new UsageError('--initiator kernel runs against our target only: drop --target');
   if (ioWorkers !== undefined && ioWorkers > 0) throw new UsageError('--io-workers is our initiator\'s: drop it with --initiator kernel');
   if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|newest or --local (one of them)');

@@ -1,5 +1,6 @@
 // Command lines for the Linux host (nvme-cli, fio) and parsers for what they print. Pure: no I/O, so the same lines
 // run on this machine (local runner) and inside the qemu guest (lab runner).
+import type { ParsedJobFile, RefusedOptions } from '../load/job-file.js';
 
 /** Options of one `nvme connect` (nvme-cli 2.x long options; NVMe-oF 1.1 §3.3 Connect, TCP transport). */
 export interface KernelConnectOptions {
@@ -125,11 +126,28 @@ interface FioDir {
 
 /** fio 3.x JSON: the first job (group_reporting folds the clones). fio prints warnings before the JSON sometimes. */
 export function parseFioJson(stdout: string): FioResult {
+  const first = parseFioJsonJobs(stdout)[0];
+  if (first === undefined) throw new Error('fio JSON has no jobs');
+  return first;
+}
+
+/** Every job entry of fio's JSON (one per reporting group with group_reporting), with its group id. */
+export function parseFioJsonJobs(stdout: string): (FioResult & { groupid: number; jobname: string })[] {
   const i = stdout.indexOf('{');
   if (i < 0) throw new Error(`fio printed no JSON: ${stdout.trim().split('\n').slice(-2).join(' / ') || '(nothing)'}`);
-  const doc = JSON.parse(stdout.slice(i)) as { 'fio version'?: string; jobs?: { error?: number; read?: FioDir; write?: FioDir }[] };
-  const job = doc.jobs?.[0];
-  if (job === undefined) throw new Error('fio JSON has no jobs');
+  const doc = JSON.parse(stdout.slice(i)) as { 'fio version'?: string; jobs?: FioJobJson[] };
+  return (doc.jobs ?? []).map((job) => ({ ...fioJobResult(job), fioVersion: doc['fio version'] ?? '?', groupid: job.groupid ?? 0, jobname: job.jobname ?? '?' }));
+}
+
+interface FioJobJson {
+  jobname?: string;
+  groupid?: number;
+  error?: number;
+  read?: FioDir;
+  write?: FioDir;
+}
+
+function fioJobResult(job: FioJobJson): Omit<FioResult, 'fioVersion'> {
   const dirs = [job.read ?? {}, job.write ?? {}];
   const bytesPerS = dirs.reduce((n, d) => n + (d.bw_bytes ?? (d.bw ?? 0) * 1024), 0);
   // Percentiles of the busier direction: a mixed job reports each direction apart.
@@ -144,8 +162,49 @@ export function parseFioJson(stdout: string): FioResult {
     p99Us: pct('99.000000'),
     error: job.error ?? 0,
     ios: dirs.reduce((n, d) => n + (d.total_ios ?? 0), 0),
-    fioVersion: doc['fio version'] ?? '?',
   };
+}
+
+/**
+ * Job-file options refused when the Linux host runs the file (`bench JOBFILE --initiator kernel`): where the I/O goes
+ * is the harness's (the namespace it connected), and the submission knobs of our initiator have no fio counterpart.
+ */
+export const KERNEL_REFUSED: RefusedOptions = {
+  filename: 'with --initiator kernel fio runs on the namespace the harness connects (it sets --filename=/dev/nvmeXnY); remove the line',
+  filename_format: 'with --initiator kernel fio runs on the one namespace the harness connects; remove the line',
+  directory: 'with --initiator kernel fio runs on the one namespace the harness connects; remove the line',
+  ioengine: 'with --initiator kernel fio runs libaio with direct=1, as the scenarios do; remove the line',
+  hctx: "our initiator's submission context; the Linux host maps submitting CPUs to its queues itself (blk-mq); remove the line",
+  io_workers: "an io worker option of our initiator, not of the Linux host; remove the line",
+  io_worker_cpus: "an io worker option of our initiator, not of the Linux host; remove the line",
+  io_budget_us: "an io worker option of our initiator, not of the Linux host; remove the line",
+};
+
+const flagOn = (v: string | undefined): boolean => v !== undefined && ['', '1', 'true'].includes(v.trim());
+const verifyOn = (v: string | undefined): boolean => v !== undefined && !['', '0', 'none', 'false'].includes(v.trim().toLowerCase());
+
+/** One option as an fio argument: flags only when on; verify as crc32c (the one method the job-file reader takes). */
+function fioOption(k: string, v: string): string[] {
+  if (k === 'name') return [];
+  if (k === 'time_based' || k === 'stonewall') return flagOn(v) ? [`--${k}`] : [];
+  if (k === 'verify') return verifyOn(v) ? ['--verify=crc32c', '--verify_fatal=1'] : [];
+  return [`--${k}=${v}`];
+}
+
+/**
+ * A parsed job file as one fio command line on `filename` (options before the first --name are global, fio's
+ * command-line rule). Each section starts a reporting group (--new_group with --group_reporting), so fio's JSON has
+ * one entry per section, its clones folded, and groupid N is section N. Runtime alone is time based, as in our
+ * engine (docs/harness.md), so fio gets --time_based where a job has runtime and neither time_based nor verify.
+ */
+export function fioJobFileArgv(file: ParsedJobFile, filename: string): string[] {
+  const global = Object.entries(file.global).flatMap(([k, v]) => fioOption(k, v));
+  const jobs = file.jobs.flatMap((j) => {
+    const eff = { ...file.global, ...j.options };
+    const timeBased = eff['runtime'] !== undefined && !flagOn(eff['time_based']) && !verifyOn(eff['verify']);
+    return [`--name=${j.name}`, '--new_group', ...Object.entries(j.options).flatMap(([k, v]) => fioOption(k, v)), ...(timeBased ? ['--time_based'] : [])];
+  });
+  return ['fio', '--output-format=json', '--group_reporting', '--ioengine=libaio', '--direct=1', `--filename=${filename}`, ...global, ...jobs];
 }
 
 /** The options `cat /dev/nvme-fabrics` lists (kernels ≥ 5.19 print every token they accept: "instance=-1,cntlid=-1,transport=%s,..."). */

@@ -1,6 +1,6 @@
 // The Linux host driver: probes what the running kernel offers, connects controllers with nvme-cli, runs fio, and
 // disconnects every controller it connected. An arm the kernel cannot run is a `skip: <reason>`, never a fallback.
-import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJson, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
+import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJsonJobs, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
 import type { KernelOffersInfo } from '../report/types.js';
 import type { ExecResult, HostRunner } from './runner.js';
 
@@ -206,10 +206,17 @@ export class KernelHost {
 
   /** fio with JSON output; throws KernelHostCommandError with fio's message when fio fails or reports an error. */
   async fio(job: FioJob): Promise<FioResult> {
-    const r = await this.runner.exec(fioArgv(job), (job.runtimeS + 120) * 1000);
+    return (await this.fioRun(fioArgv(job), (job.runtimeS + 120) * 1000))[0] as FioResult;
+  }
+
+  /** Any fio command line with JSON output: every job entry, or KernelHostCommandError with fio's message. */
+  async fioRun(argv: readonly string[], timeoutMs: number): Promise<ReturnType<typeof parseFioJsonJobs>> {
+    const r = await this.runner.exec(argv, timeoutMs);
     if (r.code !== 0) throw new KernelHostCommandError(`fio failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split('\n').slice(-3).join(' / ')}`);
-    const res = parseFioJson(r.stdout);
-    if (res.error !== 0) throw new KernelHostCommandError(`fio reported error ${res.error}: ${r.stderr.trim().split('\n').slice(-2).join(' / ')}`);
+    const res = parseFioJsonJobs(r.stdout);
+    if (res.length === 0) throw new KernelHostCommandError('fio JSON has no jobs');
+    const bad = res.find((j) => j.error !== 0);
+    if (bad !== undefined) throw new KernelHostCommandError(`fio reported error ${bad.error}: ${r.stderr.trim().split('\n').slice(-2).join(' / ')}`);
     return res;
   }
 

@@ -144,8 +144,11 @@ const REFUSED: Readonly<Record<string, string>> = {
   ioengine: 'bench submits through its own NVMe/TCP initiator, not a kernel or plugin I/O engine; remove the line',
 };
 
-function checkValue(key: string, value: string, line?: number): void {
-  const refused = REFUSED[key];
+/** Options refused with the fix, by key: REFUSED for our initiator; the Linux host's runs pass their own. */
+export type RefusedOptions = Readonly<Record<string, string>>;
+
+function checkValue(key: string, value: string, line: number | undefined, refusedOptions: RefusedOptions): void {
+  const refused = refusedOptions[key];
   if (refused !== undefined) throw new JobFileError(`${key}=${value}: ${refused}`, line);
   const kind = OPTIONS[key];
   switch (kind) {
@@ -211,7 +214,7 @@ function canonicalKey(k: string): string {
 }
 
 /** Parses fio's ini-like syntax: `;`/`#` comments, `[section]`, `key=value`, bare `key` flags. */
-export function parseFioJobFile(text: string): ParsedJobFile {
+export function parseFioJobFile(text: string, refused: RefusedOptions = REFUSED): ParsedJobFile {
   const out: ParsedJobFile = { global: {}, jobs: [], ignored: [] };
   let current: RawOptions | undefined;
   const lines = text.split(/\r?\n/);
@@ -240,7 +243,7 @@ export function parseFioJobFile(text: string): ParsedJobFile {
       if (!out.ignored.includes(key)) out.ignored.push(key);
       continue;
     }
-    checkValue(key, value, lineNo);
+    checkValue(key, value, lineNo, refused);
     current[key] = value;
   }
   if (out.jobs.length === 0) throw new JobFileError('no [job] section');
@@ -251,7 +254,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function jsonOptions(o: Record<string, unknown>, where: string, ignored: string[]): RawOptions {
+function jsonOptions(o: Record<string, unknown>, where: string, ignored: string[], refused: RefusedOptions): RawOptions {
   const out: RawOptions = {};
   for (const [k, v] of Object.entries(o)) {
     const key = canonicalKey(k);
@@ -265,7 +268,7 @@ function jsonOptions(o: Record<string, unknown>, where: string, ignored: string[
     else if (typeof v === 'boolean') s = v ? '1' : '0';
     else throw new JobFileError(`${where}: option "${k}" must be a string, number or boolean`);
     try {
-      checkValue(key, s);
+      checkValue(key, s, undefined, refused);
     } catch (e) {
       throw new JobFileError(`${where}: ${(e as Error).message}`);
     }
@@ -275,7 +278,7 @@ function jsonOptions(o: Record<string, unknown>, where: string, ignored: string[
 }
 
 /** JSON job file: `{ "global": {...}, "jobs": [{ "name": "a", "rw": "randread", ... }] }` with fio option names. */
-export function parseJsonJobFile(text: string): ParsedJobFile {
+export function parseJsonJobFile(text: string, refused: RefusedOptions = REFUSED): ParsedJobFile {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -289,10 +292,10 @@ export function parseJsonJobFile(text: string): ParsedJobFile {
   if (g !== undefined && !isRecord(g)) throw new JobFileError('"global" must be an object');
   const jobs = doc['jobs'];
   if (!Array.isArray(jobs) || jobs.length === 0) throw new JobFileError('"jobs" must be a non-empty array');
-  const out: ParsedJobFile = { global: g === undefined ? {} : jsonOptions(g, 'global', ignored), jobs: [], ignored };
+  const out: ParsedJobFile = { global: g === undefined ? {} : jsonOptions(g, 'global', ignored, refused), jobs: [], ignored };
   jobs.forEach((j: unknown, i) => {
     if (!isRecord(j)) throw new JobFileError(`jobs[${i}] must be an object`);
-    const options = jsonOptions(j, `jobs[${i}]`, ignored);
+    const options = jsonOptions(j, `jobs[${i}]`, ignored, refused);
     const name = options['name'] ?? `job${i}`;
     delete options['name'];
     if (out.jobs.some((x) => x.name === name)) throw new JobFileError(`duplicate job "${name}"`);
@@ -302,8 +305,8 @@ export function parseJsonJobFile(text: string): ParsedJobFile {
 }
 
 /** Picks the parser by content: JSON when the text starts with `{`, fio syntax otherwise. */
-export function parseJobFile(text: string): ParsedJobFile {
-  return text.trimStart().startsWith('{') ? parseJsonJobFile(text) : parseFioJobFile(text);
+export function parseJobFile(text: string, refused: RefusedOptions = REFUSED): ParsedJobFile {
+  return text.trimStart().startsWith('{') ? parseJsonJobFile(text, refused) : parseFioJobFile(text, refused);
 }
 
 export interface Geometry {

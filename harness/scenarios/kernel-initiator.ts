@@ -12,7 +12,7 @@ import type { Arm, InitiatorInfo, Report } from '../report/types.js';
 import { median, round1, type ScenarioContext } from './types.js';
 
 /** The driver, what it reports about itself, and the address at which the host reaches our target. */
-interface KernelRun {
+export interface KernelRun {
   host: KernelHost;
   initiator: InitiatorInfo;
   traddr: string;
@@ -25,7 +25,7 @@ interface KernelRun {
  * Starts the runner `ctx.kernelHost` names (the lab guest boots with `smp` vCPUs: the Linux host opens at most one
  * I/O queue per CPU), runs `fn`, then disconnects whatever is still connected and stops the runner.
  */
-async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>): Promise<T> {
+export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>): Promise<T> {
   const choice = ctx.kernelHost;
   if (choice === undefined) throw new Error('withKernelHost without ctx.kernelHost');
   let runner: HostRunner;
@@ -75,12 +75,12 @@ async function kernelArm(ctx: ScenarioContext, host: KernelHost, name: string, p
 /** Thrown by an arm's body when a probe made after connecting (iopolicy, io_cpu) says the kernel cannot run it. */
 class Skip extends Error {}
 
-const fioMetrics = (r: FioResult): Record<string, number> => ({ iops: r.iops, mbps: r.mbps, p50Us: r.p50Us, p99Us: r.p99Us, fioIos: r.ios });
+export const fioMetrics = (r: FioResult): Record<string, number> => ({ iops: r.iops, mbps: r.mbps, p50Us: r.p50Us, p99Us: r.p99Us, fioIos: r.ios });
 
-function report(init: Omit<ReportInit, 'kind' | 'createdAt' | 'quick'>, ctx: ScenarioContext, createdAt: Date, k: KernelRun | undefined): Report {
+export function report(init: Omit<ReportInit, 'kind' | 'createdAt' | 'quick'>, ctx: ScenarioContext, createdAt: Date, k: KernelRun | undefined, kind: Report['kind'] = 'scenario'): Report {
   const notes = [...(init.notes ?? []), ...(k === undefined ? [] : k.host.notes)];
   // What the kernel offered, read when the report is made: the arms add the iopolicy values they wrote.
-  return makeReport({ kind: 'scenario', quick: ctx.quick, createdAt, ...init, notes, ...(k === undefined ? {} : { initiator: { ...k.initiator, offers: k.host.offersReport() }, setup: k.setup }) });
+  return makeReport({ kind, quick: ctx.quick, createdAt, ...init, notes, ...(k === undefined ? {} : { initiator: { ...k.initiator, offers: k.host.offersReport() }, setup: k.setup }) });
 }
 
 const LATENCIES = [0, 1, 5] as const;

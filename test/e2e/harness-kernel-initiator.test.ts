@@ -1,7 +1,7 @@
 // `nvme-tcp bench --initiator kernel`: the flags' refusals, one line and exit 2 before anything connects (the driver
 // itself is tested against fake nvme-cli and fio in harness/kernel-host/host.test.ts; the lab runs are in
 // test/interop/kernel-initiator.test.ts).
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -37,7 +37,12 @@ describe('nvme-tcp bench --initiator kernel: bad input', () => {
     [['--scenario', 'parallel-connect', '--initiator', 'kernel', '--lab', '5.4'], /--lab must be 6\.1 or newest, got "5\.4"/],
     [['--scenario', 'kernel-interop', '--initiator', 'kernel', '--lab', '6.1'], /--initiator kernel runs parallel-connect, duplicate-connect, queue-groups, match-hw-queues; not kernel-interop/],
     [['--scenario', 'duplicate-connect', '--initiator', 'kernel', '--lab', '6.1', '--target', 'spdk'], /runs against our target only/],
-    [['job.fio', '--initiator', 'kernel', '--local'], /apply to --scenario only/],
+    [['job.fio', '--initiator', 'kernel', '--local', '-a', '127.0.0.1', '-n', 'nqn.x'], /^nvme-tcp bench: -a does not apply to a job file with --initiator kernel \(the harness starts our target for the Linux host\): drop it$/m],
+    [['job.fio', '--initiator', 'kernel', '--lab', '6.1', '--queues-per-hctx', '2'], /--queues-per-hctx does not apply to a job file with --initiator kernel \(use --scenario queue-groups --initiator kernel\)/],
+    [['job.fio', '--initiator', 'kernel', '--local', '--hdr-digest'], /--hdr-digest does not apply to a job file with --initiator kernel/],
+    [['job.fio', '--initiator', 'kernel', '--local', '--io-workers', '2'], /--io-workers is our initiator's: drop it with --initiator kernel/],
+    [['job.fio', '--lab', '6.1'], /--lab needs --initiator kernel/],
+    [['job.fio', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|newest or --local/],
   ])('%j: one line, exit 2', async (argv, line) => {
     const r = await bench(argv);
     expect(r.code).toBe(2);
@@ -83,4 +88,73 @@ describe('nvme-tcp bench --initiator kernel --local against fake nvme-cli and fi
       await fake.cleanup();
     }
   }, 60_000);
+
+  it('a job file: connected as the scenarios do, fio runs it on the namespace with JSON output, one arm per section, all disconnected', async () => {
+    const fake = await fakeTools();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-job-'));
+    try {
+      const job = path.join(dir, 'rand.fio');
+      await writeFile(job, '[global]\nbs=4k\niodepth=16\nruntime=2\ndirect=1\n\n[randread]\nrw=randread\nnumjobs=2\n\n[verify]\nstonewall\nrw=randwrite\nverify=crc32c\nsize=8m\n');
+      const r = await bench([job, '--initiator', 'kernel', '--local', '--nr-io-queues', '2', '--json', '--out', dir], { env: fake.env, root: fake.root, uid: 0 });
+      expect(r.err).not.toMatch(/bench:/);
+      expect(r.code).toBe(0);
+      const rep = JSON.parse(r.out) as Report;
+      expect(rep).toMatchObject({ kind: 'workload', name: 'rand', title: 'Workload rand.fio (Linux host)', initiator: { kind: 'kernel', where: 'local' }, ok: true });
+      // The fake fio prints one group (groupid 0): the first section's arm, with fio's figures.
+      expect(rep.arms).toHaveLength(1);
+      expect(rep.arms[0]).toMatchObject({ name: 'randread', params: { device: '/dev/nvme0n1', nr_io_queues: 2, rw: 'randread', bs: '4k', iodepth: '16', numjobs: '2' }, metrics: { iops: 100000, readIops: 100000, writeIops: 0, ioQueues: 2 } });
+      expect(rep.notes.join(' ')).toMatch(/job-file reader drops \(not passed to fio\): direct/);
+      const calls = await fake.calls();
+      expect(calls.filter((c) => c.startsWith('nvme connect'))).toEqual([expect.stringMatching(/--nr-io-queues=2 .*-o json$/)]);
+      expect(calls.filter((c) => c.startsWith('fio'))).toEqual([
+        'fio --output-format=json --group_reporting --ioengine=libaio --direct=1 --filename=/dev/nvme0n1 --bs=4k --iodepth=16 --runtime=2 ' +
+          '--name=randread --new_group --rw=randread --numjobs=2 --time_based --name=verify --new_group --stonewall --rw=randwrite --verify=crc32c --verify_fatal=1 --size=8m',
+      ]);
+      expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toEqual(['nvme disconnect -d nvme0']);
+      expect(await readdir(path.join(fake.root, 'sys/class/nvme'))).toEqual([]);
+      expect((await readdir(dir)).sort()).toEqual(['rand.fio', 'rand.html', 'rand.json', 'rand.md']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await fake.cleanup();
+    }
+  }, 60_000);
+
+  it('a job file whose fio fails: exit 1, the arm carries fio\'s message, the controller is disconnected, the report is written', async () => {
+    const fake = await fakeTools({ extraEnv: { FAKE_FIO_FAIL: '1' } });
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-job-'));
+    try {
+      const job = path.join(dir, 'rr.fio');
+      await writeFile(job, '[rr]\nrw=randread\nruntime=1\n');
+      const r = await bench([job, '--initiator', 'kernel', '--local', '--out', dir], { env: fake.env, root: fake.root, uid: 0 });
+      expect(r.code).toBe(1);
+      expect(r.out).toMatch(/workload \(error: fio failed \(exit 1\): .*Input\/output error\)/);
+      expect((await fake.calls()).filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(1);
+      expect(await readdir(path.join(fake.root, 'sys/class/nvme'))).toEqual([]);
+      expect(JSON.parse(await readFile(path.join(dir, 'rr.json'), 'utf8'))).toMatchObject({ ok: false });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await fake.cleanup();
+    }
+  }, 60_000);
+
+  it('a job file naming a filename or our initiator\'s hctx: one line naming the line and the fix, exit 2, nothing connected', async () => {
+    const fake = await fakeTools();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-kernel-job-'));
+    try {
+      for (const [body, line] of [
+        ['[a]\nrw=randread\nfilename=/dev/nvme0n1\n', /job\.fio: line 3: filename=\/dev\/nvme0n1: with --initiator kernel fio runs on the namespace the harness connects .*remove the line$/],
+        ['[a]\nrw=randread\nhctx=1\n', /line 3: hctx=1: our initiator's submission context; .*blk-mq.*remove the line$/],
+      ] as const) {
+        await writeFile(path.join(dir, 'job.fio'), body);
+        const r = await bench([path.join(dir, 'job.fio'), '--initiator', 'kernel', '--local'], { env: fake.env, root: fake.root, uid: 0 });
+        expect(r.code).toBe(2);
+        expect(r.err.trim()).toMatch(line);
+        expect(r.err.trim().split('\n')).toHaveLength(1);
+      }
+      expect(await fake.calls()).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await fake.cleanup();
+    }
+  });
 });
