@@ -151,10 +151,14 @@ export class GatewayLab {
     return Promise.all(this.gateways.map((g) => (g.child !== undefined && !g.stopped ? groupView(g) : Promise.resolve(undefined))));
   }
 
-  /** grpid → owner, as the first live, unfenced gateway sees it. */
-  async owners(): Promise<Map<number, string | null> | undefined> {
-    for (const v of await this.views()) {
-      if (v !== undefined && !v.fenced) return new Map(v.anaGroups.map((a) => [a.grpid, a.owner]));
+  /**
+   * grpid → owner, as the first live, unfenced gateway other than `except` sees it. A partitioned gateway answers GET
+   * /group from its last record until it notices the lost lease, so the one an event hits is not asked.
+   */
+  async owners(except?: LabGateway): Promise<Map<number, string | null> | undefined> {
+    const views = await this.views();
+    for (const [k, v] of views.entries()) {
+      if (v !== undefined && !v.fenced && this.gateways[k] !== except) return new Map(v.anaGroups.map((a) => [a.grpid, a.owner]));
     }
     return undefined;
   }
@@ -235,7 +239,7 @@ export async function injectEvent(lab: GatewayLab, kind: LabEventKind, gw: LabGa
   else gw.proxy.pause();
   let toNewOwnerMs: number | undefined;
   const moved = async (): Promise<boolean> => {
-    const o = await lab.owners();
+    const o = await lab.owners(gw);
     return o !== undefined && owned.every((g) => { const x = o.get(g); return x !== gw.id && x !== null && x !== undefined; });
   };
   await until(async () => {
