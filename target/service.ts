@@ -74,6 +74,8 @@ export class TargetService {
     const p = checkPlacement('placement', opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue'));
     this.#placement = p;
     this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
+    // Every change to exported state reaches the workers through the core (TargetCore.changed), never by each operation.
+    if (this.#workers.enabled) this.#core.mirror = this.#workers;
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
     this.#ns = new Namespaces(this.#core, this.#log, this.#workers, this.#resv, (nqn) => this.#subsys(nqn));
     this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state), () => this.#keys.configEntries(true));
@@ -215,7 +217,7 @@ export class TargetService {
     checkPort(p);
     await this.startWorkers();
     const port = new CorePort(p);
-    await this.#workers.replicate({ kind: 'port', port });
+    await this.#core.changed({ kind: 'port', port });
     const pool = this.#workers.pool;
     const tlsMode = p.tls ?? 'none';
     const tls =
@@ -237,7 +239,7 @@ export class TargetService {
     this.#listeners.delete(id);
     this.#core.ports.delete(id);
     const closing = l.close(true);
-    await this.#workers.replicate({ kind: 'port-removed', id });
+    await this.#core.changed({ kind: 'port-removed', id });
     await closing;
     this.#core.discoveryChanged();
   }
@@ -264,10 +266,10 @@ export class TargetService {
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#ns.addToNew(sub, ns);
-      await this.#workers.replicate({ kind: 'subsystem', sub });
+      await this.#core.changed({ kind: 'subsystem', sub });
     } catch (err) {
       this.#core.subsystems.delete(s.nqn);
-      await this.#workers.replicate({ kind: 'subsystem-removed', nqn: s.nqn }).catch(() => undefined);
+      await this.#core.changed({ kind: 'subsystem-removed', nqn: s.nqn }).catch(() => undefined);
       for (const ns of sub.namespaces.values()) await ns.backend.close();
       throw err;
     }
@@ -279,7 +281,7 @@ export class TargetService {
     const sub = this.#subsys(nqn);
     this.#core.subsystems.delete(nqn);
     for (const c of [...sub.controllers.values()]) c.teardown('subsystem removed');
-    await this.#workers.replicate({ kind: 'subsystem-removed', nqn });
+    await this.#core.changed({ kind: 'subsystem-removed', nqn });
     for (const ns of sub.namespaces.values()) await ns.backend.close();
     this.#core.discoveryChanged();
     this.#log.info({ subnqn: nqn }, 'subsystem removed');
@@ -351,7 +353,7 @@ export class TargetService {
     port.anaChangeCount++;
     // Workers check ANA on every I/O command (nvmet_check_ana_state) and apply the new state before the hosts hear
     // of it, so I/O a host sends after the AEN meets it everywhere.
-    this.#workers.replicateThen({ kind: 'port', port }, 'ANA change', { portId }, () => this.#core.anaChanged(portId));
+    this.#core.changedThen({ kind: 'port', port }, 'ANA change', { portId }, () => this.#core.anaChanged(portId));
     this.#log.info({ portId, anaGroup, state }, 'ANA state changed');
   }
 
@@ -372,7 +374,7 @@ export class TargetService {
   setFaults(subnqn: string, f: FaultConfig): void {
     const sub = this.#subsys(subnqn);
     sub.setFaults(f);
-    this.#workers.replicateThen({ kind: 'subsystem', sub }, 'faults', { subnqn });
+    this.#core.changedThen({ kind: 'subsystem', sub }, 'faults', { subnqn });
   }
 
   /** Namespace masking at runtime: attach `nsid` to one more host (only that host's controllers get the notice). */

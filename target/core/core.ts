@@ -8,6 +8,22 @@ import type { CorePort } from './port.js';
 import { Subsystem } from './subsystem.js';
 import type { CoreStats } from './types.js';
 
+/** A change to exported state that a mirror of the core (the worker processes) must apply. */
+export type CoreChange =
+  | { kind: 'subsystem'; sub: Subsystem }
+  | { kind: 'subsystem-removed'; nqn: string }
+  | { kind: 'port'; port: CorePort }
+  | { kind: 'port-removed'; id: number };
+
+/**
+ * Whoever keeps a copy of the core's state elsewhere and must have every change before hosts hear of it (the
+ * worker processes' I/O queues check ANA, masks and namespaces themselves: docs/target.md, "Target workers").
+ */
+export interface CoreMirror {
+  /** Resolves once every copy applied `change`; rejects when one did not. */
+  apply(change: CoreChange): Promise<void>;
+}
+
 /** The well-known discovery NQN (NVMe Base 2.0 §4.5). */
 export const WELL_KNOWN_DISCOVERY_NQN = DISCOVERY_NQN;
 
@@ -36,6 +52,8 @@ export class TargetCore {
    * the TLS key store. Unset: concatenation completes but no TLS session can use its PSK.
    */
   onGeneratedPsk: ((e: GeneratedPskEvent) => void) | undefined = undefined;
+  /** The mirror that hears of every change (set by the service when it runs worker processes). */
+  mirror: CoreMirror | undefined = undefined;
   readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
   readonly startedAt = Date.now();
 
@@ -71,6 +89,29 @@ export class TargetCore {
     for (const c of subsys.controllers.values()) {
       if (hosts !== undefined ? hosts.has(c.hostnqn) : ns === undefined || ns.visibleTo(c.hostnqn)) c.nsChanged(nsid);
     }
+  }
+
+  /**
+   * Exported state changed (a port, a subsystem and what it holds): the mirror applies it first, so the hosts a caller
+   * notifies afterwards meet the new state on every queue. Rejects when the mirror did not apply it.
+   */
+  changed(change: CoreChange): Promise<void> {
+    return this.mirror === undefined ? Promise.resolve() : this.mirror.apply(change);
+  }
+
+  /**
+   * changed(), then `notify` (at once without a mirror). A mirror that did not apply it is logged and `notify` runs all
+   * the same: the change stands here, and a restarted worker gets the whole state.
+   */
+  changedThen(change: CoreChange, what: string, ctx: Record<string, unknown>, notify?: () => void): void {
+    if (this.mirror === undefined) {
+      notify?.();
+      return;
+    }
+    this.mirror.apply(change).then(notify, (err: Error) => {
+      this.logger.error({ err: err.message, ...ctx }, `${what} not applied on a worker`);
+      notify?.();
+    });
   }
 
   anaChanged(portId: number): void {

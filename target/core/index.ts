@@ -1,5 +1,5 @@
 // Public face of target/core: the controller model the transport and service drive.
-export { TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core.js';
+export { TargetCore, WELL_KNOWN_DISCOVERY_NQN, type CoreChange, type CoreMirror } from './core.js';
 export { Subsystem, SUBSYS_DEFAULTS, CNTLID_MIN, CNTLID_MAX, type ControllerEntry, type ResvForward } from './subsystem.js';
 export { runResvCommand } from './cmd/reservation.js';
 export type { ResvReplica } from './reservation.js';

@@ -41,7 +41,7 @@ export class Namespaces {
       const sub = this.#subsys(subnqn);
       const ns = sub.removeNamespace(nsid);
       if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-      await this.#workers.replicate({ kind: 'subsystem', sub });
+      await this.#core.changed({ kind: 'subsystem', sub });
       this.#core.nsChanged(sub, nsid);
       await this.#retire(ns);
       this.#log.info({ subnqn, nsid }, 'namespace removed');
@@ -66,7 +66,7 @@ export class Namespaces {
       const { enabled: _b, ...have } = cur.config;
       if (sameJson(want, have)) {
         if (!sub.setNamespaceEnabled(cur, enabled)) return;
-        await this.#workers.replicate({ kind: 'subsystem', sub });
+        await this.#core.changed({ kind: 'subsystem', sub });
         this.#core.nsChanged(sub, next.nsid);
         this.#log.info({ subnqn, nsid: next.nsid }, enabled ? 'namespace enabled' : 'namespace disabled');
         return;
@@ -75,7 +75,7 @@ export class Namespaces {
       const ns = await this.#buildNs(sub, next, reuse, cur);
       Object.assign(ns.counters, cur.counters);
       sub.replaceNamespace(ns);
-      await this.#workers.replicate({ kind: 'subsystem', sub });
+      await this.#core.changed({ kind: 'subsystem', sub });
       this.#core.nsChanged(sub, next.nsid);
       this.#log.info({ subnqn, nsid: next.nsid, backend: ns.backend.kind, bytes: ns.backend.size, uuid: formatUuid(ns.uuid), enabled: ns.enabled }, 'namespace re-mapped');
       if (reuse === undefined) await this.#retire(cur);
@@ -120,7 +120,7 @@ export class Namespaces {
     const affected = sub.setNamespaceHosts(ns, hosts);
     ns.config.hosts = [...hosts];
     // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
-    this.#workers.replicateThen({ kind: 'subsystem', sub }, 'host mask', { subnqn: sub.nqn, nsid }, () => {
+    this.#core.changedThen({ kind: 'subsystem', sub }, 'host mask', { subnqn: sub.nqn, nsid }, () => {
       if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
     });
     this.#log.info({ subnqn: sub.nqn, nsid, hosts: [...hosts], notified: [...affected] }, 'namespace host mask changed');
@@ -149,11 +149,11 @@ export class Namespaces {
     this.#resv.restore(sub, cfg.nsid);
     if (notify) {
       try {
-        await this.#workers.replicate({ kind: 'subsystem', sub });
+        await this.#core.changed({ kind: 'subsystem', sub });
       } catch (err) {
         // A worker could not open it: the namespace does not exist anywhere (no AEN went out).
         sub.removeNamespace(cfg.nsid);
-        await this.#workers.replicate({ kind: 'subsystem', sub }).catch(() => undefined);
+        await this.#core.changed({ kind: 'subsystem', sub }).catch(() => undefined);
         await ns.backend.close();
         throw new InvalidArgumentError('namespaces.backend', (err as Error).message);
       }

@@ -4,17 +4,10 @@
 import { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { DNR, InvalidArgumentError, Status } from '../../protocol/index.js';
-import { runResvCommand, type CorePort, type TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
+import { runResvCommand, type CoreChange, type CoreMirror, type CorePort, type TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { resvStateKey } from '../resv-state.js';
 import { WorkerPool, type NsOpen, type NsReport, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from '../workers/index.js';
 import { workerCache } from './config-translation.js';
-
-/** A change the workers must apply. */
-export type Change =
-  | { kind: 'subsystem'; sub: Subsystem }
-  | { kind: 'subsystem-removed'; nqn: string }
-  | { kind: 'port'; port: CorePort }
-  | { kind: 'port-removed'; id: number };
 
 export interface ReplicationOptions {
   count: number;
@@ -23,7 +16,7 @@ export interface ReplicationOptions {
   entry: string | undefined;
 }
 
-export class Replication {
+export class Replication implements CoreMirror {
   readonly #core: TargetCore;
   readonly #log: Logger;
   readonly #opts: ReplicationOptions;
@@ -82,8 +75,8 @@ export class Replication {
     return this.#pool?.namespaceReports() ?? [];
   }
 
-  /** Apply `change` on every worker; rejects (WorkerSyncError) when one did not. */
-  replicate(change: Change): Promise<void> {
+  /** Apply `change` on every worker; rejects (WorkerSyncError) when one did not. The core calls it (TargetCore.changed). */
+  apply(change: CoreChange): Promise<void> {
     const pool = this.#pool;
     if (pool === undefined) return Promise.resolve();
     switch (change.kind) {
@@ -98,21 +91,6 @@ export class Replication {
       case 'port-removed':
         return pool.removePort(change.id);
     }
-  }
-
-  /**
-   * Apply `change` on every worker, then run `then` (at once without workers). A worker that did not apply it is
-   * logged and `then` runs all the same: the change stands here, and a restarted worker gets the whole state.
-   */
-  replicateThen(change: Change, what: string, ctx: Record<string, unknown>, then?: () => void): void {
-    if (this.#pool === undefined) {
-      then?.();
-      return;
-    }
-    this.replicate(change).then(then, (err: Error) => {
-      this.#log.error({ err: err.message, ...ctx }, `${what} not applied on a worker`);
-      then?.();
-    });
   }
 
   /** A namespace's reservation state changed: send it to every worker; never rejects (a dead worker gets it on restart). */
