@@ -1,7 +1,7 @@
 // The bin as users run it: a child process per case (node --import tsx cli/main.ts ...).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -58,6 +58,22 @@ describe('nvme-tcp target (child process)', () => {
     r.child.kill('SIGTERM');
     expect(await r.exit).toEqual({ code: 0, signal: null });
     expect(r.stderr()).toBe('');
+  });
+
+  it('a port in use: one line on stderr; the JSON log on stdout names the failure without a stack', async () => {
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    try {
+      const port = (busy.address() as AddressInfo).port;
+      const r = run(['target', '--listen', `127.0.0.1:${port}`, '--ram', '1M']);
+      expect(await r.exit).toEqual({ code: 1, signal: null });
+      expect(r.stderr()).toBe(`--listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`);
+      const records = r.stdout().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(records.map((x) => x['msg'])).toEqual(['start failed', 'stopping', 'target stopped']);
+      expect(r.stdout()).not.toMatch(/"stack"|\bat \S+ \(|listener error/);
+    } finally {
+      await new Promise((r) => busy.close(r));
+    }
   });
 
   it('a bad flag: one line on stderr naming it, exit 2', async () => {

@@ -39,7 +39,12 @@ export class TcpListener {
     // Paused on accept: the connection core moves the handle to a Socket that reads into the shared #rx
     // (connection/user-buffer-socket.ts).
     this.#server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.#accept(socket));
-    this.#server.on('error', (err) => target.logger.error({ err, port: port.id }, 'listener error'));
+    // An error before the socket is bound (EADDRINUSE, EACCES, EADDRNOTAVAIL) rejects listen(), and the caller reports
+    // it (the CLI in one stderr line); later ones are logged by code and message: a stack says nothing about a socket.
+    this.#server.on('error', (err: NodeJS.ErrnoException) => {
+      if (this.#bound === undefined) return;
+      target.logger.error({ port: port.id, code: err.code, error: err.message }, 'listener error');
+    });
     // Connection cap per port: Node closes the accepted handle before any JS socket exists (cheap under a flood)
     // and reports it with 'drop'; the count includes connections still before ICReq/Connect.
     const cap = port.maxConnections;
