@@ -81,7 +81,7 @@ describe('nvme-tcp initiator CLI', () => {
   it('an invalid option value exits 2 naming the option', async () => {
     const rc = await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-Q', '8'], io);
     expect(rc).toBe(2);
-    expect(err).toMatch(/queue_size/);
+    expect(err).toMatch(/^nvme-tcp connect: -Q\/--queue-size 8 outside 16\.\.\d+$/m);
   });
 
   it('queues reports no held connection when none is running', async () => {
@@ -127,9 +127,10 @@ describe('nvme-tcp initiator CLI', () => {
     const conn = ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-D'];
     const cases: [string, string[], RegExp][] = [
       ['connect', [...conn, 'extra'], /too many arguments/],
-      ['io', ['verify', ...conn, '--size', '1.5G'], /--size 1610612736: larger than namespace 1 \(4194304 bytes\)/],
+      ['io', ['verify', ...conn, '--size', '1.5G'], /^nvme-tcp io: --size 1\.5G: larger than namespace 1 \(4194304 bytes\)/],
+      ['io', ['verify', ...conn, '--bs', '1000'], /^nvme-tcp io: --bs 1000: not a multiple of the 512-byte block size/],
       ['io', ['verify', ...conn, '--size', '1X'], /--size 1X: not a size/],
-      ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /keep_alive_tmo: -5 outside/],
+      ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /^nvme-tcp connect: -k\/--keep-alive-tmo -5 outside 0\.\.65535$/m],
       ['connect', ['-a', '127.0.0.1', '-s', '70000'], /--trsvcid 70000: out of range; use 1\.\.65535/],
       ['queues', ['--set-worker', '1=2', 'more'], /too many arguments/],
       ['connect', ['-o', 'xml', '-a', '127.0.0.1'], /argument 'xml' is invalid/],

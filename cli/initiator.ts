@@ -104,6 +104,13 @@ function addConnOptions(c: Command, skip: readonly string[] = []): Command {
   return c.addOption(outputFormatOption());
 }
 
+/** The flag of a ConnectOptions key as the user typed it ("keep_alive_tmo" → "-k/--keep-alive-tmo"); the library's
+ * range checks name the key. */
+function flagOf(key: string): string | undefined {
+  const row = CONN_FLAGS.find((r) => r[1] === key);
+  return row?.[0].replace(/\s*<.*$/, '').replace(', ', '/');
+}
+
 /** commander's values → ConnectOptions, with the host identity nvme-cli would use. */
 function connectOptions(v: Record<string, unknown>, requireTraddr = true): ConnectOptions {
   const o: Record<string, unknown> = {};
@@ -372,13 +379,17 @@ async function readPass(c: Controller, count: number, bs: number, seed: number):
   return bad;
 }
 
-async function ioVerify(v: Record<string, unknown> & Fmt & { size: number; bs: number }, io: CliIo): Promise<number> {
+/** A size flag's bytes with the text given, so a message quotes what the user typed. */
+type SizeValue = { text: string; bytes: number };
+
+async function ioVerify(opts: Record<string, unknown> & Fmt & { size: SizeValue; bs: SizeValue }, io: CliIo): Promise<number> {
+  const v = { ...opts, size: opts.size.bytes, bs: opts.bs.bytes };
   const c = await connect(connectOptions(v));
   try {
     const ns = c.namespaces[0];
     if (ns === undefined) throw new UsageError('the subsystem has no namespace');
-    if (v.bs % ns.blockSize !== 0) throw new UsageError(`--bs ${v.bs}: not a multiple of the ${ns.blockSize}-byte block size`);
-    if (v.size > Number(ns.sizeBytes)) throw new UsageError(`--size ${v.size}: larger than namespace ${ns.nsid} (${Number(ns.sizeBytes)} bytes); use at most that`);
+    if (v.bs % ns.blockSize !== 0) throw new UsageError(`--bs ${opts.bs.text}: not a multiple of the ${ns.blockSize}-byte block size`);
+    if (v.size > Number(ns.sizeBytes)) throw new UsageError(`--size ${opts.size.text}: larger than namespace ${ns.nsid} (${Number(ns.sizeBytes)} bytes); use at most that`);
     const seed = (Date.now() & 0x7fffffff) >>> 0;
     const count = Math.floor(v.size / v.bs);
     const wMs = await writePass(c, count, v.bs, seed);
@@ -431,13 +442,13 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
     case 'io':
       addConnOptions(cmd)
         .argument('<action>', 'verify: write a stamped pattern, read it back, compare')
-        .option('--size <size>', 'bytes to write and verify (64M, 1.5G; at most the namespace)', (x) => sizeArg('size', x), 64 * 2 ** 20)
-        .option('--bs <size>', 'block size per I/O', (x) => sizeArg('bs', x), 4096);
+        .option('--size <size>', 'bytes to write and verify (64M, 1.5G; at most the namespace)', (x): SizeValue => ({ text: x, bytes: sizeArg('size', x) }), { text: '64M', bytes: 64 * 2 ** 20 })
+        .option('--bs <size>', 'block size per I/O', (x): SizeValue => ({ text: x, bytes: sizeArg('bs', x) }), { text: '4096', bytes: 4096 });
       return {
         cmd,
         run: (v, args) => {
           if (args[0] !== 'verify') throw new UsageError(`unknown action ${JSON.stringify(args[0])}; use "io verify"`);
-          return ioVerify(v as Record<string, unknown> & Fmt & { size: number; bs: number }, io);
+          return ioVerify(v as Record<string, unknown> & Fmt & { size: SizeValue; bs: SizeValue }, io);
         },
       };
     case 'queues':
@@ -497,7 +508,9 @@ export async function runInitiatorCli(verb: string, argv: readonly string[], io:
     return await run(opts, cmd.args, io);
   } catch (e) {
     if (e instanceof UsageError || (e as { name?: string }).name === 'CommanderError') return parseFailure(e, io, `nvme-tcp ${name}`);
-    const err = e as Error & { code?: string };
+    const err = e as Error & { code?: string; field?: string };
+    const flag = err.code === 'NVMEOF_ERR_INVALID_ARG' && err.field !== undefined ? flagOf(err.field) : undefined;
+    if (flag !== undefined) return parseFailure(new UsageError(`${flag} ${err.message.slice(`${err.field ?? ''}: `.length)}`), io, `nvme-tcp ${name}`);
     io.stderr(failureLine(name, err, opts));
     return err.code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;
   }
