@@ -90,6 +90,8 @@ export interface FioJob {
   size: string;
   /** crc32c: write then read back and check every block (fio's verify phase). */
   verify?: 'crc32c';
+  /** Pin fio's jobs to this CPU (fio cpus_allowed, as taskset -c would). */
+  cpusAllowed?: number;
 }
 
 export function fioArgv(j: FioJob): string[] {
@@ -98,6 +100,7 @@ export function fioArgv(j: FioJob): string[] {
     `--numjobs=${j.numjobs ?? 1}`, '--ioengine=libaio', '--direct=1', `--size=${j.size}`,
     // fio's verify needs the write pass to finish: no time_based there, the size bounds it.
     ...(j.verify === undefined ? [`--runtime=${j.runtimeS}`, '--time_based'] : [`--verify=${j.verify}`, '--verify_fatal=1', `--runtime=${j.runtimeS}`]),
+    ...(j.cpusAllowed === undefined ? [] : [`--cpus_allowed=${j.cpusAllowed}`]),
     '--group_reporting', '--output-format=json',
   ];
 }

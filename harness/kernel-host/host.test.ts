@@ -131,12 +131,28 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(renderMarkdown(qg)).toMatch(/Kernel offers: .*native multipath off/);
 
     const mh = await run('match-hw-queues', fake);
-    expect(mh.arms.find((a) => a.name === 'io-cpu')?.skipped).toMatch(/no per-queue io_cpu attribute/);
+    for (const n of ['io-cpu-default', 'io-cpu-submitter']) expect(mh.arms.find((a) => a.name === n)?.skipped, n).toMatch(/no per-queue io_cpu attribute \(looked in \/sys\/class\/nvme\/nvme\d+\/queues\/\*\/io_cpu/);
+    expect(mh.comparisons.map((c) => c.label)).toEqual(['matched vs baseline IOPS']);
     expect(mh.arms.find((a) => a.name === 'matched')?.params['nr_io_queues']).toBe(1);
 
     const dc = await run('duplicate-connect', fake);
     expect(dc.arms.filter((a) => a.name.startsWith('2-ctrl')).every((a) => /native multipath is off/.test(a.skipped ?? ''))).toBe(true);
     expect(dc.arms.find((a) => a.name === '1-ctrl/single')?.metrics['iops']).toBe(100000);
+    expect(await leftConnected(fake)).toEqual([]);
+  }, 60_000);
+
+  it('io_cpu where the kernel has the attribute: submitter arm writes fio\'s CPU to every queue and reads it back, default keeps connect\'s', async () => {
+    fake = await fakeTools({ ioCpu: true });
+    const r = await run('match-hw-queues', fake);
+    // The fake's queues start on CPUs 0 and 1 (queue 1 → 0, queue 2 → 1); its highest online CPU is 1.
+    expect(r.arms.find((a) => a.name === 'io-cpu-default')).toMatchObject({ params: { fioCpu: 1 }, metrics: { iops: 100000, submitterCpu: 1, queuesOnSubmitterCpu: 1, ioQueues: 2 } });
+    expect(r.arms.find((a) => a.name === 'io-cpu-submitter')).toMatchObject({ params: { fioCpu: 1 }, metrics: { iops: 100000, submitterCpu: 1, queuesOnSubmitterCpu: 2, ioQueues: 2 } });
+    expect(r.comparisons.map((c) => c.label)).toContain('io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU 1');
+    expect(r.verdict).toMatch(/With fio on CPU 1, io_cpu set to that CPU ran at 1× the connect-time choice's IOPS\./);
+    const fio = (await fake.calls()).filter((c) => c.startsWith('fio'));
+    expect(fio.filter((c) => c.includes('--cpus_allowed=1'))).toHaveLength(2);
+    expect(r.initiator?.offers?.perQueue).toEqual({ ioCpu: '/sys/class/nvme/nvmeN/queues/1/io_cpu', queueInfo: '/sys/class/nvme/nvmeN/queues' });
+    expect(renderMarkdown(r)).toMatch(/per-queue io_cpu attribute: \/sys\/class\/nvme\/nvmeN\/queues\/1\/io_cpu; per-queue info: \/sys\/class\/nvme\/nvmeN\/queues\./);
     expect(await leftConnected(fake)).toEqual([]);
   }, 60_000);
 

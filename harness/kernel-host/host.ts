@@ -204,6 +204,26 @@ export class KernelHost {
     return { skip: `kernel ${(await this.offers()).kernel}: no per-queue io_cpu attribute (looked in /sys/class/nvme/${device}/queues/*/io_cpu and debugfs nvme/${device}/queues/*/io_cpu)` };
   }
 
+  /**
+   * Writes `cpu` to every io_cpu attribute and reads them back: undefined, or why the kernel refused (an arm to skip).
+   * Paths come from ioCpuAttributes (ls output: no spaces to quote).
+   */
+  async setIoCpu(paths: readonly string[], cpu: number): Promise<ArmCheck> {
+    const w = await this.#sh(paths.map((p) => `echo ${cpu} > ${p}`).join(' && '));
+    const got = await this.ioCpus(paths);
+    const off = got.findIndex((v) => v !== cpu);
+    if (w.code === 0 && off < 0) return undefined;
+    const p = (paths[off < 0 ? 0 : off] as string).slice(this.root.length);
+    return `kernel ${(await this.offers()).kernel} refuses io_cpu ${cpu} (${p}${off < 0 ? `: ${w.stderr.trim()}` : ` stays ${String(got[off])}`})`;
+  }
+
+  /** The CPU in each io_cpu attribute (NaN where unreadable). */
+  async ioCpus(paths: readonly string[]): Promise<number[]> {
+    const r = await this.runner.exec(['cat', ...paths]);
+    const vals = r.stdout.split('\n').filter((l) => l.trim() !== '').map(Number);
+    return paths.map((_, i) => vals[i] ?? Number.NaN);
+  }
+
   /** fio with JSON output; throws KernelHostCommandError with fio's message when fio fails or reports an error. */
   async fio(job: FioJob): Promise<FioResult> {
     return (await this.fioRun(fioArgv(job), (job.runtimeS + 120) * 1000))[0] as FioResult;

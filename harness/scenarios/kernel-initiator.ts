@@ -324,6 +324,33 @@ async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number
   return { ...fioMetrics(await k.host.fio(randread(dev, quick))), ...(queues === undefined ? {} : { ioQueues: queues }) };
 }
 
+/** The CPU the io-cpu arms pin fio to: the highest online one (CPU 0 takes most interrupts), 0 when unknown. */
+async function submitterCpu(host: KernelHost): Promise<number> {
+  const r = await host.runner.exec(['cat', `${host.root}/sys/devices/system/cpu/online`]);
+  const last = /(\d+)\s*$/.exec(r.code === 0 ? r.stdout : '');
+  return last === null ? 0 : Number(last[1]);
+}
+
+/**
+ * One io-cpu arm: connect, find every queue's io_cpu attribute (skip with the paths looked at when there is none),
+ * with `write` set it to `cpu` and read it back (skip when the kernel refuses), then fio pinned to `cpu`.
+ */
+async function ioCpuArm(k: KernelRun, nqn: string, cpu: number, write: boolean, quick: boolean): Promise<Record<string, number>> {
+  const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, ctrlLossTmo: 2 });
+  const attr = await k.host.ioCpuAttributes(c.device);
+  if ('skip' in attr) throw new Skip(attr.skip);
+  if (write) {
+    const why = await k.host.setIoCpu(attr.paths, cpu);
+    if (why !== undefined) throw new Skip(why);
+  }
+  const values = await k.host.ioCpus(attr.paths);
+  const sub = await k.host.subsystem(c.device);
+  const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
+  if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+  const r = await k.host.fio({ ...randread(dev, quick), cpusAllowed: cpu });
+  return { ...fioMetrics(r), submitterCpu: cpu, queuesOnSubmitterCpu: values.filter((v) => v === cpu).length, ioQueues: attr.paths.length };
+}
+
 /** queue-groups with the Linux host: queues_per_hctx 1/2/4 where nvme-fabrics accepts the option (the RFC kernel). */
 export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
   const createdAt = new Date();
@@ -369,26 +396,30 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
       const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
       const nicQueues = Number(rx.stdout.trim()) || 1;
+      const cpu = await submitterCpu(k.host);
       const arms: Arm[] = [
         await kernelArm(ctx, k.host, 'baseline', { nr_io_queues: 'kernel default (one per CPU)' }, undefined, () => connectAndFio(k, target.nqn, {}, ctx.quick)),
         await kernelArm(ctx, k.host, 'matched', { nr_io_queues: nicQueues, nic, nicRxQueues: nicQueues }, k.host.needsOption('nr_io_queues'), () => connectAndFio(k, target.nqn, { nrIoQueues: nicQueues }, ctx.quick)),
-        await kernelArm(ctx, k.host, 'io-cpu', { io_cpu: 'submitter CPU' }, undefined, async () => {
-          const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2 });
-          const attr = await k.host.ioCpuAttributes(c.device);
-          if ('skip' in attr) throw new Skip(attr.skip);
-          throw new Skip(`kernel ${k.initiator.kernel} exposes ${attr.paths[0] as string}, but this harness has no arm that writes it yet`);
-        }),
+        // Both io-cpu arms pin fio to one CPU; default leaves each queue's io_cpu where connect put it, submitter moves it there.
+        await kernelArm(ctx, k.host, 'io-cpu-default', { io_cpu: 'connect-time choice', fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, false, ctx.quick)),
+        await kernelArm(ctx, k.host, 'io-cpu-submitter', { io_cpu: `submitter CPU ${cpu}`, fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, true, ctx.quick)),
       ];
       const c = compare(arms, 'matched vs baseline IOPS', 'iops', 'matched', 'baseline', 'higher');
+      const io = compare(arms, `io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU ${cpu}`, 'iops', 'io-cpu-submitter', 'io-cpu-default', 'higher');
+      const ioText = io === undefined ? '' : ` With fio on CPU ${cpu}, io_cpu set to that CPU ran at ${round1(io.ratio)}× the connect-time choice's IOPS.`;
       return report(
         {
           name: 'match-hw-queues',
           title: `${title} (Linux host)`,
           hypothesis,
           arms,
-          comparisons: [c],
-          verdict: c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`,
-          notes: [`The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`, 'fio: 4k randread QD64, libaio, direct.'],
+          comparisons: [c, io],
+          verdict: (c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`) + ioText,
+          notes: [
+            `The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`,
+            'fio: 4k randread QD64, libaio, direct.',
+            `io-cpu arms: fio pinned to CPU ${cpu} (the highest online CPU; fio cpus_allowed). io-cpu-default keeps each queue's io_cpu as connect chose it (nvme_tcp_set_queue_io_cpu); io-cpu-submitter writes ${cpu} to every queue's io_cpu attribute and reads it back. queuesOnSubmitterCpu counts the queues whose io_cpu is CPU ${cpu}. Both are skipped where the kernel has no per-queue io_cpu attribute.`,
+          ],
         },
         ctx,
         createdAt,
