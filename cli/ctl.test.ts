@@ -187,7 +187,7 @@ describe('target ctl errors', () => {
   it('exits 1 with the API error and the field path on a 4xx', async () => {
     const r = await ctl('subsystem', 'show', 'bad');
     expect(r.code).toBe(1);
-    expect(r.err).toBe('HTTP 400: body: backend.size: "huge" is not a size (at backend.size)\n');
+    expect(r.err).toBe('nvme-tcp target ctl: HTTP 400: body: backend.size: "huge" is not a size (at backend.size)\n');
   });
 
   it('exits 2 on a usage error without sending anything', async () => {
@@ -219,7 +219,7 @@ describe('target ctl errors', () => {
     server.use(http.all(`${BASE}/*`, () => HttpResponse.error()));
     const r = await ctl('health');
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/^request failed: /);
+    expect(r.err).toMatch(/^nvme-tcp target ctl: request failed: /);
   });
 
   it('the client reports non-JSON error pages with their status', async () => {

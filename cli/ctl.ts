@@ -484,10 +484,10 @@ function print(out: unknown, fmt: 'normal' | 'json', io: CtlIo): void {
 function ctlFailure(err: unknown, io: CtlIo): number {
   if (err instanceof UsageError || (err as { name?: string }).name === 'CommanderError') return parseFailure(err, io, 'nvme-tcp target ctl');
   if (err instanceof MgmtApiError) {
-    io.stderr(`${err.message}\n`);
+    io.stderr(`nvme-tcp target ctl: ${err.message}\n`);
     return 1;
   }
   const e = err as Error & { cause?: { message?: string } };
-  io.stderr(`request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
+  io.stderr(`nvme-tcp target ctl: request failed: ${e.message}${e.cause?.message !== undefined ? ` (${e.cause.message})` : ''}\n`);
   return 1;
 }

@@ -67,7 +67,7 @@ describe('nvme-tcp target (child process)', () => {
       const port = (busy.address() as AddressInfo).port;
       const r = run(['target', '--listen', `127.0.0.1:${port}`, '--ram', '1M']);
       expect(await r.exit).toEqual({ code: 1, signal: null });
-      expect(r.stderr()).toBe(`--listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`);
+      expect(r.stderr()).toBe(`nvme-tcp target: --listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`);
       const records = r.stdout().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(records.map((x) => x['msg'])).toEqual(['start failed', 'stopping', 'target stopped']);
       expect(r.stdout()).not.toMatch(/"stack"|\bat \S+ \(|listener error/);
@@ -79,7 +79,7 @@ describe('nvme-tcp target (child process)', () => {
   it('a bad flag: one line on stderr naming it, exit 2', async () => {
     const r = run(['target', '--block-size', '1000']);
     expect(await r.exit).toEqual({ code: 2, signal: null });
-    expect(r.stderr()).toBe('--block-size 1000: not supported; use 512 or 4096\n');
+    expect(r.stderr()).toBe('nvme-tcp target: --block-size 1000: not supported; use 512 or 4096\n');
     expect(r.stdout()).toBe('');
   });
 });

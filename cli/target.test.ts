@@ -200,7 +200,7 @@ describe('runTargetCli in-process', () => {
   it('exit 2 and one stderr line for a bad flag', async () => {
     const c = capture();
     expect(await runTargetCli(['--ram', '12Q'], c.io)).toBe(2);
-    expect(c.err).toEqual(['--ram 12Q: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)\n']);
+    expect(c.err).toEqual(['nvme-tcp target: --ram 12Q: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)\n']);
     expect(c.out).toEqual([]);
   });
 
@@ -211,7 +211,7 @@ describe('runTargetCli in-process', () => {
     const port = (busy.address() as { port: number }).port;
     const c = capture();
     expect(await runTargetCli(['--listen', `127.0.0.1:${port}`, '--null', '1M'], c.io)).toBe(1);
-    expect(c.err).toEqual([`--listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`]);
+    expect(c.err).toEqual([`nvme-tcp target: --listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`]);
   });
 
   it('--api starts the management API next to the target and stops it with the target', async () => {
@@ -244,7 +244,7 @@ describe('runTargetCli in-process', () => {
       if (saved !== undefined) process.env.NVME_TCP_API_TOKEN = saved;
     }
     expect(c.err).toHaveLength(1);
-    expect(c.err[0]).toMatch(/^--api: refusing to serve the management API on 0\.0\.0\.0:0 without a token/);
+    expect(c.err[0]).toMatch(/^nvme-tcp target: --api: refusing to serve the management API on 0\.0\.0\.0:0 without a token/);
   });
 
   it('"ctl" goes to the management client', async () => {

@@ -797,6 +797,10 @@ async function startAll(service: TargetService, config: TargetConfig, args: Targ
 export async function runTargetCli(argv: readonly string[], ioIn: Partial<TargetCliIo> = {}): Promise<number> {
   const io: TargetCliIo = { ...defaultIo, ...ioIn };
   if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: io.stdout, stderr: io.stderr, env: process.env });
+  // What the target writes on stderr is its error lines: each names the program, like its start-up lines on stdout
+  // and the other verbs' errors.
+  const stderr = io.stderr;
+  io.stderr = (s) => stderr(s.replace(/^(?=.)/gm, 'nvme-tcp target: '));
 
   const loaded = await loadTarget(argv, io);
   if (typeof loaded === 'number') return loaded;

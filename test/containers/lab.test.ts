@@ -113,9 +113,9 @@ describe('bad input: the container stops with its one-line error and is not rest
     const up = await compose(project, file, ['up', '-d', '--no-build']);
     expect(up.code, up.out + up.err).toBe(0);
     const expected: Record<string, RegExp> = {
-      notoken: /^--api: refusing to serve the management API on 0\.0\.0\.0:8080 without a token/,
-      invalid: /^config \/etc\/nvme-tcp\/target\.json: ports\[0\]\.port: expected a number/,
-      unwritable: /^namespace backend \/data\/ns1\.img: EACCES; make its directory writable/,
+      notoken: /^nvme-tcp target: --api: refusing to serve the management API on 0\.0\.0\.0:8080 without a token/,
+      invalid: /^nvme-tcp target: config \/etc\/nvme-tcp\/target\.json: ports\[0\]\.port: expected a number/,
+      unwritable: /^nvme-tcp target: namespace backend \/data\/ns1\.img: EACCES; make its directory writable/,
     };
     for (const [service, re] of Object.entries(expected)) {
       const name = ctr(project, service);

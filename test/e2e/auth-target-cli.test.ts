@@ -116,7 +116,7 @@ describe('nvme-tcp target with --dhchap-key / --dhchap-ctrl-key', () => {
     const t = run(['--listen', '127.0.0.1:0', '--dhchap-key', `${HOSTNQN}=${bad}`, '--log-level', 'trace']);
     expect(await t.exited).toBe(2);
     expect(t.err.join('')).toBe(
-      `--dhchap-key ${HOSTNQN}=<secret>: DH-HMAC-CHAP secret CRC-32 mismatch (corrupted or mistyped secret); use the "DHHC-1:<hh>:<base64>:" form that nvme gen-dhchap-key prints\n`,
+      `nvme-tcp target: --dhchap-key ${HOSTNQN}=<secret>: DH-HMAC-CHAP secret CRC-32 mismatch (corrupted or mistyped secret); use the "DHHC-1:<hh>:<base64>:" form that nvme gen-dhchap-key prints\n`,
     );
     expect(t.out.join('')).toBe('');
   }, 30_000);

@@ -128,10 +128,10 @@ describe('TargetService in a gateway group (real etcd)', () => {
     try {
       const serial = await start((c) => (c.subsystems[0]!.serial = 'OTHER'));
       expect(serial.code).toBe(2);
-      expect(serial.err).toMatch(new RegExp(`^--gateway-group: gateway group 'desc': subsystem ${NQN}: serial OTHER here, [0-9a-f]{20} in the group's record\n$`));
+      expect(serial.err).toMatch(new RegExp(`^nvme-tcp target: --gateway-group: gateway group 'desc': subsystem ${NQN}: serial OTHER here, [0-9a-f]{20} in the group's record\n$`));
       const keys = await start((c) => (c.hosts = [{ nqn: 'nqn.2014-08.org.nvmexpress:uuid:h1', dhchapKey: DHCHAP }]));
       expect(keys.code).toBe(2);
-      expect(keys.err).toBe("--gateway-group: gateway group 'desc': host key configuration (DH-HMAC-CHAP/TLS) differs from the group's record (digest mismatch)\n");
+      expect(keys.err).toBe("nvme-tcp target: --gateway-group: gateway group 'desc': host key configuration (DH-HMAC-CHAP/TLS) differs from the group's record (digest mismatch)\n");
       expect(keys.err).not.toContain('DHHC-1');
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -182,6 +182,6 @@ describe('TargetService in a gateway group (real etcd)', () => {
       processHandlers: false,
     });
     expect(code).toBe(2);
-    expect(err).toBe('--etcd: etcd unreachable at http://127.0.0.1:9; start etcd there or give its client URL\n');
+    expect(err).toBe('nvme-tcp target: --etcd: etcd unreachable at http://127.0.0.1:9; start etcd there or give its client URL\n');
   }, 20_000);
 });

@@ -14,14 +14,14 @@ async function run(argv: string[]): Promise<{ code: number; err: string }> {
 
 describe('target --workers / --placement', () => {
   for (const [argv, msg] of [
-    [['--workers', '0'], /^--workers 0: not a worker count; use an integer >= 1 or auto\n$/],
-    [['--workers', 'two'], /^--workers two: not a worker count/],
-    [['--workers', '1.5'], /^--workers 1\.5: not a worker count/],
-    [['--placement', 'spread'], /^--placement spread: unknown policy; use single, controller, queue or host\n$/],
-    [['--port-placement', '1=spread'], /^--port-placement 1=spread: unknown policy "spread"; use single, controller, queue or host\n$/],
-    [['--port-placement', 'single'], /^--port-placement single: not ID=POLICY; use e\.g\. 2=single\n$/],
-    [['--port-placement', '1=single', '--port-placement', '1=queue'], /^--port-placement 1=queue: port 1 given twice; give one policy per port\n$/],
-    [['--listen', '127.0.0.1:0', '--port-placement', '9=single'], /^--port-placement 9=single: no port 9; the ports are 1\n$/],
+    [['--workers', '0'], /^nvme-tcp target: --workers 0: not a worker count; use an integer >= 1 or auto\n$/],
+    [['--workers', 'two'], /^nvme-tcp target: --workers two: not a worker count/],
+    [['--workers', '1.5'], /^nvme-tcp target: --workers 1\.5: not a worker count/],
+    [['--placement', 'spread'], /^nvme-tcp target: --placement spread: unknown policy; use single, controller, queue or host\n$/],
+    [['--port-placement', '1=spread'], /^nvme-tcp target: --port-placement 1=spread: unknown policy "spread"; use single, controller, queue or host\n$/],
+    [['--port-placement', 'single'], /^nvme-tcp target: --port-placement single: not ID=POLICY; use e\.g\. 2=single\n$/],
+    [['--port-placement', '1=single', '--port-placement', '1=queue'], /^nvme-tcp target: --port-placement 1=queue: port 1 given twice; give one policy per port\n$/],
+    [['--listen', '127.0.0.1:0', '--port-placement', '9=single'], /^nvme-tcp target: --port-placement 9=single: no port 9; the ports are 1\n$/],
   ] as const) {
     it(`${argv.join(' ')}: one line, exit 2`, async () => {
       const r = await run([...argv]);
