@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { Command, CommanderError, Option } from 'commander';
 import { validateNvmetName } from '../protocol/index.js';
+import { parseHostPort } from '../target/config/host-port.js';
 import { parseSize } from '../target/config/size.js';
 
 /** A command line that cannot be turned into a request: one line on stderr, exit status 2. */
@@ -157,14 +158,11 @@ export function addrArg(flag: string, v: string): string {
   return v;
 }
 
-/** ADDR:PORT with IPv6 in brackets ([::1]:8080). */
-export function hostPortArg(flag: string, v: string): { addr: string; port: number } {
-  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(v) ?? /^([^:[\]]+):(\d{1,5})$/.exec(v);
-  const addr = m?.[1];
-  if (m === null || addr === undefined || isIP(addr) === 0 || (isIP(addr) === 6) !== v.startsWith('[') || Number(m[2]) > 65535) {
-    throw new UsageError(`--${flag} ${v}: not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`);
-  }
-  return { addr, port: Number(m[2]) };
+/** ADDR:PORT with IPv6 in brackets ([::1]:8080), by the config schema's own parser (target/config/host-port.ts). */
+export function hostPortArg(flag: string, v: string, examples = '127.0.0.1:8080 or [::1]:8080'): { addr: string; port: number; family: 'ipv4' | 'ipv6' } {
+  const hp = parseHostPort(v);
+  if (hp === undefined) throw new UsageError(`--${flag} ${v}: not ADDR:PORT; use e.g. ${examples}`);
+  return hp;
 }
 
 /** `-o, --output-format normal|json` (nvme-cli's flag). */

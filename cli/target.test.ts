@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_SUBSYSTEM_NQN, defaultConfig } from '../target/config/index.js';
+import { DEFAULT_SUBSYSTEM_NQN, defaultConfig, parseTargetConfig } from '../target/config/index.js';
+import { hostPortArg, nqnArg, sizeArg } from './args.js';
 import { Writable } from 'node:stream';
 import { formatDhchapSecret } from '../protocol/auth/index.js';
 import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetLoggerOptions } from './target.js';
@@ -35,8 +36,8 @@ describe('parseTargetArgs rejects bad flags with one line naming the flag and th
     [['--ram', '1X'], '--ram 1X: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
     [['--null', 'big'], '--null big: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
     [['--block-size', '1024'], '--block-size 1024: not supported; use 512 or 4096'],
-    [['--nqn', ''], '--nqn: "" cannot name a subsystem or host (empty); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1'],
-    [['--allow-host', 'h'.repeat(224)], `--allow-host: "${'h'.repeat(224)}" cannot name a subsystem or host (too long: 224 bytes, at most 223); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1`],
+    [['--nqn', ''], '--nqn "": cannot name a subsystem or host (empty); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1'],
+    [['--allow-host', 'h'.repeat(224)], `--allow-host "${'h'.repeat(224)}": cannot name a subsystem or host (too long: 224 bytes, at most 223); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1`],
     [['--advertise', 'gateway'], '--advertise gateway: not an IP address; use ADDR or ADDR:PORT (e.g. 10.0.2.100 or 10.0.2.100:4420)'],
     [['--advertise', '10.0.2.100:0'], '--advertise 10.0.2.100:0: port 0 cannot be advertised; use the port hosts connect to'],
     [['--log-level', 'loud'], '--log-level loud: unknown level; use trace, debug, info, warn, error, fatal, silent'],
@@ -50,6 +51,36 @@ describe('parseTargetArgs rejects bad flags with one line naming the flag and th
     } catch (err) {
       expect((err as Error).message).toBe(message);
     }
+  });
+});
+
+// One parser per kind of value (issue 32): the same text means the same thing in every flag and in the config file.
+describe('one parser per kind of value', () => {
+  const accepted = (f: () => unknown): boolean => {
+    try {
+      f();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  it.each(['127.0.0.1:4420', '[::1]:4420', '0.0.0.0:0', '::1:4420', '1.2.3.4:70000', 'localhost:4420', '[127.0.0.1]:1', '10.0.0.1', ' 10.0.0.1:1'])(
+    'ADDR:PORT %j: target --listen, target --api, ctl --api and the config api.listen agree',
+    (v) => {
+      const ok = accepted(() => hostPortArg('api', v));
+      expect(accepted(() => parseTargetArgs(['--listen', v]))).toBe(ok);
+      expect(accepted(() => parseTargetArgs(['--api', v]))).toBe(ok);
+      expect(accepted(() => parseTargetConfig({ ...defaultConfig(), api: { listen: v, token: 't' } }))).toBe(ok);
+      expect(ok).toBe(['127.0.0.1:4420', '[::1]:4420', '0.0.0.0:0'].includes(v));
+    },
+  );
+  it.each(['1G', '1.5T', '512K', '4096', '1X', '-1', '1.3'])('size %j: target --ram and the initiator\'s size flags agree', (v) => {
+    expect(accepted(() => parseTargetArgs(['--ram', v]))).toBe(accepted(() => sizeArg('size', v)));
+  });
+  it.each(['nqn.2024-01.io.example:a', 'testnqn', '', 'h'.repeat(224)])('name %j: target --nqn/--allow-host and the initiator\'s -n agree', (v) => {
+    const ok = accepted(() => nqnArg('nqn', v));
+    expect(accepted(() => parseTargetArgs(['--nqn', v]))).toBe(ok);
+    expect(accepted(() => parseTargetArgs(['--allow-host', v]))).toBe(ok);
   });
 });
 

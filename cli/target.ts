@@ -21,13 +21,12 @@ import {
   nameProblem,
   parseHostPort,
   parseTargetConfig,
-  SIZE_FIX,
   sizeToBytes,
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { gatewayId } from '../target/service/gateway.js';
 import { PLACEMENTS, isPlacement, type Placement } from '../target/workers/index.js';
-import { usageLine } from './args.js';
+import { hostPortArg, nqnArg, sizeArg, UsageError, usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
 import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
 
@@ -201,6 +200,16 @@ function usageError(msg: string): ConfigError {
   return new ConfigError(`${msg}; see nvme-tcp target --help`);
 }
 
+/** A value by the bin's one parser for its kind (cli/args.ts); its UsageError as the ConfigError the target exits 2 on. */
+function flagValue<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof UsageError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
 /** The flags by long name, and the namespace flags in command-line order (their nsids follow it). */
 function parseFlags(argv: readonly string[]): { v: TargetFlags; order: { name: 'ram' | 'null' | 'file'; value: string }[] } {
   const order: { name: 'ram' | 'null' | 'file'; value: string }[] = [];
@@ -242,19 +251,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   if (args.config !== undefined && args.importNvmetcli !== undefined) {
     throw usageError('--config and --import-nvmetcli: give only one of them (convert once, then save as a config)');
   }
-  for (const l of v.listen ?? []) {
-    const hp = parseHostPort(l);
-    if (!hp) throw new ConfigError(`--listen ${l}: not ADDR:PORT; use e.g. 127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420`);
-    args.listen.push(hp);
-  }
-  if (v.nqn !== undefined) {
-    const p = nameProblem(v.nqn);
-    if (p) throw new ConfigError(`--nqn: ${JSON.stringify(v.nqn)} ${p}`);
-    args.nqn = v.nqn;
-  }
+  for (const l of v.listen ?? []) args.listen.push(flagValue(() => hostPortArg('listen', l, '127.0.0.1:4420, 0.0.0.0:4420 or [::1]:4420')));
+  if (v.nqn !== undefined) args.nqn = flagValue(() => nqnArg('nqn', v.nqn ?? ''));
   for (const h of v['allow-host'] ?? []) {
-    const p = nameProblem(h);
-    if (p) throw new ConfigError(`--allow-host: ${JSON.stringify(h)} ${p}`);
+    flagValue(() => nqnArg('allow-host', h));
     if (!args.allowHosts.includes(h)) args.allowHosts.push(h);
   }
   parseSecretFlags(v, args);
@@ -290,7 +290,7 @@ function parseNamespaceFlags(v: TargetFlags, order: readonly { name: 'ram' | 'nu
   // Namespace flags keep their command-line order across --ram/--file/--null.
   for (const t of order) {
     if (t.name === 'ram' || t.name === 'null') {
-      if (sizeToBytes(t.value) === undefined) throw new ConfigError(`--${t.name} ${t.value}: not a size; ${SIZE_FIX}`);
+      flagValue(() => sizeArg(t.name, t.value));
       args.namespaces.push({ kind: t.name, size: t.value });
     } else if (t.name === 'file') {
       args.namespaces.push(parseFileFlag(t.value));
@@ -309,7 +309,7 @@ function parseNetworkFlags(v: TargetFlags, args: TargetArgs): void {
     if (args.advertise.port === 0) throw new ConfigError(`--advertise ${a}: port 0 cannot be advertised; use the port hosts connect to`);
   }
   if (v.api !== undefined) {
-    if (!parseHostPort(v.api)) throw new ConfigError(`--api ${v.api}: not ADDR:PORT; use e.g. 127.0.0.1:8080 or [::1]:8080`);
+    flagValue(() => hostPortArg('api', v.api ?? ''));
     args.api = v.api;
   }
   if (v.tls !== undefined) {

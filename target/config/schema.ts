@@ -1,12 +1,12 @@
 // The one schema for the target's configuration: the JSON config file, nvmetcli imports and HTTP API
 // bodies all pass through it. It validates unknown input into the types of ./types.ts without adding
 // defaults (a saved config round-trips unchanged); TargetService applies the defaults.
-import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
 import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
 import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../workers/placement.js';
+import { ipFamily, parseHostPort } from './host-port.js';
 import { parseSize } from './size.js';
 import type {
   AnaStateName,
@@ -75,11 +75,7 @@ export function sizeToBytes(spec: number | string): number | undefined {
 
 export const SIZE_FIX = 'use bytes or a K/M/G/T suffix (e.g. 1G)';
 
-/** "ipv4" / "ipv6" for a literal address, undefined for anything else (host names are not resolved). */
-export function ipFamily(addr: string): 'ipv4' | 'ipv6' | undefined {
-  const v = isIP(addr);
-  return v === 4 ? 'ipv4' : v === 6 ? 'ipv6' : undefined;
-}
+export { ipFamily, parseHostPort } from './host-port.js';
 
 // ---------------------------------------------------------------------------------------------- helpers
 
@@ -511,18 +507,6 @@ function dupes<T, K>(items: readonly T[], key: (t: T) => K | undefined, report: 
     if (seen.has(k)) report(i, k);
     seen.add(k);
   });
-}
-
-/** Parses "ADDR:PORT" with IPv6 in brackets ("[::1]:4420"); undefined when malformed. */
-export function parseHostPort(spec: string): { addr: string; port: number; family: 'ipv4' | 'ipv6' } | undefined {
-  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(spec) ?? /^([^:[\]]+):(\d{1,5})$/.exec(spec);
-  if (!m || m[1] === undefined || m[2] === undefined) return undefined;
-  const family = ipFamily(m[1]);
-  const port = Number(m[2]);
-  if (!family || port > 65535) return undefined;
-  // Brackets exactly when the address is IPv6 (RFC 3986 host syntax).
-  if ((family === 'ipv6') !== spec.startsWith('[')) return undefined;
-  return { addr: m[1], port, family };
 }
 
 // ---------------------------------------------------------------------------------------------- type checks
