@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { Command, CommanderError, Option } from 'commander';
 import { validateNvmetName } from '../protocol/index.js';
+import { parseDuration } from '../target/config/duration.js';
 import { parseHostPort } from '../target/config/host-port.js';
 import { parseSize } from '../target/config/size.js';
 
@@ -116,6 +117,22 @@ export function sizeArg(flag: string, v: string): number {
   } catch {
     throw new UsageError(`--${flag} ${v}: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)`);
   }
+}
+
+/**
+ * A whole number of `unit` (seconds or ms, the flag's own unit as nvme-cli reads it) from "30", "5s", "500ms", "2m":
+ * the duration parser fio job files use (target/config/duration.ts). Negative where min allows (-1: "never").
+ */
+export function durationArg(flag: string, v: string, unit: 's' | 'ms', min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  let n: number;
+  try {
+    n = parseDuration(v, unit);
+  } catch {
+    throw new UsageError(`--${flag} ${v}: not a duration; use a number of ${unit === 's' ? 'seconds' : 'milliseconds'} or a ms/s/m/h suffix (e.g. 5s)`);
+  }
+  if (!Number.isSafeInteger(n)) throw new UsageError(`--${flag} ${v}: not a whole number of ${unit === 's' ? 'seconds' : 'milliseconds'}`);
+  if (n < min || n > max) throw new UsageError(`--${flag} ${v}: out of range; use ${min}..${max} (${unit})`);
+  return n;
 }
 
 /** An integer in [min, max], decimal or 0x-hex; negative where min allows (e.g. -1 for "off"). */

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { parseArgs } from 'node:util';
 import { Command, CommanderError, Option } from 'commander';
-import { UsageError, usageLine } from './args.js';
+import { intArg, nqnArg, portArg, sizeArg, UsageError, usageLine } from './args.js';
 import {
   allowedCpus,
   armFromRun,
@@ -132,11 +132,20 @@ const OPTIONS = {
 } as const;
 
 
+/** An integer flag by the bin's one integer parser (cli/args.ts intArg: decimal or 0x-hex, so "1e3" is refused). */
 function intFlag(v: string | undefined, name: string, min: number, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}..${max}, got "${v}"`);
-  return n;
+  return v === undefined ? undefined : intArg(name, v, min, max);
+}
+
+/**
+ * -s, -n and --ram by the parsers every verb uses, before anything starts (a bad --ram is exit 2, not 1); -a takes
+ * an address or a host name, as connect's does, and only an empty one is refused here.
+ */
+function checkValueFlags(v: BenchValues): void {
+  if (v.traddr === '') throw new UsageError('-a/--traddr: empty; use e.g. -a 127.0.0.1');
+  if (v.trsvcid !== undefined) portArg('trsvcid', v.trsvcid);
+  if (v.nqn !== undefined) nqnArg('nqn', v.nqn);
+  if (v.ram !== undefined) sizeArg('ram', v.ram);
 }
 
 /** OPTIONS through commander (typo suggestions, one error); the help stays BENCH_USAGE. */
@@ -178,6 +187,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     const format = v['output-format'] ?? (v.json === true ? 'json' : 'normal');
     if (format !== 'normal' && format !== 'json') throw new UsageError(`--output-format must be normal or json, got "${format}"`);
     v.json = format === 'json';
+    checkValueFlags(v);
     if (v.list === true) {
       for (const s of SCENARIOS) io.stdout(`${s.name.padEnd(18)} ${s.title}\n`);
       return 0;

@@ -5,6 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseTimeMs } from '../harness/load/job-file.js';
+import { durationArg } from './args.js';
 import { runInitiatorCli, type CliIo } from './initiator.js';
 import { INITIATOR_VERBS } from './verbs.js';
 import { FakeController } from '../harness/peers/fake-controller.js';
@@ -132,6 +134,9 @@ describe('nvme-tcp initiator CLI', () => {
       ['io', ['verify', ...conn, '--size', '1X'], /--size 1X: not a size/],
       ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /^nvme-tcp connect: -k\/--keep-alive-tmo -5 outside 0\.\.65535$/m],
       ['connect', ['-a', '127.0.0.1', '-s', '70000'], /--trsvcid 70000: out of range; use 1\.\.65535/],
+      ['connect', ['-a', '127.0.0.1', '-k', '5x'], /^nvme-tcp connect: --keep-alive-tmo 5x: not a duration; use a number of seconds or a ms\/s\/m\/h suffix \(e\.g\. 5s\)$/m],
+      ['connect', ['-a', '127.0.0.1', '-k', '500ms'], /^nvme-tcp connect: --keep-alive-tmo 500ms: not a whole number of seconds$/m],
+      ['connect', ['-a', '127.0.0.1', '-s', '1e3'], /^nvme-tcp connect: --trsvcid 1e3: not an integer/m],
       ['queues', ['--set-worker', '1=2', 'more'], /too many arguments/],
       ['connect', ['-o', 'xml', '-a', '127.0.0.1'], /argument 'xml' is invalid/],
     ];
@@ -141,6 +146,15 @@ describe('nvme-tcp initiator CLI', () => {
       expect(err.split('\n').filter(Boolean), argv.join(' ')).toHaveLength(1);
       expect(err, argv.join(' ')).toMatch(re);
     }
+  });
+
+  it('durations: -k/-c/-l/-F in seconds and --io-timeout/--admin-timeout in ms take a plain number or a unit (as job files do)', async () => {
+    const conn = ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1', '-D', '-o', 'json'];
+    expect(await runInitiatorCli('connect', [...conn, '-k', '1m', '-l', '-1', '-c', '2s', '--io-timeout', '1.5s', '--admin-timeout', '30000'], io), err).toBe(0);
+    expect(err).toBe('');
+    expect([durationArg('k', '1m', 's'), durationArg('k', '60', 's'), durationArg('l', '-1', 's', -1), durationArg('t', '1.1s', 'ms'), durationArg('t', '30000', 'ms')]).toEqual([60, 60, -1, 1100, 30000]);
+    // runtime=1s in a job file is the same second.
+    expect(parseTimeMs('1s')).toBe(durationArg('t', '1s', 'ms'));
   });
 
   it('connect to a subsystem the target lacks: the status and a hint', async () => {

@@ -1,5 +1,7 @@
 // Job files: the fio subset we run (`[global]` + `[job]` sections of key=value) and the same options as JSON.
 // Parsing checks keys and value syntax (with line numbers); resolveJobs applies the namespace geometry.
+import { parseDuration } from '../../target/config/duration.js';
+import { parseSize } from '../../target/config/size.js';
 import type { BsSplitEntry, JobSpec, RwMode } from './types.js';
 import { RW_MODES } from './types.js';
 
@@ -94,24 +96,27 @@ export function parseCpus(v: string, line?: number): number[] {
   return out;
 }
 
-const BYTE_UNITS: Readonly<Record<string, number>> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
-
-/** fio sizes: plain bytes or k/m/g/t suffixes (powers of 1024, fio's default kb_base), optional "b"/"ib". */
+/**
+ * fio sizes: plain bytes or k/m/g/t suffixes (powers of 1024, fio's default kb_base), optional "b"/"ib": the target's
+ * and the bin's size parser (target/config/size.ts), which reads them the same way.
+ */
 export function parseBytes(v: string, line?: number): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$/i.exec(v);
-  if (m === null) throw new JobFileError(`cannot parse size "${v}"`, line);
-  const n = Number(m[1]) * (BYTE_UNITS[(m[2] ?? '').toLowerCase()] ?? 1);
-  if (!Number.isSafeInteger(n)) throw new JobFileError(`size "${v}" is not a whole number of bytes`, line);
-  return n;
+  if (!/^\s*\d+(?:\.\d+)?\s*[kmgt]?(?:i?b)?\s*$/i.test(v)) throw new JobFileError(`cannot parse size "${v}"`, line);
+  try {
+    return parseSize(v);
+  } catch {
+    throw new JobFileError(`size "${v}" is not a whole number of bytes`, line);
+  }
 }
 
-/** fio times: plain numbers are seconds; suffixes us, ms, s, m, h. Returns milliseconds. */
+/** fio times: plain numbers are seconds; suffixes us, ms, s, m, h (the bin's duration parser). Returns milliseconds. */
 export function parseTimeMs(v: string, line?: number): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$/i.exec(v);
-  if (m === null) throw new JobFileError(`cannot parse time "${v}"`, line);
-  const unit = (m[2] ?? 's').toLowerCase();
-  const scale = unit === 'us' ? 0.001 : unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000;
-  return Number(m[1]) * scale;
+  if (v.trim().startsWith('-')) throw new JobFileError(`cannot parse time "${v}"`, line);
+  try {
+    return parseDuration(v, 's') * 1000;
+  } catch {
+    throw new JobFileError(`cannot parse time "${v}"`, line);
+  }
 }
 
 /** `4k/50:64k/50` → entries; an entry without a weight shares what the others leave of 100. */

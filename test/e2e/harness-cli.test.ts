@@ -76,10 +76,15 @@ describe('nvme-tcp bench', () => {
     [['--scenario', 'nope'], /unknown scenario "nope"; one of: queue-groups, /],
     [['a.fio', 'b.fio'], /one job file at a time/],
     [['/nonexistent/x.fio'], /cannot read \/nonexistent\/x.fio: ENOENT/],
-    [['x.fio', '--nr-io-queues', 'many'], /--nr-io-queues must be an integer/],
+    [['x.fio', '--nr-io-queues', 'many'], /^nvme-tcp bench: --nr-io-queues many: not an integer; use e\.g\. 1\n$/],
+    // The parsers connect uses: "1e3" is no port there either; -n and --ram are checked before anything starts.
+    [['x.fio', '-a', '127.0.0.1', '-s', '1e3', '-n', 'nqn.2024-01.io.example:x'], /^nvme-tcp bench: --trsvcid 1e3: not an integer; use e\.g\. 1\n$/],
+    [['x.fio', '-a', '127.0.0.1', '-n', 'x'.repeat(224)], /^nvme-tcp bench: --nqn "x+": cannot name a subsystem or host \(too long/],
+    [['x.fio', '--ram', '1X'], /^nvme-tcp bench: --ram 1X: not a size; use bytes or a K\/M\/G\/T suffix \(e\.g\. 1G\)\n$/],
+    [['x.fio', '-a', ''], /^nvme-tcp bench: -a\/--traddr: empty/],
     [['--quick', 'x.fio'], /--quick applies to --scenario only/],
     [['--scenario', 'parallel-connect', '--io-workers', '2'], /--io-workers does not apply to scenario parallel-connect; it does to queue-groups, duplicate-connect, match-hw-queues/],
-    [['--scenario', 'queue-groups', '--io-workers=-1'], /--io-workers must be an integer 0..4096, got "-1"/],
+    [['--scenario', 'queue-groups', '--io-workers=-1'], /^nvme-tcp bench: --io-workers -1: out of range; use 0\.\.4096\n$/],
     [['x.fio', '--output-format=terse'], /^nvme-tcp bench: --output-format must be normal or json, got "terse"\n$/],
   ])('bad usage %j: one line, exit 2', async (argv, re) => {
     const r = await bench(argv);

@@ -22,7 +22,7 @@ describe('nvme-tcp bench --target', () => {
     expect(await bench(['--scenario', 'duplicate-connect', '--target', 'linux'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target must be ours or spdk, got "linux"\n' });
     expect(await bench(['--scenario', 'duplicate-connect', '--target-cores', '2'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target-cores needs --target spdk\n' });
     expect(await bench(['--scenario', 'queue-groups', '--target', 'ours', '--spdk-interrupt'])).toEqual({ code: 2, err: 'nvme-tcp bench: --spdk-interrupt needs --target spdk\n' });
-    expect(await bench(['--scenario', 'queue-groups', '--target', 'spdk', '--target-cores', '0'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target-cores must be an integer 1..1024, got "0"\n' });
+    expect(await bench(['--scenario', 'queue-groups', '--target', 'spdk', '--target-cores', '0'])).toEqual({ code: 2, err: 'nvme-tcp bench: --target-cores 0: out of range; use 1..1024\n' });
     expect(await bench(['job.fio', '--spdk-interrupt'])).toEqual({ code: 2, err: 'nvme-tcp bench: --spdk-interrupt needs --target spdk\n' });
     expect(await bench(['job.fio', '-a', '127.0.0.1', '-n', 'nqn.2014-08.org.example:x', '--target', 'ours'])).toEqual({
       code: 2,
