@@ -57,8 +57,14 @@ connect)
   # FAKE_CONNECT_FAIL=N: the Nth connect fails as nvme-cli does when the kernel refuses the write
   n=$(($(cat "$FAKE_ROOT/connects" 2>/dev/null || echo 0) + 1)); echo $n > "$FAKE_ROOT/connects"
   if [ "$n" = "$FAKE_CONNECT_FAIL" ]; then echo "Failed to write to /dev/nvme-fabrics: Connection refused" >&2; echo "could not add new controller: failed to write to nvme-fabrics device" >&2; exit 1; fi
-  nqn=; nr=2; dup=0
-  while [ $# -gt 0 ]; do case "$1" in -n) nqn=$2; shift;; --nr-io-queues=*) nr=\${1#*=};; --duplicate-connect) dup=1;; --queues-per-hctx=*) [ -n "$FAKE_NO_QPH" ] && { echo "nvme connect: invalid option queues_per_hctx" >&2; exit 22; };; esac; shift; done
+  nqn=; nr=2; dup=0; addr=; port=
+  while [ $# -gt 0 ]; do case "$1" in -n) nqn=$2; shift;; -a) addr=$2; shift;; -s) port=$2; shift;; --nr-io-queues=*) nr=\${1#*=};; --duplicate-connect) dup=1;; --queues-per-hctx=*) [ -n "$FAKE_NO_QPH" ] && { echo "nvme connect: invalid option queues_per_hctx" >&2; exit 22; };; esac; shift; done
+  # A port of the fake nvmet (configfs) at -a:-s serves only the subsystem linked to it with its namespace enabled.
+  for p in "$FAKE_ROOT"/sys/kernel/config/nvmet/ports/*; do
+    [ "$(cat "$p/addr_traddr" 2>/dev/null):$(cat "$p/addr_trsvcid" 2>/dev/null)" = "$addr:$port" ] || continue
+    if [ ! -L "$p/subsystems/$nqn" ] || [ "$(cat "$p/subsystems/$nqn/namespaces/1/enable" 2>/dev/null)" != 1 ]; then echo "Failed to write to /dev/nvme-fabrics: Input/output error" >&2; exit 1; fi
+    echo "$nqn $addr:$port" >> "$FAKE_ROOT/nvmet-connects"
+  done
   i=0; while [ -e "$R/nvme/nvme$i" ]; do i=$((i+1)); done
   s=$(grep -lx "$nqn" "$R"/nvme-subsystem/*/subsysnqn 2>/dev/null | head -n 1)
   if [ -n "$s" ] && [ $dup = 0 ]; then echo "Failed to write to /dev/nvme-fabrics: Operation already in progress" >&2; exit 114; fi
@@ -84,6 +90,19 @@ if [ -n "$FAKE_FIO_FAIL" ]; then echo "fio: pid=123, err=5/file:io_u.c:1889, fun
 cat "$FAKE_JSON"
 `;
 
+const RMDIR = `#!/bin/sh
+# fake rmdir: under the fake configfs, removes a group with its attributes as configfs does, refusing one that still
+# holds child items (a namespace, a linked subsystem); elsewhere the real rmdir
+for d in "$@"; do
+  case "$d" in
+  "$FAKE_ROOT"/sys/kernel/config/*)
+    for c in "$d"/*/*; do [ -e "$c" ] || [ -L "$c" ] && { echo "rmdir: $d: Directory not empty" >&2; exit 1; }; done
+    echo "rmdir $d" >> "$FAKE_LOG"; rm -rf "$d" ;;
+  *) /bin/rmdir "$d" || exit 1 ;;
+  esac
+done
+`;
+
 export interface FakeTools {
   /** Environment for localRunner: the fakes first on PATH, FAKE_* for the scripts. */
   env: NodeJS.ProcessEnv;
@@ -95,10 +114,11 @@ export interface FakeTools {
 }
 
 /**
- * `fabrics`: what the fake /dev/nvme-fabrics lists; `multipath`: nvme_core's parameter; `ioCpu`: every connected
+ * `nvmet`: nvmet and nvmet-tcp loaded (an empty configfs nvmet tree; the fake nvme refuses a connect to one of its
+ * ports unless the subsystem is linked and its namespace enabled); `fabrics`: what the fake /dev/nvme-fabrics lists; `multipath`: nvme_core's parameter; `ioCpu`: every connected
  * queue gets an io_cpu attribute (sys/class/nvme/nvmeN/queues/Q/io_cpu); `connectFail`: the Nth connect fails.
  */
-export async function fakeTools(o: { fabrics?: string; multipath?: boolean; ioCpu?: boolean; connectFail?: number; extraEnv?: NodeJS.ProcessEnv } = {}): Promise<FakeTools> {
+export async function fakeTools(o: { fabrics?: string; multipath?: boolean; ioCpu?: boolean; connectFail?: number; nvmet?: boolean; extraEnv?: NodeJS.ProcessEnv } = {}): Promise<FakeTools> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'nvme-fake-host-'));
   const bin = path.join(dir, 'bin');
   const root = path.join(dir, 'root');
@@ -107,6 +127,10 @@ export async function fakeTools(o: { fabrics?: string; multipath?: boolean; ioCp
   await writeFile(path.join(root, 'sys/module/nvme_core/parameters/multipath'), o.multipath === false ? 'N\n' : 'Y\n');
   await writeFile(path.join(root, 'sys/module/nvme_core/parameters/iopolicy'), 'numa\n');
   await writeFile(path.join(root, 'sys/devices/system/cpu/online'), '0-1\n');
+  // nvmet loaded: configfs's nvmet tree (its top directories) and the nvmet_tcp module.
+  if (o.nvmet === true) for (const d of ['sys/kernel/config/nvmet/subsystems', 'sys/kernel/config/nvmet/ports', 'sys/module/nvmet_tcp']) await mkdir(path.join(root, d), { recursive: true });
+  await writeFile(path.join(bin, 'rmdir'), RMDIR);
+  await chmod(path.join(bin, 'rmdir'), 0o755);
   await writeFile(path.join(bin, 'nvme'), NVME);
   await writeFile(path.join(bin, 'fio'), FIO);
   await chmod(path.join(bin, 'nvme'), 0o755);

@@ -1,7 +1,7 @@
 // The Linux-host driver's local runner against fake nvme-cli and fio on PATH (fake-tools.ts): the command lines it
 // builds, fio JSON parsing, skipped arms with their reasons, and cleanup (every controller disconnected, even when
 // fio fails). No root, no kernel module, no qemu.
-import { readdir } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findScenario } from '../scenarios/index.js';
@@ -10,7 +10,8 @@ import { renderHtml } from '../report/html.js';
 import { renderMarkdown } from '../report/markdown.js';
 import { connectArgv, fioArgv, parseFabricsOptions, parseFioJson } from './commands.js';
 import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
-import { localPrerequisites } from './runner.js';
+import { nvmetSetupScript, nvmetTeardownScript, type NvmetConfig } from './nvmet.js';
+import { localPrerequisites, localRunner } from './runner.js';
 
 let fake: FakeTools | undefined;
 afterEach(async () => {
@@ -50,6 +51,35 @@ describe('kernel host command lines', () => {
   });
 });
 
+describe('nvmet through configfs (a fake configfs tree)', () => {
+  const cfg: NvmetConfig = { nqn: 'nqn.x:ref', traddr: '127.0.0.1', trsvcid: 4421, portId: 2, file: '/dev/shm/ref.img', sizeMb: 128 };
+
+  it('the setup writes one subsystem, one file namespace (buffered), one tcp port linking it; the teardown removes them all', async () => {
+    const f = (fake = await fakeTools({ nvmet: true }));
+    const sh = (script: string) => localRunner({ env: f.env }).exec(['sh', '-c', script]);
+    const T = path.join(fake.root, 'sys/kernel/config/nvmet');
+    const up = await sh(nvmetSetupScript(cfg, fake.root));
+    expect(up.stderr).toBe('');
+    expect(up.code).toBe(0);
+    const read = (p: string) => readFile(path.join(T, p), 'utf8');
+    expect(await read('subsystems/nqn.x:ref/attr_allow_any_host')).toBe('1\n');
+    expect(await read('subsystems/nqn.x:ref/namespaces/1/device_path')).toBe(`${fake.root}/dev/shm/ref.img`);
+    expect(await read('subsystems/nqn.x:ref/namespaces/1/buffered_io')).toBe('1\n');
+    expect(await read('subsystems/nqn.x:ref/namespaces/1/enable')).toBe('1\n');
+    expect(await Promise.all(['addr_trtype', 'addr_adrfam', 'addr_traddr', 'addr_trsvcid'].map((f) => read(`ports/2/${f}`)))).toEqual(['tcp\n', 'ipv4\n', '127.0.0.1\n', '4421\n']);
+    expect(await readlink(path.join(T, 'ports/2/subsystems/nqn.x:ref'))).toBe(path.join(T, 'subsystems/nqn.x:ref'));
+    expect((await lstat(path.join(fake.root, 'dev/shm/ref.img'))).size).toBe(128 * 1024 * 1024);
+    // configfs refuses to remove a subsystem that still has a namespace (the fake rmdir as well).
+    expect((await sh(`rmdir ${T}/subsystems/nqn.x:ref`)).code).not.toBe(0);
+    const down = await sh(nvmetTeardownScript(cfg, fake.root));
+    expect(down.stderr).toBe('');
+    expect(down.code).toBe(0);
+    expect([...(await readdir(path.join(T, 'ports'))), ...(await readdir(path.join(T, 'subsystems'))), ...(await readdir(path.join(fake.root, 'dev/shm')))]).toEqual([]);
+    // A second teardown finds nothing to undo and still succeeds.
+    expect((await sh(nvmetTeardownScript(cfg, fake.root))).code).toBe(0);
+  });
+});
+
 describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', () => {
   it('duplicate-connect: K duplicate controllers per iopolicy and placement, fio JSON in the arms, all disconnected', async () => {
     fake = await fakeTools();
@@ -58,8 +88,13 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(r.arms.map((a) => a.name)).toEqual([
       '1-ctrl/single', '2-ctrl-round-robin/single', '2-ctrl-queue-depth/single', '2-ctrl-numa/single',
       '1-ctrl/queue', '2-ctrl-round-robin/queue', '2-ctrl-queue-depth/queue', '2-ctrl-numa/queue', '2-ctrl-round-robin/queue/verify',
+      '1-ctrl/nvmet', '2-ctrl-round-robin/nvmet', '2-ctrl-queue-depth/nvmet', '2-ctrl-numa/nvmet', '2-ctrl-round-robin/nvmet/verify',
     ]);
-    for (const a of r.arms) {
+    // No nvmet on this (fake) machine: its reference arms are skipped with the reason, never dropped.
+    for (const a of r.arms.filter((x) => x.name.includes('/nvmet'))) expect(a.skipped, a.name).toMatch(/^nvmet is not available on this host \(no \/sys\/kernel\/config\/nvmet\): load it with "modprobe nvmet-tcp"/);
+    expect(r.verdict).toMatch(/nvmet reference: skipped \(nvmet is not available/);
+    expect(renderMarkdown(r)).toMatch(/1-ctrl\/nvmet \(skipped: nvmet is not available/);
+    for (const a of r.arms.filter((x) => !x.name.includes('/nvmet'))) {
       expect(a.error, a.name).toBeUndefined();
       expect(a.metrics['iops'], a.name).toBe(100000);
       expect(a.metrics['paths'], a.name).toBe(a.params['controllers']);
@@ -88,11 +123,45 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(renderHtml(r)).toContain('Kernel offers: nvme-fabrics options: instance,');
   }, 60_000);
 
+  it('duplicate-connect with nvmet loaded: the reference arms connect to nvmet on 127.0.0.1, paths = K, verify, then nvmet is torn down', async () => {
+    fake = await fakeTools({ nvmet: true });
+    const r = await run('duplicate-connect', fake);
+    const nv = r.arms.filter((a) => a.name.endsWith('/nvmet') || a.name.endsWith('/nvmet/verify'));
+    expect(nv.map((a) => a.name)).toEqual(['1-ctrl/nvmet', '2-ctrl-round-robin/nvmet', '2-ctrl-queue-depth/nvmet', '2-ctrl-numa/nvmet', '2-ctrl-round-robin/nvmet/verify']);
+    for (const a of nv) {
+      expect(a.error, a.name).toBeUndefined();
+      expect(a.skipped, a.name).toBeUndefined();
+      expect(a.metrics['iops'], a.name).toBe(100000);
+      expect(a.metrics['paths'], a.name).toBe(a.params['controllers']);
+      expect(a.metrics['targetWorker0Ios'], a.name).toBeUndefined();
+      expect(a.params['target'], a.name).toMatch(/^nvmet on this machine, 127\.0\.0\.1:\d+, file on \/dev\/shm$/);
+    }
+    // The fake nvme accepted these connects only because the configfs port linked the subsystem with its namespace enabled.
+    const port = /127\.0\.0\.1:(\d+)/.exec(String(nv[0]?.params['target']))?.[1];
+    const served = (await readFile(path.join(fake.root, 'nvmet-connects'), 'utf8')).trim().split('\n');
+    expect(served).toHaveLength(1 + 2 * 3 + 2);
+    expect(new Set(served)).toEqual(new Set([`nqn.2024-01.io.nvme-tcp-ts:nvmet-reference 127.0.0.1:${port}`]));
+    const calls = await fake.calls();
+    expect(calls.filter((c) => c.startsWith('nvme connect') && c.includes(`-a 127.0.0.1 -s ${port} -n nqn.2024-01.io.nvme-tcp-ts:nvmet-reference`))).toHaveLength(9);
+    expect(calls.some((c) => c.startsWith('fio') && c.includes('--verify=crc32c') && c.includes('--filename=/dev/nvme'))).toBe(true);
+    // Torn down after the last arm, every host disconnected first: nothing left in configfs or /dev/shm.
+    expect(calls.filter((c) => c.startsWith('rmdir')).map((c) => c.replace(fake?.root ?? '', ''))).toEqual([
+      'rmdir /sys/kernel/config/nvmet/ports/1', 'rmdir /sys/kernel/config/nvmet/subsystems/nqn.2024-01.io.nvme-tcp-ts:nvmet-reference/namespaces/1', 'rmdir /sys/kernel/config/nvmet/subsystems/nqn.2024-01.io.nvme-tcp-ts:nvmet-reference',
+    ]);
+    expect(calls.lastIndexOf(calls.filter((c) => c.startsWith('nvme disconnect')).pop() ?? '')).toBeLessThan(calls.findIndex((c) => c.startsWith('rmdir')));
+    const T = path.join(fake.root, 'sys/kernel/config/nvmet');
+    expect([...(await readdir(path.join(T, 'ports'))), ...(await readdir(path.join(T, 'subsystems'))), ...(await readdir(path.join(fake.root, 'dev/shm')))]).toEqual([]);
+    expect(await leftConnected(fake)).toEqual([]);
+    expect(r.comparisons.map((c) => c.label)).toEqual(expect.arrayContaining(['2 controllers round-robin vs 1 controller IOPS, nvmet', '1 controller: our target (placement single) vs nvmet IOPS', '2 controllers round-robin: our target (placement queue) vs nvmet IOPS']));
+    expect(r.verdict).toMatch(/nvmet \(the reference, same host\): 1 controller 100000 IOPS, 2 duplicate controllers round-robin 100000 IOPS over 2 paths; fio verify: clean\./);
+    expect(r.ok).toBe(true);
+  }, 120_000);
+
   it('fio failing: the arm fails with fio\'s message, every controller it connected is disconnected, the report is still made', async () => {
     fake = await fakeTools({ extraEnv: { FAKE_FIO_FAIL: '1' } });
     const r = await run('duplicate-connect', fake);
     expect(r.ok).toBe(false);
-    for (const a of r.arms) expect(a.error, a.name).toMatch(/fio failed \(exit 1\): .*Input\/output error/);
+    for (const a of r.arms.filter((x) => x.skipped === undefined)) expect(a.error, a.name).toMatch(/fio failed \(exit 1\): .*Input\/output error/);
     const calls = await fake.calls();
     expect(calls.filter((c) => c.startsWith('nvme disconnect')).length).toBe(calls.filter((c) => c.startsWith('nvme connect')).length);
     expect(await leftConnected(fake)).toEqual([]);
@@ -106,7 +175,7 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     const failed = r.arms.filter((a) => a.error !== undefined);
     expect(failed.map((a) => a.name)).toEqual(['2-ctrl-round-robin/single']);
     expect(failed[0]?.error).toMatch(/^nvme connect failed \(exit 1\): Failed to write to \/dev\/nvme-fabrics: Connection refused \/ could not add new controller/);
-    for (const a of r.arms.filter((x) => x.error === undefined)) expect(a.metrics['iops'], a.name).toBe(100000);
+    for (const a of r.arms.filter((x) => x.error === undefined && x.skipped === undefined)) expect(a.metrics['iops'], a.name).toBe(100000);
     const calls = await fake.calls();
     const disconnects = calls.filter((c) => c.startsWith('nvme disconnect'));
     expect(disconnects).toHaveLength(calls.filter((c) => c.startsWith('nvme connect')).length - 1);
@@ -136,7 +205,7 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(mh.arms.find((a) => a.name === 'matched')?.params['nr_io_queues']).toBe(1);
 
     const dc = await run('duplicate-connect', fake);
-    expect(dc.arms.filter((a) => a.name.startsWith('2-ctrl')).every((a) => /native multipath is off/.test(a.skipped ?? ''))).toBe(true);
+    expect(dc.arms.filter((a) => a.name.startsWith('2-ctrl') && !a.name.includes('/nvmet')).every((a) => /native multipath is off/.test(a.skipped ?? ''))).toBe(true);
     expect(dc.arms.find((a) => a.name === '1-ctrl/single')?.metrics['iops']).toBe(100000);
     expect(await leftConnected(fake)).toEqual([]);
   }, 60_000);

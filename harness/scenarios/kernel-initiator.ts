@@ -5,7 +5,9 @@ import { pino, type Logger } from 'pino';
 import { TargetService } from '../../target/index.js';
 import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
+import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
 import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
+import { freePort } from '../lab.js';
 import { startInProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
 import type { Arm, InitiatorInfo, Report } from '../report/types.js';
@@ -206,10 +208,84 @@ class ConnectLog {
 
 const DUP_POLICIES = ['round-robin', 'queue-depth', 'numa'] as const;
 
+/** Where duplicate-connect's arms connect: our target with a placement (single, queue), or nvmet, the reference. */
+interface DupTarget {
+  /** The arm-name suffix: single, queue or nvmet. */
+  key: string;
+  traddr: string;
+  trsvcid: number;
+  nqn: string;
+  params: Arm['params'];
+  /** Why the arms against it cannot run (nvmet not available), or why setting it up failed. */
+  skip?: string;
+  error?: string;
+  /** Runs fio with the target's own figures around it (our workers' counts; nothing for nvmet). */
+  measure(fn: () => Promise<FioResult>): Promise<{ result: FioResult; counts: Record<string, number> }>;
+}
+
+/** One duplicate-connect arm: `controllers` controllers to `t` (duplicates when more than one), `policy` on the head, fio. */
+function dupArm(ctx: ScenarioContext, k: KernelRun, t: DupTarget, name: string, controllers: number, policy: string | undefined, job: (dev: string) => FioJob, verify: boolean): Promise<Arm> {
+  const params = { controllers, iopolicy: policy ?? 'single', nr_io_queues: 2, ...t.params, ...(verify ? { fio: 'randwrite 4k verify=crc32c 8m' } : {}) };
+  const check = t.skip ?? (controllers > 1 ? k.host.needsMultipath() : undefined);
+  return kernelArm(ctx, k.host, name, params, check, async () => {
+    if (t.error !== undefined) throw new Error(t.error);
+    let first: string | undefined;
+    for (let i = 0; i < controllers; i++) {
+      const c = await k.host.connect({ traddr: t.traddr, trsvcid: t.trsvcid, nqn: t.nqn, nrIoQueues: 2, duplicate: controllers > 1, ctrlLossTmo: 2 });
+      first ??= c.device;
+    }
+    const sub = await k.host.subsystem(first as string);
+    const dev = sub?.blockDevice ?? `/dev/${first as string}n1`;
+    if (policy !== undefined) {
+      const why = sub === undefined ? `no nvme-subsystem for ${first as string} (native multipath off?)` : await k.host.setIopolicy(sub.name, policy);
+      if (why !== undefined) throw new Skip(why);
+    }
+    if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+    const { result: r, counts } = await t.measure(() => k.host.fio(job(dev)));
+    return { ...fioMetrics(r), paths: sub?.paths.length ?? 1, ...counts };
+  });
+}
+
+/**
+ * nvmet as duplicate-connect's reference, on the host that runs the Linux initiator: in the lab guest over its
+ * loopback (127.0.0.1:4420, file on tmpfs), locally on 127.0.0.1 at a free port (file on /dev/shm) where nvmet and
+ * nvmet-tcp are loaded. A target with `skip` (not available) or `error` (setup failed) makes its arms say so.
+ */
+async function nvmetReference(ctx: ScenarioContext, k: KernelRun): Promise<{ target: DupTarget; stop(): Promise<void> }> {
+  const lab = k.initiator.where === 'lab';
+  const base = { key: 'nvmet', nqn: 'nqn.2024-01.io.nvme-tcp-ts:nvmet-reference', measure: async (fn: () => Promise<FioResult>) => ({ result: await fn(), counts: {} }) };
+  const none = { stop: async () => undefined };
+  const skip = await nvmetAvailable(k.host);
+  if (skip !== undefined) return { ...none, target: { ...base, traddr: '127.0.0.1', trsvcid: 4420, params: { target: lab ? 'nvmet in the guest' : 'nvmet on this machine' }, skip } };
+  const trsvcid = lab ? 4420 : await freePort();
+  const file = lab ? '/tmp/nvmet-reference.img' : `/dev/shm/nvme-tcp-ts-nvmet-${process.pid}.img`;
+  const where = lab ? 'nvmet in the guest, over its loopback 127.0.0.1:4420 (host and target share the guest vCPUs), file on tmpfs' : `nvmet on this machine, 127.0.0.1:${trsvcid}, file on /dev/shm`;
+  const target: DupTarget = { ...base, traddr: '127.0.0.1', trsvcid, params: { target: where } };
+  try {
+    const e = await startNvmet(k.host, { nqn: base.nqn, traddr: '127.0.0.1', trsvcid, portId: await nvmetFreePortId(k.host), file, sizeMb: 128 });
+    return { target, stop: () => e.stop().catch((err: Error) => ctx.log(`nvmet: ${err.message}`)) };
+  } catch (e) {
+    return { ...none, target: { ...target, error: (e as Error).message } };
+  }
+}
+
+/** The arms against one target: 1 controller, K duplicates under each iopolicy, and with `verify` a verify arm. */
+async function dupArms(ctx: ScenarioContext, k: KernelRun, t: DupTarget, K: number, runtimeS: number, verify: boolean): Promise<Arm[]> {
+  const job = (v: boolean) => (filename: string): FioJob =>
+    v
+      ? { name: 'verify', filename, rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' }
+      : { name: 'randread', filename, rw: 'randread', bs: '4k', iodepth: 32, numjobs: 2, runtimeS, size: '64m' };
+  const arms = [await dupArm(ctx, k, t, `1-ctrl/${t.key}`, 1, undefined, job(false), false)];
+  for (const p of DUP_POLICIES) arms.push(await dupArm(ctx, k, t, `${K}-ctrl-${p}/${t.key}`, K, p, job(false), false));
+  if (verify) arms.push(await dupArm(ctx, k, t, `${K}-ctrl-round-robin/${t.key}/verify`, K, 'round-robin', job(true), true));
+  return arms;
+}
+
 /**
  * duplicate-connect with the Linux host: 1 controller vs K duplicate controllers under native multipath with each
  * iopolicy, against our target with 2 worker processes, placement single (every I/O queue on worker 0: nvmet's one-CPU
- * behaviour) and queue (spread). Each arm carries the target's per-worker command counts and CPU beside the host's IOPS.
+ * behaviour) and queue (spread), and against nvmet on the same host as the reference. Each arm against our target
+ * carries its per-worker command counts and CPU beside the host's IOPS.
  */
 export async function kernelDuplicateConnect(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
   const createdAt = new Date();
@@ -222,69 +298,70 @@ export async function kernelDuplicateConnect(ctx: ScenarioContext, title: string
     const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
     await svc.addSubsystem({ nqn, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '128M' }, blockSize: 512 }] });
     return await withKernelHost(ctx, port, 2, async (k) => {
-      const job = (filename: string, verify: boolean): FioJob =>
-        verify
-          ? { name: 'verify', filename, rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' }
-          : { name: 'randread', filename, rw: 'randread', bs: '4k', iodepth: 32, numjobs: 2, runtimeS, size: '64m' };
-      const arm = (name: string, placement: string, controllers: number, policy: string | undefined, verify = false): Promise<Arm> =>
-        kernelArm(ctx, k.host, name, { controllers, iopolicy: policy ?? 'single', nr_io_queues: 2, targetWorkers: workers, targetPlacement: placement, ...(verify ? { fio: 'randwrite 4k verify=crc32c 8m' } : {}) }, controllers > 1 ? k.host.needsMultipath() : undefined, async () => {
-          svc.setPlacement(placement);
-          let first: string | undefined;
-          for (let i = 0; i < controllers; i++) {
-            const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: 2, duplicate: controllers > 1, ctrlLossTmo: 2 });
-            first ??= c.device;
-          }
-          const sub = await k.host.subsystem(first as string);
-          const dev = sub?.blockDevice ?? `/dev/${first as string}n1`;
-          if (policy !== undefined) {
-            const why = sub === undefined ? `no nvme-subsystem for ${first as string} (native multipath off?)` : await k.host.setIopolicy(sub.name, policy);
-            if (why !== undefined) throw new Skip(why);
-          }
-          if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
-          const { result: r, counts } = await workerCounts(svc, () => k.host.fio(job(dev, verify)));
-          return { ...fioMetrics(r), paths: sub?.paths.length ?? 1, ...counts };
-        });
       const arms: Arm[] = [];
       for (const placement of ['single', 'queue']) {
-        arms.push(await arm(`1-ctrl/${placement}`, placement, 1, undefined));
-        for (const p of DUP_POLICIES) arms.push(await arm(`${K}-ctrl-${p}/${placement}`, placement, K, p));
+        const ours: DupTarget = { key: placement, traddr: k.traddr, trsvcid: k.trsvcid, nqn, params: { targetWorkers: workers, targetPlacement: placement }, measure: (fn) => {
+          svc.setPlacement(placement);
+          return workerCounts(svc, fn);
+        } };
+        arms.push(...(await dupArms(ctx, k, ours, K, runtimeS, placement === 'queue')));
       }
-      arms.push(await arm(`${K}-ctrl-round-robin/queue/verify`, 'queue', K, 'round-robin', true));
-      const comparisons = [
-        ...['single', 'queue'].flatMap((pl) => DUP_POLICIES.map((p) => compare(arms, `${K} controllers ${p} vs 1 controller IOPS, placement ${pl}`, 'iops', `${K}-ctrl-${p}/${pl}`, `1-ctrl/${pl}`, 'higher'))),
-        compare(arms, `${K} controllers round-robin: placement queue vs single IOPS`, 'iops', `${K}-ctrl-round-robin/queue`, `${K}-ctrl-round-robin/single`, 'higher'),
-      ];
-      const rrS = arms.find((a) => a.name === `${K}-ctrl-round-robin/single`)?.metrics;
-      const rrQ = arms.find((a) => a.name === `${K}-ctrl-round-robin/queue`)?.metrics;
-      const pct = (x: number | undefined): string => `${Math.round((x ?? 0) * 100)}%`;
-      const v = arms.find((a) => a.name.endsWith('/verify'));
-      const verdict =
-        rrS === undefined || rrQ === undefined || rrS['iops'] === undefined || rrQ['iops'] === undefined
-          ? 'A round-robin arm did not run: see the arms.'
-          : `${K} duplicate controllers under round-robin: placement single put ${pct(rrS['targetMaxWorkerShare'])} of the commands on one worker (${rrS['targetWorkersUsed']} used) at ${rrS['iops']} IOPS; placement queue spread them over ${rrQ['targetWorkersUsed']} workers (busiest ${pct(rrQ['targetMaxWorkerShare'])}) at ${rrQ['iops']} IOPS. ` +
-            `Multipath paths: ${rrQ['paths']}. fio verify: ${v === undefined ? 'not run' : v.error !== undefined ? `FAILED (${v.error})` : v.skipped !== undefined ? `skipped (${v.skipped})` : 'clean'}.`;
-      return report(
-        {
-          name: 'duplicate-connect',
-          title: `${title} (Linux host)`,
-          hypothesis: `${hypothesis} With the Linux host: placement single reproduces nvmet's one-CPU behaviour (every queue on one target worker); placement queue spreads the duplicate controllers' queues, so a shortfall that disappears with queue is the target's.`,
-          arms,
-          comparisons,
-          verdict,
-          notes: [
-            `Our target runs its I/O queues in ${workers} worker processes (TargetService workers, the figures GET /workers serves): targetWorkerNIos are the commands worker N completed during fio, targetWorkerNCpuPct its CPU over fio's wall time; targetMaxWorkerShare the busiest worker's share.`,
-            'paths: controllers under the native-multipath subsystem (/sys/class/nvme-subsystem/*/nvmeN); iopolicy is written to that subsystem\'s iopolicy file and read back, and an arm whose policy the kernel refuses is skipped.',
-            `fio: 4k randread QD32 × 2 jobs, ${runtimeS} s, libaio, direct, on the multipath head; the verify arm writes 8 MiB with verify=crc32c and reads it back.`,
-          ],
-        },
-        ctx,
-        createdAt,
-        k,
-      );
+      const ref = await nvmetReference(ctx, k);
+      try {
+        arms.push(...(await dupArms(ctx, k, ref.target, K, runtimeS, true)));
+      } finally {
+        await ref.stop();
+      }
+      return report(dupReport(arms, K, workers, runtimeS, title, hypothesis, ref.target), ctx, createdAt, k);
     });
   } finally {
     await svc.stop();
   }
+}
+
+/** Comparisons, verdict and notes of kernelDuplicateConnect's report. */
+function dupReport(arms: Arm[], K: number, workers: number, runtimeS: number, title: string, hypothesis: string, nvmet: DupTarget): Omit<ReportInit, 'kind' | 'createdAt' | 'quick'> {
+  const comparisons = [
+    ...['single', 'queue', 'nvmet'].flatMap((pl) => DUP_POLICIES.map((p) => compare(arms, `${K} controllers ${p} vs 1 controller IOPS, ${pl === 'nvmet' ? 'nvmet' : `placement ${pl}`}`, 'iops', `${K}-ctrl-${p}/${pl}`, `1-ctrl/${pl}`, 'higher'))),
+    compare(arms, `${K} controllers round-robin: placement queue vs single IOPS`, 'iops', `${K}-ctrl-round-robin/queue`, `${K}-ctrl-round-robin/single`, 'higher'),
+    compare(arms, '1 controller: our target (placement single) vs nvmet IOPS', 'iops', '1-ctrl/single', '1-ctrl/nvmet', 'higher'),
+    compare(arms, `${K} controllers round-robin: our target (placement queue) vs nvmet IOPS`, 'iops', `${K}-ctrl-round-robin/queue`, `${K}-ctrl-round-robin/nvmet`, 'higher'),
+  ];
+  const m = (n: string): Record<string, number> | undefined => arms.find((a) => a.name === n)?.metrics;
+  const rrS = m(`${K}-ctrl-round-robin/single`);
+  const rrQ = m(`${K}-ctrl-round-robin/queue`);
+  const pct = (x: number | undefined): string => `${Math.round((x ?? 0) * 100)}%`;
+  const verdict =
+    (rrS?.['iops'] === undefined || rrQ?.['iops'] === undefined
+      ? 'A round-robin arm did not run: see the arms.'
+      : `${K} duplicate controllers under round-robin: placement single put ${pct(rrS['targetMaxWorkerShare'])} of the commands on one worker (${rrS['targetWorkersUsed']} used) at ${rrS['iops']} IOPS; placement queue spread them over ${rrQ['targetWorkersUsed']} workers (busiest ${pct(rrQ['targetMaxWorkerShare'])}) at ${rrQ['iops']} IOPS. ` +
+        `Multipath paths: ${rrQ['paths']}. fio verify: ${verifyText(arms.find((a) => a.name === `${K}-ctrl-round-robin/queue/verify`))}.`) + nvmetVerdict(arms, K, nvmet);
+  return {
+    name: 'duplicate-connect',
+    title: `${title} (Linux host)`,
+    hypothesis: `${hypothesis} With the Linux host: placement single reproduces nvmet's one-CPU behaviour (every queue on one target worker); placement queue spreads the duplicate controllers' queues, so a shortfall that disappears with queue is the target's. nvmet itself, on the same host, is the reference.`,
+    arms,
+    comparisons,
+    verdict,
+    notes: [
+      `Our target runs its I/O queues in ${workers} worker processes (TargetService workers, the figures GET /workers serves): targetWorkerNIos are the commands worker N completed during fio, targetWorkerNCpuPct its CPU over fio's wall time; targetMaxWorkerShare the busiest worker's share.`,
+      'paths: controllers under the native-multipath subsystem (/sys/class/nvme-subsystem/*/nvmeN); iopolicy is written to that subsystem\'s iopolicy file and read back, and an arm whose policy the kernel refuses is skipped.',
+      `fio: 4k randread QD32 × 2 jobs, ${runtimeS} s, libaio, direct, on the multipath head; the verify arms write 8 MiB with verify=crc32c and read it back.`,
+      `The */nvmet arms connect the same host to Linux's nvmet (${String(nvmet.params['target'])}), configured through configfs with one 128 MiB file namespace (buffered_io: the page cache, like our target's RAM namespace); they have no per-worker figures (nvmet's work runs in kernel workqueues, on the host's own CPUs). Paths differ: our target is reached as the setup line says, nvmet over the loopback of the host that runs the initiator, so a ratio against nvmet includes that difference.`,
+    ],
+  };
+}
+
+const verifyText = (v: Arm | undefined): string => (v === undefined ? 'not run' : v.error !== undefined ? `FAILED (${v.error})` : v.skipped !== undefined ? `skipped (${v.skipped})` : 'clean');
+
+/** The verdict's sentence on the nvmet reference: its IOPS with 1 and K controllers, its paths and its verify. */
+function nvmetVerdict(arms: Arm[], K: number, nvmet: DupTarget): string {
+  if (nvmet.skip !== undefined) return ` nvmet reference: skipped (${nvmet.skip}).`;
+  if (nvmet.error !== undefined) return ` nvmet reference: FAILED (${nvmet.error}).`;
+  const one = arms.find((a) => a.name === '1-ctrl/nvmet')?.metrics['iops'];
+  const rr = arms.find((a) => a.name === `${K}-ctrl-round-robin/nvmet`)?.metrics;
+  if (one === undefined || rr?.['iops'] === undefined) return ' nvmet reference: an arm did not run, see the arms.';
+  return ` nvmet (the reference, same host): 1 controller ${one} IOPS, ${K} duplicate controllers round-robin ${rr['iops']} IOPS over ${rr['paths']} paths; fio verify: ${verifyText(arms.find((a) => a.name === `${K}-ctrl-round-robin/nvmet/verify`))}.`;
 }
 
 /**

@@ -1,6 +1,7 @@
 // The seed experiments with the Linux host as the initiator (`--initiator kernel --lab`), in the qemu lab: the
 // connect sequencing of the 6.1 and newest kernels against our target with injected Connect latency, and duplicate
-// controllers under native multipath against our target's placement single vs queue, with its per-worker counts.
+// controllers under native multipath against our target's placement single vs queue, with its per-worker counts, and
+// against nvmet in the same guest (its loopback) as the reference.
 // Skipped, with the build command in the title, when a lab kernel is not built.
 import { describe, expect, it } from 'vitest';
 import { labPrerequisites, type LabKernel } from '../../harness/kernel-host/runner.js';
@@ -34,7 +35,7 @@ for (const lab of ['6.1', 'newest'] as const) {
       expect(r.ok).toBe(true);
     });
 
-    it.skipIf(lab !== '6.1')('duplicate-connect --quick: 2 paths, single on one worker, queue on both, fio verify clean', async () => {
+    it.skipIf(lab !== '6.1')('duplicate-connect --quick: 2 paths, single on one worker, queue on both, nvmet beside them, fio verify clean', async () => {
       const r = await run('duplicate-connect', lab);
       const arm = (n: string) => r.arms.find((a) => a.name === n);
       for (const a of r.arms) expect(a.error, `${a.name}: ${a.error ?? ''}`).toBeUndefined();
@@ -54,6 +55,17 @@ for (const lab of ['6.1', 'newest'] as const) {
       expect(v?.metrics['paths']).toBe(2);
       expect(v?.metrics['fioIos']).toBeGreaterThan(0);
       expect(r.verdict).toMatch(/fio verify: clean/);
+      // The reference: the same guest's Linux host against nvmet in the guest over its loopback, the same arms.
+      expect(r.arms.filter((a) => a.name.includes('/nvmet')).map((a) => a.name)).toEqual(['1-ctrl/nvmet', '2-ctrl-round-robin/nvmet', '2-ctrl-queue-depth/nvmet', '2-ctrl-numa/nvmet', '2-ctrl-round-robin/nvmet/verify']);
+      expect(arm('1-ctrl/nvmet')?.metrics['iops']).toBeGreaterThan(0);
+      for (const n of ['2-ctrl-round-robin/nvmet', '2-ctrl-numa/nvmet', '2-ctrl-round-robin/nvmet/verify']) {
+        expect(arm(n)?.skipped, n).toBeUndefined();
+        expect(arm(n)?.metrics['paths'], n).toBe(2);
+        expect(arm(n)?.metrics['fioIos'], n).toBeGreaterThan(0);
+      }
+      expect(arm('2-ctrl-round-robin/nvmet')?.params['target']).toMatch(/^nvmet in the guest, over its loopback 127\.0\.0\.1:4420/);
+      expect(arm('2-ctrl-queue-depth/nvmet')?.skipped).toMatch(/refuses iopolicy queue-depth/);
+      expect(r.verdict).toMatch(/nvmet \(the reference, same host\): 1 controller \d+ IOPS, 2 duplicate controllers round-robin \d+ IOPS over 2 paths; fio verify: clean\./);
       expect(r.ok).toBe(true);
     });
   });
