@@ -793,14 +793,20 @@ async function startAll(service: TargetService, config: TargetConfig, args: Targ
   }
 }
 
+/**
+ * The io with its defaults. What the target writes on stderr is its error lines: each names the program, like its
+ * start-up lines on stdout and the other verbs' errors.
+ */
+function prefixedIo(ioIn: Partial<TargetCliIo>): TargetCliIo {
+  const io: TargetCliIo = { ...defaultIo, ...ioIn };
+  const stderr = io.stderr;
+  return { ...io, stderr: (s) => stderr(s.replace(/^(?=.)/gm, 'nvme-tcp target: ')) };
+}
+
 /** `nvme-tcp target [options]` (and `nvme-tcp target ctl ...`); resolves to the exit status. */
 export async function runTargetCli(argv: readonly string[], ioIn: Partial<TargetCliIo> = {}): Promise<number> {
-  const io: TargetCliIo = { ...defaultIo, ...ioIn };
-  if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: io.stdout, stderr: io.stderr, env: process.env });
-  // What the target writes on stderr is its error lines: each names the program, like its start-up lines on stdout
-  // and the other verbs' errors.
-  const stderr = io.stderr;
-  io.stderr = (s) => stderr(s.replace(/^(?=.)/gm, 'nvme-tcp target: '));
+  if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: ioIn.stdout ?? defaultIo.stdout, stderr: ioIn.stderr ?? defaultIo.stderr, env: process.env });
+  const io = prefixedIo(ioIn);
 
   const loaded = await loadTarget(argv, io);
   if (typeof loaded === 'number') return loaded;
