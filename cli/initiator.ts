@@ -203,19 +203,25 @@ async function discoverCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise
   return 0;
 }
 
-/** `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives. */
-async function connectAllCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise<number> {
+/**
+ * `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives. With --hold the
+ * controllers stay connected, as nvme-cli's connect-all keeps its controllers, each with its own state file and control
+ * socket, so `list` shows them and `disconnect`/`disconnect-all` end them.
+ */
+async function connectAllCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
   const base = connectOptions(v);
   const entries = (await discover(base)).filter((e) => e.subtype === 2);
   const { nqn: _n, traddr: _a, trsvcid: _s, ...rest } = base as ConnectOptions & Record<string, unknown>;
   const results: unknown[] = [];
+  const held: Held[] = [];
   let failed = 0;
   for (const e of entries) {
     try {
       const c = await connect({ ...rest, traddr: e.traddr, trsvcid: Number(e.trsvcid), nqn: e.subnqn } as ConnectOptions);
       if (v.outputFormat === 'json') results.push(controllerFacts(c));
       else io.stdout(describeController(c));
-      await c.disconnect();
+      if (v.hold === true) held.push(await holdController(c, `held-${process.pid}-${held.length + 1}`));
+      else await c.disconnect();
     } catch (err) {
       failed++;
       const e2 = err as Error & { code?: string };
@@ -225,10 +231,60 @@ async function connectAllCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promi
   }
   if (v.outputFormat === 'json') io.stdout(`${JSON.stringify(results, null, 2)}\n`);
   else if (entries.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
+  if (held.length > 0) {
+    if (v.outputFormat !== 'json') io.stdout(`holding ${held.length} connection(s) (state in ${stateDir()}); Ctrl-C or "nvme-tcp disconnect-all" disconnects\n`);
+    await holdUntilDone(held);
+  }
   return failed === 0 ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------- connect --hold
+
+/** A held controller: its state file, and what ends the hold (`done` resolves once it is disconnected and cleaned up). */
+interface Held {
+  file: string;
+  stop: () => void;
+  done: Promise<void>;
+}
+
+/**
+ * Holds `c` with a state file and a control socket named `name` in stateDir(): until a "disconnect" request arrives
+ * there, stop() is called or the controller is lost.
+ */
+async function holdController(c: Controller, name: string): Promise<Held> {
+  await mkdir(stateDir(), { recursive: true });
+  const file = path.join(stateDir(), `${name}.json`);
+  const control = path.join(stateDir(), `${name}.sock`);
+  let stop: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const server = await serveControl(c, control, () => writeState(c, file, control), () => stop());
+  await writeState(c, file, control);
+  const timer = setInterval(() => void writeState(c, file, control).catch(() => undefined), 1000);
+  c.once('lost', stop);
+  const done = stopped.then(async () => {
+    clearInterval(timer);
+    server.close();
+    // A file gone first: `list` never shows a controller that is already disconnecting.
+    for (const f of [file, control]) await unlink(f).catch(() => undefined);
+    await c.disconnect();
+  });
+  return { file, stop, done };
+}
+
+/** Waits until every held controller is disconnected; SIGINT/SIGTERM end them all. */
+async function holdUntilDone(held: readonly Held[]): Promise<void> {
+  const stopAll = (): void => {
+    for (const h of held) h.stop();
+  };
+  process.once('SIGINT', stopAll);
+  process.once('SIGTERM', stopAll);
+  try {
+    await Promise.all(held.map((h) => h.done));
+  } finally {
+    process.off('SIGINT', stopAll);
+    process.off('SIGTERM', stopAll);
+  }
+}
 
 async function connectCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
   const c = await connect(connectOptions(v));
@@ -237,25 +293,9 @@ async function connectCmd(v: Record<string, unknown> & Fmt & { hold?: boolean },
     await c.disconnect();
     return 0;
   }
-  await mkdir(stateDir(), { recursive: true });
-  const file = path.join(stateDir(), `held-${process.pid}.json`);
-  const control = path.join(stateDir(), `held-${process.pid}.sock`);
-  let stop: () => void = () => undefined;
-  const stopped = new Promise<void>((resolve) => (stop = resolve));
-  const server = await serveControl(c, control, () => writeState(c, file, control), () => stop());
-  await writeState(c, file, control);
-  if (v.outputFormat !== 'json') io.stdout(`holding the connection (state in ${file}); Ctrl-C or "nvme-tcp disconnect" disconnects\n`);
-  const timer = setInterval(() => void writeState(c, file, control).catch(() => undefined), 1000);
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  c.once('lost', stop);
-  await stopped;
-  process.off('SIGINT', stop);
-  process.off('SIGTERM', stop);
-  clearInterval(timer);
-  server.close();
-  await c.disconnect();
-  for (const f of [file, control]) await unlink(f).catch(() => undefined);
+  const held = await holdController(c, `held-${process.pid}`);
+  if (v.outputFormat !== 'json') io.stdout(`holding the connection (state in ${held.file}); Ctrl-C or "nvme-tcp disconnect" disconnects\n`);
+  await holdUntilDone([held]);
   return 0;
 }
 
@@ -427,7 +467,7 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
       addConnOptions(cmd, ['nqn']);
       return { cmd, run: (v) => discoverCmd(v as Record<string, unknown> & Fmt, io) };
     case 'connect-all':
-      addConnOptions(cmd, ['nqn']);
+      addConnOptions(cmd, ['nqn']).option('--hold', 'keep the controllers until Ctrl-C or "nvme-tcp disconnect-all"');
       return { cmd, run: (v) => connectAllCmd(v as Record<string, unknown> & Fmt, io) };
     case 'connect':
       addConnOptions(cmd).option('--hold', 'keep the connection until Ctrl-C or "nvme-tcp disconnect"');

@@ -5,7 +5,7 @@
 /** The initiator's verbs (cli/initiator.ts). */
 export const INITIATOR_VERBS: Readonly<Record<string, string>> = {
   discover: 'read a discovery log page from a target',
-  'connect-all': 'discover, then connect to every subsystem the log lists',
+  'connect-all': 'discover, then connect to every subsystem the log lists (--hold keeps them)',
   connect: 'connect to a subsystem and print what it exposes (--hold keeps it)',
   disconnect: 'disconnect connections held by "connect --hold" (-n NQN or --pid PID)',
   'disconnect-all': 'disconnect every connection held by "connect --hold"',
