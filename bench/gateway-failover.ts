@@ -60,9 +60,12 @@ const ms = (x: number | undefined): string => (x === undefined || Number.isNaN(x
 interface Row {
   kind: LabEventKind;
   gw: string;
+  t0: number;
   pauseMs: number;
   toNewOwnerMs: number | undefined;
   failbackMs: number;
+  /** Mismatching reads from this event's injection until the next one's. */
+  mismatches: number;
 }
 
 async function run(): Promise<{ rows: Row[]; lost: number; blocks: number; work: VerifyWorkload; overlaps: string[]; samples: number; elapsedMs: number }> {
@@ -82,7 +85,7 @@ async function run(): Promise<{ rows: Row[]; lost: number; blocks: number; work:
         const kind = KINDS[i % KINDS.length] as LabEventKind;
         const gw = lab.gateways[Math.floor(i / KINDS.length) % lab.gateways.length]!;
         const ev: LabEvent = await injectEvent(lab, kind, gw, `event ${i} (${kind} ${gw.id})`);
-        const row = { kind, gw: gw.id, pauseMs: work.longestGap(ev.t0, ev.tSettled), toNewOwnerMs: ev.toNewOwnerMs, failbackMs: ev.failbackMs };
+        const row = { kind, gw: gw.id, t0: ev.t0, pauseMs: work.longestGap(ev.t0, ev.tSettled), toNewOwnerMs: ev.toNewOwnerMs, failbackMs: ev.failbackMs, mismatches: 0 };
         rows.push(row);
         process.stderr.write(`event ${i + 1}/${EVENTS}: ${kind} ${gw.id} (owned ${ev.owned.join(',') || 'none'}): pause ${ms(row.pauseMs)} ms, new owner ${ms(row.toNewOwnerMs)} ms, failback ${ms(row.failbackMs)} ms\n`);
         await sleep(500);
@@ -92,6 +95,10 @@ async function run(): Promise<{ rows: Row[]; lost: number; blocks: number; work:
       await sampler.stop();
     }
     const elapsedMs = performance.now() - t0;
+    for (const t of work.stats.mismatchAt) {
+      const row = rows.findLast((x) => x.t0 <= t);
+      if (row !== undefined) row.mismatches++;
+    }
     const { blocks, lost } = await work.readBack();
     return { rows, lost, blocks, work, overlaps: sampler.overlaps(), samples: sampler.samples.length, elapsedMs };
   } finally {
@@ -105,7 +112,7 @@ const limit = LEASE_MS + 2000;
 const lines = [
   `gateway failover: ${EVENTS} events, ${GATEWAYS} gateways, ${NAMESPACES} namespaces/ANA groups, lease ${LEASE_MS} ms, failback delay ${FAILBACK_MS} ms, ${WORKERS} verify workers per namespace, ${Math.round(r.elapsedMs / 1000)} s`,
   '',
-  'event      n   pause p50   p99   max (ms)   new owner p50   max (ms)   failback p50   max (ms)',
+  'event      n   pause p50   p99   max (ms)   new owner p50   max (ms)   failback p50   max (ms)   mismatches',
 ];
 const goals: [string, boolean][] = [];
 for (const kind of KINDS) {
@@ -116,7 +123,8 @@ for (const kind of KINDS) {
   const fb = rs.map((x) => x.failbackMs);
   lines.push(
     `${kind.padEnd(9)} ${String(rs.length).padStart(2)}   ${ms(pct(pause, 50)).padStart(9)} ${ms(pct(pause, 99)).padStart(5)} ${ms(pct(pause, 100)).padStart(5)}` +
-      `   ${ms(pct(owner, 50)).padStart(13)} ${ms(pct(owner, 100)).padStart(6)}   ${ms(pct(fb, 50)).padStart(12)} ${ms(pct(fb, 100)).padStart(6)}`,
+      `   ${ms(pct(owner, 50)).padStart(13)} ${ms(pct(owner, 100)).padStart(6)}   ${ms(pct(fb, 50)).padStart(12)} ${ms(pct(fb, 100)).padStart(6)}` +
+      `   ${String(rs.reduce((a, x) => a + x.mismatches, 0)).padStart(10)}`,
   );
   if (kind !== 'stop') goals.push([`${kind} pause p99 ${ms(pct(pause, 99))} ms <= lease + 2 s (${limit} ms)`, pct(pause, 99) <= limit]);
 }

@@ -92,7 +92,8 @@ export class GatewayLab {
     return path.join(this.dir, 'gateway.json');
   }
 
-  /** Starts the gateways in order (gateway k joins k-th, so it claims ANA group k as its preferred one). */
+  /** Starts the gateways in order (gateway k joins k-th, so it claims ANA group k as its preferred one) and waits
+   *  until every group is on its preferred gateway. */
   static async start(opts: GatewayLabOptions): Promise<GatewayLab> {
     const lab = new GatewayLab(opts);
     try {
@@ -101,6 +102,8 @@ export class GatewayLab {
         lab.gateways.push({ id: `gw${k}`, port: await freePort(), api: await freePort(), proxy, out: '', child: undefined, exited: undefined, stopped: false });
       }
       for (const gw of lab.gateways) await lab.startGateway(gw);
+      // The last to join gets its preferred group only after the failback delay: start from the settled group.
+      await until(() => lab.settled(), 30_000, 'the gateway group to settle');
     } catch (err) {
       await lab.close();
       throw err;
@@ -286,7 +289,8 @@ export interface VerifyOptions {
 
 /** Write-then-read verify over one or more multipath namespaces; completion times kept per namespace for pauses. */
 export class VerifyWorkload {
-  readonly stats = { writes: 0, reads: 0, mismatches: [] as string[], stuck: 0, maxLatencyMs: 0 };
+  /** mismatchAt: performance.now() of each mismatching read's completion (to tell which event it fell in). */
+  readonly stats = { writes: 0, reads: 0, mismatches: [] as string[], mismatchAt: [] as number[], stuck: 0, maxLatencyMs: 0 };
   /** Per namespace: performance.now() of every completion, ascending. */
   readonly completions: number[][];
   readonly #expected: Map<number, number>[];
@@ -345,6 +349,7 @@ export class VerifyWorkload {
       if (want === undefined) continue;
       const got = blockSeq(await this.#timed(n, () => mp.read(rlba, blocks, rbuf)), rlba);
       this.stats.reads++;
+      if (got !== want) this.stats.mismatchAt.push(performance.now());
       if (got !== want) this.stats.mismatches.push(`nsid ${mp.nsid} lba ${rlba}: read ${got}, last acknowledged write ${want}`);
     }
   }

@@ -13,8 +13,8 @@ import type { Controller } from '../../initiator/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import { sleep, until } from '../fixtures/until.js';
 
-// Default 3 (one kill, one stall, one partition of the owning gateway): measured 69 s for the whole file on 2 shared
-// cores (26 s of it starting the three processes through tsx, 28 s the events); 6 events took 77 s.
+// Default 3 (one kill, one stall, one partition of the owning gateway): measured 29 s for the whole file on 2 shared
+// cores (19 s of it the events, about 6 s each).
 const EVENTS = Number(process.env.GATEWAY_EVENTS ?? 3);
 const HOSTNQN = 'nqn.2024-01.io.nvme-tcp-ts:gwgroup-host';
 
