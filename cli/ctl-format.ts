@@ -12,19 +12,40 @@ function cell(key: string, v: unknown): string {
   if (typeof v === 'number' && TIME_KEY.test(key) && v > 1e11) return new Date(v).toISOString();
   if (RKEY_KEY.test(key) && (typeof v === 'number' || (typeof v === 'string' && /^\d+$/.test(v)))) return `0x${BigInt(v).toString(16)}`;
   if (Array.isArray(v) && v.every((x) => typeof x !== 'object' || x === null)) return v.length === 0 ? '-' : v.map(String).join(',');
-  if (typeof v === 'object') return JSON.stringify(v);
+  // A list of records in a cell is its count; rowsTable prints the records themselves as a sub-table below.
+  if (Array.isArray(v)) return String(v.length);
+  // A record in a cell (a port's bound address, a backend): key=value pairs, nested the same way.
+  if (isRecord(v)) return Object.keys(v).length === 0 ? '-' : Object.entries(v).map(([k, x]) => `${k}=${isRecord(x) ? `{${cell(k, x)}}` : cell(k, x)}`).join(' ');
   return String(v);
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isRecordList = (v: unknown): v is Record<string, unknown>[] => Array.isArray(v) && v.length > 0 && v.some(isRecord);
 
+/**
+ * Records as one aligned table; a column holding lists of records (a controller's queues, a subsystem's namespaces)
+ * shows their count, and each row's list follows the table as its own sub-table headed by the row's first column
+ * ("cntlid 1, queues:").
+ */
 function rowsTable(rows: readonly Record<string, unknown>[], indent: string): string {
   const keys: string[] = [];
   for (const r of rows) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
-  return table(keys, rows.map((r) => keys.map((k) => cell(k, r[k]))))
-    .split('\n')
-    .map((l) => (l === '' ? l : indent + l))
-    .join('\n');
+  const indented = (s: string, pad: string): string =>
+    s
+      .split('\n')
+      .map((l) => (l === '' ? l : pad + l))
+      .join('\n');
+  let out = indented(table(keys, rows.map((r) => keys.map((k) => cell(k, r[k])))), indent);
+  const first = keys[0] ?? '';
+  for (const r of rows) {
+    for (const k of keys) {
+      const list = r[k];
+      if (!isRecordList(list)) continue;
+      out += `\n${indent}${first} ${cell(first, r[first])}, ${k}:\n`;
+      out += rowsTable(list.map((x) => (isRecord(x) ? x : { value: x })), `${indent}  `);
+    }
+  }
+  return out;
 }
 
 function objectLines(o: Record<string, unknown>, indent: string): string {
