@@ -125,6 +125,21 @@ describe('data movement', () => {
     expect(rd.data?.equals(payload)).toBe(true);
   });
 
+  it('a write whose gateway was fenced while it waited for its data is refused with ANA Inaccessible, not written', () => {
+    const { io, port } = ioQueue();
+    const old = Buffer.alloc(512, 0x11);
+    expect(io.exec(rw(NvmOpcode.WRITE, 64, 1, sglInCapsule(512), 5n), old).status).toBe(0);
+    port.anaValidUntil = Date.now() + 60_000;
+    const wr = io.submit(rw(NvmOpcode.WRITE, 65, 1, sglTransport(512), 5n));
+    expect(io.transport.dataRequests.map((d) => d.cid)).toEqual([65]);
+    // The lease lapsed before the data came (a stalled or stopped gateway): the host may have retried elsewhere.
+    port.anaValidUntil = Date.now() - 1;
+    io.sendData(wr, Buffer.alloc(512, 0x22));
+    expect(io.completionOf(wr).status).toBe(Status.ANA_INACCESSIBLE);
+    port.anaValidUntil = Infinity;
+    expect(io.exec(rw(NvmOpcode.READ, 66, 1, sglTransport(512), 5n)).data?.equals(old)).toBe(true);
+  });
+
   it('in-capsule write executes without a data request', () => {
     const { io } = ioQueue();
     const payload = Buffer.alloc(512, 0xa5);

@@ -262,17 +262,27 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
   deliver(req, 0);
 }
 
-/** The command was aborted by a preempt-and-abort while it waited (for its data, or in the queue): do not run it. */
-function abortedBeforeRun(req: Request): boolean {
+/**
+ * A write that passed parse must still not run when, while it waited (for its data, or with the whole process
+ * stopped), either its gateway was fenced (port.anaValidUntil passed: the host may already have retried it through
+ * the ANA group's new owner, and running it now would put older data over newer; docs/gateway-groups.md, fencing),
+ * or a preempt-and-abort aborted it (NVMe Base 2.0 §8.19.7). Completes it with that status and returns true.
+ */
+function stoppedBeforeRun(req: Request): boolean {
+  const q = req.queueRef as QueueModel | undefined;
+  if (q !== undefined && q.port.anaValidUntil !== Infinity && Date.now() >= q.port.anaValidUntil) {
+    deliver(req, Status.ANA_INACCESSIBLE);
+    return true;
+  }
   const ns = req.ns as TargetNamespace;
-  const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
+  const ctrl = q?.ctrl;
   if (ns.resv.abortGen <= req.resvGen || ctrl === undefined || !ns.resv.aborted(ctrl.hostKey, req.resvGen)) return false;
   deliver(req, PREEMPT_ABORTED);
   return true;
 }
 
 function executeWrite(req: Request): void {
-  if (abortedBeforeRun(req)) return;
+  if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
@@ -336,7 +346,7 @@ function executeFlushAll(req: Request): void {
 }
 
 function executeWriteZeroes(req: Request): void {
-  if (abortedBeforeRun(req)) return;
+  if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
   const sqe = req.sqe;
   const slba = sqeSlba(sqe);
@@ -351,7 +361,7 @@ function executeWriteZeroes(req: Request): void {
 }
 
 function executeDsm(req: Request): void {
-  if (abortedBeforeRun(req)) return;
+  if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
   if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
