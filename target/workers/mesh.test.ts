@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InvRange } from './coherence.js';
 import { PeerMesh } from './mesh.js';
+import { until } from '../../test/fixtures/until.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mesh-test-'));
 const server = net.createServer({ pauseOnConnect: true });
@@ -51,6 +52,7 @@ function mesh(): { m: PeerMesh; got: InvRange[][]; relayed: InvRange[][]; finish
   };
 }
 
+/** Time for a reply that must not come (a wait for one that must is until()). */
 const tick = (ms = 20): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const R1: InvRange[] = [['nqn.2024-01.io.test:a', 1, 4096, 512]];
 const R2: InvRange[] = [['nqn.2024-01.io.test:a', 1, 0, 1 << 20], ['nqn.2024-01.io.test:b', 3, 8192, 4096]];
@@ -65,11 +67,11 @@ describe('PeerMesh', () => {
     let done = 0;
     a.m.send(R2, () => done++);
     expect(done).toBe(0);
-    await tick();
+    await until(() => done === 1, 5000, "the peer's answer");
     expect(b.got).toEqual([R2]);
     expect(done).toBe(1);
     b.m.send(R1, () => done++);
-    await tick();
+    await until(() => done === 2, 5000, "the peer's answer");
     expect(a.got).toEqual([R1]);
     expect(done).toBe(2);
     expect(a.m.counts).toEqual({ direct: 1, relayed: 0 });
@@ -89,10 +91,10 @@ describe('PeerMesh', () => {
     y.resume();
     let done = 0;
     a.m.send(R1, () => done++);
-    await tick();
+    await until(() => frames.join('').includes('"i":'), 5000, 'the batch at the far end');
     expect(frames.join('')).toMatch(/^\{"s":\d+,"h":\[\]\}\n\{"i":\d+,"r":/);
     y.destroy();
-    await tick();
+    await until(() => a.relayed.length > 0, 5000, 'the relay');
     expect(a.relayed).toEqual([R1]);
     expect(done).toBe(0);
     a.finishRelays();
@@ -143,7 +145,7 @@ describe('PeerMesh', () => {
     a.m.add(1, x, () => (aSynced = true));
     b.m.add(0, y, () => (bSynced = true));
     expect(aSynced || bSynced).toBe(false);
-    await tick();
+    await until(() => aSynced && bSynced, 5000, 'both syncs');
     expect([aSynced, bSynced]).toEqual([true, true]);
     expect(b.m.peersHold(K, 3, 3)).toBe(true);
     expect(b.m.peersHold(K, 0, 2)).toBe(false);
@@ -153,7 +155,7 @@ describe('PeerMesh', () => {
     let granted: boolean | undefined;
     expect(b.m.hold(K, 7, (ok) => (granted = ok))).toBeUndefined();
     expect(granted).toBeUndefined();
-    await tick();
+    await until(() => granted !== undefined, 5000, "the peer's answer to the hold");
     expect(granted).toBe(true);
     expect(a.m.peersHold(K, 5, 9)).toBe(true);
     // The peer exits: its holds go with it.
@@ -173,7 +175,7 @@ describe('PeerMesh', () => {
     await tick();
     expect(granted).toBeUndefined();
     y.destroy();
-    await tick();
+    await until(() => granted !== undefined, 5000, 'the hold refused');
     expect(granted).toBe(false);
     expect(a.m.hold(K, 2, () => undefined)).toBe(false);
     expect(a.m.peersHold(K, 9, 9)).toBe(true);
@@ -190,7 +192,7 @@ describe('PeerMesh', () => {
     let done = 0;
     a.m.send(R1, () => done++);
     y.write('{"a":\n');
-    await tick();
+    await until(() => x.destroyed, 5000, 'the link closed');
     expect(x.destroyed).toBe(true);
     expect(a.relayed).toEqual([R1]);
     a.finishRelays();
