@@ -120,17 +120,18 @@ export function sizeArg(flag: string, v: string): number {
 }
 
 /**
- * A whole number of `unit` (seconds or ms, the flag's own unit as nvme-cli reads it) from "30", "5s", "500ms", "2m":
- * the duration parser fio job files use (target/config/duration.ts). Negative where min allows (-1: "never").
+ * A number of `unit` (seconds or ms, the flag's own unit as nvme-cli reads it) from "30", "5s", "500ms", "2m": the
+ * duration parser fio job files use (target/config/duration.ts); a whole number unless `whole` is false. Negative
+ * where min allows (-1: "never").
  */
-export function durationArg(flag: string, v: string, unit: 's' | 'ms', min = 0, max = Number.MAX_SAFE_INTEGER): number {
+export function durationArg(flag: string, v: string, unit: 's' | 'ms', min = 0, max = Number.MAX_SAFE_INTEGER, whole = true): number {
   let n: number;
   try {
     n = parseDuration(v, unit);
   } catch {
     throw new UsageError(`--${flag} ${v}: not a duration; use a number of ${unit === 's' ? 'seconds' : 'milliseconds'} or a ms/s/m/h suffix (e.g. 5s)`);
   }
-  if (!Number.isSafeInteger(n)) throw new UsageError(`--${flag} ${v}: not a whole number of ${unit === 's' ? 'seconds' : 'milliseconds'}`);
+  if (whole && !Number.isSafeInteger(n)) throw new UsageError(`--${flag} ${v}: not a whole number of ${unit === 's' ? 'seconds' : 'milliseconds'}`);
   if (n < min || n > max) throw new UsageError(`--${flag} ${v}: out of range; use ${min}..${max} (${unit})`);
   return n;
 }

@@ -148,11 +148,11 @@ describe('nvme-tcp initiator CLI', () => {
     }
   });
 
-  it('durations: -k/-c/-l/-F in seconds and --io-timeout/--admin-timeout in ms take a plain number or a unit (as job files do)', async () => {
+  it('durations: -k/-c/-l/-F/--io-timeout/--admin-timeout take seconds or a unit (as job files do)', async () => {
     const conn = ['-a', '127.0.0.1', '-s', String(f.port), '-n', f.subnqn, '-i', '1', '-D', '-o', 'json'];
-    expect(await runInitiatorCli('connect', [...conn, '-k', '1m', '-l', '-1', '-c', '2s', '--io-timeout', '1.5s', '--admin-timeout', '30000'], io), err).toBe(0);
+    expect(await runInitiatorCli('connect', [...conn, '-k', '1m', '-l', '-1', '-c', '500ms', '--io-timeout', '1500ms', '--admin-timeout', '30'], io), err).toBe(0);
     expect(err).toBe('');
-    expect([durationArg('k', '1m', 's'), durationArg('k', '60', 's'), durationArg('l', '-1', 's', -1), durationArg('t', '1.1s', 'ms'), durationArg('t', '30000', 'ms')]).toEqual([60, 60, -1, 1100, 30000]);
+    expect([durationArg('k', '1m', 's'), durationArg('k', '60', 's'), durationArg('l', '-1', 's', -1), durationArg('t', '1.1s', 'ms'), durationArg('t', '30000', 'ms'), durationArg('c', '500ms', 's', 0, 10, false)]).toEqual([60, 60, -1, 1100, 30000, 0.5]);
     // runtime=1s in a job file is the same second.
     expect(parseTimeMs('1s')).toBe(durationArg('t', '1s', 'ms'));
   });

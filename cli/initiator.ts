@@ -15,7 +15,7 @@ import { INITIATOR_VERBS } from './verbs.js';
 
 export type { CliIo } from './args.js';
 
-type Kind = 'str' | 'int' | 'port' | 'nqn' | 'bool' | 'cpus' | 'key' | 'secs' | 'ms';
+type Kind = 'str' | 'int' | 'port' | 'nqn' | 'bool' | 'cpus' | 'key' | 'secs' | 'whole-secs';
 
 /** One row per connect flag: commander flags, ConnectOptions key, kind, help. Short letters follow nvme-cli. */
 const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
@@ -30,8 +30,8 @@ const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
   ['-W, --nr-write-queues <n>', 'nr_write_queues', 'int', 'extra queues for writes'],
   ['-P, --nr-poll-queues <n>', 'nr_poll_queues', 'int', 'polled queues'],
   ['-Q, --queue-size <n>', 'queue_size', 'int', 'I/O queue depth (default 128)'],
-  ['-k, --keep-alive-tmo <s>', 'keep_alive_tmo', 'secs', 'keep-alive timeout, seconds'],
-  ['-c, --reconnect-delay <s>', 'reconnect_delay', 'secs', 'seconds between reconnect attempts'],
+  ['-k, --keep-alive-tmo <s>', 'keep_alive_tmo', 'whole-secs', 'keep-alive timeout, seconds (or 5s, 2m)'],
+  ['-c, --reconnect-delay <s>', 'reconnect_delay', 'secs', 'seconds between reconnect attempts (or 500ms, 2s)'],
   ['-l, --ctrl-loss-tmo <s>', 'ctrl_loss_tmo', 'secs', 'seconds before giving up reconnecting (-1: never)'],
   ['-F, --fast-io-fail-tmo <s>', 'fast_io_fail_tmo', 'secs', 'seconds before failing I/O while reconnecting'],
   ['-T, --tos <tos>', 'tos', 'int', 'IP type of service'],
@@ -42,8 +42,8 @@ const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
   ['--queues-per-hctx <n>', 'queues_per_hctx', 'int', 'transport queues per hctx'],
   ['--match-hw-queues', 'match_hw_queues', 'bool', "one hctx per NIC queue of the route's interface"],
   ['--connect-concurrency <n>', 'connect_concurrency', 'int', 'I/O queues connected at once'],
-  ['--io-timeout <ms>', 'io_timeout', 'ms', 'I/O command timeout, ms'],
-  ['--admin-timeout <ms>', 'admin_timeout', 'ms', 'admin command timeout, ms'],
+  ['--io-timeout <s>', 'io_timeout', 'secs', 'I/O command timeout, seconds (or 500ms)'],
+  ['--admin-timeout <s>', 'admin_timeout', 'secs', 'admin command timeout, seconds (or 2m)'],
   ['-S, --dhchap-secret <secret>', 'dhchap_secret', 'str', 'DH-HMAC-CHAP host key'],
   ['-C, --dhchap-ctrl-secret <secret>', 'dhchap_ctrl_secret', 'str', 'DH-HMAC-CHAP controller key (bidirectional)'],
   ['--tls', 'tls', 'bool', 'TLS 1.3 with a PSK'],
@@ -79,9 +79,10 @@ function parserFor(kind: Kind, flag: string): ((v: string) => unknown) | undefin
       // Ranges are resolveOptions' (its message names the option); here only "is it an integer".
       return (v) => intArg(flag, v, -(2 ** 31), 2 ** 31);
     case 'secs':
-    case 'ms':
-      // As 'int': the range is resolveOptions'. "5s", "500ms", "2m" as well as a plain number of the flag's unit.
-      return (v) => durationArg(flag, v, kind === 'secs' ? 's' : 'ms', -(2 ** 31), 2 ** 31);
+    case 'whole-secs':
+      // Seconds, as the library takes them (fractions where it allows them: all but KATO); the range is
+      // resolveOptions'. "5s", "500ms", "2m" as well as a plain number.
+      return (v) => durationArg(flag, v, 's', -(2 ** 31), 2 ** 31, kind === 'whole-secs');
     case 'port':
       return (v) => portArg(flag, v);
     case 'nqn':
