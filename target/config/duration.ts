@@ -1,5 +1,5 @@
-// Durations: the one parser for fio job files (runtime=1s, ramp_time=500ms) and every bin flag that takes seconds or
-// milliseconds (connect -k/-c/-l/-F, --io-timeout, --admin-timeout). A plain number is in the caller's unit, as
+// Durations: the one parser for fio job files (runtime=1s, ramp_time=500ms) and every bin flag that takes a time
+// (connect -k/-c/-l/-F, --io-timeout, --admin-timeout: seconds, as nvme-cli). A plain number is in the caller's unit, as
 // nvme-cli and fio read them; us/ms/s/m/h suffixes are fio's. A leaf module beside size.ts, so the bin can import it
 // without loading the target.
 import { InvalidArgumentError } from '../../protocol/index.js';
