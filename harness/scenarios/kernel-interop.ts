@@ -12,6 +12,7 @@ import path from 'node:path';
 import { connect } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
+import { NVMET_NQN, nvmetSetupScript } from '../kernel-host/nvmet.js';
 import { freePort, killLabGroup, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
@@ -21,7 +22,6 @@ import { round1, type Scenario, type ScenarioContext } from './types.js';
 
 const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'lab');
 const LAB_OUT = process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab';
-const KERNEL_NQN = 'nqn.2024-01.io.nvme-lab:kernel-target';
 
 /**
  * Guest script (busybox sh): fio over our target, then nvmet on eth0 (where hostfwd delivers) with fio from the guest
@@ -52,10 +52,10 @@ else
 fi
 echo "### linux host -> linux target ($LAB_GUEST_IP, guest-local)"
 # nvmet listens on eth0's address: hostfwd delivers there for step 3 (a 127.0.0.1 port is unreachable from the host).
-lab-nvmet-setup --traddr "$LAB_GUEST_IP" --trsvcid 4420 --backing file --size-gb 1 >/dev/null
-if nvme connect -t tcp -a "$LAB_GUEST_IP" -s 4420 -n ${KERNEL_NQN} --nr-io-queues=2; then
+( ${nvmetSetupScript({ nqn: NVMET_NQN, traddr: '$LAB_GUEST_IP', trsvcid: 4420, portId: 1, file: '/tmp/nvmet-ns1.img', sizeMb: 1024 })} ) >/dev/null
+if nvme connect -t tcp -a "$LAB_GUEST_IP" -s 4420 -n ${NVMET_NQN} --nr-io-queues=2; then
   if dev=$(firstdev); then runfio kernel-target "$dev"; else echo "FIGURE kernel-target err=nodev"; fi
-  nvme disconnect -n ${KERNEL_NQN} >/dev/null
+  nvme disconnect -n ${NVMET_NQN} >/dev/null
 else
   echo "FIGURE kernel-target err=connect"
 fi
@@ -177,7 +177,7 @@ async function initiatorArms(ctx: ScenarioContext, port: number, runtimeS: numbe
   const base = { path: '127.0.0.1 -> qemu hostfwd -> nvmet on the guest eth0, file on tmpfs', nr_io_queues: 2 };
   try {
     ctx.log('ts-initiator->linux-target: connecting');
-    const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: KERNEL_NQN, nr_io_queues: 2 });
+    const ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NVMET_NQN, nr_io_queues: 2 });
     try {
       const bt = controllerBlockTarget(ctrl, ctrl.namespaces[0]?.nsid ?? 1);
       for (const [name, job, desc] of [
