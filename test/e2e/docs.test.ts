@@ -200,4 +200,34 @@ describe('README.md and docs/', () => {
       child.kill('SIGTERM');
     }
   });
+
+  it("the quick start's remote-host example starts a target that tells hosts the advertised address", async () => {
+    const example = /`npx nvme-tcp (target --listen \S+ --advertise \S+)`/.exec(section(readme, 'Quick start with the Linux host'))?.[1];
+    expect(example).toBeDefined();
+    const args = (example ?? '').split(/\s+/);
+    const advertised = args[args.indexOf('--advertise') + 1] ?? '';
+    // The README listens on 0.0.0.0:4420; the test on 127.0.0.1 port 0, so it never collides with a real target.
+    args[args.indexOf('--listen') + 1] = '127.0.0.1:0';
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cli', 'main.ts'), ...args, '--log-level', 'silent'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no connect line in 20 s: ${out}`)), 20_000);
+        child.stdout.on('data', () => {
+          if (/^nvme connect /m.test(out)) {
+            clearTimeout(t);
+            resolve();
+          }
+        });
+        child.once('exit', (code) => reject(new Error(`target exited ${code}: ${out}`)));
+      });
+      const port = /listening on 127\.0\.0\.1:(\d+)/.exec(out)?.[1];
+      expect(out).toContain(`(advertised as ${advertised}:${port})`);
+      expect(out).toMatch(new RegExp(`^nvme discover -t tcp -a ${advertised.replaceAll('.', '\\.')} -s ${port}$`, 'm'));
+      expect(out).toMatch(new RegExp(`^nvme connect -t tcp -a ${advertised.replaceAll('.', '\\.')} -s ${port} -n `, 'm'));
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
 });
