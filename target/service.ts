@@ -78,7 +78,7 @@ export class TargetService {
     if (this.#workers.enabled) this.#core.mirror = this.#workers;
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
     this.#ns = new Namespaces(this.#core, this.#log, this.#workers, this.#resv, (nqn) => this.#subsys(nqn));
-    this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state), () => this.#keys.configEntries(true));
+    this.#gw = new GatewayPart(this.#core, this.#log, (portId, grpid, state) => this.setAnaState(portId, grpid, state), () => this.#keys.configEntries(true), this.#ns);
   }
 
   /**
@@ -378,13 +378,14 @@ export class TargetService {
   }
 
   /** Namespace masking at runtime: attach `nsid` to one more host (only that host's controllers get the notice). */
-  attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
-    this.#ns.attachNamespaceHost(subnqn, nsid, hostnqn);
+  attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): Promise<void> | undefined {
+    // A promise in a gateway group (the change goes through etcd); applied at once otherwise.
+    return this.#ns.attachNamespaceHost(subnqn, nsid, hostnqn);
   }
 
   /** Detach `nsid` from one host (from an all-hosts namespace: every allowed host but this one keeps it). */
-  detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
-    this.#ns.detachNamespaceHost(subnqn, nsid, hostnqn);
+  detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): Promise<void> | undefined {
+    return this.#ns.detachNamespaceHost(subnqn, nsid, hostnqn);
   }
 
   /** Hosts a namespace is attached to; undefined = every allowed host. */

@@ -33,6 +33,9 @@ export const CNTLID_MAX = 0xffef;
 /** How a worker hands a reservation command to the owner of the state (Subsystem.resvForward). */
 export type ResvForward = (ctrl: { hostKey: string; hostid: Buffer; cntlid: number }, nsid: number, opcode: number, cdw10: number, data: Buffer, done: (status: number) => void) => void;
 
+/** Subsystem.resvShared: `mutate` decides on a ReservationState holding the group's state and returns the status. */
+export type ResvShared = (nsid: number, mutate: (rs: ReservationState) => number) => Promise<number>;
+
 export interface ControllerEntry {
   readonly cntlid: number;
   readonly hostnqn: string;
@@ -114,6 +117,12 @@ export class Subsystem {
    * every worker applied the result. Undefined where the state lives.
    */
   resvForward: ResvForward | undefined = undefined;
+  /**
+   * In a gateway group (target/gateway/shared.ts): runs a state-changing reservation operation on the group's copy
+   * of the namespace's state in etcd instead of this one, and resolves to its NVMe status once the change committed
+   * and was applied here (and on the workers). Undefined outside a group.
+   */
+  resvShared: ResvShared | undefined = undefined;
 
   constructor(
     readonly config: SubsystemConfig,

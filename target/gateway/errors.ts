@@ -44,3 +44,17 @@ export class GatewayNotConfiguredError extends NvmeTcpError {
     super('this target is not in a gateway group; start it with --gateway-group NAME --etcd URL');
   }
 }
+
+/**
+ * A change to the group's shared state (reservations, host masks) by a gateway that is fenced: its lease may have
+ * expired, so it must not write (another gateway may already serve its groups). Nothing was written.
+ */
+export class GatewayFencedError extends NvmeTcpError {
+  readonly code = 'NVMEOF_ERR_GATEWAY_FENCED';
+  constructor(
+    readonly group: string,
+    readonly id: string,
+  ) {
+    super(`gateway group '${group}': gateway '${id}' is fenced (its etcd lease may have expired); nothing was changed`);
+  }
+}

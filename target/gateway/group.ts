@@ -5,6 +5,10 @@
 //                 leases: a key attached to a lease lives exactly as long as the lease; the lease expires TTL seconds
 //                 after the last keep-alive the server received).
 //   state         the one record that is the truth for membership, the owner of each ANA group and a change counter.
+//   resv/<nqn>/<nsid>, masks/<nqn>/<nsid>
+//                 state the gateways share besides ownership (target/gateway/shared.ts: reservations, host masks),
+//                 written by updateShared (a transaction comparing the key's mod revision and that this gateway's
+//                 member key still carries its lease) and announced to every gateway by the watch ('shared' event).
 //                 Every write is a transaction comparing the record's mod revision with the one the writer read (etcd
 //                 txn: the `then` ops apply only if every compare holds, atomically), so two gateways never both
 //                 write a conflicting owner map: the loser re-reads and recomputes (planOwnership is pure).
@@ -16,7 +20,7 @@
 import { EventEmitter } from 'node:events';
 import { Etcd3, type Lease, type Watcher } from 'etcd3';
 import { anaGroupIds, describeDifference, descriptionDigest, type GroupDescription } from './description.js';
-import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError, GroupOperationError } from './errors.js';
+import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError, GatewayFencedError, GroupOperationError } from './errors.js';
 import { anaStateOn, planOwnership, releaseGroup, type AnaStateName, type GroupOwnership, type Transition } from './ownership.js';
 
 export type { AnaStateName, GroupOwnership, Transition } from './ownership.js';
@@ -108,6 +112,29 @@ function claimPreferred(rec: GroupRecord, opts: GatewayGroupOptions): void {
   }
 }
 
+/** One shared key as read or written: relative key, value, etcd mod revision (decimal string). */
+export interface SharedKv {
+  key: string;
+  value: string;
+  modRev: string;
+}
+
+/** `d` with the host mask of every namespace named by a masks/<nqn>/<nsid> key replaced by the key's. */
+function withMasks(d: GroupDescription, masks: SharedKv[]): GroupDescription {
+  if (masks.length === 0) return d;
+  const byNs = new Map(masks.map((m) => [m.key.slice('masks/'.length), m.value]));
+  return {
+    ...d,
+    subsystems: d.subsystems.map((s) => ({
+      ...s,
+      namespaces: s.namespaces.map((ns) => {
+        const v = byNs.get(`${s.nqn}/${ns.nsid}`);
+        return v === undefined ? ns : { ...ns, hosts: (JSON.parse(v) as { hosts: string[] | null }).hosts };
+      }),
+    })),
+  };
+}
+
 const ownedCount = (rec: GroupRecord, id: string): number => rec.groups.filter((g) => (g.next ?? g.owner) === id).length;
 const MAX_CNTLID = 0xffef;
 
@@ -116,6 +143,8 @@ export class GatewayGroup extends EventEmitter {
   private readonly ttlMs: number;
   private readonly marginMs: number;
   private lease: Lease | undefined;
+  /** The id of `lease` once granted: updateShared's transactions compare the member key's lease with it. */
+  private leaseId: string | undefined;
   private validUntil = 0;
   private fenceTimer: NodeJS.Timeout | undefined;
   private keepTimer: NodeJS.Timeout | undefined;
@@ -168,9 +197,15 @@ export class GatewayGroup extends EventEmitter {
       }
     }
     gw.watcher = await gw.client.watch().prefix(gw.prefix).create();
-    gw.watcher.on('put', () => gw.schedule('watch'));
+    gw.watcher.on('put', (kv) => {
+      const key = kv.key.toString();
+      // Shared keys (reservations, masks) are not the ownership record's business: no reconcile for them.
+      if (gw.isSharedKey(key)) gw.emit('shared', key.slice(gw.prefix.length), kv.value.toString(), kv.mod_revision);
+      else gw.schedule('watch');
+    });
     gw.watcher.on('delete', (kv) => {
       const key = kv.key.toString();
+      if (gw.isSharedKey(key)) return;
       if (key.startsWith(`${gw.prefix}members/`)) gw.goneAt.set(key.slice(`${gw.prefix}members/`.length), Date.now());
       gw.schedule('member lost');
     });
@@ -222,7 +257,10 @@ export class GatewayGroup extends EventEmitter {
         throw new DuplicateGatewayError(opts.group, opts.id);
       }
       if (prev) {
-        const diff = describeDifference(opts.description, prev.description);
+        // A host mask changed at runtime (masks/ keys) overrides the configured one on every gateway, so the
+        // configured masks of those namespaces are not compared: the joiner adopts the group's.
+        const masks = await this.readShared('masks/');
+        const diff = describeDifference(withMasks(opts.description, masks), withMasks(prev.description, masks));
         if (diff !== undefined) {
           lease.release();
           throw new DescriptionMismatchError(opts.group, diff);
@@ -258,6 +296,7 @@ export class GatewayGroup extends EventEmitter {
       const res = await this.withDeadline(txn.commit());
       if (res.succeeded) {
         this.lease = lease;
+        this.leaseId = leaseId;
         this.cntlidRange = [lo, hi];
         this.renewed(tGrant);
         this.keepTimer = setInterval(() => this.keepAlive(), this.ttlMs / 3);
@@ -329,6 +368,7 @@ export class GatewayGroup extends EventEmitter {
     this.rejoining = true;
     const old = this.lease;
     this.lease = undefined;
+    this.leaseId = undefined;
     while (!this.closed) {
       try {
         // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
@@ -443,6 +483,46 @@ export class GatewayGroup extends EventEmitter {
       if (draining) m.draining = true;
       else delete m.draining;
     });
+  }
+
+  private isSharedKey(key: string): boolean {
+    return key.startsWith(`${this.prefix}resv/`) || key.startsWith(`${this.prefix}masks/`);
+  }
+
+  /** Every shared key under `dir` ('resv/' or 'masks/'), keys relative to the group's prefix. */
+  async readShared(dir: 'resv/' | 'masks/'): Promise<SharedKv[]> {
+    const res = await this.withDeadline(this.client.getAll().prefix(`${this.prefix}${dir}`).exec());
+    return res.kvs.map((kv) => ({ key: kv.key.toString().slice(this.prefix.length), value: kv.value.toString(), modRev: kv.mod_revision }));
+  }
+
+  /**
+   * Compare-and-swap of one shared key (relative to the group's prefix). `edit` gets the current value (undefined when
+   * absent) and returns the value to write (none: nothing is written) and a result; it must be pure, as it is run
+   * again on the new value when another gateway wrote first. The write lands only while this gateway's member key
+   * still carries its lease (a fenced gateway, or one whose lease etcd already expired, changes nothing) and the key
+   * is unchanged since the read. Throws GatewayFencedError when fenced, EtcdUnreachableError when etcd does not answer.
+   */
+  async updateShared<T>(key: string, edit: (cur: string | undefined) => { value?: string; result: T }): Promise<{ result: T; written?: SharedKv }> {
+    const full = `${this.prefix}${key}`;
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const leaseId = this.leaseId;
+      if (leaseId === undefined || !this.ownsNowCheck()) throw new GatewayFencedError(this.opts.group, this.opts.id);
+      const kv = (await this.withDeadline(this.client.get(full).exec())).kvs[0];
+      const out = edit(kv?.value.toString());
+      if (out.value === undefined) return { result: out.result };
+      const res = await this.withDeadline(
+        this.client
+          .if(full, 'Mod', '==', kv?.mod_revision ?? '0')
+          .and(this.memberKey(), 'Lease', '==', leaseId)
+          .then(this.client.put(full).value(out.value))
+          .else(this.client.get(this.memberKey()))
+          .commit(),
+      );
+      if (res.succeeded) return { result: out.result, written: { key, value: out.value, modRev: res.header.revision } };
+      const member = res.responses[0]?.response_range?.kvs[0];
+      if (member === undefined || member.lease !== leaseId) throw new GatewayFencedError(this.opts.group, this.opts.id);
+    }
+    throw new GroupOperationError(`gateway group '${this.opts.group}': ${key} kept changing; retry`);
   }
 
   /** Per live member, its lease id and the seconds etcd says it has left (etcd LeaseTimeToLive). */

@@ -4,11 +4,14 @@
 // workers, then the ANA-change AEN to every host on the port, NVMe Base 2.0 §8.1.2 and §5.27.1.2).
 import os from 'node:os';
 import type { Logger } from 'pino';
+import type { ResvNotifType } from '../../protocol/index.js';
 import type { AnaStateName as PortAnaState, GatewayConfig, HostConfig, PortConfig } from '../config/types.js';
 import type { TargetCore } from '../core/index.js';
 import { keysDigest, type GroupDescription } from '../gateway/description.js';
 import { GatewayNotConfiguredError } from '../gateway/errors.js';
 import { GatewayGroup, type GroupRecord, type OwnershipEvent, type Transition } from '../gateway/group.js';
+import { GroupSharedState, type SharedResv } from '../gateway/shared.js';
+import type { Namespaces } from './namespaces.js';
 
 /** What GET /group and `ctl group status` show. */
 export interface GroupView {
@@ -41,6 +44,7 @@ export function gatewayId(cfg: GatewayConfig): string {
 
 export class GatewayPart {
   #group: GatewayGroup | undefined;
+  #shared: GroupSharedState | undefined;
   #cfg: GatewayConfig | undefined;
   #fences = 0;
   #lastSeenAt = 0;
@@ -53,6 +57,8 @@ export class GatewayPart {
     private readonly setAnaState: (portId: number, grpid: number, state: PortAnaState) => void,
     /** HostKeys.configEntries(true): the host key configuration, only ever hashed here (description keys digest). */
     private readonly hostKeys: () => HostConfig[] | undefined,
+    /** The namespace lifecycle: host masks decided by the group are applied through it (applyMask). */
+    private readonly namespaces: Pick<Namespaces, 'applyMask' | 'groupMask'>,
   ) {}
 
   /** The gateway block this target joined with (getConfig round-trips it). */
@@ -92,7 +98,42 @@ export class GatewayPart {
     group.on('record', (rec: GroupRecord) => this.#onRecord(rec));
     group.on('error', (err: Error) => this.log.error({ err }, 'gateway group: rejoin refused'));
     this.#onRecord(group.snapshot);
+    await this.#share(group);
     this.log.info({ group: cfg.group, id, cntlid: group.cntlidRange, owned: group.owned() }, 'gateway group joined');
+  }
+
+  /**
+   * Reservations and host masks through the group (target/gateway/shared.ts): load the group's copies before any
+   * port listens (a namespace's PTPL state restored here seeds the group only where it has none), then send every
+   * state-changing reservation command and mask change through etcd.
+   */
+  async #share(group: GatewayGroup): Promise<void> {
+    const shared = new GroupSharedState(group, { resv: (nqn, nsid, v, notify) => this.#applyResv(nqn, nsid, v, notify), mask: (nqn, nsid, hosts) => this.namespaces.applyMask(nqn, nsid, hosts) }, (msg, err) =>
+      this.log.error({ err }, msg),
+    );
+    const seed = [...this.core.subsystems.values()].flatMap((sub) => [...sub.reservations].filter(([, rs]) => rs.ptpl).map(([nsid, rs]) => ({ nqn: sub.nqn, nsid, replica: rs.replica() })));
+    await shared.start(seed);
+    this.#shared = shared;
+    for (const sub of this.core.subsystems.values()) {
+      sub.resvShared = async (nsid, mutate) => {
+        const status = await shared.resvCommand(sub.nqn, nsid, mutate);
+        // With workers: answered once every worker has the new state, as outside a group (Subsystem.resvCommit).
+        if (status === 0) await sub.resvCommit?.(nsid);
+        return status;
+      };
+    }
+    this.namespaces.groupMask = (nqn, nsid, edit) => shared.setMask(nqn, nsid, edit);
+  }
+
+  /** The group's reservation state of a namespace: applied to the local copy, notices to this gateway's controllers. */
+  #applyResv(nqn: string, nsid: number, v: SharedResv, notify: boolean): void {
+    const sub = this.core.subsystems.get(nqn);
+    if (sub === undefined || !sub.namespaces.has(nsid)) return;
+    const rs = sub.reservation(nsid);
+    rs.applyReplica(v.replica);
+    if (notify) for (const [host, type] of v.notices) rs.events.notify(host, type as ResvNotifType);
+    // Persistence (this gateway's PTPL file) and the workers' copies, as for a local change.
+    sub.onResvChanged?.(sub, nsid);
   }
 
   /** The port config a listener starts with: every ANA group in the state this gateway reports now. */
@@ -227,6 +268,7 @@ export class GatewayPart {
   async leave(): Promise<void> {
     const g = this.#group;
     if (g === undefined) return;
+    this.#shared?.stop();
     await g.close();
     this.log.info({ group: this.#cfg?.group }, 'gateway group left');
   }

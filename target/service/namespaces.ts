@@ -83,29 +83,63 @@ export class Namespaces {
   }
 
   /**
+   * In a gateway group: changes the namespace's host mask through the group's copy in etcd (GatewayPart.changeMask);
+   * `edit` gets the group's mask (undefined: the configured one applies) and the change reaches this gateway, as every
+   * other, through applyMask. Undefined outside a group.
+   */
+  groupMask: ((nqn: string, nsid: number, edit: (cur: string[] | null | undefined) => string[] | null) => Promise<void>) | undefined = undefined;
+
+  /**
    * Namespace masking at runtime: attach `nsid` to one more host, or detach it from one (the first attach turns an
    * all-hosts namespace into a masked one; detaching the last host leaves it visible to nobody). Only the controllers
    * of the host whose view changed get the Namespace Attribute Changed notice.
    */
-  attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
+  attachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): Promise<void> | undefined {
     const sub = this.#subsys(subnqn);
-    const ns = sub.namespaces.get(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    this.#ns(sub, nsid);
     checkMaskHost(this.#log, sub, hostnqn);
-    const next = new Set(ns.hostMask ?? []);
-    next.add(hostnqn);
-    this.#setMask(sub, nsid, next);
+    return this.#changeMask(sub, nsid, (mask) => new Set([...(mask ?? []), hostnqn]));
   }
 
-  detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): void {
+  detachNamespaceHost(subnqn: string, nsid: number, hostnqn: string): Promise<void> | undefined {
     const sub = this.#subsys(subnqn);
+    this.#ns(sub, nsid);
+    return this.#changeMask(sub, nsid, (mask) => {
+      if (mask !== undefined && !mask.has(hostnqn)) throw new InvalidArgumentError('hostnqn', `namespace ${nsid} is not attached to ${hostnqn}`);
+      // Detaching from an all-hosts namespace: every allowed host but this one keeps it.
+      const next = new Set(mask ?? [...sub.hosts]);
+      next.delete(hostnqn);
+      return next;
+    });
+  }
+
+  #ns(sub: Subsystem, nsid: number): TargetNamespace {
     const ns = sub.namespaces.get(nsid);
-    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
-    if (ns.hostMask !== undefined && !ns.hostMask.has(hostnqn)) throw new InvalidArgumentError('hostnqn', `namespace ${nsid} is not attached to ${hostnqn}`);
-    // Detaching from an all-hosts namespace: every allowed host but this one keeps it.
-    const next = new Set(ns.hostMask ?? [...sub.hosts]);
-    next.delete(hostnqn);
-    this.#setMask(sub, nsid, next);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${sub.nqn}`);
+    return ns;
+  }
+
+  /**
+   * `edit` on the current mask (undefined: every allowed host): here at once (a refusal throws), or on the group's copy
+   * in a gateway group (a promise: a refusal rejects).
+   */
+  #changeMask(sub: Subsystem, nsid: number, edit: (mask: ReadonlySet<string> | undefined) => Set<string>): Promise<void> | undefined {
+    const group = this.groupMask;
+    if (group === undefined) {
+      this.#setMask(sub, nsid, edit(this.#ns(sub, nsid).hostMask));
+      return undefined;
+    }
+    return group(sub.nqn, nsid, (cur) => [...edit(cur === undefined ? this.#ns(sub, nsid).hostMask : cur === null ? undefined : new Set(cur))]);
+  }
+
+  /** A mask the gateway group decided (any gateway's change, this one's included): applied here like a local one. */
+  applyMask(subnqn: string, nsid: number, hosts: string[] | null): void {
+    const sub = this.#core.subsystems.get(subnqn);
+    const ns = sub?.namespaces.get(nsid);
+    if (sub === undefined || ns === undefined) return;
+    const next = hosts === null ? undefined : new Set(hosts);
+    const same = next === undefined ? ns.hostMask === undefined : ns.hostMask !== undefined && ns.hostMask.size === next.size && [...next].every((h) => ns.hostMask?.has(h));
+    if (!same) this.#setMask(sub, nsid, next);
   }
 
   /** Hosts a namespace is attached to; undefined = every allowed host. */
@@ -115,15 +149,16 @@ export class Namespaces {
     return ns.hostMask === undefined ? undefined : [...ns.hostMask];
   }
 
-  #setMask(sub: Subsystem, nsid: number, hosts: Set<string>): void {
+  #setMask(sub: Subsystem, nsid: number, hosts: Set<string> | undefined): void {
     const ns = sub.namespaces.get(nsid) as TargetNamespace;
     const affected = sub.setNamespaceHosts(ns, hosts);
-    ns.config.hosts = [...hosts];
+    if (hosts === undefined) delete ns.config.hosts;
+    else ns.config.hosts = [...hosts];
     // Workers apply the new mask to their I/O queues before the affected hosts hear of it (as for namespace changes).
     this.#core.changedThen({ kind: 'subsystem', sub }, 'host mask', { subnqn: sub.nqn, nsid }, () => {
       if (ns.enabled && affected.size > 0) this.#core.nsChanged(sub, nsid, affected);
     });
-    this.#log.info({ subnqn: sub.nqn, nsid, hosts: [...hosts], notified: [...affected] }, 'namespace host mask changed');
+    this.#log.info({ subnqn: sub.nqn, nsid, hosts: hosts === undefined ? null : [...hosts], notified: [...affected] }, 'namespace host mask changed');
   }
 
   /** Runs namespace changes one at a time, in call order: a rapid disable/re-map/enable sequence applies as sent. */

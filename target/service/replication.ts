@@ -120,7 +120,10 @@ export class Replication implements CoreMirror {
     const ns = sub?.namespaces.get(nsid);
     if (sub === undefined || ns === undefined || !ns.enabled) return Status.INVALID_NS | DNR;
     const hostid = Buffer.from(hostidHex, 'hex');
-    const status = runResvCommand(sub.reservation(nsid), hostidHex, hostid, opcode, cdw10, Buffer.from(data, 'base64'));
+    const keys = Buffer.from(data, 'base64');
+    // In a gateway group the group's state decides (and resvShared waits for the workers itself).
+    if (sub.resvShared !== undefined) return sub.resvShared(nsid, (rs) => runResvCommand(rs, hostidHex, hostid, opcode, cdw10, keys));
+    const status = runResvCommand(sub.reservation(nsid), hostidHex, hostid, opcode, cdw10, keys);
     if (status === 0) await sub.resvCommit?.(nsid);
     return status;
   }

@@ -138,7 +138,7 @@ describe('TargetService in a gateway group (real etcd)', () => {
     }
   }, 30_000);
 
-  it('gateways sharing one --config keep PTPL reservations in distinct files (FILE.ID.reservations.json)', async () => {
+  it('gateways sharing one --config keep the group PTPL reservations in distinct files (FILE.ID.reservations.json)', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-ptpl-'));
     const file = path.join(dir, 'gw.json');
     const c = config('x');
@@ -161,11 +161,14 @@ describe('TargetService in a gateway group (real etcd)', () => {
       await ha.namespace(1).reservation.register({ nrkey: 0x11n, cptpl: 3 });
       await hb.namespace(1).reservation.register({ nrkey: 0x22n, cptpl: 3 });
       await Promise.all([ha.disconnect(), hb.disconnect()]);
-      const rkeys = (id: string) => [...readFileSync(path.join(dir, `gw.${id}.reservations.json`), 'utf8').matchAll(/"rkey":\s*"(\d+)"/g)].map((m) => m[1]);
-      // Each gateway's file holds what was registered through it (0x11 = 17 on a, 0x22 = 34 on b): neither overwrote
-      // the other, and the shared FILE.reservations.json is not used.
-      expect(rkeys('a')).toEqual(['17']);
-      expect(rkeys('b')).toEqual(['34']);
+      const ptplFile = (id: string) => path.join(dir, `gw.${id}.reservations.json`);
+      const rkeys = (id: string) => (existsSync(ptplFile(id)) ? [...readFileSync(ptplFile(id), 'utf8').matchAll(/"rkey":\s*"(\d+)"/g)].map((m) => m[1]).sort() : []);
+      // Reservations are the group's (etcd, docs/gateway-groups.md): each gateway's own file holds both registrations
+      // (0x11 = 17 through a, 0x22 = 34 through b; the other one arrives by the watch), and the shared
+      // FILE.reservations.json is not used.
+      await until(() => rkeys('a').length === 2 && rkeys('b').length === 2);
+      expect(rkeys('a')).toEqual(['17', '34']);
+      expect(rkeys('b')).toEqual(['17', '34']);
       expect(existsSync(path.join(dir, 'gw.reservations.json'))).toBe(false);
     } finally {
       for (const ac of stops) ac.abort();

@@ -428,18 +428,7 @@ function setFeature(ctrl: TargetController, req: Request): number {
       // Reservation Persistence (NVMe Base 2.0 §5.27.1.23): PTPL of one namespace; it is subsystem-wide state.
       const ns = resvFeatureNs(ctrl, req);
       if (typeof ns === 'number') return ns;
-      req.execute = (r) => {
-        ns.resv.setPtpl((v & RESV_PERSIST_PTPL) !== 0);
-        r.dw0 = v & RESV_PERSIST_PTPL;
-        // With target workers the Reservation Report (PTPLS) is answered from each worker's copy: complete once every
-        // worker has the new state, as a Register/Acquire/Release does (subsys.resvCommit).
-        const commit = ctrl.subsys.resvCommit?.(ns.nsid);
-        if (commit === undefined) return done(r, 0);
-        commit.then(
-          () => done(r, 0),
-          () => done(r, Status.INTERNAL),
-        );
-      };
+      req.execute = (r) => setPtpl(ctrl, r, ns, (v & RESV_PERSIST_PTPL) !== 0);
       return 0;
     }
     default:
@@ -529,6 +518,32 @@ export function parseKeepAlive(ctrl: TargetController, req: Request): number {
     done(r, 0);
   };
   return 0;
+}
+
+/**
+ * Set Features Reservation Persistence (NVMe Base 2.0 §5.27.1.23): PTPL of one namespace, subsystem-wide state. In a
+ * gateway group it is part of the group's reservation state (subsys.resvShared, target/gateway/shared.ts). With
+ * target workers the Reservation Report (PTPLS) is answered from each worker's copy: complete once every worker has
+ * the new state, as a Register/Acquire/Release does (subsys.resvCommit).
+ */
+function setPtpl(ctrl: TargetController, r: Request, ns: TargetNamespace, on: boolean): void {
+  r.dw0 = on ? RESV_PERSIST_PTPL : 0;
+  const shared = ctrl.subsys.resvShared;
+  let commit: Promise<number> | undefined;
+  if (shared !== undefined) {
+    commit = shared(ns.nsid, (rs) => {
+      rs.setPtpl(on);
+      return 0;
+    });
+  } else {
+    ns.resv.setPtpl(on);
+    commit = ctrl.subsys.resvCommit?.(ns.nsid).then(() => 0);
+  }
+  if (commit === undefined) return done(r, 0);
+  commit.then(
+    (status) => done(r, status),
+    () => done(r, Status.INTERNAL),
+  );
 }
 
 /**

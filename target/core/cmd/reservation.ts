@@ -82,6 +82,19 @@ function executeChange(ctrl: TargetController, r: Request, ns: TargetNamespace, 
     fwd(ctrl, ns.nsid, r.opcode, r.cdw(10), Buffer.from(d.subarray(0, len)), (status) => complete(r, status));
     return;
   }
+  const shared = sub.resvShared;
+  if (shared !== undefined) {
+    // A gateway group: decided on the group's state in etcd, answered once committed (target/gateway/shared.ts).
+    const { hostKey, hostid } = ctrl;
+    const { opcode } = r;
+    const cdw10 = r.cdw(10);
+    const keys = Buffer.from(d.subarray(0, len));
+    shared(ns.nsid, (rs) => runResvCommand(rs, hostKey, hostid, opcode, cdw10, keys)).then(
+      (status) => complete(r, status),
+      () => complete(r, Status.INTERNAL),
+    );
+    return;
+  }
   const status = runResvCommand(ns.resv, ctrl.hostKey, ctrl.hostid, r.opcode, r.cdw(10), d);
   const commit = status === 0 ? sub.resvCommit?.(ns.nsid) : undefined;
   if (commit === undefined) return complete(r, status);

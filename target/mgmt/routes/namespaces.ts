@@ -64,20 +64,20 @@ export const namespaceRoutes: readonly RouteEntry[] = [
       const nsid = nsidParam(params);
       const { nqn } = parseWith(hostBodySchema, await body(), 'body');
       if ((service.namespaceHosts(s.nqn, nsid) ?? []).includes(nqn)) throw new HttpError(409, `namespace ${nsid} is already attached to ${nqn}`);
-      service.attachNamespaceHost(s.nqn, nsid, nqn);
+      await service.attachNamespaceHost(s.nqn, nsid, nqn);
       return created({ hosts: service.namespaceHosts(s.nqn, nsid) ?? null });
     },
   },
   {
     method: 'DELETE',
     path: '/subsystems/:nqn/namespaces/:nsid/hosts/:hostnqn',
-    handler: ({ service, params }) => {
+    handler: async ({ service, params }) => {
       const s = subsystemOf(service, params.nqn);
       const nsid = nsidParam(params);
       const h = params.hostnqn ?? '';
       const cur = service.namespaceHosts(s.nqn, nsid);
       if (cur !== undefined && !cur.includes(h)) throw new HttpError(404, `namespace ${nsid} is not attached to ${h}`);
-      service.detachNamespaceHost(s.nqn, nsid, h);
+      await service.detachNamespaceHost(s.nqn, nsid, h);
       return noContent;
     },
   },

@@ -1,0 +1,146 @@
+// Reservations (NVMe Base 2.0 §8.19) and namespace host masks shared by the gateways of a group through etcd
+// (docs/gateway-groups.md, "Reservations and masking across the group"). nvmet keeps both per node; here a host that
+// registers and reserves through one gateway is registered and reserved on all of them, and every conflict is decided
+// the same way everywhere, because every change is decided on the one copy in etcd:
+//
+//   resv/<nqn>/<nsid>   { v: 1, replica, notices, by }: the namespace's reservation state (ReservationState.replica(),
+//                       preempt-and-abort generations included), the notices the change raised (host key, log page
+//                       type, §8.19.4) and the gateway that wrote it.
+//   masks/<nqn>/<nsid>  { hosts }: the namespace's host mask once changed at runtime (null = every allowed host).
+//
+// A state-changing command reads the key, runs the same ReservationState code a single target runs on that copy,
+// and writes the result by compare-and-swap (GatewayGroup.updateShared: key unchanged since the read, this gateway's
+// lease still live); a lost compare re-reads and decides again. The host is answered only once the write committed
+// and this gateway applied it. Every gateway applies each revision once, from the watch (or at once, the writer):
+// applyReplica on its local copy, then the notices for its own controllers of the named hosts. Reads (Report, the
+// I/O path's access checks) use the local copy: no etcd round trip on the data path.
+import { Status } from '../../protocol/index.js';
+import { ReservationState, type ResvReplica } from '../core/reservation.js';
+import { EtcdUnreachableError, GatewayFencedError } from './errors.js';
+import type { GatewayGroup, SharedKv } from './group.js';
+
+/** The value of a resv/ key. */
+export interface SharedResv {
+  v: 1;
+  replica: ResvReplica;
+  /** [host key, ResvNotifType] per notification the change raised, for each gateway's controllers of that host. */
+  notices: Array<[string, number]>;
+  /** The gateway that decided it (GET /group-style diagnostics). */
+  by: string;
+}
+
+/** Where a gateway applies what the group decided (target/service/gateway.ts: the subsystems, AENs, workers). */
+export interface SharedSink {
+  /** `notify`: raise the value's notices (false for a key loaded at start: those were raised before). */
+  resv(nqn: string, nsid: number, value: SharedResv, notify: boolean): void;
+  mask(nqn: string, nsid: number, hosts: string[] | null): void;
+}
+
+export const resvKey = (nqn: string, nsid: number): string => `resv/${nqn}/${nsid}`;
+export const maskKey = (nqn: string, nsid: number): string => `masks/${nqn}/${nsid}`;
+
+/** The kind, subsystem NQN and NSID of a shared key (NQNs hold no '/', NVMe Base 2.0 §4.5: the NSID is last anyway). */
+function parseKey(key: string): { kind: 'resv' | 'masks'; nqn: string; nsid: number } | undefined {
+  const kind = key.startsWith('resv/') ? 'resv' : key.startsWith('masks/') ? 'masks' : undefined;
+  const slash = key.lastIndexOf('/');
+  if (kind === undefined || slash <= kind.length) return undefined;
+  const nsid = Number(key.slice(slash + 1));
+  return Number.isInteger(nsid) && nsid > 0 ? { kind, nqn: key.slice(kind.length + 1, slash), nsid } : undefined;
+}
+
+export class GroupSharedState {
+  /** Per shared key, the mod revision applied here: each revision is applied once, in order, whoever reports it. */
+  readonly #applied = new Map<string, bigint>();
+  readonly #onShared = (key: string, value: string, modRev: string): void => this.#apply({ key, value, modRev }, true);
+
+  constructor(
+    private readonly group: GatewayGroup,
+    private readonly sink: SharedSink,
+    private readonly log: (msg: string, err: unknown) => void = () => undefined,
+  ) {}
+
+  /**
+   * Follow the watch, then load every key (before the gateway listens): a change between the two is seen by the
+   * watch and applied once by revision. `seed` gives, per namespace this gateway serves, the local state restored
+   * from its PTPL file: written only where the group has no key yet (a target becoming a gateway keeps its PTPL
+   * registrations); otherwise the group's state replaces it.
+   */
+  async start(seed: Array<{ nqn: string; nsid: number; replica: ResvReplica }> = []): Promise<void> {
+    this.group.on('shared', this.#onShared);
+    for (const kv of [...(await this.group.readShared('resv/')), ...(await this.group.readShared('masks/'))]) this.#apply(kv, false);
+    for (const s of seed) {
+      if (this.#applied.has(resvKey(s.nqn, s.nsid))) continue;
+      const value: SharedResv = { v: 1, replica: s.replica, notices: [], by: this.group.opts.id };
+      const { written } = await this.group.updateShared(resvKey(s.nqn, s.nsid), (cur) => ({ result: 0, ...(cur === undefined ? { value: JSON.stringify(value) } : {}) }));
+      if (written !== undefined) this.#apply(written, false);
+    }
+  }
+
+  stop(): void {
+    this.group.off('shared', this.#onShared);
+  }
+
+  /** Whether the group has a reservation key for the namespace (loaded or seen since). */
+  hasResv(nqn: string, nsid: number): boolean {
+    return this.#applied.has(resvKey(nqn, nsid));
+  }
+
+  /**
+   * Run a state-changing reservation operation (Register / Acquire / Release, Set Features PTPL) on the group's state
+   * of the namespace: `mutate` gets a ReservationState holding the group's copy and returns the NVMe status, exactly
+   * as on a single target. Resolves to that status once the change committed in etcd and was applied here. A fenced
+   * gateway (or one that cannot reach etcd) changes nothing and answers Asymmetric Access Inaccessible (302h, NVMe
+   * Base 2.0 §8.1.2), the status its I/O gets when fenced, so the host retries through another gateway.
+   */
+  async resvCommand(nqn: string, nsid: number, mutate: (rs: ReservationState) => number): Promise<number> {
+    try {
+      const { result, written } = await this.group.updateShared(resvKey(nqn, nsid), (cur) => this.#decide(nsid, cur, mutate));
+      if (written !== undefined) this.#apply(written, true);
+      return result;
+    } catch (err) {
+      if (err instanceof GatewayFencedError || err instanceof EtcdUnreachableError) return Status.ANA_INACCESSIBLE;
+      this.log('gateway group: reservation change failed', err);
+      return Status.INTERNAL;
+    }
+  }
+
+  #decide(nsid: number, cur: string | undefined, mutate: (rs: ReservationState) => number): { value?: string; result: number } {
+    const notices: Array<[string, number]> = [];
+    const rs = new ReservationState(nsid, { notify: (host, type) => notices.push([host, type]), changed: () => undefined });
+    if (cur !== undefined) rs.applyReplica((JSON.parse(cur) as SharedResv).replica);
+    const before = JSON.stringify(rs.replica());
+    const status = mutate(rs);
+    const replica = rs.replica();
+    // A refused command, or one that changed nothing (acquiring what one holds), writes nothing.
+    if (status !== 0 || JSON.stringify(replica) === before) return { result: status };
+    const value: SharedResv = { v: 1, replica, notices, by: this.group.opts.id };
+    return { result: status, value: JSON.stringify(value) };
+  }
+
+  /**
+   * Change the namespace's host mask: `edit` gets the group's mask (undefined: never changed at runtime, the
+   * configured one applies) and returns the new one, or throws (nothing written). Resolves once committed and applied
+   * here; throws GatewayFencedError / EtcdUnreachableError.
+   */
+  async setMask(nqn: string, nsid: number, edit: (cur: string[] | null | undefined) => string[] | null): Promise<void> {
+    const { written } = await this.group.updateShared(maskKey(nqn, nsid), (cur) => {
+      const hosts = edit(cur === undefined ? undefined : (JSON.parse(cur) as { hosts: string[] | null }).hosts);
+      return { result: undefined, value: JSON.stringify({ hosts: hosts === null ? null : [...hosts].sort() }) };
+    });
+    if (written !== undefined) this.#apply(written, true);
+  }
+
+  #apply(kv: SharedKv, notify: boolean): void {
+    const at = parseKey(kv.key);
+    if (at === undefined) return;
+    const rev = BigInt(kv.modRev);
+    if (rev <= (this.#applied.get(kv.key) ?? 0n)) return;
+    this.#applied.set(kv.key, rev);
+    try {
+      if (at.kind === 'resv') this.sink.resv(at.nqn, at.nsid, JSON.parse(kv.value) as SharedResv, notify);
+      else this.sink.mask(at.nqn, at.nsid, (JSON.parse(kv.value) as { hosts: string[] | null }).hosts);
+    } catch (err) {
+      this.log(`gateway group: shared key ${kv.key} not applied`, err);
+    }
+  }
+}
