@@ -191,9 +191,18 @@ class GuestCommandServer {
 
 /**
  * Boots the lab guest (run.sh, `which` kernel) with the guest loop above, a guestfwd 10.0.2.100:4420 to
- * `targetPort` (our target) and one to the command server; resolves once the guest asks for its first command.
+ * `targetPort` (our target), one to the command server and any `guestfwd` given; resolves once the guest asks for its
+ * first command.
  */
-export async function labRunner(o: { which: LabKernel; targetPort: number; smp?: number; timeoutS?: number; log?: (m: string) => void }): Promise<HostRunner> {
+export async function labRunner(o: {
+  which: LabKernel;
+  targetPort: number;
+  /** More guest-to-host forwards, each `GIP:GPORT:HPORT` (run.sh --guestfwd): e.g. the other gateways of a group. */
+  guestfwd?: readonly string[];
+  smp?: number;
+  timeoutS?: number;
+  log?: (m: string) => void;
+}): Promise<HostRunner> {
   const missing = labPrerequisites(o.which);
   if (missing !== undefined) throw new KernelHostUnavailable(missing);
   const out = LAB_KERNELS[o.which].out();
@@ -207,7 +216,7 @@ export async function labRunner(o: { which: LabKernel; targetPort: number; smp?:
   const timeoutS = o.timeoutS ?? 900;
   const { child, done } = runLabScript(
     [path.join(labDir(), 'run.sh'), '--timeout', String(timeoutS), '--smp', String(o.smp ?? 2), '--mem', '1024', '--hostfwd', 'none',
-      '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, script],
+      '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, ...(o.guestfwd ?? []).flatMap((g) => ['--guestfwd', g]), script],
     undefined,
     { LAB_OUT: out },
   );
