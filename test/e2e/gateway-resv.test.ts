@@ -41,9 +41,11 @@ describe('gateway group: reservations and masks shared through etcd, two target 
 
   beforeAll(async () => {
     etcd = await startEtcd();
-    // The targets run from the sources (a dist/ from an older build would not share anything).
+    // The targets run from the sources (a dist/ from an older build would not share anything). Nothing here waits
+    // for a lease to expire (the move is an operator failover), so a 3 s lease keeps a slow start on a loaded machine
+    // (tsx compiling in the gateway) from fencing a gateway mid-test.
     const bin = path.resolve(import.meta.dirname, '../fixtures/source-cli/nvme-tcp.mjs');
-    lab = await GatewayLab.start({ etcdPort: etcd.clientPort, gateways: 2, namespaces: 1, leaseMs: 1000, failbackDelayMs: 500, group: 'resv', bin });
+    lab = await GatewayLab.start({ etcdPort: etcd.clientPort, gateways: 2, namespaces: 1, leaseMs: 3000, failbackDelayMs: 500, group: 'resv', bin });
   }, 120_000);
 
   afterAll(async () => {
