@@ -46,8 +46,8 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-async function gateway(group: string, id: string, description = desc): Promise<Gw> {
-  const g = await GatewayGroup.join({ group, id, etcd: [etcd.url], description, ttlSec: 2, failbackDelayMs: 300 });
+async function gateway(group: string, id: string, seed: Parameters<GroupSharedState['start']>[0] = []): Promise<Gw> {
+  const g = await GatewayGroup.join({ group, id, etcd: [etcd.url], description: desc, ttlSec: 2, failbackDelayMs: 300 });
   const sub = new Subsystem({ nqn: NQN, namespaces: [] });
   const gw: Gw = { group: g, sub, notices: [], masks: [], rs: () => sub.reservation(1), shared: undefined as unknown as GroupSharedState };
   gw.shared = new GroupSharedState(g, {
@@ -57,7 +57,7 @@ async function gateway(group: string, id: string, description = desc): Promise<G
     },
     mask: (_nqn, _nsid, hosts) => gw.masks.push(hosts),
   });
-  await gw.shared.start();
+  await gw.shared.start(seed);
   open.push(gw);
   return gw;
 }
@@ -142,6 +142,19 @@ describe('reservations shared through etcd (real etcd)', () => {
     expect(await etcdValue(name, resvKey(NQN, 1))).toEqual(before);
     expect(b.rs().registrants.has(key(B))).toBe(false);
     expect(a.rs().registrants.has(key(B))).toBe(false);
+  });
+
+  it('PTPL state a gateway restored seeds the group only where it has none; the group state replaces it otherwise', async () => {
+    const name = `s${++n}`;
+    const replica = (host: number) => ({ rtype: 0, holder: null, gen: 1, ptpl: true, registrants: [{ hostid: key(host), rkey: '7' }], abortGen: 0, abortedAt: [] });
+    const a = await gateway(name, 'a', [{ nqn: NQN, nsid: 1, replica: replica(A) }]);
+    expect([...a.rs().registrants.keys()]).toEqual([key(A)]);
+    // b restored another registration from its own file: the group's (a's) wins, on b and in etcd.
+    const b = await gateway(name, 'b', [{ nqn: NQN, nsid: 1, replica: replica(B) }]);
+    expect([...b.rs().registrants.keys()]).toEqual([key(A)]);
+    expect(b.rs().ptpl).toBe(true);
+    const stored = JSON.parse((await etcdValue(name, resvKey(NQN, 1))).value as string) as { by: string };
+    expect(stored.by).toBe('a');
   });
 });
 

@@ -80,11 +80,6 @@ export class GroupSharedState {
     this.group.off('shared', this.#onShared);
   }
 
-  /** Whether the group has a reservation key for the namespace (loaded or seen since). */
-  hasResv(nqn: string, nsid: number): boolean {
-    return this.#applied.has(resvKey(nqn, nsid));
-  }
-
   /**
    * Run a state-changing reservation operation (Register / Acquire / Release, Set Features PTPL) on the group's state
    * of the namespace: `mutate` gets a ReservationState holding the group's copy and returns the NVMe status, exactly

@@ -108,10 +108,14 @@ export class GatewayPart {
    * state-changing reservation command and mask change through etcd.
    */
   async #share(group: GatewayGroup): Promise<void> {
-    const shared = new GroupSharedState(group, { resv: (nqn, nsid, v, notify) => this.#applyResv(nqn, nsid, v, notify), mask: (nqn, nsid, hosts) => this.namespaces.applyMask(nqn, nsid, hosts) }, (msg, err) =>
-      this.log.error({ err }, msg),
+    const sink = {
+      resv: (nqn: string, nsid: number, v: SharedResv, notify: boolean) => this.#applyResv(nqn, nsid, v, notify),
+      mask: (nqn: string, nsid: number, hosts: string[] | null) => this.namespaces.applyMask(nqn, nsid, hosts),
+    };
+    const shared = new GroupSharedState(group, sink, (msg, err) => this.log.error({ err }, msg));
+    const seed = [...this.core.subsystems.values()].flatMap((sub) =>
+      [...sub.reservations].filter(([, rs]) => rs.ptpl).map(([nsid, rs]) => ({ nqn: sub.nqn, nsid, replica: rs.replica() })),
     );
-    const seed = [...this.core.subsystems.values()].flatMap((sub) => [...sub.reservations].filter(([, rs]) => rs.ptpl).map(([nsid, rs]) => ({ nqn: sub.nqn, nsid, replica: rs.replica() })));
     await shared.start(seed);
     this.#shared = shared;
     for (const sub of this.core.subsystems.values()) {

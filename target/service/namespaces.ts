@@ -83,7 +83,7 @@ export class Namespaces {
   }
 
   /**
-   * In a gateway group: changes the namespace's host mask through the group's copy in etcd (GatewayPart.changeMask);
+   * In a gateway group (set by GatewayPart at join): changes the namespace's host mask on the group's copy in etcd;
    * `edit` gets the group's mask (undefined: the configured one applies) and the change reaches this gateway, as every
    * other, through applyMask. Undefined outside a group.
    */
