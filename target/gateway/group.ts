@@ -257,10 +257,7 @@ export class GatewayGroup extends EventEmitter {
         throw new DuplicateGatewayError(opts.group, opts.id);
       }
       if (prev) {
-        // A host mask changed at runtime (masks/ keys) overrides the configured one on every gateway, so the
-        // configured masks of those namespaces are not compared: the joiner adopts the group's.
-        const masks = await this.readShared('masks/');
-        const diff = describeDifference(withMasks(opts.description, masks), withMasks(prev.description, masks));
+        const diff = await this.describeDifferenceNow(prev.description);
         if (diff !== undefined) {
           lease.release();
           throw new DescriptionMismatchError(opts.group, diff);
@@ -306,6 +303,17 @@ export class GatewayGroup extends EventEmitter {
       }
       if (attempt > 20) throw new EtcdUnreachableError(opts.etcd);
     }
+  }
+
+  /**
+   * The join check. A host mask changed at runtime (masks/ keys) overrides the configured one on every gateway, so the
+   * configured masks of those namespaces are not compared: the joiner adopts the group's. The keys are read only when
+   * the descriptions differ, so a join costs no extra round trip inside its compare-and-swap loop.
+   */
+  private async describeDifferenceNow(recorded: GroupDescription): Promise<string | undefined> {
+    if (describeDifference(this.opts.description, recorded) === undefined) return undefined;
+    const masks = await this.readShared('masks/');
+    return describeDifference(withMasks(this.opts.description, masks), withMasks(recorded, masks));
   }
 
   /** Prune members to the live keys and apply planOwnership; returns whether anything changed. */
