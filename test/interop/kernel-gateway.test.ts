@@ -34,8 +34,8 @@ const GUEST_ADDR = '10.0.2.100';
 const guestPort = (k: number): number => 4420 + k;
 const LEASE_MS = 2000;
 const FAILBACK_MS = 2000;
-/** fio through kill and failback: long enough to outlast both under TCG. */
-const FIO_SECONDS = 60;
+/** fio's cap: it runs through kill and failback and is stopped (SIGINT) once the failed-back path carried I/O. */
+const FIO_SECONDS = 300;
 
 interface PathLine { port: number; ctrl: string; state: string; path: string; ana: string; reads: number; writes: number }
 
@@ -89,8 +89,7 @@ interface Scenario {
   afterKill: { owner: string; paths: PathLine[]; show: string; newOwnerIosGrew: boolean };
   afterFailback: { owner: string | null; paths: PathLine[]; show: string };
   fio: FioResult;
-  fio2: FioResult;
-  /** The failed-back path's guest counters and its gateway's count, around the second fio. */
+  /** The failed-back path's guest counters and its gateway's count, from the guest seeing it optimized again until fio stops. */
   failedBack: { guestBefore: number; guestAfter: number; gatewayBefore: number; gatewayAfter: number };
 }
 
@@ -172,18 +171,15 @@ for (const which of labs) {
       });
 
       it('fio with verify runs through kill and failback without an error; the failed-back path carries I/O again', () => {
-        const { fio, fio2, failedBack, timings } = scenario();
-        // the failback happened while this fio ran
-        expect(timings['fioLeftAtFailbackMs']).toBeGreaterThan(0);
-        expect(fio.rc, fio.out).toBe('0');
+        const { fio, failedBack } = scenario();
+        // stopped by SIGINT after the failback (0 or 128 then; 130 would be a death by the signal)
+        expect(['0', '128'], fio.out).toContain(fio.rc);
         expect(fio.errors, fio.out).toBe(0);
         expect(fio.verifyErrors, fio.out).toEqual([]);
         expect(fio.ios).toBeGreaterThan(0);
         // I/O continued: no stretch without a completion longer than the lease (2 s, granted 2 s by etcd) plus the
         // kernel's reconnect and ANA log read, with room for TCG on 2 shared cores (measured 1.9 to 2.7 s)
         expect(fio.gapMs, fio.out).toBeLessThan(15_000);
-        expect(fio2.rc, fio2.out).toBe('0');
-        expect(fio2.errors, fio2.out).toBe(0);
         expect(failedBack.gatewayAfter).toBeGreaterThan(failedBack.gatewayBefore);
         expect(failedBack.guestAfter).toBeGreaterThan(failedBack.guestBefore);
       });
@@ -248,12 +244,12 @@ async function runScenario(
   const owner = gws.find((g) => g.id === ownerId);
   if (owner === undefined) throw new Error(`no owner for ANA group 1 (${String(ownerId)})`);
   // The owner carries the I/O before it dies.
-  await until(async () => (await gatewayIos(owner)) > 200, 60_000, `${owner.id} to serve fio's I/O`);
+  await until(async () => (await gatewayIos(owner)) > 50, 60_000, `${owner.id} to serve fio's I/O`);
   mark('fioToOwnerIoMs', tFio);
 
   const tKill = performance.now();
   await lab.kill(owner);
-  log(`### host: SIGKILL ${owner.id} (owner of ANA group 1), ${Math.round(tKill - tFio)} ms into fio`);
+  log(`### host: SIGKILL ${owner.id} (owner of ANA group 1), about ${Math.round(tKill - tFio)} ms into fio`);
   let newOwner: LabGateway | undefined;
   await until(async () => {
     const o = (await lab.owners(owner))?.get(1);
@@ -262,7 +258,7 @@ async function runScenario(
   }, 30_000, 'a survivor to own ANA group 1');
   mark('killToNewOwnerMs', tKill);
   const survivor = newOwner as LabGateway;
-  await sh(['wait', NQN, String(guestPort(gws.indexOf(survivor))), 'live', 'optimized', '60']);
+  await sh(['wait', NQN, String(guestPort(gws.indexOf(survivor))), 'live', 'optimized', '90']);
   mark('killToGuestOptimizedMs', tKill);
   const iosAtTakeover = await gatewayIos(survivor);
   const afterKillPaths = parsePaths(await sh(['paths', NQN]));
@@ -275,27 +271,27 @@ async function runScenario(
   const tRestart = performance.now();
   await lab.startGateway(owner);
   mark('restartMs', tRestart);
-  await until(async () => (await lab.owners())?.get(1) === owner.id && (await lab.settled()), 60_000, `${owner.id} to own ANA group 1 again`);
+  log(`### host: ${owner.id} restarted, about ${Math.round(performance.now() - tFio)} ms into fio`);
+  await until(async () => (await lab.owners())?.get(1) === owner.id && (await lab.settled()), 90_000, `${owner.id} to own ANA group 1 again`);
   mark('restartToFailbackMs', tRestart);
-  await sh(['wait', NQN, String(guestPort(gws.indexOf(owner))), 'live', 'optimized', '60']);
+  log(`### host: GET /group: ${owner.id} owns ANA group 1 again, about ${Math.round(performance.now() - tFio)} ms into fio`);
+  await sh(['wait', NQN, String(guestPort(gws.indexOf(owner))), 'live', 'optimized', '90']);
   mark('restartToGuestOptimizedMs', tRestart);
   const afterFailbackPaths = parsePaths(await sh(['paths', NQN]));
   const afterFailbackShow = await sh(['show', NQN]);
   const afterFailbackOwner = (await lab.owners())?.get(1) ?? null;
-  // > 0: fio was still running when the guest saw the failed-back path optimized (the failback happened under I/O)
-  timings['fioLeftAtFailbackMs'] = Math.round(FIO_SECONDS * 1000 - (performance.now() - tFio));
 
-  const fio = parseFio(await sh(['fio-wait', 'gw', String(FIO_SECONDS + 120)], (FIO_SECONDS + 150) * 1000));
-  mark('fioWallMs', tFio);
-
-  // A short write + verify after the failback: through the failed-back path (the only optimized one).
+  // The same fio goes on through the failed-back path (the only optimized one): its counters grow, in the guest and
+  // on the gateway; then fio is stopped (SIGINT: fio-stop fails if fio had already ended, so it ran through it all).
   const pathOf = (ps: PathLine[]): PathLine | undefined => ps.find((p) => p.port === guestPort(gws.indexOf(owner)));
-  const g0 = pathOf(parsePaths(await sh(['paths', NQN])));
+  const g0 = pathOf(afterFailbackPaths);
   const gw0 = await gatewayIos(owner);
-  await sh(['fio-start', NQN, 'back', '--rw=write', '--size=2M', '--iodepth=4', '--verify=crc32c', '--do_verify=1']);
-  const fio2 = parseFio(await sh(['fio-wait', 'back', '120'], 150_000));
+  await until(async () => (await gatewayIos(owner)) > gw0 + 100, 60_000, `${owner.id} to serve fio's I/O again`).catch(() => undefined);
   const g1 = pathOf(parsePaths(await sh(['paths', NQN])));
   const gw1 = await gatewayIos(owner);
+  await sh(['fio-stop', 'gw']);
+  const fio = parseFio(await sh(['fio-wait', 'gw', '120'], 150_000));
+  mark('fioWallMs', tFio);
   await sh(['disconnect', NQN]);
   mark('totalMs');
 
@@ -308,7 +304,6 @@ async function runScenario(
     afterKill: { owner: survivor.id, paths: afterKillPaths, show: afterKillShow, newOwnerIosGrew },
     afterFailback: { owner: afterFailbackOwner, paths: afterFailbackPaths, show: afterFailbackShow },
     fio,
-    fio2,
     failedBack: { guestBefore: (g0?.reads ?? 0) + (g0?.writes ?? 0), guestAfter: (g1?.reads ?? 0) + (g1?.writes ?? 0), gatewayBefore: gw0, gatewayAfter: gw1 },
   };
   console.log(

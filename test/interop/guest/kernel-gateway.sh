@@ -13,7 +13,10 @@
 #                                                live controller (what the README shows)
 #   kernel-gateway.sh fio-start NQN NAME ARGS... fio on the multipath head in the background (its JSON, exit status
 #                                                and 250 ms IOPS log under /tmp/NAME.*)
-#   kernel-gateway.sh fio-wait NAME [S]          wait for it (up to S s); print @@FIO rc=N, the JSON, @@GAP ms
+#   kernel-gateway.sh fio-stop NAME              end it early (SIGINT)
+#   kernel-gateway.sh fio-wait NAME [S]          wait for it (up to S s); print @@FIO rc=N, @@GAPAT T MS for each
+#                                                stretch over 500 ms without a completion (T: ms into fio), @@GAP
+#                                                the longest, then @@JSON and fio's JSON
 #   kernel-gateway.sh disconnect NQN
 set -u
 cmd=$1; shift
@@ -90,8 +93,14 @@ fio-start)
     # the lab's init reaps what is left at the end; fio-wait collects it
     ( fio --name="$name" --filename="/dev/$h" --ioengine=libaio --direct=1 --bs=4k \
         --write_iops_log="/tmp/$name" --log_avg_msec=250 --output-format=json --output="/tmp/$name.json" "$@" \
-        > "/tmp/$name.out" 2>&1; echo $? > "/tmp/$name.rc" ) < /dev/null > /dev/null 2>&1 &
+        > "/tmp/$name.out" 2>&1 &
+      echo $! > "/tmp/$name.pid"; wait $!; echo $? > "/tmp/$name.rc" ) < /dev/null > /dev/null 2>&1 &
     echo "fio $name started on /dev/$h"
+    ;;
+fio-stop)
+    # SIGINT: fio ends its jobs, verifies nothing more, writes its JSON and exits (status 0 or 128)
+    i=0; while [ ! -s "/tmp/$1.pid" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -INT "$(cat "/tmp/$1.pid")" && echo "fio $1: SIGINT"
     ;;
 fio-wait)
     name=$1; max=${2:-300}; t=0
@@ -103,7 +112,8 @@ fio-wait)
     cat "/tmp/$name.out"
     # the longest stretch without a completed I/O: the 250 ms IOPS log (time ms, iops, dir, ...), reads and writes
     cat /tmp/"$name"_iops.*.log 2>/dev/null | awk -F', *' '$2 > 0 { print $1 }' | sort -n | \
-        awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { print "@@GAP " g + 0 }'
+        awk 'NR > 1 && $1 - p > g { g = $1 - p } NR > 1 && $1 - p > 500 { printf "@@GAPAT %d %d\n", p, $1 - p } { p = $1 }
+             END { print "@@GAP " g + 0 }'
     echo "@@JSON"
     cat "/tmp/$name.json"
     ;;
