@@ -20,7 +20,7 @@ import {
   type Pdu,
   type PduFraming,
   bufferView,
-  wr32,
+  headerView,
 } from '../protocol/index.js';
 
 /**
@@ -55,6 +55,8 @@ export class PduBatch {
   /** The slab's memory and offset in it (#cut makes its views from these: `Buffer.subarray` reads `.buffer` per call). */
   #slabMem!: ArrayBufferLike;
   #slabOff = 0;
+  /** The slab as the header writers' DataView (pdu-header.ts: one store per field). */
+  #slabView!: DataView;
   #pos = 0;
   #segStart = 0;
   #chunks: Buffer[] = [];
@@ -101,7 +103,7 @@ export class PduBatch {
     const snapshot = payload === C2HPayload.SNAPSHOT;
     const copy = datalen > 0 && (datalen <= this.copyMax || payload === C2HPayload.COPY || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
     this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
-    const headLen = writePduHeader(this.#slab, this.#pos, pdu, framing, datalen);
+    const headLen = writePduHeader(this.#slab, this.#slabView, this.#pos, pdu, framing, datalen);
     this.#pos += headLen;
     this.bytes += headLen + datalen;
     if (datalen === 0 || data === undefined) return;
@@ -137,7 +139,7 @@ export class PduBatch {
     if (this.#slab.length - this.#pos < need) this.#room(need);
     const flags = success ? PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS : PduFlag.DATA_LAST;
     const start = this.#pos;
-    let o = start + writeC2HDataHeader(this.#slab, start, cid, 0, len, flags, framing);
+    let o = start + writeC2HDataHeader(this.#slab, this.#slabView, start, cid, 0, len, flags, framing);
     const n = this.#pendN;
     this.#pendSrc[n] = data;
     this.#pendAt[n] = o;
@@ -152,14 +154,14 @@ export class PduBatch {
 
   /** CapsuleResp at `o` in the slab, counted in `bytes`; returns its length. */
   #respCqe(o: number, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, hdgst: boolean): number {
-    const n = writeCapsuleRespHeader(this.#slab, o, hdgst, dw0, dw1, sqhd, sqid, cid, (status << 1) & 0xfffe);
+    const n = writeCapsuleRespHeader(this.#slab, this.#slabView, o, hdgst, dw0, dw1, sqhd, sqid, cid, (status << 1) & 0xfffe);
     this.bytes += n;
     return n;
   }
 
   /** DDGST at the slab position (§3.6.1.4). */
   #digest(crc: number): void {
-    wr32(this.#slab, this.#pos, crc);
+    this.#slabView.setUint32(this.#pos, crc, true);
     this.#pos += DIGEST_SIZE;
     this.bytes += DIGEST_SIZE;
   }
@@ -288,6 +290,7 @@ export class PduBatch {
   #useSlab(b: Buffer): Buffer {
     this.#slabMem = b.buffer;
     this.#slabOff = b.byteOffset;
+    this.#slabView = headerView(b);
     return b;
   }
 

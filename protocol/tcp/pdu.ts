@@ -9,6 +9,7 @@ import {
   NO_DIGESTS,
   PDU_MAX_HEADER_BYTES,
   c2hDataFlags,
+  headerView,
   writeC2HDataHeader,
   writeCapsuleCmdHeader,
   writeCapsuleRespHeader,
@@ -147,7 +148,7 @@ export function encodePdu(pdu: Pdu, framing: PduFraming = NO_DIGESTS): Buffer[] 
   const datalen = data === undefined ? 0 : byteLength(data);
   // allocUnsafe draws from the shared pool (Buffer.alloc does not); the writers zero reserved bytes and padding.
   const scratch = Buffer.allocUnsafe(PDU_MAX_HEADER_BYTES);
-  const head = scratch.subarray(0, writePduHeader(scratch, 0, pdu, framing, datalen));
+  const head = scratch.subarray(0, writePduHeader(scratch, headerView(scratch), 0, pdu, framing, datalen));
   if (datalen === 0 || data === undefined) return [head];
   const out: Buffer[] = [head];
   for (const d of data) if (d.length > 0) out.push(d);
@@ -168,7 +169,7 @@ export function encodePdu(pdu: Pdu, framing: PduFraming = NO_DIGESTS): Buffer[] 
 export function encodePduInto(dst: Buffer, off: number, pdu: Pdu, framing: PduFraming = NO_DIGESTS): number {
   const data = pduData(pdu);
   const datalen = data === undefined ? 0 : byteLength(data);
-  return writePduHeader(dst, off, pdu, framing, datalen);
+  return writePduHeader(dst, headerView(dst), off, pdu, framing, datalen);
 }
 
 /** Whether a DDGST follows the data of `pdu` under `framing` (data present and data digests on, §3.6.1.4). */
@@ -197,27 +198,27 @@ export function pduDataDigest(pdu: Pdu, data: readonly Buffer[]): number {
  * it. Returns the header's length (CH, PSH, HDGST, padding up to PDO). The one header path of encodePdu, encodePduInto
  * and connection/'s PduBatch.
  */
-export function writePduHeader(h: Buffer, o: number, pdu: Pdu, f: PduFraming, datalen: number): number {
+export function writePduHeader(h: Buffer, v: DataView, o: number, pdu: Pdu, f: PduFraming, datalen: number): number {
   switch (pdu.type) {
     case PduType.C2H_DATA:
-      return writeC2HDataHeader(h, o, pdu.cccid, pdu.datao, datalen, c2hDataFlags(pdu.last, pdu.success), f);
+      return writeC2HDataHeader(h, v, o, pdu.cccid, pdu.datao, datalen, c2hDataFlags(pdu.last, pdu.success), f);
     case PduType.CAPSULE_RESP: {
       const c = pdu.cqe;
-      return writeCapsuleRespHeader(h, o, f.hdgst, rd32(c, 0), rd32(c, 4), rd16(c, 8), rd16(c, 10), rd16(c, 12), rd16(c, 14));
+      return writeCapsuleRespHeader(h, v, o, f.hdgst, rd32(c, 0), rd32(c, 4), rd16(c, 8), rd16(c, 10), rd16(c, 12), rd16(c, 14));
     }
     case PduType.CAPSULE_CMD:
-      return writeCapsuleCmdHeader(h, o, pdu.sqe, datalen, f);
+      return writeCapsuleCmdHeader(h, v, o, pdu.sqe, datalen, f);
     case PduType.H2C_DATA:
-      return writeH2CDataHeader(h, o, pdu.cccid, pdu.ttag, pdu.datao, datalen, pdu.last, f);
+      return writeH2CDataHeader(h, v, o, pdu.cccid, pdu.ttag, pdu.datao, datalen, pdu.last, f);
     case PduType.R2T:
-      return writeR2THeader(h, o, pdu.cccid, pdu.ttag, pdu.r2to, pdu.r2tl, f.hdgst);
+      return writeR2THeader(h, v, o, pdu.cccid, pdu.ttag, pdu.r2to, pdu.r2tl, f.hdgst);
     case PduType.IC_REQ:
-      return writeIcReqHeader(h, o, pdu.pfv, pdu.hpda, pdu.dgst, pdu.maxr2t);
+      return writeIcReqHeader(h, v, o, pdu.pfv, pdu.hpda, pdu.dgst, pdu.maxr2t);
     case PduType.IC_RESP:
-      return writeIcRespHeader(h, o, pdu.pfv, pdu.cpda, pdu.dgst, pdu.maxh2cdata);
+      return writeIcRespHeader(h, v, o, pdu.pfv, pdu.cpda, pdu.dgst, pdu.maxh2cdata);
     case PduType.H2C_TERM_REQ:
     case PduType.C2H_TERM_REQ:
-      return writeTermReqHeader(h, o, pdu.type, pdu.fes, pdu.fei, pdu.errorData);
+      return writeTermReqHeader(h, v, o, pdu.type, pdu.fes, pdu.fei, pdu.errorData);
   }
 }
 
