@@ -82,6 +82,11 @@ const RX_EDGES = Uint8Array.from(RX_STATE_NAMES, (s) => PDU_READER_TRANSITIONS[s
 /** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
 const NO_DATA: Buffer[] = [];
 
+/** The 32-bit little-endian word at `o` as an int32 (what the known-CH table stores): bit operations only. */
+function i32(b: Buffer, o: number): number {
+  return (b[o] as number) | ((b[o + 1] as number) << 8) | ((b[o + 2] as number) << 16) | ((b[o + 3] as number) << 24);
+}
+
 /** Slots of the known-CH table (#recvCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
 const KNOWN_SLOTS = 16;
 /**
@@ -104,6 +109,11 @@ export class PduReader {
   readonly #knownPlen = new Int32Array(KNOWN_SLOTS).fill(-1);
   readonly #knownHead = new Int32Array(KNOWN_SLOTS);
   readonly #knownData = new Int32Array(KNOWN_SLOTS);
+  /**
+   * By PDU type, 1 where the known CH is one #wholeHeader hands straight to its direct handler (no HDGST; a CapsuleCmd
+   * without data to onCapsuleCmd, a CapsuleResp to onCapsuleResp): #recvCh then calls #directPdu without the checks.
+   */
+  readonly #knownDirect = new Uint8Array(KNOWN_SLOTS);
   /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
   #fastData = false;
   /** Direct C2HData in progress: where its data goes, the PDU's datao, cccid and flags. */
@@ -227,8 +237,10 @@ export class PduReader {
     if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
     // The known-CH table (see #knownWord) spares validatePduHeader and its verdict object for a repeated CH.
     const type = chunk[off] as number;
-    if (type < KNOWN_SLOTS && this.#knownWord[type] === (rd32(chunk, off) | 0) && this.#knownPlen[type] === (rd32(chunk, off + 4) | 0)) {
-      this.#headLen = this.#knownHead[type] as number;
+    if (type < KNOWN_SLOTS && this.#knownWord[type] === i32(chunk, off) && this.#knownPlen[type] === i32(chunk, off + 4)) {
+      const known = this.#knownHead[type] as number;
+      if (this.#knownDirect[type] === 1 && n - off >= known) return this.#directPdu(chunk, off, type, known);
+      this.#headLen = known;
       this.#dataLen = this.#knownData[type] as number;
     } else if (!this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
     const headLen = this.#headLen;
@@ -296,6 +308,13 @@ export class PduReader {
     this.#ddgstHave += take;
     if (this.#ddgstHave === DIGEST_SIZE) this.#finish(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
     return off + take;
+  }
+
+  /** A known CH that #knownDirect marks, its whole header in this chunk: straight to the role's direct handler. */
+  #directPdu(chunk: Buffer, off: number, type: number, headLen: number): number {
+    if (type === PduType.CAPSULE_CMD) (this.#opts.onCapsuleCmd as (sqe: Buffer) => void)(this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE));
+    else (this.#opts.onCapsuleResp as (buf: Buffer, at: number) => void)(chunk, off + CH_SIZE);
+    return off + headLen;
   }
 
   /**
@@ -415,10 +434,14 @@ export class PduReader {
     this.#dataLen = verdict.dataLen;
     // Before the IC exchange the same CH is judged differently afterwards (§3.3): only what comes after is kept.
     if (this.#icDone) {
-      this.#knownWord[type] = rd32(ch, 0) | 0;
-      this.#knownPlen[type] = rd32(ch, 4) | 0;
+      this.#knownWord[type] = i32(ch, 0);
+      this.#knownPlen[type] = i32(ch, 4);
       this.#knownHead[type] = verdict.headLen;
       this.#knownData[type] = verdict.dataLen;
+      const plain = ((ch[1] as number) & PduFlag.HDGSTF) === 0;
+      const cmd = type === PduType.CAPSULE_CMD && verdict.dataLen === 0 && this.#opts.onCapsuleCmd !== undefined;
+      const resp = type === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined;
+      this.#knownDirect[type] = plain && (cmd || resp) ? 1 : 0;
     }
     return true;
   }
