@@ -121,7 +121,7 @@ export class CoreQueue implements QueueModel {
   /** Data (if any) is in req.data: run the command. */
   execute(req: Request): void {
     // From need-data once the data is in; a command executed straight from submit is in exec already.
-    if (req.state === 'need-data') req.setState(ReqStateId.EXEC);
+    if (req.stateId === ReqStateId.NEED_DATA) req.setState(ReqStateId.EXEC);
     const ns = req.ns;
     if (ns !== undefined && !req.nsHeld) {
       ns.executing++;
@@ -136,7 +136,7 @@ export class CoreQueue implements QueueModel {
       exec(req);
     } catch (err) {
       this.target.logger.error({ err, opcode: req.opcode, qid: this.qid, peer: this.ops.peer }, 'command handler threw');
-      if (req.state === 'exec') this.complete(req, Status.INTERNAL | DNR);
+      if (req.stateId === ReqStateId.EXEC) this.complete(req, Status.INTERNAL | DNR);
     }
   }
 

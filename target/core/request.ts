@@ -73,6 +73,11 @@ export class Request {
     return REQ_STATE_NAMES[this.#state] as ReqState;
   }
 
+  /** The state as its ReqStateId: what the per-command checks compare (a small integer, no name lookup). */
+  get stateId(): ReqStateId {
+    return this.#state;
+  }
+
   /** The one place the lifecycle state changes: refuses (returns false) any edge not in REQUEST_TRANSITIONS. */
   setState(next: ReqStateId): boolean {
     if (((REQ_EDGES[this.#state] as number) & (1 << next)) === 0) return false;

@@ -41,7 +41,7 @@ export class TcpCommand {
   /** Back to the pool: drop every buffer reference so a pooled record pins no received data. */
   release(): void {
     const req = this.req;
-    if (req.state !== 'free') req.setState(ReqStateId.FREE);
+    if (req.stateId !== ReqStateId.FREE) req.setState(ReqStateId.FREE);
     req.out = undefined;
     req.data = undefined;
     req.inCapsule = undefined;

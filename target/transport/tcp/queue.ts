@@ -23,7 +23,7 @@ import {
   type PduHandlers,
 } from '../../../protocol/index.js';
 import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -360,7 +360,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
   #keepSqe(req: Request): void {
-    if (this.#reuse && (req.state === 'exec' || req.state === 'need-data') && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
+    if (this.#reuse && (req.stateId === ReqStateId.EXEC || req.stateId === ReqStateId.NEED_DATA) && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
   }
 
   #submit(cmd: TcpCommand): void {
@@ -369,7 +369,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#keepSqe(req);
     // Still executing after submit: an async backend read whose data will need sending (the RAM backend has
     // already completed and released the request here).
-    if (req.state === 'exec' && req.dir === 'c2h') {
+    if (req.stateId === ReqStateId.EXEC && req.dir === 'c2h') {
       cmd.pendingRead = req.dataLen;
       this.#execBytes += req.dataLen;
     }
