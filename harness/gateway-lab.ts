@@ -285,6 +285,8 @@ export interface VerifyOptions {
   slots?: number;
   /** An I/O outstanding this long counts as stuck (default 60 s). */
   stuckMs?: number;
+  /** First LBA of the slots (default 0): two workloads on one namespace need disjoint ranges. */
+  baseLba?: number;
 }
 
 /** Write-then-read verify over one or more multipath namespaces; completion times kept per namespace for pauses. */
@@ -333,18 +335,19 @@ export class VerifyWorkload {
 
   async #worker(mp: MultipathNamespace, n: number, w: number): Promise<void> {
     const slots = this.opts.slots ?? 128;
+    const base = this.opts.baseLba ?? 0;
     const blocks = this.#io / mp.blockSize;
     const expected = this.#expected[n] as Map<number, number>;
     const wbuf = Buffer.alloc(this.#io);
     const rbuf = Buffer.alloc(this.#io);
     let seq = 0;
     while (!this.#stop) {
-      const lba = (w * slots + Math.floor(Math.random() * slots)) * blocks;
+      const lba = base + (w * slots + Math.floor(Math.random() * slots)) * blocks;
       fillBlock(wbuf, lba, ++seq);
       await this.#timed(n, () => mp.write(lba, wbuf, { fua: true }));
       expected.set(lba, seq);
       this.stats.writes++;
-      const rlba = (w * slots + Math.floor(Math.random() * slots)) * blocks;
+      const rlba = base + (w * slots + Math.floor(Math.random() * slots)) * blocks;
       const want = expected.get(rlba);
       if (want === undefined) continue;
       const got = blockSeq(await this.#timed(n, () => mp.read(rlba, blocks, rbuf)), rlba);
@@ -361,18 +364,22 @@ export class VerifyWorkload {
     if (!finished) this.stats.stuck += this.#inflight.size;
   }
 
-  /** Reads back every acknowledged write; the count whose content is not the last acknowledged one. */
-  async readBack(): Promise<{ blocks: number; lost: number }> {
+  /** Reads back every acknowledged write; the count whose content is not the last acknowledged one (the first 10 named). */
+  async readBack(): Promise<{ blocks: number; lost: number; lostBlocks: string[] }> {
     let lost = 0;
     let blocks = 0;
+    const lostBlocks: string[] = [];
     const rbuf = Buffer.alloc(this.#io);
     for (const [n, mp] of this.paths.entries()) {
       for (const [lba, seq] of this.#expected[n] as Map<number, number>) {
         blocks++;
-        if (blockSeq(await mp.read(lba, this.#io / mp.blockSize, rbuf), lba) !== seq) lost++;
+        const got = blockSeq(await mp.read(lba, this.#io / mp.blockSize, rbuf), lba);
+        if (got === seq) continue;
+        lost++;
+        if (lostBlocks.length < 10) lostBlocks.push(`nsid ${mp.nsid} lba ${lba}: read ${got}, last acknowledged write ${seq}`);
       }
     }
-    return { blocks, lost };
+    return { blocks, lost, lostBlocks };
   }
 
   /** The longest gap between completions of one namespace within [t0, t1] (a gap spanning t1 counts whole). */
@@ -412,7 +419,8 @@ export class GroupSampler {
   #on = true;
   readonly #loop: Promise<void>;
 
-  constructor(lab: GatewayLab, everyMs = 100) {
+  /** `lab`: anything that answers every gateway's view (GatewayLab, or the container lab's API clients). */
+  constructor(lab: Pick<GatewayLab, 'views'>, everyMs = 100) {
     this.#loop = (async () => {
       while (this.#on) {
         for (const v of await lab.views()) if (v !== undefined) this.samples.push(v);
