@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything the container suite needs before it starts: Debian packages, the node:24-slim stand-in, and the
-# project image from docker/Dockerfile (tagged nvme-tcp-ts:latest, as compose.yaml names it). The project image
+# Everything the container suite needs before it starts: Debian packages, the node:24-slim stand-in, the project
+# image from docker/Dockerfile (tagged nvme-tcp-ts:latest, as compose.yaml names it), and the gateway lab's etcd from
+# docker/etcd.Dockerfile (nvme-tcp-ts-etcd:latest: Debian's etcd-server on the same base). The project image
 # carries a label with a hash of its build inputs (the Dockerfile, the lockfile, every source file it copies, the
 # base image's id); when the label matches, the build is skipped, so a rerun with nothing changed takes ~1 s.
 set -euo pipefail
@@ -12,6 +13,18 @@ bash "$here/base-image.sh"
 TAG=localhost/nvme-tcp-ts:latest
 cd "$root"
 base_id="$(podman image inspect --format '{{.Id}}' docker.io/library/node:24-slim)"
+
+# etcd: rebuilt when its Dockerfile or the base image changes (~10 s: apt-get install etcd-server).
+ETCD_TAG=localhost/nvme-tcp-ts-etcd:latest
+etcd_hash="$( { echo "$base_id"; sha256sum docker/etcd.Dockerfile; } | sha256sum | cut -c1-16)"
+if [ "$(podman image inspect --format '{{index .Labels "nvme-tcp-ts.src-hash"}}' "$ETCD_TAG" 2>/dev/null || true)" != "$etcd_hash" ]; then
+  old="$(podman image inspect --format '{{.Id}}' "$ETCD_TAG" 2>/dev/null || true)"
+  podman build --quiet --format docker --pull=never --network host --label "nvme-tcp-ts.src-hash=$etcd_hash" \
+    -f docker/etcd.Dockerfile -t "$ETCD_TAG" docker >/dev/null
+  new="$(podman image inspect --format '{{.Id}}' "$ETCD_TAG")"
+  [ -z "$old" ] || [ "$old" = "$new" ] || podman rmi "$old" >/dev/null 2>&1 || true
+fi
+
 hash="$( {
   echo "$base_id"
   git ls-files -co --exclude-standard -z -- docker/Dockerfile docker/Dockerfile.dockerignore docker/target.json docker/lab.fio \
