@@ -109,7 +109,7 @@ export class TargetCore {
       return;
     }
     this.mirror.apply(change).then(notify, (err: Error) => {
-      this.logger.error({ err: err.message, ...ctx }, `${what} not applied on a worker`);
+      this.logger.error({ err: err.message, ...ctx }, `${what} not applied by the core's mirror`);
       notify?.();
     });
   }
