@@ -6,9 +6,10 @@
 // namespace from B on gw2. Per gateway state (nvmet's) fails every step after the move.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { statusOf } from '../fixtures/status-of.js';
 import { GatewayLab, groupView, type LabGateway } from '../../harness/gateway-lab.js';
 import { connect, type Controller } from '../../initiator/index.js';
-import { NvmeStatusError, ResvType, Status } from '../../protocol/index.js';
+import { ResvType, Status } from '../../protocol/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import { until } from '../fixtures/until.js';
 
@@ -18,15 +19,7 @@ const KEY_A = 0xa1n;
 const KEY_B = 0xb2n;
 const block = Buffer.alloc(512, 0x5a);
 
-/** 0 on success, else the command's status code (SCT and SC). */
-const sc = async (p: Promise<unknown>): Promise<number | string> => {
-  try {
-    await p;
-    return 0;
-  } catch (e) {
-    return e instanceof NvmeStatusError ? e.status & 0x7ff : String(e);
-  }
-};
+const sc = statusOf;
 
 async function api(gw: LabGateway, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
   const res = await fetch(`http://127.0.0.1:${gw.api}${path}`, { method, ...(body !== undefined ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}) });

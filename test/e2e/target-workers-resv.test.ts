@@ -4,8 +4,9 @@
 // worker's copy. Placement queue puts one host's two I/O queues on two workers; placement controller puts two hosts
 // on two workers. Namespace host masks reach the workers before the affected host's AEN.
 import { afterEach, describe, expect, it } from 'vitest';
+import { statusOf } from '../fixtures/status-of.js';
 import { connect, type Controller } from '../../initiator/index.js';
-import { FeatureId, NvmOpcode, NvmeStatusError, ONCS_RESERVATIONS, RESV_PERSIST_PTPL, RESV_REPORT_EDS, Status, decodeResvStatus, encodeSetFeaturesCmd, encodeResvAcquireCdw10, encodeResvCmd, encodeResvKeys, encodeResvRegisterCdw10, encodeResvReleaseCdw10, encodeResvReleaseData } from '../../protocol/index.js';
+import { FeatureId, NvmOpcode, ONCS_RESERVATIONS, RESV_PERSIST_PTPL, RESV_REPORT_EDS, Status, decodeResvStatus, encodeSetFeaturesCmd, encodeResvAcquireCdw10, encodeResvCmd, encodeResvKeys, encodeResvRegisterCdw10, encodeResvReleaseCdw10, encodeResvReleaseData } from '../../protocol/index.js';
 import { TargetService } from '../../target/index.js';
 import type { Placement } from '../../target/workers/index.js';
 
@@ -43,14 +44,7 @@ async function host(port: number, hostnqn: string, queues: number): Promise<Cont
   return c;
 }
 
-const sc = async (p: Promise<unknown>): Promise<number | string> => {
-  try {
-    await p;
-    return 0;
-  } catch (e) {
-    return e instanceof NvmeStatusError ? e.status & 0x7ff : String(e);
-  }
-};
+const sc = statusOf;
 
 /** A reservation command on one chosen hctx (the library's ns.reservation always uses hctx 0). */
 function resv(c: Controller, hctx: number, opcode: number, cdw10: number, data: Buffer): Promise<unknown> {
