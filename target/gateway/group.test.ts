@@ -97,6 +97,28 @@ describe('GatewayGroup (real etcd)', () => {
     }
   });
 
+  it('a partition that leaves its connections open but dead: fenced, then rejoins on new ones and follows the group', async () => {
+    // What `podman network disconnect` does to a gateway: its TCP connections to etcd neither carry bytes nor reset,
+    // while new ones work once the network is back. A rejoin on the old gRPC channel (and a watch on it) never returns.
+    const name = `g${++n}`;
+    const proxy: FaultProxy = await startProxy({ upstreamHost: '127.0.0.1', upstreamPort: etcd.clientPort });
+    try {
+      const a = await join(opts(name, 'a', { preferred: [1, 2, 3], etcd: [`http://127.0.0.1:${proxy.port}`] }));
+      const b = await join(opts(name, 'b', { preferred: [4, 5, 6] }));
+      await until(() => a.owned().length === 3 && b.owned().length === 3);
+      for (const c of proxy.connections()) proxy.pause(c.id);
+      await until(() => b.owned().length === 6 && a.isFenced);
+      // Back in the group on new connections, and its watch follows changes made after the rejoin: the failback
+      // to a (its preferred groups return after failbackDelayMs) shows on both sides.
+      await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3, 15_000, 'a rejoined on new connections');
+      await b.failover(4, 'a');
+      await until(() => a.owned().length === 4 && b.owned().length === 2, 8000, 'a saw the change made after its rejoin');
+    } finally {
+      await Promise.all(open.splice(0).map((g) => g.close()));
+      await proxy.close();
+    }
+  });
+
   it('fencing: a process stalled past its TTL owns nothing the moment it runs again, then rejoins', async () => {
     const a = await join(opts(`g${++n}`, 'a', { preferred: [1, 2, 3, 4, 5, 6] }));
     await until(() => a.owned().length === 6);

@@ -139,7 +139,8 @@ const ownedCount = (rec: GroupRecord, id: string): number => rec.groups.filter((
 const MAX_CNTLID = 0xffef;
 
 export class GatewayGroup extends EventEmitter {
-  private readonly client: Etcd3;
+  /** Replaced on every rejoin attempt: a partition can leave the old channel half-dead, its watch silent for good. */
+  private client: Etcd3;
   private readonly ttlMs: number;
   private readonly marginMs: number;
   private lease: Lease | undefined;
@@ -196,22 +197,29 @@ export class GatewayGroup extends EventEmitter {
         throw err;
       }
     }
-    gw.watcher = await gw.client.watch().prefix(gw.prefix).create();
-    gw.watcher.on('put', (kv) => {
-      const key = kv.key.toString();
-      // Shared keys (reservations, masks) are not the ownership record's business: no reconcile for them.
-      if (gw.isSharedKey(key)) gw.emit('shared', key.slice(gw.prefix.length), kv.value.toString(), kv.mod_revision);
-      else gw.schedule('watch');
-    });
-    gw.watcher.on('delete', (kv) => {
-      const key = kv.key.toString();
-      if (gw.isSharedKey(key)) return;
-      if (key.startsWith(`${gw.prefix}members/`)) gw.goneAt.set(key.slice(`${gw.prefix}members/`.length), Date.now());
-      gw.schedule('member lost');
-    });
-    gw.watcher.on('error', () => undefined);
+    await gw.startWatch();
     gw.schedule('joined');
     return gw;
+  }
+
+  /** Watch the group's prefix on the current client (a fresh watch after each rejoin). */
+  private async startWatch(): Promise<void> {
+    void this.watcher?.cancel().catch(() => undefined);
+    const w = await this.withDeadline(this.client.watch().prefix(this.prefix).create());
+    this.watcher = w;
+    w.on('put', (kv) => {
+      const key = kv.key.toString();
+      // Shared keys (reservations, masks) are not the ownership record's business: no reconcile for them.
+      if (this.isSharedKey(key)) this.emit('shared', key.slice(this.prefix.length), kv.value.toString(), kv.mod_revision);
+      else this.schedule('watch');
+    });
+    w.on('delete', (kv) => {
+      const key = kv.key.toString();
+      if (this.isSharedKey(key)) return;
+      if (key.startsWith(`${this.prefix}members/`)) this.goneAt.set(key.slice(`${this.prefix}members/`.length), Date.now());
+      this.schedule('member lost');
+    });
+    w.on('error', () => undefined);
   }
 
   private async withDeadline<T>(p: Promise<T>, ms = this.ttlMs): Promise<T> {
@@ -371,18 +379,27 @@ export class GatewayGroup extends EventEmitter {
     void this.rejoin();
   }
 
+  /**
+   * Until etcd answers again: a new client (new gRPC channels: a partition that dropped packets without a reset can
+   * leave the old connection open but dead, and a watch on it silent for good), the old lease revoked, join, a new
+   * watch, and 'rejoined' so that what changed meanwhile (shared keys) is read again.
+   */
   private async rejoin(): Promise<void> {
     if (this.rejoining) return;
     this.rejoining = true;
-    const old = this.lease;
+    const oldId = this.leaseId;
     this.lease = undefined;
     this.leaseId = undefined;
     while (!this.closed) {
+      this.renewClient();
       try {
         // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
         // revoke it so the rejoin is not refused as a duplicate of ourselves.
-        if (old) await this.withDeadline(old.revoke()).catch(() => undefined);
+        if (oldId !== undefined) await this.withDeadline(this.client.leaseClient.leaseRevoke({ ID: oldId })).catch(() => undefined);
         await this.joinOnce();
+        await this.startWatch();
+        this.schedule('rejoined');
+        this.emit('rejoined');
         break;
       } catch (err) {
         if (err instanceof DescriptionMismatchError || err instanceof DuplicateGatewayError) {
@@ -393,6 +410,13 @@ export class GatewayGroup extends EventEmitter {
       }
     }
     this.rejoining = false;
+  }
+
+  private renewClient(): void {
+    void this.watcher?.cancel().catch(() => undefined);
+    this.watcher = undefined;
+    this.client.close();
+    this.client = new Etcd3({ hosts: this.opts.etcd });
   }
 
   private schedule(reason: string): void {

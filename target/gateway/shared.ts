@@ -52,6 +52,17 @@ export class GroupSharedState {
   /** Per shared key, the mod revision applied here: each revision is applied once, in order, whoever reports it. */
   readonly #applied = new Map<string, bigint>();
   readonly #onShared = (key: string, value: string, modRev: string): void => this.#apply({ key, value, modRev }, true);
+  /**
+   * After a rejoin the watch is new: what changed while this gateway was cut off is read again and applied by
+   * revision (the latest state of each key, with that state's notices; the notices of revisions in between are gone).
+   */
+  readonly #onRejoined = (): void => {
+    void Promise.all([this.group.readShared('resv/'), this.group.readShared('masks/')])
+      .then(([resv, masks]) => {
+        for (const kv of [...resv, ...masks]) this.#apply(kv, true);
+      })
+      .catch((err: unknown) => this.log('gateway group: shared keys not re-read after rejoin', err));
+  };
 
   constructor(
     private readonly group: GatewayGroup,
@@ -67,6 +78,7 @@ export class GroupSharedState {
    */
   async start(seed: Array<{ nqn: string; nsid: number; replica: ResvReplica }> = []): Promise<void> {
     this.group.on('shared', this.#onShared);
+    this.group.on('rejoined', this.#onRejoined);
     for (const kv of [...(await this.group.readShared('resv/')), ...(await this.group.readShared('masks/'))]) this.#apply(kv, false);
     for (const s of seed) {
       if (this.#applied.has(resvKey(s.nqn, s.nsid))) continue;
@@ -78,6 +90,7 @@ export class GroupSharedState {
 
   stop(): void {
     this.group.off('shared', this.#onShared);
+    this.group.off('rejoined', this.#onRejoined);
   }
 
   /**
