@@ -90,7 +90,7 @@ describe('GatewayGroup (real etcd)', () => {
       expect(fencedAt!).toBeLessThan(takeoverAt!);
       expect(a.owned()).toEqual([]);
       proxy.resume();
-      await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3);
+      await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3, 15_000, 'a back with its groups');
     } finally {
       await Promise.all(open.splice(0).map((g) => g.close()));
       await proxy.close();
@@ -106,13 +106,15 @@ describe('GatewayGroup (real etcd)', () => {
       const a = await join(opts(name, 'a', { preferred: [1, 2, 3], etcd: [`http://127.0.0.1:${proxy.port}`] }));
       const b = await join(opts(name, 'b', { preferred: [4, 5, 6] }));
       await until(() => a.owned().length === 3 && b.owned().length === 3);
+      const seen = a.events.length;
       for (const c of proxy.connections()) proxy.pause(c.id);
-      await until(() => b.owned().length === 6 && a.isFenced);
-      // Back in the group on new connections, and its watch follows changes made after the rejoin: the failback
-      // to a (its preferred groups return after failbackDelayMs) shows on both sides.
+      // Its keep-alives go nowhere: it fences within its TTL (new connections flow, so it may rejoin at once).
+      await until(() => a.events.slice(seen).some((e) => e.fenced), 15_000, 'a to fence');
+      // Back in the group on new connections (its preferred groups return after failbackDelayMs), and its watch
+      // follows a change made after the rejoin.
       await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3, 15_000, 'a rejoined on new connections');
       await b.failover(4, 'a');
-      await until(() => a.owned().length === 4 && b.owned().length === 2, 8000, 'a saw the change made after its rejoin');
+      await until(() => a.owned().length === 4 && b.owned().length === 2, 15_000, 'a saw the change made after its rejoin');
     } finally {
       await Promise.all(open.splice(0).map((g) => g.close()));
       await proxy.close();

@@ -390,8 +390,10 @@ export class GatewayGroup extends EventEmitter {
     const oldId = this.leaseId;
     this.lease = undefined;
     this.leaseId = undefined;
-    while (!this.closed) {
-      this.renewClient();
+    // A new client once per rejoin, and again after every few failed attempts: not per attempt, since a client's
+    // first connection can take its time to come up once etcd is reachable again.
+    for (let attempt = 0; !this.closed; attempt++) {
+      if (attempt % 5 === 0) this.renewClient();
       try {
         // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
         // revoke it so the rejoin is not refused as a duplicate of ourselves.
