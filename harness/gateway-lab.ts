@@ -50,6 +50,8 @@ export interface GatewayLabOptions {
   sizeMiB?: number;
   /** The CLI entry (default bin/nvme-tcp.mjs of this checkout). */
   bin?: string;
+  /** More `nvme-tcp target` arguments for every gateway (e.g. `--workers 2`). */
+  extraArgs?: readonly string[];
 }
 
 export async function groupView(gw: LabGateway): Promise<GroupView | undefined> {
@@ -71,12 +73,14 @@ export class GatewayLab {
   readonly namespaces: number;
   readonly dir: string;
   readonly #bin: string;
+  readonly #extraArgs: readonly string[];
 
   private constructor(opts: GatewayLabOptions) {
     this.nqn = opts.nqn ?? 'nqn.2024-01.io.nvme-tcp-ts:gwgroup';
     this.leaseMs = opts.leaseMs ?? 1000;
     this.namespaces = opts.namespaces ?? 1;
     this.#bin = opts.bin ?? path.resolve(import.meta.dirname, '../bin/nvme-tcp.mjs');
+    this.#extraArgs = opts.extraArgs ?? [];
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'nvme-gwlab-'));
     const namespaces = Array.from({ length: this.namespaces }, (_, k) => ({
       nsid: k + 1,
@@ -118,6 +122,7 @@ export class GatewayLab {
       '--listen', `127.0.0.1:${gw.port}`, '--api', `127.0.0.1:${gw.api}`,
       '--etcd', `http://127.0.0.1:${gw.proxy.port}`, '--gateway-id', gw.id,
       '--log-level', 'warn',
+      ...this.#extraArgs,
     ];
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     gw.child = child;

@@ -13,7 +13,9 @@ export type CoreChange =
   | { kind: 'subsystem'; sub: Subsystem }
   | { kind: 'subsystem-removed'; nqn: string }
   | { kind: 'port'; port: CorePort }
-  | { kind: 'port-removed'; id: number };
+  | { kind: 'port-removed'; id: number }
+  /** Every port's anaValidUntil moved (a gateway's lease renewed or fenced): no state the hosts see changed. */
+  | { kind: 'ana-deadline'; until: number };
 
 /**
  * Whoever keeps a copy of the core's state elsewhere and must have every change before hosts hear of it (the

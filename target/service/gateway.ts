@@ -179,6 +179,8 @@ export class GatewayPart {
   #fenceAt(): void {
     const until = this.#group?.ownedUntil ?? Infinity;
     for (const port of this.core.ports.values()) port.anaValidUntil = until;
+    // Workers serve I/O queues of these ports in other processes: their writes check the same deadline.
+    this.core.changed({ kind: 'ana-deadline', until }).catch(() => undefined);
   }
 
   #onOwnership(e: OwnershipEvent): void {

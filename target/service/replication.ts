@@ -90,6 +90,9 @@ export class Replication implements CoreMirror {
         return pool.syncPort(portSpec(change.port));
       case 'port-removed':
         return pool.removePort(change.id);
+      case 'ana-deadline':
+        pool.sendAnaDeadline(change.until === Infinity ? null : change.until);
+        return Promise.resolve();
     }
   }
 
@@ -145,7 +148,7 @@ export class Replication implements CoreMirror {
 }
 
 function portSpec(p: CorePort): PortSpec {
-  return { config: p.snapshot(), anaChangeCount: p.anaChangeCount.toString() };
+  return { config: p.snapshot(), anaChangeCount: p.anaChangeCount.toString(), anaValidUntil: p.anaValidUntil === Infinity ? null : p.anaValidUntil };
 }
 
 /** How a worker opens the namespace's backend (the primary created it: shared RAM file, file, null). */

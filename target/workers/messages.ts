@@ -30,6 +30,8 @@ export interface PortSpec {
   config: PortConfig;
   /** ANA log change count as a decimal string (a bigint in the core). */
   anaChangeCount: string;
+  /** CorePort.anaValidUntil (a gateway's lease deadline, ms since the epoch); null: none (Infinity). */
+  anaValidUntil: number | null;
 }
 
 /** Primary → worker. */
@@ -41,6 +43,8 @@ export type ToWorker =
   | { t: 'subsys-remove'; seq: number; nqn: string }
   | { t: 'port'; seq: number; spec: PortSpec }
   | { t: 'port-remove'; seq: number; id: number }
+  /** A gateway's lease deadline for every port (CorePort.anaValidUntil), sent on every renewal; no ack. */
+  | { t: 'ana-deadline'; until: number | null }
   | { t: 'stop'; seq: number }
   /** A namespace's reservation state changed on the primary: apply it, then ack. */
   | { t: 'resv'; seq: number; nqn: string; nsid: number; replica: ResvReplica }

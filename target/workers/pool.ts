@@ -541,6 +541,15 @@ export class WorkerPool implements QueueHandOff {
     return this.#broadcast((seq) => ({ t: 'port', seq, spec }));
   }
 
+  /**
+   * A gateway's lease deadline to every live worker (no ack: the next renewal sends it again). A worker's writes check
+   * it just before the backend as the primary's do, so a worker stops writing when the primary stops renewing (the
+   * primary stalled or cut off from etcd) even though no state change reaches it.
+   */
+  sendAnaDeadline(until: number | null): void {
+    for (const w of this.#workers) if (w.state === 'ready' || w.state === 'starting') this.#post(w, { t: 'ana-deadline', until });
+  }
+
   removePort(id: number): Promise<void> {
     this.#portPlacement.delete(id);
     return this.#broadcast((seq) => ({ t: 'port-remove', seq, id }));

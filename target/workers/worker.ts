@@ -82,6 +82,9 @@ export class WorkerRuntime {
         return this.#ack(m.seq, () => this.#removeSubsystem(m.nqn));
       case 'port':
         return this.#ack(m.seq, async () => this.setPort(m.spec));
+      case 'ana-deadline':
+        for (const port of this.core.ports.values()) port.anaValidUntil = m.until ?? Infinity;
+        return;
       case 'port-remove':
         return this.#ack(m.seq, async () => {
           for (const q of [...this.#queues.values()]) if (q.port.id === m.id) q.close('port removed');
@@ -112,6 +115,7 @@ export class WorkerRuntime {
     if (cur === undefined) {
       const port = new CorePort(p.config);
       port.anaChangeCount = BigInt(p.anaChangeCount);
+      port.anaValidUntil = p.anaValidUntil ?? Infinity;
       this.core.ports.set(p.config.id, port);
       return;
     }
@@ -119,6 +123,7 @@ export class WorkerRuntime {
     cur.anaStates.clear();
     for (const [g, s] of Object.entries(p.config.anaStates ?? {})) cur.anaStates.set(Number(g), s);
     cur.anaChangeCount = BigInt(p.anaChangeCount);
+    cur.anaValidUntil = p.anaValidUntil ?? Infinity;
   }
 
   /** Add a subsystem or bring its namespaces and faults in line with the primary's. */
