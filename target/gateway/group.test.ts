@@ -75,13 +75,23 @@ describe('GatewayGroup (real etcd)', () => {
     );
   });
 
-  it('fencing: a gateway cut off from etcd owns nothing before the others take over, then rejoins', async () => {
+  /** Gateway a reaches etcd through a fault proxy, b directly; each owns its three preferred groups when `body` runs. */
+  async function withProxiedPair(body: (proxy: FaultProxy, a: Awaited<ReturnType<typeof join>>, b: Awaited<ReturnType<typeof join>>) => Promise<void>): Promise<void> {
     const name = `g${++n}`;
     const proxy: FaultProxy = await startProxy({ upstreamHost: '127.0.0.1', upstreamPort: etcd.clientPort });
     try {
       const a = await join(opts(name, 'a', { preferred: [1, 2, 3], etcd: [`http://127.0.0.1:${proxy.port}`] }));
       const b = await join(opts(name, 'b', { preferred: [4, 5, 6] }));
       await until(() => a.owned().length === 3 && b.owned().length === 3);
+      await body(proxy, a, b);
+    } finally {
+      await Promise.all(open.splice(0).map((g) => g.close()));
+      await proxy.close();
+    }
+  }
+
+  it('fencing: a gateway cut off from etcd owns nothing before the others take over, then rejoins', async () => {
+    await withProxiedPair(async (proxy, a, b) => {
       proxy.pause();
       await until(() => b.owned().length === 6);
       const fencedAt = a.events.find((e) => e.fenced)?.at;
@@ -91,21 +101,13 @@ describe('GatewayGroup (real etcd)', () => {
       expect(a.owned()).toEqual([]);
       proxy.resume();
       await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3, 15_000, 'a back with its groups');
-    } finally {
-      await Promise.all(open.splice(0).map((g) => g.close()));
-      await proxy.close();
-    }
+    });
   });
 
   it('a partition that leaves its connections open but dead: fenced, then rejoins on new ones and follows the group', async () => {
     // What `podman network disconnect` does to a gateway: its TCP connections to etcd neither carry bytes nor reset,
     // while new ones work once the network is back. A rejoin on the old gRPC channel (and a watch on it) never returns.
-    const name = `g${++n}`;
-    const proxy: FaultProxy = await startProxy({ upstreamHost: '127.0.0.1', upstreamPort: etcd.clientPort });
-    try {
-      const a = await join(opts(name, 'a', { preferred: [1, 2, 3], etcd: [`http://127.0.0.1:${proxy.port}`] }));
-      const b = await join(opts(name, 'b', { preferred: [4, 5, 6] }));
-      await until(() => a.owned().length === 3 && b.owned().length === 3);
+    await withProxiedPair(async (proxy, a, b) => {
       const seen = a.events.length;
       for (const c of proxy.connections()) proxy.pause(c.id);
       // Its keep-alives go nowhere: it fences within its TTL (new connections flow, so it may rejoin at once).
@@ -115,10 +117,7 @@ describe('GatewayGroup (real etcd)', () => {
       await until(() => !a.isFenced && a.owned().length === 3 && b.owned().length === 3, 15_000, 'a rejoined on new connections');
       await b.failover(4, 'a');
       await until(() => a.owned().length === 4 && b.owned().length === 2, 15_000, 'a saw the change made after its rejoin');
-    } finally {
-      await Promise.all(open.splice(0).map((g) => g.close()));
-      await proxy.close();
-    }
+    });
   });
 
   it('fencing: a process stalled past its TTL owns nothing the moment it runs again, then rejoins', async () => {
