@@ -350,7 +350,7 @@ export class GatewayGroup extends EventEmitter {
     this.validUntil = sentAt + this.ttlMs;
     this.emit('lease', this.ownedUntil);
     clearTimeout(this.fenceTimer);
-    this.fenceTimer = setTimeout(() => this.fence('lease could expire'), this.validUntil - this.marginMs - Date.now());
+    this.fenceTimer = setTimeout(() => this.fence('lease could expire'), Math.max(0, this.validUntil - this.marginMs - Date.now()));
   }
 
   private keepAlive(): void {
@@ -381,37 +381,43 @@ export class GatewayGroup extends EventEmitter {
 
   /**
    * Until etcd answers again: a new client (new gRPC channels: a partition that dropped packets without a reset can
-   * leave the old connection open but dead, and a watch on it silent for good), the old lease revoked, join, a new
-   * watch, and 'rejoined' so that what changed meanwhile (shared keys) is read again.
+   * leave the old connection open but dead, and a watch on it silent for good), the stale lease revoked, a new watch,
+   * join, and 'rejoined' so that what changed meanwhile (shared keys) is read again. The loop runs while this gateway
+   * is fenced, so a fence that comes while it rejoins (a join whose lease was granted long ago under a slow etcd)
+   * goes round again rather than being dropped by the guard. The first attempt waits rejoinMs too: the group has moved
+   * on already, and a gateway that lost its lease stays visibly fenced for a moment.
    */
   private async rejoin(): Promise<void> {
     if (this.rejoining) return;
     this.rejoining = true;
-    const oldId = this.leaseId;
-    this.lease = undefined;
-    this.leaseId = undefined;
-    // A new client once per rejoin, and again after every few failed attempts: not per attempt, since a client's
-    // first connection can take its time to come up once etcd is reachable again.
-    for (let attempt = 0; !this.closed; attempt++) {
-      if (attempt % 5 === 0) this.renewClient();
-      try {
-        // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
-        // revoke it so the rejoin is not refused as a duplicate of ourselves.
-        if (oldId !== undefined) await this.withDeadline(this.client.leaseClient.leaseRevoke({ ID: oldId })).catch(() => undefined);
-        await this.joinOnce();
-        await this.startWatch();
-        this.schedule('rejoined');
-        this.emit('rejoined');
-        break;
-      } catch (err) {
-        if (err instanceof DescriptionMismatchError || err instanceof DuplicateGatewayError) {
-          this.emit('error', err);
-          break;
-        }
+    try {
+      // A new client when the rejoin starts and after every few failed attempts: not per attempt, since a client's
+      // first connection can take its time to come up once etcd is reachable again.
+      for (let attempt = 0; !this.closed && this.fenced; attempt++) {
         await new Promise((r) => setTimeout(r, this.opts.rejoinMs ?? 500));
+        if (this.closed) break;
+        const stale = this.leaseId;
+        this.lease = undefined;
+        this.leaseId = undefined;
+        if (attempt % 5 === 0) this.renewClient();
+        try {
+          // Our old member key may outlive the partition (the lease not yet expired, or restored by an etcd restart):
+          // revoke it so the rejoin is not refused as a duplicate of ourselves.
+          if (stale !== undefined) await this.withDeadline(this.client.leaseClient.leaseRevoke({ ID: stale })).catch(() => undefined);
+          if (this.watcher === undefined) await this.startWatch();
+          await this.joinOnce();
+          this.schedule('rejoined');
+          this.emit('rejoined');
+        } catch (err) {
+          if (err instanceof DescriptionMismatchError || err instanceof DuplicateGatewayError) {
+            this.emit('error', err);
+            break;
+          }
+        }
       }
+    } finally {
+      this.rejoining = false;
     }
-    this.rejoining = false;
   }
 
   private renewClient(): void {
