@@ -139,7 +139,8 @@ const ownedCount = (rec: GroupRecord, id: string): number => rec.groups.filter((
 const MAX_CNTLID = 0xffef;
 
 export class GatewayGroup extends EventEmitter {
-  /** Replaced on every rejoin attempt: a partition can leave the old channel half-dead, its watch silent for good. */
+  /** Replaced when a rejoin starts (and after every five failed attempts): a partition can leave the old channel
+   *  half-dead, its watch silent for good. */
   private client: Etcd3;
   private readonly ttlMs: number;
   private readonly marginMs: number;
