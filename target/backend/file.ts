@@ -1,8 +1,12 @@
 // File backend: an existing file, or one created/extended to a size. Callback fs API only: docs/performance.md (Baseline facts) measured it
-// ~10x faster than FileHandle for 4 KiB reads; nothing here blocks the event loop.
+// ~10x faster than FileHandle for 4 KiB reads; nothing here blocks the event loop. With a write fence (a gateway,
+// docs/gateway-groups.md "Fencing at the storage call") every write-type operation goes through a writer thread
+// that checks the lease deadline before each syscall instead (FencedWriter); reads stay on the pool either way.
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
+import { FencedWriter } from './fenced-writer.js';
 import type { BackendSharing, IoCallback, NamespaceBackend, ReadCallback } from './types.js';
+import type { WriteFence } from './write-fence.js';
 
 const ZERO_SLAB = Buffer.alloc(1024 * 1024);
 
@@ -11,17 +15,32 @@ export interface FileBackendOptions {
   /** Create or extend the file to this many bytes; omitted: use the file's current size. */
   size?: number;
   readOnly?: boolean;
+  /**
+   * A gateway's lease deadline: writes run on a writer thread that refuses each one whose syscall would start after
+   * it (FencedWriteError, code FENCED). Omitted: writes go to the libuv pool as they always did.
+   */
+  fence?: WriteFence;
 }
 
 export class FileBackend implements NamespaceBackend {
   readonly kind = 'file';
   #closed = false;
+  /** Present with a fence: every write, Write Zeroes and FUA fdatasync runs there. */
+  readonly #writer: FencedWriter | undefined;
 
   private constructor(
     readonly path: string,
     readonly fd: number,
     readonly size: number,
-  ) {}
+    fence: WriteFence | undefined,
+  ) {
+    this.#writer = fence === undefined ? undefined : new FencedWriter(fd, fence);
+  }
+
+  /** Whether writes go through the fence (workers open the file the same way: BackendSharing). */
+  get fenced(): boolean {
+    return this.#writer !== undefined;
+  }
 
   static async open(opts: FileBackendOptions): Promise<FileBackend> {
     const exists = await fs.promises
@@ -46,7 +65,7 @@ export class FileBackend implements NamespaceBackend {
     } else if (opts.size !== undefined) {
       size = opts.size;
     }
-    return new FileBackend(opts.path, fd, size);
+    return new FileBackend(opts.path, fd, size, opts.readOnly === true ? undefined : opts.fence);
   }
 
   read(offset: number, length: number, cb: ReadCallback): void {
@@ -67,6 +86,7 @@ export class FileBackend implements NamespaceBackend {
   }
 
   write(offset: number, data: readonly Buffer[], fua: boolean, cb: IoCallback): void {
+    if (this.#writer !== undefined) return this.#writer.write(offset, data, fua, cb);
     const finish = (err: Error | null): void => {
       if (err || !fua) return cb(err);
       fs.fdatasync(this.fd, cb);
@@ -102,6 +122,7 @@ export class FileBackend implements NamespaceBackend {
 
   writeZeroes(offset: number, length: number, _deallocate: boolean, cb: IoCallback): void {
     // Node has no fallocate(PUNCH_HOLE); writing zeros gives the same read-back result.
+    if (this.#writer !== undefined) return this.#writer.zeroes(offset, length, cb);
     const step = (off: number, left: number): void => {
       if (left === 0) return cb(null);
       const n = Math.min(left, ZERO_SLAB.length);
@@ -114,12 +135,14 @@ export class FileBackend implements NamespaceBackend {
   }
 
   sharing(): BackendSharing {
-    return { kind: 'file', path: this.path };
+    return { kind: 'file', path: this.path, fenced: this.fenced };
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Writes already handed to the thread finish (or are refused) before the final fsync.
+    await this.#writer?.close();
     await new Promise<void>((resolve) => fs.fsync(this.fd, () => resolve()));
     await closeFd(this.fd);
   }

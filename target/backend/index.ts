@@ -4,3 +4,5 @@ export { ReadLent } from './types.js';
 export { RamBackend, RAM_CHUNK_SIZE } from './ram.js';
 export { NullBackend } from './null.js';
 export { FileBackend, type FileBackendOptions } from './file.js';
+export { FENCED, FencedWriteError, WriteFence, isFencedError } from './write-fence.js';
+export { WriterThreadError } from './fenced-writer.js';

@@ -28,10 +28,11 @@ export type ReadLent = (typeof ReadLent)[keyof typeof ReadLent];
 export type CoherenceHook = (offset: number, length: number, done: () => void) => void;
 
 /**
- * How another process reaches the same blocks (target workers, docs/target.md "Target workers"): the file it opens,
+ * How another process reaches the same blocks (target workers, docs/target.md "Target workers"): the file it opens
+ * (`fenced`: through its own write fence, as a gateway's; docs/gateway-groups.md "Fencing at the storage call"),
  * the shared RAM file it maps, or nothing stored (null: each process answers zeros itself).
  */
-export type BackendSharing = { kind: 'file'; path: string } | { kind: 'shm'; path: string; size: number } | { kind: 'null'; size: number };
+export type BackendSharing = { kind: 'file'; path: string; fenced?: boolean } | { kind: 'shm'; path: string; size: number } | { kind: 'null'; size: number };
 
 /**
  * Callback style on purpose: the RAM backend completes synchronously, which keeps a 4 KiB read free of

@@ -3,7 +3,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
-import { ReadLent } from '../../backend/index.js';
+import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -281,6 +281,15 @@ function stoppedBeforeRun(req: Request): boolean {
   return true;
 }
 
+/**
+ * The status of a failed write-type operation: a write the gateway's fence refused before its syscall (a fenced
+ * file backend, docs/gateway-groups.md "Fencing at the storage call") did not happen, and the host must retry it
+ * through another path, as for a refusal by stoppedBeforeRun; anything else is the medium's failure.
+ */
+function writeFailed(err: Error): number {
+  return isFencedError(err) ? Status.ANA_INACCESSIBLE : Status.WRITE_FAULT;
+}
+
 function executeWrite(req: Request): void {
   if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
@@ -289,8 +298,9 @@ function executeWrite(req: Request): void {
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) {
-      ns.counters.errors++;
-      return deliver(req, Status.WRITE_FAULT);
+      const status = writeFailed(err);
+      if (status === Status.WRITE_FAULT) ns.counters.errors++;
+      return deliver(req, status);
     }
     if (faulted(req)) return;
     ns.counters.writes++;
@@ -354,7 +364,7 @@ function executeWriteZeroes(req: Request): void {
   const nlb = (cdw12 & 0xffff) + 1;
   const fua = (cdw12 & RwCdw12.FUA) !== 0;
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
-    if (err) return finish(req, Status.WRITE_FAULT);
+    if (err) return finish(req, writeFailed(err));
     if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
     finish(req, 0);
   });
@@ -380,7 +390,7 @@ function executeDsm(req: Request): void {
   const next = (i: number): void => {
     const r = ranges[i];
     if (r === undefined) return finish(req, 0);
-    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, Status.WRITE_FAULT) : next(i + 1)));
+    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, writeFailed(err)) : next(i + 1)));
   };
   next(0);
 }
