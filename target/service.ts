@@ -140,6 +140,8 @@ export class TargetService {
     // A gateway: subsystems first (the group's description needs the backends' sizes), then join (which gives this
     // gateway its controller-ID range and the ANA states it reports), and only then listen, so no host ever meets a
     // port whose states or CNTLIDs are not the group's.
+    // Its file namespaces write through the gateway's fence, set with the ports' deadline from the join on.
+    this.#ns.writeFence = this.#gw.writeFence;
     for (const s of config.subsystems) await this.addSubsystem(s);
     await this.#gw.join(config.gateway, config.ports);
     for (const p of config.ports) await this.addPort(this.#gw.portConfig(p));

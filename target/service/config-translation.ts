@@ -2,7 +2,7 @@
 // file, the HTTP API or the CLI), name warnings, and the backend a namespace config opens.
 import type { Logger } from 'pino';
 import { InvalidArgumentError, validateNvmetName } from '../../protocol/index.js';
-import { FileBackend, NullBackend, RamBackend, type NamespaceBackend } from '../backend/index.js';
+import { FileBackend, NullBackend, RamBackend, type FileBackendOptions, type NamespaceBackend, type WriteFence } from '../backend/index.js';
 import { nqnWarning } from '../config/schema.js';
 import { parseSize } from '../config/size.js';
 import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
@@ -93,8 +93,11 @@ export function workerCache(cfg: NamespaceConfig): boolean {
   return cfg.backend.type !== 'ram' || cfg.backend.workerCache !== false;
 }
 
-/** `shared`: workers > 1, so a RAM namespace lives in a tmpfs file every worker maps (target/workers/shm-backend.ts). */
-export async function openBackend(cfg: NamespaceConfig, shared: boolean): Promise<NamespaceBackend> {
+/**
+ * `shared`: workers > 1, so a RAM namespace lives in a tmpfs file every worker maps (target/workers/shm-backend.ts).
+ * `fence`: a gateway's; a file namespace's writes go through it (docs/gateway-groups.md, "Fencing at the storage call").
+ */
+export async function openBackend(cfg: NamespaceConfig, shared: boolean, fence?: WriteFence): Promise<NamespaceBackend> {
   const b = cfg.backend;
   switch (b.type) {
     case 'ram':
@@ -103,9 +106,10 @@ export async function openBackend(cfg: NamespaceConfig, shared: boolean): Promis
     case 'null':
       return new NullBackend(parseSize(b.size, 'backend.size'));
     case 'file': {
-      const opts: { path: string; size?: number; readOnly?: boolean } = { path: b.path };
+      const opts: FileBackendOptions = { path: b.path };
       if (b.size !== undefined) opts.size = parseSize(b.size, 'backend.size');
       if (cfg.readOnly === true) opts.readOnly = true;
+      if (fence !== undefined) opts.fence = fence;
       return FileBackend.open(opts);
     }
   }

@@ -5,6 +5,7 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
 import type { ResvNotifType } from '../../protocol/index.js';
+import { WriteFence } from '../backend/index.js';
 import type { AnaStateName as PortAnaState, GatewayConfig, HostConfig, PortConfig } from '../config/types.js';
 import type { TargetCore } from '../core/index.js';
 import { keysDigest, type GroupDescription } from '../gateway/description.js';
@@ -49,6 +50,11 @@ export class GatewayPart {
   #fences = 0;
   #lastSeenAt = 0;
   readonly #transitions: Record<string, { count: number; seconds: number }> = {};
+  /**
+   * This process's write fence: the file namespaces of a gateway write through it (FileBackendOptions.fence), and it
+   * holds the same deadline as the ports' anaValidUntil (docs/gateway-groups.md, "Fencing at the storage call").
+   */
+  readonly writeFence = new WriteFence();
 
   constructor(
     private readonly core: TargetCore,
@@ -179,6 +185,8 @@ export class GatewayPart {
   #fenceAt(): void {
     const until = this.#group?.ownedUntil ?? Infinity;
     for (const port of this.core.ports.values()) port.anaValidUntil = until;
+    // The storage call's check: a write already past stoppedBeforeRun is still refused by its writer thread.
+    this.writeFence.set(until);
     // Workers serve I/O queues of these ports in other processes: their writes check the same deadline.
     this.core.changed({ kind: 'ana-deadline', until }).catch(() => undefined);
   }

@@ -3,7 +3,7 @@
 // one at a time in call order.
 import type { Logger } from 'pino';
 import { InvalidArgumentError, formatUuid } from '../../protocol/index.js';
-import type { NamespaceBackend } from '../backend/index.js';
+import type { NamespaceBackend, WriteFence } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
 import { TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { checkMaskHost, checkNamespace, openBackend, sameJson, workerCache } from './config-translation.js';
@@ -18,6 +18,8 @@ export class Namespaces {
   /** The subsystem named `nqn`, or InvalidArgumentError. */
   readonly #subsys: (nqn: string) => Subsystem;
   #nsChain: Promise<void> = Promise.resolve();
+  /** A gateway's write fence (GatewayPart.writeFence): file namespaces opened from now on write through it. */
+  writeFence: WriteFence | undefined;
 
   constructor(core: TargetCore, log: Logger, workers: Replication, resv: ReservationStore, subsys: (nqn: string) => Subsystem) {
     this.#core = core;
@@ -203,7 +205,7 @@ export class Namespaces {
    */
   async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: TargetNamespace | undefined): Promise<TargetNamespace> {
     checkNamespace(this.#log, sub, cfg);
-    const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled));
+    const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled, this.writeFence));
     try {
       const ns = new TargetNamespace(sub.nqn, cfg, backend);
       // Writes from queues served here (TLS, DH-HMAC-CHAP) must reach the workers' read caches too.

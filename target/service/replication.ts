@@ -155,7 +155,7 @@ function portSpec(p: CorePort): PortSpec {
 function nsOpen(ns: TargetNamespace): NsOpen {
   const s = ns.backend.sharing?.();
   if (s?.kind === 'shm') return { kind: 'shm', path: s.path, size: s.size, cache: workerCache(ns.config) };
-  if (s?.kind === 'file') return { kind: 'file', path: s.path, readOnly: ns.readOnly };
+  if (s?.kind === 'file') return { kind: 'file', path: s.path, readOnly: ns.readOnly, fenced: s.fenced === true };
   if (s?.kind === 'null') return { kind: 'null', size: s.size };
   throw new InvalidArgumentError('namespaces.backend', `namespace ${ns.nsid}: a process-local RAM backend cannot be shared with workers`);
 }

@@ -8,8 +8,11 @@ import type { InvRange } from './coherence.js';
 
 export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from './placement.js';
 
-/** How a worker opens a namespace's blocks (the primary created them). */
-export type NsOpen = { kind: 'file'; path: string; readOnly: boolean } | { kind: 'shm'; path: string; size: number; cache: boolean } | { kind: 'null'; size: number };
+/**
+ * How a worker opens a namespace's blocks (the primary created them). `fenced`: a gateway's file, written through the
+ * worker's own write fence (docs/gateway-groups.md, "Fencing at the storage call").
+ */
+export type NsOpen = { kind: 'file'; path: string; readOnly: boolean; fenced: boolean } | { kind: 'shm'; path: string; size: number; cache: boolean } | { kind: 'null'; size: number };
 
 export interface NsSpec {
   config: NamespaceConfig;

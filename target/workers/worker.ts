@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { FileBackend, NullBackend, type NamespaceBackend } from '../backend/index.js';
+import { FileBackend, NullBackend, WriteFence, type FileBackendOptions, type NamespaceBackend } from '../backend/index.js';
 import { TargetController, CorePort, TargetNamespace, Subsystem, TargetCore, type ResvForward, type ResvReplica } from '../core/index.js';
 import { encodeCc } from '../../protocol/index.js';
 import { TargetTcpQueue } from '../transport/tcp/index.js';
@@ -52,6 +52,12 @@ export class WorkerRuntime {
   readonly #inv = new InvalidationBatcher((r, done) => this.mesh.send(r, done));
   /** Writes to shared RAM pieces no peer held: completed without an invalidation. */
   #unasked = 0;
+  /**
+   * This process's copy of the gateway's write fence (a SharedArrayBuffer does not cross processes): set with the
+   * ports' deadline from every 'ana-deadline' and port message; every fenced file namespace's writer thread reads it
+   * (docs/gateway-groups.md, "Fencing at the storage call").
+   */
+  readonly writeFence = new WriteFence();
 
   constructor(
     readonly index: number,
@@ -84,6 +90,7 @@ export class WorkerRuntime {
         return this.#ack(m.seq, async () => this.setPort(m.spec));
       case 'ana-deadline':
         for (const port of this.core.ports.values()) port.anaValidUntil = m.until ?? Infinity;
+        this.writeFence.set(m.until ?? Infinity);
         return;
       case 'port-remove':
         return this.#ack(m.seq, async () => {
@@ -116,6 +123,7 @@ export class WorkerRuntime {
       const port = new CorePort(p.config);
       port.anaChangeCount = BigInt(p.anaChangeCount);
       port.anaValidUntil = p.anaValidUntil ?? Infinity;
+      this.writeFence.set(port.anaValidUntil);
       this.core.ports.set(p.config.id, port);
       return;
     }
@@ -124,6 +132,7 @@ export class WorkerRuntime {
     for (const [g, s] of Object.entries(p.config.anaStates ?? {})) cur.anaStates.set(Number(g), s);
     cur.anaChangeCount = BigInt(p.anaChangeCount);
     cur.anaValidUntil = p.anaValidUntil ?? Infinity;
+    this.writeFence.set(cur.anaValidUntil);
   }
 
   /** Add a subsystem or bring its namespaces and faults in line with the primary's. */
@@ -152,7 +161,7 @@ export class WorkerRuntime {
         sub.setNamespaceEnabled(have.ns, n.enabled);
         continue;
       }
-      const ns = new TargetNamespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done), this.#holds(nqn, nsid, n)));
+      const ns = new TargetNamespace(nqn, { ...n.config, enabled: n.enabled }, await openNs(n, this.writeFence, (off, len, done) => this.#inv.add(nqn, nsid, off, len, done), this.#holds(nqn, nsid, n)));
       keys.set(nsid, { ns, key });
       if (have === undefined) sub.addNamespace(ns);
       else {
@@ -348,11 +357,14 @@ export class WorkerRuntime {
   }
 }
 
-async function openNs(n: NsSpec, coherence: CoherenceHook, holds: PieceHolds | undefined): Promise<NamespaceBackend> {
+async function openNs(n: NsSpec, fence: WriteFence, coherence: CoherenceHook, holds: PieceHolds | undefined): Promise<NamespaceBackend> {
   const o = n.open;
   switch (o.kind) {
-    case 'file':
-      return FileBackend.open(o.readOnly ? { path: o.path, readOnly: true } : { path: o.path });
+    case 'file': {
+      const opts: FileBackendOptions = o.readOnly ? { path: o.path, readOnly: true } : { path: o.path };
+      if (o.fenced) opts.fence = fence;
+      return FileBackend.open(opts);
+    }
     case 'shm':
       return o.cache ? ShmBackend.open(o.path, o.size, coherence, holds) : ShmBackend.open(o.path, o.size);
     case 'null':
