@@ -18,7 +18,7 @@
 // reporting any group owned a margin before that instant, by a timer and by the synchronous check in ownsNow() (for a
 // process that was stalled past its timers), so it is fenced before etcd lets anyone else take its groups over.
 import { EventEmitter } from 'node:events';
-import { Etcd3, type Lease, type Watcher } from 'etcd3';
+import type { Etcd3, Lease, Watcher } from 'etcd3';
 import { anaGroupIds, describeDifference, descriptionDigest, type GroupDescription } from './description.js';
 import { DescriptionMismatchError, DuplicateGatewayError, EtcdUnreachableError, GatewayFencedError, GroupOperationError } from './errors.js';
 import { anaStateOn, planOwnership, releaseGroup, type AnaStateName, type GroupOwnership, type Transition } from './ownership.js';
@@ -162,9 +162,12 @@ export class GatewayGroup extends EventEmitter {
   private readonly goneAt = new Map<string, number>();
   cntlidRange: [number, number] = [0, 0];
 
-  private constructor(readonly opts: GatewayGroupOptions) {
+  private constructor(
+    readonly opts: GatewayGroupOptions,
+    private readonly Client: typeof Etcd3,
+  ) {
     super();
-    this.client = new Etcd3({ hosts: opts.etcd });
+    this.client = new Client({ hosts: opts.etcd });
     this.ttlMs = (opts.ttlSec ?? 3) * 1000;
     this.marginMs = Math.min(500, this.ttlMs / 4);
   }
@@ -181,7 +184,10 @@ export class GatewayGroup extends EventEmitter {
 
   /** Join: refused with DuplicateGatewayError, DescriptionMismatchError, or EtcdUnreachableError. */
   static async join(opts: GatewayGroupOptions): Promise<GatewayGroup> {
-    const gw = new GatewayGroup(opts);
+    // Loaded here, not at import: etcd3 brings gRPC and protobufjs (~7 MB of heap), which every process that imports
+    // the target (hosts and benches through harness/nvme.ts) would carry and scavenge without ever joining a group.
+    const { Etcd3: Client } = await import('etcd3');
+    const gw = new GatewayGroup(opts, Client);
     // A member key with our id may be a crashed predecessor's (a restart within its TTL): it expires within one TTL,
     // while a live duplicate keeps renewing it. So the refusal stands only once the key outlived a TTL.
     const refuseAt = Date.now() + gw.ttlMs + gw.marginMs;
@@ -425,7 +431,7 @@ export class GatewayGroup extends EventEmitter {
     void this.watcher?.cancel().catch(() => undefined);
     this.watcher = undefined;
     this.client.close();
-    this.client = new Etcd3({ hosts: this.opts.etcd });
+    this.client = new this.Client({ hosts: this.opts.etcd });
   }
 
   private schedule(reason: string): void {
