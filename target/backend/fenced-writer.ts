@@ -37,6 +37,8 @@ export class FencedWriter {
   #transfer: ArrayBuffer[] = [];
   #nextId = 1;
   #gone: Error | undefined;
+  /** close() began: the thread stays referenced until it exited (the close's final fsync must still run). */
+  #closing = false;
   #drained: (() => void) | undefined;
 
   constructor(fd: number, fence: WriteFence) {
@@ -101,7 +103,7 @@ export class FencedWriter {
 
   #idle(): void {
     if (this.#waiting.size > 0) return;
-    this.#thread.unref();
+    if (!this.#closing) this.#thread.unref();
     this.#drained?.();
   }
 
@@ -116,6 +118,8 @@ export class FencedWriter {
 
   /** Once every operation sent has its answer, stop the thread; later operations fail (WriterThreadError). */
   async close(): Promise<void> {
+    this.#closing = true;
+    this.#thread.ref();
     this.#post();
     if (this.#waiting.size > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
     this.#fail(new WriterThreadError('file backend closed'));
