@@ -2,6 +2,7 @@
 // group in this process, each applying what the group decides to its own Subsystem, as GatewayPart does.
 import { Buffer } from 'node:buffer';
 import { Etcd3 } from 'etcd3';
+import { startProxy } from '../../harness/peers/proxy.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NvmOpcode, ResvNotifType, ResvType, Status } from '../../protocol/index.js';
 import { RESV_CONFLICT, type ReservationState } from '../core/reservation.js';
@@ -46,14 +47,14 @@ afterAll(async () => {
   await etcd?.stop();
 });
 
-async function gateway(group: string, id: string, seed: Parameters<GroupSharedState['start']>[0] = []): Promise<Gw> {
-  const g = await GatewayGroup.join({ group, id, etcd: [etcd.url], description: desc, ttlSec: 2, failbackDelayMs: 300 });
+async function gateway(group: string, id: string, seed: Parameters<GroupSharedState['start']>[0] = [], etcdUrl = etcd.url): Promise<Gw> {
+  const g = await GatewayGroup.join({ group, id, etcd: [etcdUrl], description: desc, ttlSec: 2, failbackDelayMs: 300 });
   const sub = new Subsystem({ nqn: NQN, namespaces: [] });
   const gw: Gw = { group: g, sub, notices: [], masks: [], rs: () => sub.reservation(1), shared: undefined as unknown as GroupSharedState };
   gw.shared = new GroupSharedState(g, {
     resv: (_nqn, nsid, v, notify) => {
       sub.reservation(nsid).applyReplica(v.replica);
-      if (notify) gw.notices.push(...v.notices);
+      if (notify) gw.notices.push(...v.notices.map(([host, type]): [string, number] => [host, type]));
     },
     mask: (_nqn, _nsid, hosts) => gw.masks.push(hosts),
   });
@@ -105,6 +106,37 @@ describe('reservations shared through etcd (real etcd)', () => {
     expect(a.rs().registrants.has(key(A))).toBe(false);
     expect(a.notices).toContainEqual([key(A), ResvNotifType.REGISTRATION_PREEMPTED]);
     expect(b.notices).toContainEqual([key(A), ResvNotifType.REGISTRATION_PREEMPTED]);
+  });
+
+  it('a gateway cut off from etcd replays, once it catches up, the notices of the changes it missed', async () => {
+    const name = `s${++n}`;
+    const proxy = await startProxy({ upstreamHost: '127.0.0.1', upstreamPort: etcd.clientPort });
+    try {
+      const a = await gateway(name, 'a');
+      const b = await gateway(name, 'b', [], `http://127.0.0.1:${proxy.port}`);
+      expect(await register(a, A, 0xaan)).toBe(0);
+      expect(await register(a, B, 0xbbn)).toBe(0);
+      await until(() => b.rs().registrants.size === 2);
+      // b's connections to etcd cut and new ones held: its watch sees nothing, its lease lapses and it fences; its
+      // rejoin (rejoinMs after the fence) replaces the client, and with it the watch, before the traffic flows again.
+      proxy.pause();
+      for (const c of proxy.connections()) proxy.dropConnection(c.id);
+      await until(() => b.group.isFenced, 15_000, 'b to fence');
+      // A preempts B (B's Registration Preempted, §8.19.4), then a later change that raises nothing: b, catching up,
+      // reads only the latest revision.
+      expect(await acquire(a, A, 0xaan, ResvType.WRITE_EXCLUSIVE, 1, 0xbbn)).toBe(0);
+      expect(await register(a, 0xc3, 0xccn)).toBe(0);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(b.notices).toEqual([]);
+      proxy.resume();
+      await until(() => b.rs().registrants.has(key(0xc3)), 15_000, 'b to catch up');
+      expect(b.rs().registrants.has(key(B))).toBe(false);
+      expect(b.notices).toEqual([[key(B), ResvNotifType.REGISTRATION_PREEMPTED]]);
+      // a raised it once, when it decided it; replaying is b's alone.
+      expect(a.notices).toEqual([[key(B), ResvNotifType.REGISTRATION_PREEMPTED]]);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('concurrent registrations through both gateways: none is lost (compare-and-swap retries)', async () => {

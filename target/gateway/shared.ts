@@ -3,9 +3,9 @@
 // registers and reserves through one gateway is registered and reserved on all of them, and every conflict is decided
 // the same way everywhere, because every change is decided on the one copy in etcd:
 //
-//   resv/<nqn>/<nsid>   { v: 1, replica, notices, by }: the namespace's reservation state (ReservationState.replica(),
-//                       preempt-and-abort generations included), the notices the change raised (host key, log page
-//                       type, §8.19.4) and the gateway that wrote it.
+//   resv/<nqn>/<nsid>   { v: 1, replica, seq, notices, by }: the namespace's reservation state (ReservationState.replica(),
+//                       preempt-and-abort generations included), the count of changes written, the notices the latest
+//                       changes raised (host key, log page type §8.19.4, the change's seq) and the gateway that wrote it.
 //   masks/<nqn>/<nsid>  { hosts }: the namespace's host mask once changed at runtime (null = every allowed host).
 //
 // A state-changing command reads the key, runs the same ReservationState code a single target runs on that copy,
@@ -19,19 +19,28 @@ import { ReservationState, type ResvReplica } from '../core/reservation.js';
 import { EtcdUnreachableError, GatewayFencedError } from './errors.js';
 import type { GatewayGroup, SharedKv } from './group.js';
 
+/** Notices kept in a resv/ key: a gateway cut off for longer than this many of them misses the older ones. */
+export const NOTICE_LOG = 64;
+
 /** The value of a resv/ key. */
 export interface SharedResv {
   v: 1;
   replica: ResvReplica;
-  /** [host key, ResvNotifType] per notification the change raised, for each gateway's controllers of that host. */
-  notices: Array<[string, number]>;
+  /** Changes written to the key so far (0: none yet, a seeded state). */
+  seq?: number;
+  /**
+   * [host key, ResvNotifType, seq of the change that raised it] for the latest NOTICE_LOG notifications, oldest first:
+   * each gateway raises, for its controllers of that host, those with a later seq than it applied, so one that missed
+   * revisions while cut off replays their notices when it catches up.
+   */
+  notices: Array<[string, number, number?]>;
   /** The gateway that decided it (GET /group-style diagnostics). */
   by: string;
 }
 
 /** Where a gateway applies what the group decided (target/service/gateway.ts: the subsystems, AENs, workers). */
 export interface SharedSink {
-  /** `notify`: raise the value's notices (false for a key loaded at start: those were raised before). */
+  /** `notify`: raise `value.notices` (those not raised here yet; false for a key loaded at start: raised before). */
   resv(nqn: string, nsid: number, value: SharedResv, notify: boolean): void;
   mask(nqn: string, nsid: number, hosts: string[] | null): void;
 }
@@ -49,12 +58,15 @@ function parseKey(key: string): { kind: 'resv' | 'masks'; nqn: string; nsid: num
 }
 
 export class GroupSharedState {
-  /** Per shared key, the mod revision applied here: each revision is applied once, in order, whoever reports it. */
-  readonly #applied = new Map<string, bigint>();
+  /**
+   * Per shared key, the mod revision applied here (each revision is applied once, in order, whoever reports it) and
+   * the seq of the latest change whose notices were raised here.
+   */
+  readonly #applied = new Map<string, { rev: bigint; seq: number }>();
   readonly #onShared = (key: string, value: string, modRev: string): void => this.#apply({ key, value, modRev }, true);
   /**
    * After a rejoin the watch is new: what changed while this gateway was cut off is read again and applied by
-   * revision (the latest state of each key, with that state's notices; the notices of revisions in between are gone).
+   * revision (the latest state of each key); the key's notice log holds the notices of the changes in between.
    */
   readonly #onRejoined = (): void => {
     void Promise.all([this.group.readShared('resv/'), this.group.readShared('masks/')])
@@ -82,7 +94,7 @@ export class GroupSharedState {
     for (const kv of [...(await this.group.readShared('resv/')), ...(await this.group.readShared('masks/'))]) this.#apply(kv, false);
     for (const s of seed) {
       if (this.#applied.has(resvKey(s.nqn, s.nsid))) continue;
-      const value: SharedResv = { v: 1, replica: s.replica, notices: [], by: this.group.opts.id };
+      const value: SharedResv = { v: 1, replica: s.replica, seq: 0, notices: [], by: this.group.opts.id };
       const { written } = await this.group.updateShared(resvKey(s.nqn, s.nsid), (cur) => ({ result: 0, ...(cur === undefined ? { value: JSON.stringify(value) } : {}) }));
       if (written !== undefined) this.#apply(written, false);
     }
@@ -113,15 +125,17 @@ export class GroupSharedState {
   }
 
   #decide(nsid: number, cur: string | undefined, mutate: (rs: ReservationState) => number): { value?: string; result: number } {
-    const notices: Array<[string, number]> = [];
-    const rs = new ReservationState(nsid, { notify: (host, type) => notices.push([host, type]), changed: () => undefined });
-    if (cur !== undefined) rs.applyReplica((JSON.parse(cur) as SharedResv).replica);
+    const prev = cur === undefined ? undefined : (JSON.parse(cur) as SharedResv);
+    const seq = (prev?.seq ?? 0) + 1;
+    const notices: SharedResv['notices'] = [...(prev?.notices ?? [])];
+    const rs = new ReservationState(nsid, { notify: (host, type) => notices.push([host, type, seq]), changed: () => undefined });
+    if (prev !== undefined) rs.applyReplica(prev.replica);
     const before = JSON.stringify(rs.replica());
     const status = mutate(rs);
     const replica = rs.replica();
     // A refused command, or one that changed nothing (acquiring what one holds), writes nothing.
     if (status !== 0 || JSON.stringify(replica) === before) return { result: status };
-    const value: SharedResv = { v: 1, replica, notices, by: this.group.opts.id };
+    const value: SharedResv = { v: 1, replica, seq, notices: notices.slice(-NOTICE_LOG), by: this.group.opts.id };
     return { result: status, value: JSON.stringify(value) };
   }
 
@@ -142,11 +156,19 @@ export class GroupSharedState {
     const at = parseKey(kv.key);
     if (at === undefined) return;
     const rev = BigInt(kv.modRev);
-    if (rev <= (this.#applied.get(kv.key) ?? 0n)) return;
-    this.#applied.set(kv.key, rev);
+    const last = this.#applied.get(kv.key);
+    if (rev <= (last?.rev ?? 0n)) return;
     try {
-      if (at.kind === 'resv') this.sink.resv(at.nqn, at.nsid, JSON.parse(kv.value) as SharedResv, notify);
-      else this.sink.mask(at.nqn, at.nsid, (JSON.parse(kv.value) as { hosts: string[] | null }).hosts);
+      if (at.kind === 'resv') {
+        const v = JSON.parse(kv.value) as SharedResv;
+        const seq = v.seq ?? 0;
+        this.#applied.set(kv.key, { rev, seq });
+        const raised = last?.seq ?? 0;
+        this.sink.resv(at.nqn, at.nsid, { ...v, notices: v.notices.filter((n) => (n[2] ?? seq) > raised) }, notify);
+      } else {
+        this.#applied.set(kv.key, { rev, seq: 0 });
+        this.sink.mask(at.nqn, at.nsid, (JSON.parse(kv.value) as { hosts: string[] | null }).hosts);
+      }
     } catch (err) {
       this.log(`gateway group: shared key ${kv.key} not applied`, err);
     }
