@@ -3,8 +3,8 @@
 // multipath over all three from the host, and the compose file's harness service running its own verify job from
 // inside the compose network at the same time. While both verify workloads run (FUA writes naming LBA and sequence,
 // reads that must return the last acknowledged write: harness/gateway-lab.ts's VerifyWorkload), events hit the
-// gateways in turn: SIGKILL (`podman kill`, then the README's `compose start gw1`) and, opt-in below, a stall past the
-// lease (`podman pause`: the cgroup freezer, every process of the container stopped) and a partition from etcd alone
+// gateways in turn: SIGKILL (`podman kill`, then the README's `compose start gw1`), a stall past the lease
+// (`podman pause`: the cgroup freezer, every process of the container stopped) and a partition from etcd alone
 // (`podman network disconnect` from the etcd network, which only the gateways and etcd share). After each
 // event the gateway's group must have moved to a survivor and come back (failback). GET /group is sampled on every
 // gateway throughout: no two gateways may report one ANA group optimized at one instant. At the end every
@@ -25,14 +25,15 @@ const GWS = ['gw1', 'gw2', 'gw3'] as const;
 /** gateway.json's leaseTtlMs: a stall or partition is held this long past the takeover. */
 const LEASE_MS = (JSON.parse(readFileSync(path.join(DOCKER, 'gateway.json'), 'utf8')) as { gateway: { leaseTtlMs: number } }).gateway.leaseTtlMs;
 type Kind = 'kill' | 'stop' | 'partition';
-// The default loop kills each gateway (SIGKILL, then the README's `compose start`) and partitions it from etcd
-// (`podman network disconnect`: its etcd connection dies rather than stalls, as the process lab's fault proxy does;
-// the gateway rejoins on a new client, target/gateway/group.ts). GATEWAY_LAB_PARTITION=0 leaves partitions out.
-// GATEWAY_LAB_STALL=1 adds a stall past the lease (`podman pause`), opt-in because it fails today because of the
-// gateway, not the lab: in 1 of 2 runs a read returned a write hundreds of writes older than the last acknowledged one
-// (the late write from the file backend's thread pool that docs/gateway-groups.md names as not closed).
-// GATEWAY_LAB_EVENTS=N sets the loop's length (default 3 per kind).
-const STALL = process.env.GATEWAY_LAB_STALL === '1';
+// The default loop kills each gateway (SIGKILL, then the README's `compose start`), stalls it past the lease
+// (`podman pause`, then `unpause`) and partitions it from etcd (`podman network disconnect`: its etcd connection dies
+// rather than stalls, as the process lab's fault proxy does; the gateway rejoins on a new client,
+// target/gateway/group.ts). Stalls were opt-in while a write already queued in the file backend's thread pool when the
+// container froze landed after the thaw, over the new owner's newer write (stale reads in every stall run); the write
+// fence at the storage call closed that (docs/gateway-groups.md, "Fencing at the storage call").
+// GATEWAY_LAB_STALL=0 leaves stalls out, GATEWAY_LAB_PARTITION=0 partitions; GATEWAY_LAB_EVENTS=N sets the loop's
+// length (default 3 per kind).
+const STALL = process.env.GATEWAY_LAB_STALL !== '0';
 const PARTITION = process.env.GATEWAY_LAB_PARTITION !== '0';
 const KINDS: Kind[] = ['kill', ...(STALL ? (['stop'] as const) : []), ...(PARTITION ? (['partition'] as const) : [])];
 const EVENTS = Number(process.env.GATEWAY_LAB_EVENTS ?? 3 * KINDS.length);
