@@ -266,7 +266,9 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
  * A write that passed parse must still not run when, while it waited (for its data, or with the whole process
  * stopped), either its gateway was fenced (port.anaValidUntil passed: the host may already have retried it through
  * the ANA group's new owner, and running it now would put older data over newer; docs/gateway-groups.md, fencing),
- * or a preempt-and-abort aborted it (NVMe Base 2.0 §8.19.7). Completes it with that status and returns true.
+ * or a preempt-and-abort aborted it (NVMe Base 2.0 §8.19.7). Completes it with that status and returns true. A write
+ * that passes here and then waits in its backend is checked again at the storage call when the backend is fenced
+ * (FileBackendOptions.fence; writeFailed).
  */
 function stoppedBeforeRun(req: Request): boolean {
   const q = req.queueRef as QueueModel | undefined;
