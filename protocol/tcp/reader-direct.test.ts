@@ -118,6 +118,16 @@ describe('PduReader direct host read path', () => {
     }
   });
 
+  it('a C2HData whose CH is one already seen still gets its header checked: datal against the data it carries', () => {
+    // Same CH as the first PDU (type, flags, hlen, pdo, plen), so the known-CH table sends it straight to the direct
+    // copy; its datal field alone is wrong (TCP 1.0 §3.6.2.9), the finding the general path gives.
+    const { r, seen } = reader(Buffer.alloc(500));
+    r.push(Buffer.concat([B.icResp({}), B.c2hData({ cccid: 3, datao: 0, data: a }), B.c2hData({ cccid: 3, datao: 0, datal: 299, data: a })]));
+    expect(seen.headers).toEqual([[3, 0, 300, 0]]);
+    expect(seen.ends).toEqual([[3, 300, 0]]);
+    expect(seen.fatals).toEqual([[Fes.INVALID_HEADER_FIELD, 16]]);
+  });
+
   it('stops reading when the header callback ends the connection (returns no buffer)', () => {
     const { r, seen } = reader(undefined);
     r.push(stream);

@@ -111,7 +111,8 @@ export class PduReader {
   readonly #knownData = new Int32Array(KNOWN_SLOTS);
   /**
    * By PDU type, 1 where the known CH is one #wholeHeader hands straight to its direct handler (no HDGST; a CapsuleCmd
-   * without data to onCapsuleCmd, a CapsuleResp to onCapsuleResp): #recvCh then calls #directPdu without the checks.
+   * without data to onCapsuleCmd, a CapsuleResp to onCapsuleResp, a C2HData into its direct copy): #recvCh then calls
+   * #directPdu without the CH checks.
    */
   readonly #knownDirect = new Uint8Array(KNOWN_SLOTS);
   /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
@@ -310,10 +311,23 @@ export class PduReader {
     return off + take;
   }
 
-  /** A known CH that #knownDirect marks, its whole header in this chunk: straight to the role's direct handler. */
+  /**
+   * A known CH that #knownDirect marks, its whole header in this chunk: straight to the role's direct handler. A
+   * C2HData's header rule beyond its CH (validatePduSpecific) still applies; a finding takes #wholeHeader's path.
+   */
   #directPdu(chunk: Buffer, off: number, type: number, headLen: number): number {
     if (type === PduType.CAPSULE_CMD) (this.#opts.onCapsuleCmd as (sqe: Buffer) => void)(this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE));
-    else (this.#opts.onCapsuleResp as (buf: Buffer, at: number) => void)(chunk, off + CH_SIZE);
+    else if (type === PduType.CAPSULE_RESP) (this.#opts.onCapsuleResp as (buf: Buffer, at: number) => void)(chunk, off + CH_SIZE);
+    else {
+      const dataLen = this.#knownData[type] as number;
+      if (validatePduSpecific(chunk, type, dataLen, off) !== undefined) {
+        this.#headLen = headLen;
+        this.#dataLen = dataLen;
+        return this.#wholeHeader(chunk, off);
+      }
+      this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), dataLen, chunk[off + 1] as number);
+      if (this.#direct === undefined) this.#go(RxState.FAILED);
+    }
     return off + headLen;
   }
 
@@ -441,7 +455,8 @@ export class PduReader {
       const plain = ((ch[1] as number) & PduFlag.HDGSTF) === 0;
       const cmd = type === PduType.CAPSULE_CMD && verdict.dataLen === 0 && this.#opts.onCapsuleCmd !== undefined;
       const resp = type === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined;
-      this.#knownDirect[type] = plain && (cmd || resp) ? 1 : 0;
+      const data = type === PduType.C2H_DATA && this.#fastData;
+      this.#knownDirect[type] = plain && (cmd || resp || data) ? 1 : 0;
     }
     return true;
   }
