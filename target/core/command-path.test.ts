@@ -126,7 +126,7 @@ describe('data movement', () => {
   });
 
   it('a write whose gateway was fenced while it waited for its data is refused with ANA Inaccessible, not written', () => {
-    const { io, port } = ioQueue();
+    const { io, port, subsys } = ioQueue();
     const old = Buffer.alloc(512, 0x11);
     expect(io.exec(rw(NvmOpcode.WRITE, 64, 1, sglInCapsule(512), 5n), old).status).toBe(0);
     port.anaValidUntil = Date.now() + 60_000;
@@ -136,6 +136,7 @@ describe('data movement', () => {
     port.anaValidUntil = Date.now() - 1;
     io.sendData(wr, Buffer.alloc(512, 0x22));
     expect(io.completionOf(wr).status).toBe(Status.ANA_INACCESSIBLE);
+    expect(subsys.namespaces.get(1)?.counters).toMatchObject({ fenced: 1, errors: 0 });
     port.anaValidUntil = Infinity;
     expect(io.exec(rw(NvmOpcode.READ, 66, 1, sglTransport(512), 5n)).data?.equals(old)).toBe(true);
   });

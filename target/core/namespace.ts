@@ -16,6 +16,12 @@ export interface NamespaceCounters {
   bytesWritten: number;
   flushes: number;
   errors: number;
+  /**
+   * Write-type commands refused because this gateway's lease had passed (answered ANA Inaccessible for the host to
+   * retry elsewhere, not counted in errors): by the check before the backend, or by the write fence at the storage
+   * call (docs/gateway-groups.md, fencing).
+   */
+  fenced: number;
 }
 
 export class TargetNamespace {
@@ -27,7 +33,7 @@ export class TargetNamespace {
   readonly nguid: Buffer;
   readonly anaGroup: number;
   readonly readOnly: boolean;
-  readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0 };
+  readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0, fenced: 0 };
   /**
    * Attached to the subsystem's controllers (nvmet_ns.enabled). A field, not a getter over the config: parseIoCmd
    * reads it on every I/O command. Only Subsystem.setNamespaceEnabled / replaceNamespace change it.

@@ -152,6 +152,13 @@ const METRICS: readonly MetricDef[] = [
     samples: (v) => perNamespace(v, (ns) => [[{}, ns.errors]]),
   },
   {
+    name: 'nvme_tcp_namespace_fenced_writes_total',
+    help: "Writes refused with ANA Inaccessible because this gateway's lease had passed (before the backend or at the storage call).",
+    type: 'counter',
+    labels: ['subnqn', 'nsid'],
+    samples: (v) => perNamespace(v, (ns) => [[{}, ns.fenced]]),
+  },
+  {
     name: 'nvme_tcp_controllers',
     help: 'Live controllers, by subsystem (the discovery subsystem included).',
     type: 'gauge',
@@ -276,7 +283,7 @@ function gw(v: ScrapeView, f: (g: GatewayStats) => Sample[]): Sample[] {
 }
 
 /** Where the latency histogram goes in the exposition: after the per-namespace counters, as it always has. */
-const HISTOGRAM_AFTER = 'nvme_tcp_namespace_errors_total';
+const HISTOGRAM_AFTER = 'nvme_tcp_namespace_fenced_writes_total';
 
 /** Registers `m` in `registry`; its collect() re-reads the scrape's samples (a counter is reset and re-summed: the source counters only grow). */
 function register(registry: Registry, m: MetricDef, view: () => ScrapeView): void {

@@ -169,6 +169,7 @@ function withWorkerCounters(subnqn: string, nsid: number, own: NamespaceCounters
       out.bytesWritten += r.bytesWritten;
       out.flushes += r.flushes;
       out.errors += r.errors;
+      out.fenced += r.fenced;
     }
   }
   return out;

@@ -326,7 +326,7 @@ export class WorkerRuntime {
     for (const [nqn, m] of this.#nsKeys) {
       for (const [nsid, e] of m) {
         const k = e.ns.counters;
-        ns.push({ nqn, nsid, reads: k.reads, writes: k.writes, bytesRead: k.bytesRead, bytesWritten: k.bytesWritten, flushes: k.flushes, errors: k.errors });
+        ns.push({ nqn, nsid, reads: k.reads, writes: k.writes, bytesRead: k.bytesRead, bytesWritten: k.bytesWritten, flushes: k.flushes, errors: k.errors, fenced: k.fenced });
       }
     }
     const cpu = process.cpuUsage();

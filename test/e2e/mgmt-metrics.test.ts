@@ -108,6 +108,7 @@ describe('/metrics', () => {
     expect(one(samples, 'nvme_tcp_namespace_bytes_total', { ...sub, nsid: '2', direction: 'write' })).toBe(65536);
     expect(one(samples, 'nvme_tcp_namespace_bytes_total', { ...sub, nsid: '2', direction: 'read' })).toBe(8192);
     expect(one(samples, 'nvme_tcp_namespace_errors_total', { ...sub, nsid: '1' })).toBe(0);
+    expect(one(samples, 'nvme_tcp_namespace_fenced_writes_total', { ...sub, nsid: '1' })).toBe(0);
     expect(one(samples, 'nvme_tcp_commands_total', { ...sub, opcode: 'write' })).toBe(W + 1);
     expect(one(samples, 'nvme_tcp_commands_total', { ...sub, opcode: 'read' })).toBe(R + 1);
     expect(one(samples, 'nvme_tcp_commands_total', { ...sub, opcode: 'flush' })).toBe(F);

@@ -124,7 +124,7 @@ describe('target statistics with real traffic', () => {
     await expect(ns.write(0, Buffer.alloc(1024, 2))).rejects.toMatchObject({ dnr: true });
     await expect(ns.flush()).rejects.toMatchObject({ dnr: true });
     await ns.read(0, 2);
-    expect(t.stats().subsystems[SUBNQN]?.namespaces[0]).toEqual({ nsid: 1, reads: 2, writes: 1, bytesRead: 2048, bytesWritten: 1024, flushes: 0, errors: 3 });
+    expect(t.stats().subsystems[SUBNQN]?.namespaces[0]).toEqual({ nsid: 1, reads: 2, writes: 1, bytesRead: 2048, bytesWritten: 1024, flushes: 0, errors: 3, fenced: 0 });
     const errs = (await metric(api, 'nvme_tcp_namespace_errors_total')).find((x) => x.labels.subnqn === SUBNQN);
     expect(errs?.value).toBe(3);
     const reads = (await metric(api, 'nvme_tcp_namespace_commands_total')).find((x) => x.labels.subnqn === SUBNQN && x.labels.op === 'read');

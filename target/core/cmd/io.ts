@@ -272,11 +272,12 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
  */
 function stoppedBeforeRun(req: Request): boolean {
   const q = req.queueRef as QueueModel | undefined;
+  const ns = req.ns as TargetNamespace;
   if (q !== undefined && q.port.anaValidUntil !== Infinity && Date.now() >= q.port.anaValidUntil) {
+    ns.counters.fenced++;
     deliver(req, Status.ANA_INACCESSIBLE);
     return true;
   }
-  const ns = req.ns as TargetNamespace;
   const ctrl = q?.ctrl;
   if (ns.resv.abortGen <= req.resvGen || ctrl === undefined || !ns.resv.aborted(ctrl.hostKey, req.resvGen)) return false;
   deliver(req, PREEMPT_ABORTED);
@@ -288,8 +289,13 @@ function stoppedBeforeRun(req: Request): boolean {
  * file backend, docs/gateway-groups.md "Fencing at the storage call") did not happen, and the host must retry it
  * through another path, as for a refusal by stoppedBeforeRun; anything else is the medium's failure.
  */
-function writeFailed(err: Error): number {
-  return isFencedError(err) ? Status.ANA_INACCESSIBLE : Status.WRITE_FAULT;
+function writeFailed(ns: TargetNamespace, err: Error): number {
+  if (isFencedError(err)) {
+    ns.counters.fenced++;
+    return Status.ANA_INACCESSIBLE;
+  }
+  ns.counters.errors++;
+  return Status.WRITE_FAULT;
 }
 
 function executeWrite(req: Request): void {
@@ -299,11 +305,7 @@ function executeWrite(req: Request): void {
   const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
-    if (err) {
-      const status = writeFailed(err);
-      if (status === Status.WRITE_FAULT) ns.counters.errors++;
-      return deliver(req, status);
-    }
+    if (err) return deliver(req, writeFailed(ns, err));
     if (faulted(req)) return;
     ns.counters.writes++;
     ns.counters.bytesWritten += len;
@@ -366,7 +368,7 @@ function executeWriteZeroes(req: Request): void {
   const nlb = (cdw12 & 0xffff) + 1;
   const fua = (cdw12 & RwCdw12.FUA) !== 0;
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
-    if (err) return finish(req, writeFailed(err));
+    if (err) return finish(req, writeFailed(ns, err));
     if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
     finish(req, 0);
   });
@@ -392,7 +394,7 @@ function executeDsm(req: Request): void {
   const next = (i: number): void => {
     const r = ranges[i];
     if (r === undefined) return finish(req, 0);
-    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, writeFailed(err)) : next(i + 1)));
+    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, writeFailed(ns, err)) : next(i + 1)));
   };
   next(0);
 }
