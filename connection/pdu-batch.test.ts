@@ -112,7 +112,7 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
-  it('emits add(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take()', () => {
+  it('emits add(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take() or at a rollover', () => {
     const reply = fc.record({
       data: fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
       success: fc.boolean(),
@@ -144,17 +144,44 @@ describe('PduBatch', () => {
         for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
         const got = Buffer.concat(b.take());
         for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
+        // A reply is copied at take(), or earlier when a later reply rolled the slab over (#room copies what is
+        // pending then): so the replies that went out with the changed byte are those after the last rollover, a
+        // suffix that always holds the last reply.
         let o = 0;
+        const atTake: boolean[] = [];
         for (const r of replies) {
           const at = o + 24;
-          expect(got[at]).toBe((r.data[0] as number) ^ 0xff);
-          got[at] = r.data[0] as number;
+          const orig = r.data[0] as number;
+          expect([orig, orig ^ 0xff]).toContain(got[at]);
+          atTake.push(got[at] !== orig);
+          got[at] = orig;
           o = at + r.data.length + (r.success ? 0 : 24);
         }
+        expect(atTake[atTake.length - 1]).toBe(true);
+        expect(atTake.slice(atTake.indexOf(true)).every((x) => x)).toBe(true);
         expect(got.equals(Buffer.concat(want))).toBe(true);
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('a read reply that rolls the slab over copies the replies pending before it then, and itself at take()', () => {
+    // The case fast-check found: ten small replies, 513 bytes, in a batch of 512-byte slabs.
+    const sizes = [1, 1, 1, 1, 1, 5, 12, 2, 7, 2];
+    const b = new PduBatch(512);
+    const data = sizes.map((n) => Buffer.alloc(n));
+    for (const d of data) b.addReadReply(d, false, 0, 0, 0, 0, 0, 0);
+    for (const d of data) d[0] = 0xff;
+    const got = Buffer.concat(b.take());
+    expect(got.length).toBe(sizes.reduce((t, n) => t + 48 + n, 0));
+    let o = 0;
+    const first: number[] = [];
+    for (const n of sizes) {
+      first.push(got[o + 24] as number);
+      o += 48 + n;
+    }
+    expect(first).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff]);
+    b.recycle(false);
   });
 
   it('writes a read reply under any framing as encodePdu writes its C2HData and CapsuleResp', () => {
