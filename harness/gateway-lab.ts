@@ -56,7 +56,9 @@ export interface GatewayLabOptions {
 
 export async function groupView(gw: LabGateway): Promise<GroupView | undefined> {
   try {
-    const res = await fetch(`http://127.0.0.1:${gw.api}/group`, { signal: AbortSignal.timeout(500) });
+    // 3 s: above the gateway's 2 s at most for the lease TTLs (target/service/gateway.ts LEASE_VIEW_MS), which a loaded
+    // machine's etcd (CI) can need; a fixed 500 ms left a gateway unseen for a minute there.
+    const res = await fetch(`http://127.0.0.1:${gw.api}/group`, { signal: AbortSignal.timeout(3000) });
     return res.ok ? ((await res.json()) as GroupView) : undefined;
   } catch {
     return undefined;

@@ -573,14 +573,16 @@ export class GatewayGroup extends EventEmitter {
   }
 
   /** Per live member, its lease id and the seconds etcd says it has left (etcd LeaseTimeToLive). */
-  async leases(): Promise<Record<string, { lease: string; ttlLeftS: number }>> {
-    const res = await this.withDeadline(this.client.getAll().prefix(`${this.prefix}members/`).exec());
+  async leases(ms = this.ttlMs): Promise<Record<string, { lease: string; ttlLeftS: number }>> {
+    const res = await this.withDeadline(this.client.getAll().prefix(`${this.prefix}members/`).exec(), ms);
     const out: Record<string, { lease: string; ttlLeftS: number }> = {};
-    for (const kv of res.kvs) {
-      const id = kv.key.toString().slice(`${this.prefix}members/`.length);
-      const ttl = await this.withDeadline(this.client.leaseClient.leaseTimeToLive({ ID: kv.lease })).catch(() => undefined);
-      out[id] = { lease: kv.lease, ttlLeftS: Number(ttl?.TTL ?? -1) };
-    }
+    // One round trip for all members, not one after another.
+    await Promise.all(
+      res.kvs.map(async (kv) => {
+        const ttl = await this.withDeadline(this.client.leaseClient.leaseTimeToLive({ ID: kv.lease }), ms).catch(() => undefined);
+        out[kv.key.toString().slice(`${this.prefix}members/`.length)] = { lease: kv.lease, ttlLeftS: Number(ttl?.TTL ?? -1) };
+      }),
+    );
     return out;
   }
 

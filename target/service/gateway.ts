@@ -14,6 +14,9 @@ import { GatewayGroup, type GroupRecord, type OwnershipEvent, type Transition } 
 import { GroupSharedState, type SharedResv } from '../gateway/shared.js';
 import type { Namespaces } from './namespaces.js';
 
+/** How long GET /group waits for each etcd call of the members' lease TTLs (two round trips at most). */
+const LEASE_VIEW_MS = 1000;
+
 /** What GET /group and `ctl group status` show. */
 export interface GroupView {
   group: string;
@@ -228,7 +231,9 @@ export class GatewayPart {
     const states = g.states();
     const fenced = g.isFenced;
     const ownedUntil = g.ownedUntil;
-    const leases = await g.leases().catch(() => ({}) as Awaited<ReturnType<GatewayGroup['leases']>>);
+    // The lease TTLs are etcd's to tell, within LEASE_VIEW_MS: a slow or unreachable etcd (a loaded machine, a
+    // partition) leaves them out rather than holding GET /group, which must answer from this gateway's own state.
+    const leases = await g.leases(LEASE_VIEW_MS).catch(() => ({}) as Awaited<ReturnType<GatewayGroup['leases']>>);
     return {
       group: g.opts.group,
       self: g.opts.id,
