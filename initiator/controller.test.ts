@@ -160,10 +160,10 @@ describe('data paths', () => {
     expect((err as Error).message).toMatch(/LBA/i);
   });
 
-  it('times a command out with TimeoutError and recovers the controller', async () => {
+  it('with max_retries 0, times a command out with TimeoutError and recovers the controller', async () => {
     let drop = true;
     const f = await fake({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ && drop ? 'drop' : undefined) });
-    const c = await open(f, { io_timeout: 0.2, reconnect_delay: 0.05 });
+    const c = await open(f, { io_timeout: 0.2, reconnect_delay: 0.05, max_retries: 0 });
     const first = c.cntlid;
     const t0 = Date.now();
     await expect(c.namespace(1).read(0, 1)).rejects.toBeInstanceOf(TimeoutError);
@@ -172,5 +172,29 @@ describe('data paths', () => {
     await new Promise<void>((r) => c.once('reconnected', () => r()));
     expect(c.cntlid).not.toBe(first);
     expect((await c.namespace(1).read(0, 1)).length).toBe(512);
+  });
+
+  it('a timed-out command is sent again after the reconnect, as Linux retries it (nvme_tcp_timeout on a live controller)', async () => {
+    let reads = 0;
+    const f = await fake({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ && ++reads === 1 ? 'drop' : undefined) });
+    const c = await open(f, { io_timeout: 0.2, reconnect_delay: 0.05 });
+    const data = pattern(4096, 7);
+    await c.namespace(1).write(8, data);
+    const first = c.cntlid;
+    const reconnected = new Promise<void>((r) => c.once('reconnected', () => r()));
+    const back = await c.namespace(1).read(8, 8);
+    await reconnected;
+    expect(back.equals(data)).toBe(true);
+    expect(c.cntlid).not.toBe(first);
+    expect(reads).toBe(2);
+    expect(c.ioRetries).toBe(1);
+  });
+
+  it('a command that times out on every attempt fails with TimeoutError after max_retries resends', async () => {
+    let reads = 0;
+    const f = await fake({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ && ++reads !== 0 ? 'drop' : undefined) });
+    const c = await open(f, { io_timeout: 0.1, reconnect_delay: 0.02, max_retries: 2 });
+    await expect(c.namespace(1).read(0, 1)).rejects.toBeInstanceOf(TimeoutError);
+    expect(reads).toBe(3);
   });
 });

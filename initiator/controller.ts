@@ -15,7 +15,7 @@ import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
-import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TransportFatalError } from './errors.js';
+import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { propertyGetCmd, propertySetCmd, type DiscoveryEntry } from './fabrics-cmds.js';
 import { FabricsConnector, type AuthInfo } from './fabrics.js';
 import { DEFAULT_MAX_TRANSFER, checkIdentify, identifyController, maxTransferBytes } from './identify.js';
@@ -581,8 +581,21 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
       return;
     }
-    const requeue = (err instanceof ConnectionClosedError || err instanceof TransportFatalError) && io.failfast !== true;
-    if (!requeue) {
+    if (io.failfast === true) {
+      io.ioDone(err);
+      return;
+    }
+    if (err instanceof TimeoutError) {
+      // Linux nvme_tcp_timeout on a live controller does not fail the command: it starts error recovery, whose
+      // teardown cancels it (NVME_SC_HOST_ABORTED_CMD) and nvme_decide_disposition retries it after the reconnect,
+      // counted against nvme_core.max_retries. Past them, the timeout is what the caller sees.
+      if (retries >= this.opts.maxRetries) {
+        io.ioDone(err);
+        return;
+      }
+      this.ioRetries++;
+      retries++;
+    } else if (!(err instanceof ConnectionClosedError || err instanceof TransportFatalError)) {
       io.ioDone(err);
       return;
     }

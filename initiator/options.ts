@@ -63,7 +63,7 @@ export interface ConnectOptions {
   io_timeout?: number;
   /** Admin command timeout in seconds; default 60. */
   admin_timeout?: number;
-  /** Retries of an I/O command failed with an NVMe status whose DNR bit is clear, 0..255; default 5 (Linux nvme_core.max_retries). */
+  /** Retries of an I/O command failed with an NVMe status whose DNR bit is clear, or timed out, 0..255; default 5 (Linux nvme_core.max_retries). */
   max_retries?: number;
   /** DH-HMAC-CHAP host secret "DHHC-1:xx:...:" (-S, nvme-cli --dhchap-secret): used when the controller sets ATR. */
   dhchap_secret?: string;

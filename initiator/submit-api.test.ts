@@ -116,8 +116,8 @@ describe('Namespace.submit (callback API)', () => {
     expect(f.namespaces[0]?.data.subarray(16 * 512, 16 * 512 + 4096).every((b) => b === 0xab)).toBe(true);
   });
 
-  it('fails a command that times out with TimeoutError', async () => {
-    const { c } = await setup({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ ? 'drop' : undefined) }, { io_timeout: 0.1 });
+  it('fails a command that times out with TimeoutError (max_retries 0: not sent again)', async () => {
+    const { c } = await setup({ onIo: (sqe) => (sqe.opcode === NvmOpcode.READ ? 'drop' : undefined) }, { io_timeout: 0.1, max_retries: 0 });
     const err = await new Req(512).run(c, false, 0, 1);
     expect(err).toBeInstanceOf(TimeoutError);
   });
