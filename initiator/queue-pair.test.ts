@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { CqeOffset, NvmOpcode, SglType, SqeOffset, decodeSqe, encodeCqe, encodeRwCmd, sglInCapsule } from '../protocol/index.js';
 import { itChecksEveryEdge } from '../test/fixtures/state-table.js';
-import { QUEUE_PAIR_TRANSITIONS, QueuePair, TagSet, type QueuePairState } from './queue-pair.js';
+import { PromiseRequest, QUEUE_PAIR_TRANSITIONS, QueuePair, TagSet, type QueuePairState } from './queue-pair.js';
 import type { HostTcpQueue, TcpQueueHandlers } from './transport/index.js';
 
 class FakeTcp {
@@ -98,5 +98,25 @@ describe('QueuePair state table', () => {
     expect(qp.state).toBe('closed');
     qp.setLive();
     expect(qp.state).toBe('closed');
+  });
+});
+
+describe('PromiseRequest pool', () => {
+  it('a request completed twice goes back to the pool once: two later requests are two objects', async () => {
+    const spec = { sqe: Buffer.alloc(64), timeoutMs: 1000 };
+    const r = PromiseRequest.take(spec, false);
+    const done = r.settled();
+    r.ioDone(undefined);
+    r.ioDone(new Error('late second completion'));
+    await expect(done).resolves.toMatchObject({ status: 0 });
+    const a = PromiseRequest.take(spec, false);
+    const b = PromiseRequest.take(spec, false);
+    expect(a).not.toBe(b);
+    const pa = a.settled();
+    const pb = b.settled();
+    a.ioDone(new Error('a failed'));
+    b.ioDone(undefined);
+    await expect(pa).rejects.toThrow('a failed');
+    await expect(pb).resolves.toMatchObject({ status: 0 });
   });
 });

@@ -197,6 +197,9 @@ export class PromiseRequest implements IoRequest, IoSqeBuilder, IoSink {
   ioDone(err: Error | undefined): void {
     const resolve = this.#resolve;
     const reject = this.#reject;
+    // Settled already: a second ioDone must not put this object in the free list twice, where two later commands
+    // would share it and one's completion would settle the other's promise.
+    if (resolve === undefined) return;
     const dw0 = this.result.dw0;
     const dw1 = this.result.dw1;
     this.#resolve = undefined;
