@@ -3,27 +3,12 @@
 // before each one. A freeze of the process can then only fall between that check and the syscall's entry; a freeze
 // during the syscall lets the copy into the page cache finish first (the freezer and SIGSTOP stop a task on its
 // return to user space). The libuv pool gives no such bound: a queued fs.writev runs whenever the pool gets to it.
-// Self-contained on purpose (node: modules only): the thread loads this file directly, .ts under Node's type
-// stripping or .js from dist/, with no loader to map the sources' .js specifiers.
+// Self-contained on purpose (node: modules only at run time; the type import is erased): the thread loads this file
+// directly, .ts under Node's type stripping or .js from dist/, with no loader to map the sources' .js specifiers.
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-
-/** One operation: `data` written at `offset`, or (`data` absent) `zeroes` zero bytes; `fua`: fdatasync before the reply. */
-interface ThreadOp {
-  id: number;
-  offset: number;
-  data?: Uint8Array;
-  zeroes?: number;
-  fua: boolean;
-}
-
-/** The answer for one operation: `code` absent when it succeeded ('FENCED' when the deadline passed before it). */
-interface ThreadDone {
-  id: number;
-  code?: string;
-  message?: string;
-}
+import type { WriterDone as ThreadDone, WriterOp as ThreadOp } from './fenced-writer.js';
 
 const { fd, deadline } = workerData as { fd: number; deadline: SharedArrayBuffer };
 // WriteFence's layout (target/backend/write-fence.ts): one int64, ms since the epoch, 2^63-1 for never.

@@ -13,7 +13,8 @@ export class WriterThreadError extends Error {
   readonly code = 'WRITER_THREAD_EXITED';
 }
 
-interface WriterOp {
+/** One operation: `data` written at `offset`, or (`data` absent) `zeroes` zero bytes; `fua`: fdatasync before the reply. */
+export interface WriterOp {
   id: number;
   offset: number;
   data?: Uint8Array;
@@ -21,7 +22,8 @@ interface WriterOp {
   fua: boolean;
 }
 
-interface WriterDone {
+/** The answer for one operation: `code` absent when it succeeded ('FENCED' when the deadline passed before it). */
+export interface WriterDone {
   id: number;
   code?: string;
   message?: string;

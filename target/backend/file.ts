@@ -117,6 +117,8 @@ export class FileBackend implements NamespaceBackend {
   }
 
   flush(cb: IoCallback): void {
+    // On the libuv pool even when writes go through the fenced writer thread: a Flush writes nothing a fence must stop,
+    // and it covers the writes completed before it (NVMe Base 2.0 §7.1), which the thread has already made.
     fs.fsync(this.fd, cb);
   }
 
