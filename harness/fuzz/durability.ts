@@ -123,6 +123,23 @@ async function startTarget(file: string, port: number): Promise<RunningTarget> {
   return { child, port: bound, exited };
 }
 
+/**
+ * The host's connect to the target just started. Linux answered one such connect on 127.0.0.1 with EHOSTUNREACH on a
+ * loaded CI machine (the target was listening); the check is about what the file holds, so a connect refused at the
+ * socket is tried again, a few times, before it counts.
+ */
+async function connectOnLoopback(port: number): Promise<Controller> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.1, ctrl_loss_tmo: 5, io_timeout: 5 });
+    } catch (e) {
+      const code = ((e as Error).cause as { code?: unknown } | undefined)?.code;
+      if (attempt >= 5 || (code !== 'EHOSTUNREACH' && code !== 'ECONNREFUSED')) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
 /** What the target acknowledged: per LBA the durable generation and the newer ones that may have reached the file. */
 class Ledger {
   /** Highest generation acknowledged durable per LBA (FUA completion, or a Flush completed after the write). */
@@ -289,7 +306,7 @@ export async function runDurability(opts: DurabilityOptions): Promise<Durability
       const t0 = performance.now();
       target = await startTarget(file, port);
       port = target.port;
-      ctrl = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, nr_io_queues: 2, duplicate_connect: true, reconnect_delay: 0.1, ctrl_loss_tmo: 5, io_timeout: 5 });
+      ctrl = await connectOnLoopback(port);
       const restartMs = performance.now() - t0;
       if (cycle > 0) restartMsTotal += restartMs;
       const ns = ctrl.namespace(1);
