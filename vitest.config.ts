@@ -6,5 +6,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
+    globalSetup: ['test/fixtures/unreachable-ports.ts'],
   },
 });

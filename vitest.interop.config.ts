@@ -9,6 +9,8 @@ export default defineConfig({
     testTimeout: 600_000,
     hookTimeout: 600_000,
     fileParallelism: false,
+    // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
+    globalSetup: ['test/fixtures/unreachable-ports.ts'],
     // One project at a time: every suite boots a qemu guest.
     sequence: { groupOrder: 0 },
     projects: [

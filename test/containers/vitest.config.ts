@@ -9,5 +9,7 @@ export default defineConfig({
     testTimeout: 600_000,
     hookTimeout: 300_000,
     fileParallelism: false,
+    // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
+    globalSetup: ['test/fixtures/unreachable-ports.ts'],
   },
 });
