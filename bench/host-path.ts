@@ -3,8 +3,9 @@
 // interleaved: (a) the C client, (b) `nvme-tcp bench`'s engine (harness/load) over our initiator, (c) a bare loop over
 // the initiator's callback API (Namespace.submit), (d) a bare loop over the promise API (Namespace.read). Prints IOPS,
 // ratio to C, host CPU %, GC % of wall time and which side was CPU-bound. Not part of npm test.
-//   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
-// --before DIR adds the engine and promise-loop arms from another checkout (same run, interleaved); --prof DIR writes a
+//   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR[,DIR...]] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
+// --before DIR adds the engine and promise-loop arms from another checkout, or from each of a comma-separated list
+// (same run, interleaved, the order rotating each rep); --prof DIR writes a
 // V8 CPU profile of each Node host arm there.
 // Arm names take options after a colon, comma-free, joined by '+': `engine:w2+q2+qd64+bs128k` runs the engine with
 // io_workers 2, queues_per_hctx 2 (2 submitters' worth of queues on 1 hctx), iodepth 64, 128 KiB blocks (the io-worker
@@ -222,7 +223,10 @@ function run(cmd: string, args: string[]): Promise<string> {
 async function main(): Promise<void> {
   const seconds = Number(arg('seconds') ?? 3);
   const reps = Number(arg('reps') ?? 3);
-  const before = arg('before');
+  // --before's checkouts, comma-separated: "(before)" for the first, "(before2)"... after it; a second checkout of this
+  // tree among them is the A/A arm (what a checkout alone reads as: docs/performance-journal.md).
+  const befores = (arg('before')?.split(',') ?? []).map((d) => path.resolve(d));
+  const beforeTag = (n: number): string => `(before${n === 0 ? '' : n + 1})`;
   const prof = arg('prof');
   const armNames = (arg('arms') ?? 'c,engine,loop-cb,loop-promise').split(',');
   const bin = path.join(tmpdir(), 'nvme-tcp-ts-host-path');
@@ -284,13 +288,15 @@ async function main(): Promise<void> {
       });
     } else {
       arms.push(nodeArm(full, a, ROOT, t));
-      if (before !== undefined && !a.startsWith('loop-cb')) arms.push(nodeArm(`${full} (before)`, a, path.resolve(before), t));
+      if (!a.startsWith('loop-cb')) for (const [n, dir] of befores.entries()) arms.push(nodeArm(`${full} ${beforeTag(n)}`, a, dir, t));
     }
   }
   const rows = new Map<string, { r: ArmResult; tcpu: number }[]>();
   try {
     for (let rep = 0; rep < reps; rep++) {
-      for (const a of arms) {
+      // The order rotates each rep: an arm right after a given one reads a few per cent apart (perf-target.ts).
+      for (let j = 0; j < arms.length; j++) {
+        const a = arms[(j + rep) % arms.length] as (typeof arms)[number];
         const c0 = procCpuMs(a.tpid);
         const t0 = performance.now();
         const r = await a.go();
@@ -330,14 +336,16 @@ async function main(): Promise<void> {
   // Paired by rep (each after-arm ran next to its before-arm): the median of the per-rep ratios cancels the drift of a
   // shared machine better than a ratio of medians.
   for (const [name, xs] of rows) {
-    const bs = rows.get(`${name} (before)`);
-    if (bs === undefined) continue;
-    const per = (r: ArmResult, pct: number | undefined): number => ((pct ?? NaN) * 1e4) / r.iops;
-    const ratio = (f: (r: ArmResult) => number): string => {
-      const rs = xs.map((x, i) => f(x.r) / f((bs[i] as { r: ArmResult }).r)).filter(Number.isFinite);
-      return rs.length === 0 ? '–' : `${med(rs).toFixed(3)} [${Math.min(...rs).toFixed(3)}–${Math.max(...rs).toFixed(3)}]`;
-    };
-    lines.push('', `${name} ÷ before, paired by rep: IOPS ${ratio((r) => r.iops)}, host CPU µs/IO ${ratio((r) => per(r, r.cpuPct))}, host user µs/IO ${ratio((r) => per(r, r.userPct))}`);
+    for (const n of befores.keys()) {
+      const bs = rows.get(`${name} ${beforeTag(n)}`);
+      if (bs === undefined) continue;
+      const per = (r: ArmResult, pct: number | undefined): number => ((pct ?? NaN) * 1e4) / r.iops;
+      const ratio = (f: (r: ArmResult) => number): string => {
+        const rs = xs.map((x, i) => f(x.r) / f((bs[i] as { r: ArmResult }).r)).filter(Number.isFinite);
+        return rs.length === 0 ? '–' : `${med(rs).toFixed(3)} [${Math.min(...rs).toFixed(3)}–${Math.max(...rs).toFixed(3)}]`;
+      };
+      lines.push('', `${name} ÷ ${beforeTag(n).slice(1, -1)} (${befores[n]}), paired by rep: IOPS ${ratio((r) => r.iops)}, host CPU µs/IO ${ratio((r) => per(r, r.cpuPct))}, host user µs/IO ${ratio((r) => per(r, r.userPct))}`);
+    }
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -2,7 +2,7 @@
 // driven by the same C load generator (bench/perf-c-baseline/client.c), everything pinned to CPU 0 (docs/performance.md, Benchmarks:
 // waking the other vCPU costs ~40 µs and unpinned runs are bimodal). Cases alternate C / TS so that load from
 // neighbours hits both alike; each cell is the best of --reps runs.
-//   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR]
+//   npx tsx bench/perf-target.ts [--seconds 2] [--reps 1] [--cases 4k-qd32,...] [--prof] [--verify] [--cpu N] [--compare DIR[,DIR...]]
 //                                [--node-min] [--ts-env K=V[+K=V],...] [--warmup 1] [--target-cpu LIST] [--spdk] [--spdk-interrupt]
 // --prof writes a V8 CPU profile of the TS target to ./bench-prof/. Prints IOPS, MB/s, p50/p99 µs, the TS/C ratio,
 // each target's CPU time per I/O (/proc/<pid>/stat; robust against neighbours' load), the client's CPU time per I/O
@@ -10,7 +10,9 @@
 // read (the reply batch size), IOPS per target core and the data-digest cost. --ts-env adds one more TS target per
 // comma-separated item, started with those environment variables (an ablation in the same run, e.g.
 // NVME_TCP_DIRECT_WRITES=0). --warmup runs the client untimed for that many seconds against each target before its
-// first measured run of a case (JIT). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds
+// first measured run of a case (JIT). --compare runs other checkouts, comma-separated, as further targets paired with
+// TS; a second checkout of this same tree among them is the A/A arm, what a checkout elsewhere reads as by itself
+// (docs/performance-journal.md, the target's QD32 with A/A arms). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds
 // SPDK's nvmf_tgt (harness/peers/spdk.ts; busy-polling reactors on the target CPUs, as SPDK is benchmarked) and prints
 // ours ÷ SPDK per case; --spdk-interrupt adds it in interrupt mode (reactors sleep until work arrives).
 import { Buffer } from 'node:buffer';
@@ -243,6 +245,11 @@ async function spdkArm(name: string, cpus: readonly number[], interrupt: boolean
   return { name, port: t.port, pid: t.pid, cores: cpus.length, polls: !interrupt, stop: () => t.stop() };
 }
 
+/** --compare's checkouts, comma-separated. */
+const compareDirs = (): string[] => (arg('compare')?.split(',') ?? []).map((d) => path.resolve(d));
+/** The arm name of the n-th --compare checkout: TS@compare for the first, as before; TS@compare2... after it. */
+const compareName = (n: number): string => `TS@compare${n === 0 ? '' : n + 1}`;
+
 /** Starts every arm the flags ask for, C first (the ×C column) and ours second (the arm the others pair with). */
 async function startArms(o: Options, bins: { target: string }, arms: TargetArm[]): Promise<void> {
   const self = fileURLToPath(import.meta.url);
@@ -263,8 +270,11 @@ async function startArms(o: Options, bins: { target: string }, arms: TargetArm[]
     arms.push(await childArm(`TS:${n}`, t, [process.execPath, ...nodeArgs, self, '--server'], env));
   }
   // Another checkout of this repository (e.g. the commit before an optimization), run as a further target.
-  const compare = arg('compare');
-  if (compare !== undefined) arms.push(await childArm('TS@compare', t, [process.execPath, ...process.execArgv, path.join(path.resolve(compare), 'bench', 'perf-target.ts'), '--server']));
+  // Other checkouts of this repository (e.g. the commit before an optimization, and a second checkout of this tree as
+  // the A/A arm that shows what a checkout elsewhere alone reads as), each run as a further target.
+  for (const [n, dir] of compareDirs().entries()) {
+    arms.push(await childArm(compareName(n), t, [process.execPath, ...process.execArgv, path.join(dir, 'bench', 'perf-target.ts'), '--server']));
+  }
   if (process.argv.includes('--spdk')) arms.push(await spdkArm('SPDK', t, false));
   if (process.argv.includes('--spdk-interrupt')) arms.push(await spdkArm('SPDK-irq', t, true));
 }
@@ -303,8 +313,8 @@ const fmt = (n: number, w: number, d = 0): string => n.toFixed(d).padStart(w);
 function printTable(o: Options, arms: readonly TargetArm[], rows: readonly Row[]): void {
   const where = o.targetCpus.join(',') === o.cpu ? `all on CPU ${o.cpu}` : `client on CPU ${o.cpu}, targets on CPU ${o.targetCpus.join(',')}`;
   console.log(`# NVMe/TCP targets driven by the same C client (digest verify ${o.verify ? 'on' : 'off'}), ${where}, ${o.seconds} s per run, best of ${o.reps}`);
-  const compare = arg('compare');
-  console.log(`${compare !== undefined ? `# TS@compare = ${path.resolve(compare)}\n` : ''}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO  client µs/IO  IO/read  IOPS/core`);
+  const compares = compareDirs().map((dir, n) => `# ${compareName(n)} = ${dir}\n`).join('');
+  console.log(`${compares}case             target       IOPS   MB/s  ×C    p50µs  p99µs  cpu µs/IO  client µs/IO  IO/read  IOPS/core`);
   for (const r of rows) {
     const c0 = r.best[0] as Side;
     for (const [k, t] of arms.entries()) {
