@@ -5,8 +5,7 @@
 // ratio to C, host CPU %, GC % of wall time and which side was CPU-bound. Not part of npm test.
 //   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR[,DIR...]] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
 // --before DIR adds the engine and promise-loop arms from another checkout, or from each of a comma-separated list
-// (same run, interleaved, the order rotating each rep); --prof DIR writes a
-// V8 CPU profile of each Node host arm there.
+// (same run, interleaved, the order rotating each rep); --prof DIR writes a V8 CPU profile of each Node host arm there.
 // Arm names take options after a colon, comma-free, joined by '+': `engine:w2+q2+qd64+bs128k` runs the engine with
 // io_workers 2, queues_per_hctx 2 (2 submitters' worth of queues on 1 hctx), iodepth 64, 128 KiB blocks (the io-worker
 // goals of docs/performance.md); `c@ts` / `engine@ts` run against our own target (`nvme-tcp target`, RAM, pinned to
@@ -224,7 +223,7 @@ async function main(): Promise<void> {
   const seconds = Number(arg('seconds') ?? 3);
   const reps = Number(arg('reps') ?? 3);
   // --before's checkouts, comma-separated: "(before)" for the first, "(before2)"... after it; a second checkout of this
-  // tree among them is the A/A arm (what a checkout alone reads as: docs/performance-journal.md).
+  // tree among them is the A/A arm (what a checkout alone reads as: docs/performance.md, "A/A arms").
   const befores = (arg('before')?.split(',') ?? []).map((d) => path.resolve(d));
   const beforeTag = (n: number): string => `(before${n === 0 ? '' : n + 1})`;
   const prof = arg('prof');

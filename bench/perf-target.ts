@@ -12,7 +12,7 @@
 // NVME_TCP_DIRECT_WRITES=0). --warmup runs the client untimed for that many seconds against each target before its
 // first measured run of a case (JIT). --compare runs other checkouts, comma-separated, as further targets paired with
 // TS; a second checkout of this same tree among them is the A/A arm, what a checkout elsewhere reads as by itself
-// (docs/performance-journal.md, the target's QD32 with A/A arms). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds
+// (docs/performance.md, "A/A arms"). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds
 // SPDK's nvmf_tgt (harness/peers/spdk.ts; busy-polling reactors on the target CPUs, as SPDK is benchmarked) and prints
 // ours ÷ SPDK per case; --spdk-interrupt adds it in interrupt mode (reactors sleep until work arrives).
 import { Buffer } from 'node:buffer';
@@ -269,7 +269,6 @@ async function startArms(o: Options, bins: { target: string }, arms: TargetArm[]
     console.log(`# TS:${n} = ${spec}`);
     arms.push(await childArm(`TS:${n}`, t, [process.execPath, ...nodeArgs, self, '--server'], env));
   }
-  // Another checkout of this repository (e.g. the commit before an optimization), run as a further target.
   // Other checkouts of this repository (e.g. the commit before an optimization, and a second checkout of this tree as
   // the A/A arm that shows what a checkout elsewhere alone reads as), each run as a further target.
   for (const [n, dir] of compareDirs().entries()) {
