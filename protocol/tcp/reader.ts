@@ -5,7 +5,7 @@ import { CAPSULE_CMD_HLEN, CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType
 import { crc32c } from './crc32c.js';
 import { rd16, rd32 } from '../le.js';
 import type { Pdu } from './pdu.js';
-import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
+import { type FatalFinding, type ReceiverRole, validateDatal, validatePduHeader, validatePduSpecific } from './validate.js';
 
 export interface ReaderFatal extends FatalFinding {
   /** The offending header bytes as far as they were received (for the TermReq's error data). */
@@ -79,8 +79,19 @@ export const RX_STATE_NAMES: readonly PduReaderState[] = ['ch', 'head', 'data', 
 /** PDU_READER_TRANSITIONS as one bit per allowed next state, by state id: a per-PDU edge is a load and an AND. */
 const RX_EDGES = Uint8Array.from(RX_STATE_NAMES, (s) => PDU_READER_TRANSITIONS[s].reduce((m, n) => m | (1 << RX_STATE_NAMES.indexOf(n)), 0));
 
-/** Shared empty data list of fast-path CapsuleCmds (one allocation less per command); receivers never add to it. */
-const NO_DATA: Buffer[] = [];
+/**
+ * Direct handlers (#wholeHeader), as #checkCh decides them for a CH and #knownDirect keeps them: no header digest,
+ * and a CapsuleCmd without data with onCapsuleCmd set, a CapsuleResp with onCapsuleResp set, a C2HData on the direct
+ * C2HData path (#fastData). 0: none, the PDU takes #headerComplete.
+ */
+const DIRECT_CMD = 1;
+const DIRECT_RESP = 2;
+const DIRECT_C2H = 3;
+
+/** The direct callbacks a reader without them holds; never called (#checkCh gives no DIRECT_* for them). */
+function noDirect(): undefined {
+  return undefined;
+}
 
 /** The 32-bit little-endian word at `o` as an int32 (what the known-CH table stores): bit operations only. */
 function i32(b: Buffer, o: number): number {
@@ -98,6 +109,12 @@ const VIEW_SLOTS = 1024;
 export class PduReader {
   #state: RxState = RxState.CH;
   #opts: PduReaderOptions;
+  /** PduReaderOptions.reusesChunks and the direct callbacks, read once: push() and its receive methods load fields. */
+  readonly #reuses: boolean;
+  readonly #onCapsuleCmd: (sqe: Buffer) => void;
+  readonly #onCapsuleResp: (buf: Buffer, cqeOff: number) => void;
+  readonly #onC2HDataHeader: NonNullable<PduReaderOptions['onC2HDataHeader']>;
+  readonly #onC2HDataEnd: NonNullable<PduReaderOptions['onC2HDataEnd']>;
   #icDone = false;
   /**
    * The known-CH table (#recvCh): a CH identical to one validatePduHeader accepted in this context (same framing and
@@ -107,13 +124,9 @@ export class PduReader {
    */
   readonly #knownWord = new Int32Array(KNOWN_SLOTS).fill(-1);
   readonly #knownPlen = new Int32Array(KNOWN_SLOTS).fill(-1);
-  readonly #knownHead = new Int32Array(KNOWN_SLOTS);
+  readonly #knownHead = new Int32Array(KNOWN_SLOTS).fill(0x7fffffff);
   readonly #knownData = new Int32Array(KNOWN_SLOTS);
-  /**
-   * By PDU type, 1 where the known CH is one #wholeHeader hands straight to its direct handler (no HDGST; a CapsuleCmd
-   * without data to onCapsuleCmd, a CapsuleResp to onCapsuleResp, a C2HData into its direct copy): #recvCh then calls
-   * #directPdu without the CH checks.
-   */
+  /** By PDU type, the known CH's direct handler (DIRECT_*, 0 for none; #checkCh decides it once per CH). */
   readonly #knownDirect = new Uint8Array(KNOWN_SLOTS);
   /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
   #fastData = false;
@@ -155,6 +168,12 @@ export class PduReader {
   constructor(opts: PduReaderOptions) {
     // A copy: setMaxDataLength must not write into an options object the caller may share between connections.
     this.#opts = { ...opts };
+    this.#reuses = opts.reusesChunks === true;
+    // Called only where #checkCh found the option set (DIRECT_*).
+    this.#onCapsuleCmd = opts.onCapsuleCmd ?? noDirect;
+    this.#onCapsuleResp = opts.onCapsuleResp ?? noDirect;
+    this.#onC2HDataHeader = opts.onC2HDataHeader ?? noDirect;
+    this.#onC2HDataEnd = opts.onC2HDataEnd ?? noDirect;
   }
 
   /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
@@ -192,7 +211,11 @@ export class PduReader {
 
   /** An edge the receive methods take; one the table refuses is a bug, reported as a fatal finding (no throw). */
   #go(next: RxState): void {
-    if (this.setState(next)) return;
+    if (!this.setState(next)) this.#badEdge(next);
+  }
+
+  /** Apart from #go so the receive methods that V8 inlines into push() stay small (docs/performance.md). */
+  #badEdge(next: RxState): void {
     this.#fail({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `reader: no edge ${this.state} -> ${RX_STATE_NAMES[next]}` }, this.#head);
   }
 
@@ -205,47 +228,48 @@ export class PduReader {
   push(chunk: Buffer, n = chunk.length): void {
     let off = 0;
     this.bytesIn += n;
-    const reuses = this.#opts.reusesChunks === true;
-    if (reuses && chunk !== this.#viewsOf) {
-      // Keyed by the Buffer object, not its memory: `chunk.buffer` costs a runtime call per read in optimized code.
-      this.#views.fill(undefined);
-      this.#viewsOf = chunk;
-      this.#viewsBase = chunk.byteOffset;
-    }
+    if (this.#reuses && chunk !== this.#viewsOf) this.#rebase(chunk);
     while (off < n) {
-      switch (this.#state) {
-        case RxState.CH:
-          off = this.#recvCh(chunk, off, n);
-          break;
-        case RxState.HEAD:
-          off = this.#recvHead(chunk, off, n);
-          break;
-        case RxState.DATA:
-          off = this.#recvData(chunk, off, n);
-          break;
-        case RxState.DDGST:
-          off = this.#recvDdgst(chunk, off, n);
-          break;
-        case RxState.FAILED:
-          return;
-      }
+      const state = this.#state;
+      if (state === RxState.CH) off = this.#recvCh(chunk, off, n);
+      else if (state === RxState.DATA) off = this.#recvData(chunk, off, n);
+      else if (state === RxState.HEAD) off = this.#recvHead(chunk, off, n);
+      else if (state === RxState.DDGST) off = this.#recvDdgst(chunk, off, n);
+      else return;
     }
-    if (reuses) this.#detach(chunk);
+    // Only a PDU left incomplete in views of the chunk needs copying out (#detach); the check spares the call.
+    if (this.#reuses && this.#state >= RxState.DATA && this.#direct === undefined) this.#detach(chunk);
   }
 
-  /** CH (§3.6.1): validated (or known), then the rest of the header from this chunk or in the 'head' state. */
+  /** A new receive buffer: the view cache (#viewOf) is of the previous one. */
+  #rebase(chunk: Buffer): void {
+    // Keyed by the Buffer object, not its memory: `chunk.buffer` costs a runtime call per read in optimized code.
+    this.#views.fill(undefined);
+    this.#viewsOf = chunk;
+    this.#viewsBase = chunk.byteOffset;
+  }
+
+  /**
+   * CH (§3.6.1). A CH the known-CH table holds (see #knownWord), its whole header in this chunk, goes to #wholeHeader
+   * without validating again; everything else takes #newCh.
+   */
   #recvCh(chunk: Buffer, off: number, n: number): number {
-    if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
-    // The known-CH table (see #knownWord) spares validatePduHeader and its verdict object for a repeated CH.
     const type = chunk[off] as number;
-    if (type < KNOWN_SLOTS && this.#knownWord[type] === i32(chunk, off) && this.#knownPlen[type] === i32(chunk, off + 4)) {
-      const known = this.#knownHead[type] as number;
-      if (this.#knownDirect[type] === 1 && n - off >= known) return this.#directPdu(chunk, off, type, known);
-      this.#headLen = known;
+    if (this.#chHave === 0 && type < KNOWN_SLOTS && n - off >= (this.#knownHead[type] as number) && this.#knownWord[type] === i32(chunk, off) && this.#knownPlen[type] === i32(chunk, off + 4)) {
+      this.#headLen = this.#knownHead[type] as number;
       this.#dataLen = this.#knownData[type] as number;
-    } else if (!this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
+      return this.#wholeHeader(chunk, off, this.#knownDirect[type] as number);
+    }
+    return this.#newCh(chunk, off, n);
+  }
+
+  /** A CH to validate (or one that straddles chunks): then the rest of its header from this chunk or in 'head'. */
+  #newCh(chunk: Buffer, off: number, n: number): number {
+    if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
+    const direct = this.#checkCh(chunk.subarray(off, off + CH_SIZE));
+    if (direct < 0) return n;
     const headLen = this.#headLen;
-    if (n - off >= headLen) return this.#wholeHeader(chunk, off);
+    if (n - off >= headLen) return this.#wholeHeader(chunk, off, direct);
     this.#head = Buffer.allocUnsafe(headLen);
     chunk.copy(this.#head, 0, off, n);
     this.#headHave = n - off;
@@ -261,7 +285,7 @@ export class PduReader {
     off += take;
     if (this.#chHave < CH_SIZE) return off;
     this.#chHave = 0;
-    if (!this.#checkCh(this.#ch)) return n;
+    if (this.#checkCh(this.#ch) < 0) return n;
     this.#head = Buffer.allocUnsafe(this.#headLen);
     this.#ch.copy(this.#head, 0);
     this.#headHave = CH_SIZE;
@@ -279,20 +303,28 @@ export class PduReader {
     return off + take;
   }
 
-  /** Data: copied straight to its destination (direct C2HData) or kept as views (staged with reusesChunks). */
+  /**
+   * Data: a direct C2HData's is copied to the buffer onC2HDataHeader gave, at datao, then onC2HDataEnd; any other
+   * PDU's is kept as views (#keepViews). A kept view of a reused chunk (#viewOf) spares the view Buffer.copy makes of part of
+   * a buffer.
+   */
   #recvData(chunk: Buffer, off: number, n: number): number {
     const take = Math.min(this.#dataLen - this.#dataHave, n - off);
     const direct = this.#direct;
-    if (direct !== undefined) {
-      this.#copyDirect(chunk, off, take, direct, this.#directAt + this.#dataHave);
-      this.#dataHave += take;
-      if (this.#dataHave === this.#dataLen) {
-        this.#direct = undefined;
-        this.#go(RxState.CH);
-        this.#opts.onC2HDataEnd?.(this.#directCid, this.#dataLen, this.#directFlags);
-      }
-      return off + take;
+    if (direct === undefined) return this.#keepViews(chunk, off, take);
+    if (this.#reuses) direct.set(this.#viewOf(chunk, off, take), this.#directAt + this.#dataHave);
+    else chunk.copy(direct, this.#directAt + this.#dataHave, off, off + take);
+    this.#dataHave += take;
+    if (this.#dataHave === this.#dataLen) {
+      this.#direct = undefined;
+      this.#go(RxState.CH);
+      this.#onC2HDataEnd(this.#directCid, this.#dataLen, this.#directFlags);
     }
+    return off + take;
+  }
+
+  /** Data of a PDU handed to onPdu: kept as views of the chunks, or staged (#detach) when the chunk is reused. */
+  #keepViews(chunk: Buffer, off: number, take: number): number {
     const view = chunk.subarray(off, off + take);
     if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
     else this.#data.push(view);
@@ -312,57 +344,21 @@ export class PduReader {
   }
 
   /**
-   * A known CH that #knownDirect marks, its whole header in this chunk: straight to the role's direct handler. A
-   * C2HData's header rule beyond its CH (validatePduSpecific) still applies; a finding takes #wholeHeader's path.
+   * The whole header is in this chunk. A CH with a direct handler (`direct`, DIRECT_*: no header digest, and the
+   * handler set) skips the header view and the PDU object: a CapsuleCmd without data goes to onCapsuleCmd as its SQE,
+   * a CapsuleResp to onCapsuleResp in place, a C2HData into its direct copy once its datal holds (as #headerComplete
+   * would check). Everything else, and any finding, takes #headerComplete.
    */
-  #directPdu(chunk: Buffer, off: number, type: number, headLen: number): number {
-    if (type === PduType.CAPSULE_CMD) (this.#opts.onCapsuleCmd as (sqe: Buffer) => void)(this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE));
-    else if (type === PduType.CAPSULE_RESP) (this.#opts.onCapsuleResp as (buf: Buffer, at: number) => void)(chunk, off + CH_SIZE);
-    else {
-      const dataLen = this.#knownData[type] as number;
-      if (validatePduSpecific(chunk, type, dataLen, off) !== undefined) {
-        this.#headLen = headLen;
-        this.#dataLen = dataLen;
-        return this.#wholeHeader(chunk, off);
-      }
-      this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), dataLen, chunk[off + 1] as number);
-      if (this.#direct === undefined) this.#go(RxState.FAILED);
-    }
-    return off + headLen;
-  }
-
-  /**
-   * The whole header is in this chunk. Without a header digest the PDUs of every command skip the header view and
-   * the PDU object: a CapsuleCmd without data goes to onCapsuleCmd as its SQE, a CapsuleResp to onCapsuleResp in
-   * place, a C2HData into its direct copy (after validatePduSpecific, as #headerComplete would). Everything else,
-   * and any finding, takes #headerComplete.
-   */
-  #wholeHeader(chunk: Buffer, off: number): number {
+  #wholeHeader(chunk: Buffer, off: number, direct: number): number {
     const end = off + this.#headLen;
-    if (((chunk[off + 1] as number) & PduFlag.HDGSTF) === 0) {
-      const type = chunk[off] as number;
-      if (type === PduType.CAPSULE_CMD && this.#dataLen === 0) {
-        const sqe = this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE);
-        const onCmd = this.#opts.onCapsuleCmd;
-        if (onCmd !== undefined) onCmd(sqe);
-        else this.#opts.onPdu({ type: PduType.CAPSULE_CMD, sqe, data: NO_DATA });
-        return end;
-      }
-      const onResp = this.#opts.onCapsuleResp;
-      if (type === PduType.CAPSULE_RESP && onResp !== undefined) {
-        onResp(chunk, off + CH_SIZE);
-        return end;
-      }
-      if (type === PduType.C2H_DATA && this.#fastData && validatePduSpecific(chunk, type, this.#dataLen, off) === undefined) {
-        this.#startDirect(rd16(chunk, off + 8), rd32(chunk, off + 12), this.#dataLen, chunk[off + 1] as number);
-        if (this.#direct !== undefined) return end;
-        this.#go(RxState.FAILED);
-        return end;
-      }
+    if (direct === DIRECT_RESP) this.#onCapsuleResp(chunk, off + CH_SIZE);
+    else if (direct === DIRECT_CMD) this.#onCapsuleCmd(this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE));
+    else if (direct === DIRECT_C2H && validateDatal(chunk, this.#dataLen, off) === undefined) this.#startDirect(chunk, off, this.#dataLen);
+    else {
+      this.#head = chunk.subarray(off, end);
+      // On a finding the state is 'failed' and push() stops.
+      this.#headerComplete();
     }
-    this.#head = chunk.subarray(off, end);
-    // On a finding the state is 'failed' and push() stops.
-    this.#headerComplete();
     return end;
   }
 
@@ -379,15 +375,6 @@ export class PduReader {
     this.#staging = true;
   }
 
-  /** Copy `take` bytes at `off` in `chunk` to `at` in `dst` (from a kept view: #viewOf). */
-  #copyDirect(chunk: Buffer, off: number, take: number, dst: Buffer, at: number): void {
-    if (this.#opts.reusesChunks !== true) {
-      chunk.copy(dst, at, off, off + take);
-      return;
-    }
-    dst.set(this.#viewOf(chunk, off, take), at);
-  }
-
   /**
    * `len` bytes at `off` in `chunk`, as a view. Every view costs a construction, and Buffer.copy of part of a buffer
    * makes one per call too (~100 bytes of garbage and half the copy's cost at 4 KiB, docs/performance.md "Host path,
@@ -397,18 +384,32 @@ export class PduReader {
    * chunk as valid only during their call, so a kept view handed out again later is as safe as a fresh one.
    */
   #viewOf(chunk: Buffer, off: number, len: number): Buffer {
-    if (this.#opts.reusesChunks !== true) return chunk.subarray(off, off + len);
-    const slot = (off >>> 2) & (VIEW_SLOTS - 1);
-    let v = this.#views[slot];
-    if (v === undefined || v.byteOffset !== this.#viewsBase + off || v.length !== len) {
-      v = chunk.subarray(off, off + len);
-      this.#views[slot] = v;
-    }
+    if (!this.#reuses) return chunk.subarray(off, off + len);
+    const v = this.#views[(off >>> 2) & (VIEW_SLOTS - 1)];
+    return v !== undefined && v.byteOffset === this.#viewsBase + off && v.length === len ? v : this.#newView(chunk, off, len);
+  }
+
+  /** #viewOf's miss: a new view, kept in its slot. Apart so the hit, a steady stream's case, stays small to inline. */
+  #newView(chunk: Buffer, off: number, len: number): Buffer {
+    const v = chunk.subarray(off, off + len);
+    this.#views[(off >>> 2) & (VIEW_SLOTS - 1)] = v;
     return v;
   }
 
-  #startDirect(cccid: number, datao: number, datal: number, flags: number): void {
-    this.#direct = (this.#opts.onC2HDataHeader as NonNullable<PduReaderOptions['onC2HDataHeader']>)(cccid, datao, datal, flags);
+  /**
+   * A direct C2HData begins: onC2HDataHeader checks it against its command and gives its destination, or undefined
+   * after it ended the connection, and the reader then stops ('failed').
+   */
+  #startDirect(head: Buffer, at: number, datal: number): void {
+    const cccid = rd16(head, at + 8);
+    const datao = rd32(head, at + 12);
+    const flags = head[at + 1] as number;
+    const dst = this.#onC2HDataHeader(cccid, datao, datal, flags);
+    if (dst === undefined) {
+      this.#go(RxState.FAILED);
+      return;
+    }
+    this.#direct = dst;
     this.#directAt = datao;
     this.#directCid = cccid;
     this.#directFlags = flags;
@@ -424,9 +425,10 @@ export class PduReader {
 
   /**
    * Validates the CH (validatePduHeader, the one place its rules live); on success sets #headLen/#dataLen, remembers
-   * the CH in the known-CH table once the IC exchange is done, and returns true, else fails and returns false.
+   * the CH in the known-CH table once the IC exchange is done, and returns its direct handler (DIRECT_*, 0 for none),
+   * else fails and returns -1.
    */
-  #checkCh(ch: Buffer): boolean {
+  #checkCh(ch: Buffer): number {
     const type = ch[0] as number;
     const verdict = validatePduHeader(ch, {
       role: this.#opts.role,
@@ -438,27 +440,28 @@ export class PduReader {
     });
     if (!verdict.ok) {
       this.#fail(verdict, ch);
-      return false;
+      return -1;
     }
     if (type === PduType.CAPSULE_CMD && (this.#opts.maxInCapsuleData ?? 0) > 0 && verdict.dataLen > (this.#opts.maxInCapsuleData ?? 0)) {
       this.#fail({ fes: Fes.DATA_LIMIT_EXCEEDED, fei: 4, reason: `in-capsule data ${verdict.dataLen} exceeds ${this.#opts.maxInCapsuleData}` }, ch);
-      return false;
+      return -1;
     }
     this.#headLen = verdict.headLen;
     this.#dataLen = verdict.dataLen;
+    const plain = ((ch[1] as number) & PduFlag.HDGSTF) === 0;
+    const cmd = type === PduType.CAPSULE_CMD && verdict.dataLen === 0 && this.#opts.onCapsuleCmd !== undefined;
+    const resp = type === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined;
+    const data = type === PduType.C2H_DATA && this.#fastData;
+    const direct = !plain ? 0 : cmd ? DIRECT_CMD : resp ? DIRECT_RESP : data ? DIRECT_C2H : 0;
     // Before the IC exchange the same CH is judged differently afterwards (§3.3): only what comes after is kept.
     if (this.#icDone) {
       this.#knownWord[type] = i32(ch, 0);
       this.#knownPlen[type] = i32(ch, 4);
       this.#knownHead[type] = verdict.headLen;
       this.#knownData[type] = verdict.dataLen;
-      const plain = ((ch[1] as number) & PduFlag.HDGSTF) === 0;
-      const cmd = type === PduType.CAPSULE_CMD && verdict.dataLen === 0 && this.#opts.onCapsuleCmd !== undefined;
-      const resp = type === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined;
-      const data = type === PduType.C2H_DATA && this.#fastData;
-      this.#knownDirect[type] = plain && (cmd || resp || data) ? 1 : 0;
+      this.#knownDirect[type] = direct;
     }
-    return true;
+    return direct;
   }
 
   #wantsDdgst(): boolean {
@@ -486,11 +489,9 @@ export class PduReader {
     if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
     if (this.#fastData && type === PduType.C2H_DATA) {
       // A C2HData header that straddled reads: validated above, now the direct copy as in #directHeader.
-      this.#startDirect(rd16(head, 8), rd32(head, 12), this.#dataLen, head[1] as number);
+      this.#startDirect(head, 0, this.#dataLen);
       this.#head = this.#ch;
-      if (this.#direct !== undefined) return true;
-      this.#go(RxState.FAILED);
-      return false;
+      return this.#state !== RxState.FAILED;
     }
     this.#data = [];
     this.#staging = false;
