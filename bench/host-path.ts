@@ -2,7 +2,8 @@
 // target.c, pinned to CPU 1), with the host pinned to CPU 0, 4 KiB random reads at QD32 on one I/O queue, arms
 // interleaved: (a) the C client, (b) `nvme-tcp bench`'s engine (harness/load) over our initiator, (c) a bare loop over
 // the initiator's callback API (Namespace.submit), (d) a bare loop over the promise API (Namespace.read). Prints IOPS,
-// ratio to C, host CPU %, GC % of wall time and which side was CPU-bound. Not part of npm test.
+// ratio to C, host CPU %, the host's read/write system calls per I/O (engine arms: the kernel's share of the work), GC %
+// of wall time and which side was CPU-bound. Not part of npm test.
 //   npx tsx bench/host-path.ts [--seconds 3] [--reps 3] [--before DIR[,DIR...]] [--arms c,engine,loop-cb,loop-promise] [--prof DIR]
 // --before DIR adds the engine and promise-loop arms from another checkout, or from each of a comma-separated list
 // (same run, interleaved, the order rotating each rep); --prof DIR writes a V8 CPU profile of each Node host arm there.
@@ -31,6 +32,8 @@ interface ArmResult {
   cpuPct: number;
   /** User-mode share of cpuPct (system calls and the loopback TCP stack excluded). */
   userPct?: number;
+  /** read/write-family system calls of the host process per I/O (/proc/self/io syscr + syscw; engine arms). */
+  syscallsPerIo?: number;
   gcPct: number;
   /** Median and p99 completion latency (engine arms), µs. */
   p50Us?: number;
@@ -93,9 +96,11 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
     collectStartupGarbage();
     // This tree's per-thread sampler (the checkout under test may predate it).
     const t0 = await sampleThreads();
+    const s0 = syscalls();
     const w0 = performance.now();
     const r = await load.runJobs(bt, load.resolveJobs(load.parseFioJobFile(job), bt));
     const wall = performance.now() - w0;
+    const s1 = syscalls();
     const t1 = await sampleThreads();
     out = {
       iops: r.totals.iops,
@@ -104,6 +109,8 @@ async function child(armSpec: string, root: string, port: number, seconds: numbe
       gcPct: ((r.gc?.totalMs ?? 0) / r.wallMs) * 100,
       p50Us: r.totals.latencyUs.p50,
       p99Us: r.totals.latencyUs.p99,
+      // Over the whole job (the ramp included), so per I/O of the whole job: its I/Os are the rate times the wall.
+      syscallsPerIo: (s1 - s0) / ((r.totals.iops * wall) / 1000),
       ...(t0 === undefined || t1 === undefined ? {} : { busiestPct: busiestThread(t0, t1, wall)?.percentOfCore ?? 0 }),
     };
   } else {
@@ -203,6 +210,12 @@ function collectStartupGarbage(): void {
 
 // ---------------------------------------------------------------------------------------------
 // Parent side
+
+/** read- and write-family system calls of this process so far (/proc/self/io). */
+function syscalls(): number {
+  const io = readFileSync('/proc/self/io', 'utf8');
+  return Number(/syscr: (\d+)/.exec(io)?.[1] ?? NaN) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? NaN);
+}
 
 function procCpuMs(pid: number): number {
   const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -314,8 +327,8 @@ async function main(): Promise<void> {
     `# host path: target (C, or ours for @ts arms) on CPU 1, host on CPU 0, randread (4 KiB QD${QD} unless the arm says), 1 hctx, ${seconds} s × ${reps} reps interleaved (median, [min–max])`,
     '',
     // Host CPU µs per I/O and GC as a share of host CPU hold up better than IOPS on a machine shared with other load.
-    '| arm | IOPS | ÷ C client | host CPU % | host CPU µs/IO | host user µs/IO | busiest host thread % | p50 µs | p99 µs | GC % of wall | GC % of host CPU | target CPU % | bound |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| arm | IOPS | ÷ C client | host CPU % | host CPU µs/IO | host user µs/IO | host syscalls/IO | busiest host thread % | p50 µs | p99 µs | GC % of wall | GC % of host CPU | target CPU % | bound |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const [name, xs] of rows) {
     const iops = xs.map((x) => x.r.iops);
@@ -329,7 +342,7 @@ async function main(): Promise<void> {
     const hostBound = (busy ?? 0) > 90 || cpu > 90;
     const bound = hostBound && tcpu > 90 ? 'both' : hostBound ? 'host' : tcpu > 90 ? 'target' : 'neither';
     lines.push(
-      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => (x.r.cpuPct * 1e4) / x.r.iops)).toFixed(2)} | ${opt((r) => (r.userPct === undefined ? undefined : (r.userPct * 1e4) / r.iops), 2)} | ${busy === undefined ? '–' : busy.toFixed(0)} | ${opt((r) => r.p50Us)} | ${opt((r) => r.p99Us)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${med(xs.map((x) => (x.r.cpuPct > 0 ? (x.r.gcPct / x.r.cpuPct) * 100 : 0))).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
+      `| ${name} | ${Math.round(m / 1000)}k [${Math.round(Math.min(...iops) / 1000)}–${Math.round(Math.max(...iops) / 1000)}k] | ${Number.isFinite(cIops) ? (m / cIops).toFixed(2) : '–'} | ${cpu.toFixed(0)} | ${med(xs.map((x) => (x.r.cpuPct * 1e4) / x.r.iops)).toFixed(2)} | ${opt((r) => (r.userPct === undefined ? undefined : (r.userPct * 1e4) / r.iops), 2)} | ${opt((r) => r.syscallsPerIo, 3)} | ${busy === undefined ? '–' : busy.toFixed(0)} | ${opt((r) => r.p50Us)} | ${opt((r) => r.p99Us)} | ${med(xs.map((x) => x.r.gcPct)).toFixed(1)} | ${med(xs.map((x) => (x.r.cpuPct > 0 ? (x.r.gcPct / x.r.cpuPct) * 100 : 0))).toFixed(1)} | ${tcpu.toFixed(0)} | ${bound} |`,
     );
   }
   // Paired by rep (each after-arm ran next to its before-arm): the median of the per-rep ratios cancels the drift of a
