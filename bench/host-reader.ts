@@ -1,7 +1,8 @@
 // Host read path of the PDU reader alone (docs/performance.md "Host path, fourth pass"): 4 KiB C2HData PDUs, each
 // followed by its CapsuleResp, pushed in 256 KiB reads through one reused buffer into the direct-copy callbacks, as a
 // socket with rxBuffer delivers them (the same Buffer object every read, its first n bytes new). Prints ns per PDU pair
-// (CPU time of the thread) for this tree and, with --before DIR[,DIR...], for other checkouts' readers in the same process, rounds interleaved.
+// (CPU time of the thread) for this tree and, with --before DIR[,DIR...], for other checkouts' readers in the same
+// process, rounds interleaved.
 // --split pushes reads of 1 B–64 KiB from a fixed pseudo-random sequence instead (PDUs straddle reads, as a socket
 // delivers them under load), and warms a second reader beside each (an admin queue's: chunks not reused, its own
 // callbacks), so call sites see what they see in a host process. Not part of npm test.
@@ -104,8 +105,7 @@ async function makeRun(root: string): Promise<(reads: number) => number> {
         at = (at + n) % bytes.length;
         r.push(rx, n);
       }
-      const ns = ((cpuNow() - t0) * 1e6) / done;
-      return ns;
+      return ((cpuNow() - t0) * 1e6) / done;
     };
   }
   return (reads: number): number => {

@@ -305,8 +305,8 @@ export class PduReader {
 
   /**
    * Data: a direct C2HData's is copied to the buffer onC2HDataHeader gave, at datao, then onC2HDataEnd; any other
-   * PDU's is kept as views (#keepViews). A kept view of a reused chunk (#viewOf) spares the view Buffer.copy makes of part of
-   * a buffer.
+   * PDU's is kept as views (#keepViews). A kept view of a reused chunk (#viewOf) spares the view Buffer.copy makes of
+   * part of a buffer.
    */
   #recvData(chunk: Buffer, off: number, n: number): number {
     const take = Math.min(this.#dataLen - this.#dataHave, n - off);
