@@ -1,12 +1,15 @@
 // Keeps README.md and docs/ true to the tree: the layout section names exactly the folders the repository has, every
-// relative link (and its #anchor) lands, the dependency table matches package.json, and the quick start prints what
-// the README says it prints.
+// relative link (and its #anchor) lands, every repository path a doc cites as code exists, the code names that
+// style.md and architecture.md cite are in the files they cite, architecture.md's folder table names every source
+// folder, target.md's VS is the one the controller reports, the dependency table matches package.json, and the quick
+// start prints what the README says it prints.
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { NVME_VS } from '../../target/core/controller.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const read = (rel: string): string => readFileSync(path.join(repoRoot, rel), 'utf8');
@@ -101,6 +104,125 @@ export function relativeLinks(md: string): string[] {
   return links;
 }
 
+/** Inline code spans outside fenced blocks, in order. */
+export function codeSpans(md: string): string[] {
+  return [...stripFences(md).matchAll(/`([^`\n]+)`/g)].map((m) => m[1] ?? '');
+}
+
+/**
+ * The units a doc makes one claim in: a paragraph, a list item or a table row. A code name is read against the paths
+ * cited in the same unit ("`#wholeHeader` ... (`protocol/tcp/reader.ts`)").
+ */
+export function claimUnits(md: string): string[] {
+  const units: string[] = [];
+  let cur: string[] = [];
+  const flush = (): void => {
+    if (cur.length > 0) units.push(cur.join('\n'));
+    cur = [];
+  };
+  for (const line of stripFences(md).split('\n')) {
+    if (line.trim() === '' || /^#{1,6}\s/.test(line)) {
+      flush();
+      continue;
+    }
+    if (/^\s*(?:[-*]|\d+\.)\s/.test(line) || line.startsWith('|')) flush();
+    cur.push(line);
+    if (line.startsWith('|')) flush();
+  }
+  flush();
+  return units;
+}
+
+/** `a/{b,c}/d` as `a/b/d` and `a/c/d` (the one shell brace form docs use). */
+function expandBraces(p: string): string[] {
+  const m = /^(.*?)\{([^{}]*)\}(.*)$/.exec(p);
+  if (!m) return [p];
+  return (m[2] ?? '').split(',').flatMap((alt) => expandBraces(`${m[1] ?? ''}${alt}${m[3] ?? ''}`));
+}
+
+/**
+ * A code span read as repository paths, or [] when it is not one. A repository path starts with a top-level entry git
+ * knows (`harness/lab.ts`, `package.json`); anything else is no claim about this tree: commands (a space),
+ * absolute paths (`/etc/nvme/hostnqn`, `/var/tmp/...`), paths beside the clone (`../shared/...`), names relative to
+ * a folder the sentence gave (`queue.ts`) and build output (`dist/`, not in git). `{a,b}` is expanded; a `:line`
+ * suffix and an `#anchor` are dropped.
+ */
+export function citedPaths(span: string, topLevel: ReadonlySet<string>): string[] {
+  if (/\s/.test(span) || /^[a-z][a-z0-9+.-]*:/i.test(span)) return [];
+  const p = span.replace(/#.*$/, '').replace(/:\d+(?:-\d+)?$/, '');
+  const first = p.split('/')[0] ?? '';
+  if (!topLevel.has(first) || (!p.includes('/') && !/\.\w+$/.test(p))) return [];
+  return expandBraces(p);
+}
+
+/** True when `rel` (a path, or a glob with `*`) names a file git knows or a folder holding one; `x.js` may be `x.ts`. */
+function citedExists(files: readonly string[], rel: string): boolean {
+  if (rel.includes('*')) {
+    const re = new RegExp(`^${rel.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*')}(?:/|$)`);
+    return files.some((f) => re.test(f));
+  }
+  return inRepo(files, rel) || (rel.endsWith('.js') && inRepo(files, rel.replace(/\.js$/, '.ts')));
+}
+
+/**
+ * The code names a span cites: `#private`, a compound camelCase or PascalCase name, a CONST_CASE name; `X.y(args)`
+ * and `X<T>` give their parts. Not checked: single plain words (`state`, `Request`, `strict`: too common to check
+ * this way), the platform's globals (`setTimeout`, `Buffer`: not ours), and a pattern's X (`encodeX`, `parseXCmd`).
+ */
+export function citedNames(span: string): string[] {
+  const s = span.replace(/\(.*\)$/, '').replace(/<.*>$/, '');
+  if (!/^#?[A-Za-z_$][\w$]*(?:\.#?[A-Za-z_$][\w$]*)*$/.test(s)) return [];
+  return s
+    .split('.')
+    .filter((n) => /^#[A-Za-z_$]/.test(n) || /[a-z][A-Z]/.test(n) || /^[A-Z][A-Z0-9]*_[A-Z0-9_]+$/.test(n))
+    .filter((n) => !(n in globalThis) && !/[a-z]X(?:[A-Z]|$)/.test(n));
+}
+
+/** Files under the given repository paths (a file, or a folder); `x.js` is read as `x.ts` when only that exists. */
+function filesUnder(files: readonly string[], paths: readonly string[]): string[] {
+  return files.filter((f) =>
+    paths.some((p) => {
+      const q = p.replace(/\/+$/, '');
+      return f === q || f === q.replace(/\.js$/, '.ts') || f.startsWith(`${q}/`);
+    }),
+  );
+}
+
+const fileText = new Map<string, string>();
+function textOf(rel: string): string {
+  let t = fileText.get(rel);
+  if (t === undefined) {
+    t = readFileSync(path.join(repoRoot, rel), 'utf8');
+    fileText.set(rel, t);
+  }
+  return t;
+}
+
+/** `name` as a whole identifier in `text` (`#x` literally, `x` not inside a longer name). */
+function hasName(text: string, name: string): boolean {
+  const escaped = name.replace(/[$]/g, '\\$');
+  return new RegExp(`${name.startsWith('#') ? '' : '(?<![\\w$#])'}${escaped}(?![\\w$])`).test(text);
+}
+
+/** Top-level folders and files git knows. */
+function topLevelOf(files: readonly string[]): Set<string> {
+  return new Set(files.map((f) => f.split('/')[0] ?? ''));
+}
+
+/** The cited paths git does not know, less those git ignores (output a doc says a command writes: `reports/`). */
+function missingCited(files: readonly string[], cited: readonly string[]): string[] {
+  const missing = [...new Set(cited.filter((p) => !citedExists(files, p)))];
+  if (missing.length === 0) return [];
+  let ignored = '';
+  try {
+    ignored = execFileSync('git', ['check-ignore', '--no-index', '--', ...missing.filter((p) => !p.includes('*'))], { cwd: repoRoot, encoding: 'utf8' });
+  } catch {
+    // exit 1: none of them is ignored
+  }
+  const ig = new Set(ignored.split('\n').filter((l) => l !== ''));
+  return missing.filter((p) => !ig.has(p));
+}
+
 describe('README.md and docs/', () => {
   const files = repoFiles();
   const readme = read('README.md');
@@ -131,6 +253,94 @@ describe('README.md and docs/', () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  const topLevel = topLevelOf(files);
+  it.each(mdFiles)('every repository path %s cites as code exists', (rel) => {
+    const cited = codeSpans(read(rel)).flatMap((s) => citedPaths(s, topLevel));
+    expect(missingCited(files, cited), `cited in ${rel} as code but not in git ls-files`).toEqual([]);
+  });
+
+  // The two pages that explain the code by its names: each name must be in a file its sentence cites (or, where the
+  // sentence cites none, somewhere in the tree), so a renamed or removed function shows here.
+  const sourceFiles = files.filter((f) => /\.(?:ts|mjs|cjs|json|sh)$/.test(f) && !f.startsWith('docs/'));
+  it.each(['docs/style.md', 'docs/architecture.md'])('every code name %s cites is in the file it is attributed to', (rel) => {
+    const wrong: string[] = [];
+    for (const unit of claimUnits(read(rel))) {
+      const spans = [...unit.matchAll(/`([^`\n]+)`/g)].map((m) => m[1] ?? '');
+      const cited = spans.flatMap((s) => citedPaths(s, topLevel)).filter((p) => citedExists(files, p));
+      const where = cited.length > 0 ? filesUnder(files, cited) : sourceFiles;
+      for (const name of spans.flatMap(citedNames)) {
+        if (where.some((f) => hasName(textOf(f), name))) continue;
+        const elsewhere = sourceFiles.filter((f) => hasName(textOf(f), name));
+        wrong.push(`${name}: not in ${cited.length > 0 ? cited.join(', ') : 'the source'}${elsewhere.length > 0 ? ` (it is in ${elsewhere.slice(0, 3).join(', ')})` : ''}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it("target.md's controller model states the version the controller reports (NVME_VS)", () => {
+    const stated = [...read('docs/target.md').matchAll(/\bVS (\d+)\.(\d+)(?:\.(\d+))?/g)];
+    expect(stated.length, 'docs/target.md names no "VS x.y"').toBeGreaterThan(0);
+    // VS: MJR bits 31:16, MNR 15:8, TER 7:0 (NVMe Base 2.0 §3.1.4.2).
+    const reported = `${NVME_VS >>> 16}.${(NVME_VS >>> 8) & 0xff}.${NVME_VS & 0xff}`;
+    for (const m of stated) expect(`${m[1]}.${m[2]}.${m[3] ?? 0}`).toBe(reported);
+  });
+
+  it("architecture.md's folder table names every source folder and each of its subfolders", () => {
+    const table = section(read('docs/architecture.md'), 'Folders and their public faces')
+      .split('\n')
+      .filter((l) => l.startsWith('|') && !/^\|\s*(folder|-+)\s*\|/.test(l));
+    const rows = table.map((l) => {
+      const cells = l.split('|');
+      const names = [...(cells[1] ?? '').matchAll(/`([^`]+)`/g)].map((m) => (m[1] ?? '').replace(/\/+$/, ''));
+      return { names, spans: [...(cells[2] ?? '').matchAll(/`([^`]+)`/g)].map((m) => m[1] ?? '') };
+    });
+    // docs/ and the dot folders (.ci/) are not code; README's layout names them.
+    const folders = [...new Set(files.filter((f) => f.includes('/')).map((f) => f.slice(0, f.indexOf('/'))))].filter((f) => f !== 'docs' && !f.startsWith('.'));
+    const unnamed: string[] = [];
+    for (const top of folders) {
+      const row = rows.find((r) => r.names.includes(top));
+      if (!row) {
+        unnamed.push(`${top}/`);
+        continue;
+      }
+      const subs = [...new Set(files.filter((f) => f.startsWith(`${top}/`) && f.split('/').length > 2).map((f) => f.split('/')[1] ?? ''))];
+      for (const sub of subs) {
+        if (!row.spans.some((s) => s.startsWith(`${sub}/`) || s.startsWith(`${top}/${sub}/`) || s === `${top}/${sub}`)) unnamed.push(`${top}/${sub}/`);
+      }
+    }
+    expect(unnamed, 'folders git knows that the table does not name').toEqual([]);
+  });
+
+  it("architecture.md's error table lists every exported error class with the code its file gives it", () => {
+    const rows = section(read('docs/architecture.md'), 'Errors')
+      .split('\n')
+      .filter((l) => l.startsWith('| `'))
+      .map((l) => l.split('|').map((c) => [...c.matchAll(/`([^`]+)`/g)].map((m) => m[1] ?? '')));
+    const listed = new Map(rows.map((r) => [`${r[3]?.[0] ?? ''}:${r[1]?.[0] ?? ''}`, r[2] ?? []]));
+    const wrong: string[] = [];
+    const found = new Set<string>();
+    for (const f of sourceFiles.filter((x) => x.endsWith('.ts') && !x.endsWith('.test.ts'))) {
+      const text = textOf(f);
+      for (const m of text.matchAll(/^export (?:abstract )?class (\w+) extends (\w*Error)\b/gm)) {
+        const key = `${f}:${m[1] ?? ''}`;
+        found.add(key);
+        const codes = listed.get(key);
+        if (codes === undefined) {
+          wrong.push(`${m[1]} (${f}) is not in the table`);
+          continue;
+        }
+        // The class body: to the next top-level declaration.
+        const body = text.slice(m.index, text.indexOf('\n}', m.index));
+        for (const c of codes.filter((x) => /^[A-Z][A-Z0-9_]+$/.test(x))) {
+          const named = body.includes(`'${c}'`) || new RegExp(`\\bcode = (\\w+)`).exec(body)?.[1] === c || text.includes(`const ${c} = '${c}'`);
+          if (!named) wrong.push(`${m[1]} (${f}) has no code ${c}`);
+        }
+      }
+    }
+    for (const key of listed.keys()) if (!found.has(key)) wrong.push(`${key.replace(':', ': ')} is listed but no exported error class of that name is there`);
+    expect(wrong).toEqual([]);
   });
 
   it('the dependency table lists exactly the dependencies of package.json', () => {
