@@ -26,7 +26,7 @@ if [ -z "$kver" ]; then
   echo "build-newest-kernel.sh: $kver (linux-image-amd64 $meta)" >&2
   rm -rf "$work/dl" "$work/tree" "$work/pkg"
   mkdir -p "$work/dl" "$work/tree" "$work/pkg/DEBIAN" "$work/pkg/boot" "$work/pkg/lib/modules"
-  (cd "$work/dl" && apt-get "${apt_opts[@]}" download "linux-binary-$kver" "linux-modules-$kver" 2>/dev/null)
+  (cd "$work/dl" && apt-get "${apt_opts[@]}" download "linux-binary-$kver" "linux-modules-$kver" 2>/dev/null) >&2
   for d in "$work"/dl/*.deb; do dpkg-deb -x "$d" "$work/tree"; done
   # The split packages put everything under /usr/lib/modules/K, vmlinuz included; build.sh reads the classic layout.
   cp -a "$work/tree/usr/lib/modules/$kver" "$work/pkg/lib/modules/"

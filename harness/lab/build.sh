@@ -54,7 +54,7 @@ deb=$(find_deb)
 if [ -z "$deb" ]; then
   say "apt-get download $pkg"
   # A stale package list names a version the mirror dropped: refresh once and retry.
-  (cd "$LAB_OUT/debs" && apt-get download "$pkg" 2>/dev/null) || { apt-get update -qq; (cd "$LAB_OUT/debs" && apt-get download "$pkg"); }
+  (cd "$LAB_OUT/debs" && apt-get download "$pkg" 2>/dev/null) >&2 || { apt-get update -qq; (cd "$LAB_OUT/debs" && apt-get download "$pkg") >&2; }
   deb=$(find_deb)
 fi
 [ -n "$deb" ] || { echo "build.sh: no .deb of $pkg in $LAB_OUT/debs" >&2; exit 1; }
