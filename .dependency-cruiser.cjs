@@ -1,4 +1,4 @@
-/** Layering rules of ../shared/design/ARCHITECTURE.md, enforced in `npm test`. */
+/** The layering rules of docs/architecture.md, enforced in `npm test`. */
 module.exports = {
   forbidden: [
     {

@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// Interop suites boot the Linux kernel under qemu (../shared/lab): slow, serial, not in `npm test`'s unit pass.
+// Interop suites boot the Linux kernel under qemu (harness/lab): slow, serial, not in `npm test`'s unit pass.
 // Newer kernels check more: the kernel-host and kernel-target suites run again, unchanged, on the 6.12 lab
 // (auth-lab.sh) and on the newest Debian kernel (build-newest-kernel.sh, 7.x), each project setting LAB_OUT.
 const KERNEL_MATRIX = ['test/interop/kernel-host.test.ts', 'test/interop/kernel-target.test.ts'];

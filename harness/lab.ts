@@ -1,4 +1,5 @@
-// Host-side helpers for the qemu lab (../shared/lab) shared by the kernel-interop scenario and the interop suites.
+// Host-side helpers for the qemu lab (harness/lab/: build.sh, run.sh) shared by the kernel-interop scenario and the
+// interop suites.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -6,12 +7,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { CLI_NODE_ARGS, REPO_ROOT } from './nvme.js';
 
-/** ../shared/lab next to the repository (CI layout), else the shared lab of this machine. */
+/** The lab's scripts: build.sh, build-newest-kernel.sh, run.sh and the guest's init and helpers (docs/testing.md). */
 export function labDir(): string {
-  const candidates = [path.resolve(REPO_ROOT, '..', 'shared', 'lab'), '/work/shared/lab'];
-  const found = candidates.find((d) => existsSync(path.join(d, 'run.sh')));
-  if (found === undefined) throw new Error(`kernel lab not found: no run.sh in ${candidates.join(' or ')}; CI must provide ../shared/lab next to the repository`);
-  return found;
+  return path.join(REPO_ROOT, 'harness', 'lab');
 }
 
 /** A TCP port free on 127.0.0.1 right now (for qemu hostfwd, which needs a number up front). */

@@ -1,4 +1,4 @@
-// PDU mutation engine for the target fuzzer: a seeded PRNG, seed PDUs from the Linux captures (../shared/fixtures),
+// PDU mutation engine for the target fuzzer: a seeded PRNG, seed PDUs from the Linux captures (test/fixtures/captures),
 // "structured" mutations that keep the common header valid so the bytes reach the command parsers, and "raw"
 // mutations/garbage that attack the framing itself (NVMe/TCP 1.0 §3.6.2: CH, PSH, HDGST, PAD, DATA, DDGST).
 import { Buffer } from 'node:buffer';

@@ -1,4 +1,4 @@
-// SPDK v26.05 as a peer (built by ../shared/spdk/build.sh): its NVMe-oF target (nvmf_tgt, configured over its
+// SPDK v26.05 as a peer (built by $SPDK_SRC/build.sh, see spdkSourceDir): its NVMe-oF target (nvmf_tgt, configured over its
 // JSON-RPC socket) and its userspace host tools (spdk_nvme_identify, spdk_nvme_perf, bdevperf). Every SPDK app here
 // runs without hugepages and without PCI (--no-huge -s MiB, -u). Their reactors busy-poll the cores of their mask
 // unless started with --interrupt-mode: a polling app's CPU is 100 % of its cores by design.
@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../lab.js';
-import { readProcCpu } from '../nvme.js';
+import { REPO_ROOT, readProcCpu } from '../nvme.js';
 import type { CpuSample } from '../load/engine.js';
 
 /** The build's output folder when SPDK_DIR is not set (build.sh's default $SPDK_OUT/spdk). */
@@ -35,7 +35,36 @@ export interface SpdkInstall {
   env: NodeJS.ProcessEnv;
 }
 
-/** The SPDK build (SPDK_DIR, else build.sh's default), or a SpdkError naming the script that builds it. */
+/**
+ * Where SPDK's source comes from, the one thing this repository does not hold: SPDK_SRC, else ../shared/spdk next to
+ * the repository (how CI lays it out). It must hold build.sh beside SPDK v26.05's source snapshot and its patches.
+ */
+export function spdkSourceDir(): string {
+  return process.env['SPDK_SRC'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'spdk');
+}
+
+/** The one line saying how to get SPDK: build it from its source, or provide the source (SPDK_SRC) or a build (SPDK_DIR). */
+export function spdkMissingLine(missing: string): string {
+  const build = path.join(spdkSourceDir(), 'build.sh');
+  return existsSync(build)
+    ? `SPDK not built (${missing} is missing): run "bash ${build}" (about 5-10 minutes from scratch) or set SPDK_DIR to an SPDK build`
+    : `SPDK not provided (${missing} is missing): set SPDK_SRC to a directory holding build.sh and the SPDK v26.05 source it builds (CI: ../shared/spdk next to the repository), or SPDK_DIR to an SPDK build with build/bin/nvmf_tgt`;
+}
+
+/**
+ * Why the SPDK suites cannot run here: SPDK neither built nor its source provided (they skip with this line).
+ * Undefined when it is built, or when the source is there to build (then a missing build fails them: CI builds it).
+ */
+export function spdkSkipReason(): string | undefined {
+  try {
+    findSpdk();
+    return undefined;
+  } catch (e) {
+    return existsSync(path.join(spdkSourceDir(), 'build.sh')) ? undefined : (e as Error).message;
+  }
+}
+
+/** The SPDK build (SPDK_DIR, else build.sh's default), or a SpdkError saying in one line how to get it. */
 export function findSpdk(dir: string = process.env['SPDK_DIR'] ?? SPDK_DEFAULT_DIR): SpdkInstall {
   const bin = (p: string): string => path.join(dir, 'build', p);
   const s: SpdkInstall = {
@@ -47,7 +76,7 @@ export function findSpdk(dir: string = process.env['SPDK_DIR'] ?? SPDK_DEFAULT_D
     env: { ...process.env, LD_LIBRARY_PATH: [path.join(dir, 'build', 'lib'), process.env['LD_LIBRARY_PATH']].filter((x) => x !== undefined && x !== '').join(':') },
   };
   for (const f of [s.nvmfTgt, s.perf, s.identify, s.bdevperf]) {
-    if (!existsSync(f)) throw new SpdkError('HARNESS_ERR_SPDK_MISSING', `SPDK not built: ${f} is missing; run "bash ../shared/spdk/build.sh" (about 5-10 minutes from scratch) or set SPDK_DIR`);
+    if (!existsSync(f)) throw new SpdkError('HARNESS_ERR_SPDK_MISSING', spdkMissingLine(f));
   }
   return s;
 }

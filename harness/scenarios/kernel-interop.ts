@@ -1,4 +1,4 @@
-// Scenario kernel-interop, both directions in one boot of the Linux 6.1 guest in ../shared/lab (qemu):
+// Scenario kernel-interop, both directions in one boot of the Linux 6.1 guest built by harness/lab/build.sh (qemu):
 //   1. the Linux host runs fio against our target (guest -> guestfwd -> this process);
 //   2. the Linux host runs the same fio against its own nvmet (guest-local), the reference for 1;
 //   3. our initiator (this process) runs the engine against that nvmet (host -> hostfwd -> guest): the same randread,
@@ -13,14 +13,14 @@ import { connect } from '../../initiator/index.js';
 import { runJobs } from '../load/engine.js';
 import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import { NVMET_NQN, nvmetSetupScript } from '../kernel-host/nvmet.js';
-import { freePort, killLabGroup, runLabScript } from '../lab.js';
+import { freePort, killLabGroup, labDir, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
 import { armFromRun, compare, makeReport } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { allowedCpus, parseCpuList, startSpdkTargetProcess } from './placement.js';
 import { round1, type Scenario, type ScenarioContext } from './types.js';
 
-const LAB_DIR = process.env['NVME_LAB_DIR'] ?? path.resolve(REPO_ROOT, '..', 'shared', 'lab');
+const LAB_DIR = labDir();
 const LAB_OUT = process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab';
 
 /**

@@ -1,6 +1,6 @@
 /**
  * Decodes the NVMe structures in the captured Linux host ↔ nvmet sessions
- * (../shared/fixtures, README there) and checks them against the documented values.
+ * (test/fixtures/captures, README there) and checks them against the documented values.
  */
 import { Buffer } from 'node:buffer';
 import { parsedCaptures } from '../../test/fixtures/load.js';
@@ -37,10 +37,10 @@ import {
 import type { FixtureConnection } from '../testing/fixture-builder.js';
 import { FixturePduType, c2hDataFor, capsuleData, capsuleSqe, findCommands, respCqe } from '../testing/fixture-builder.js';
 
-const { io, ioDigest, discover, haveFixtures } = parsedCaptures();
+const { io, ioDigest, discover } = parsedCaptures();
 
-function conn(f: FixtureConnection[] | undefined, role: string): FixtureConnection {
-  const c = f?.find((x) => x.role === role);
+function conn(f: FixtureConnection[], role: string): FixtureConnection {
+  const c = f.find((x) => x.role === role);
   if (c === undefined) throw new Error(`no ${role} connection`);
   return c;
 }
@@ -54,16 +54,13 @@ function only<T>(xs: T[], what: string): T {
 const hexNum = (v: unknown): number => (typeof v === 'string' ? parseInt(v, 16) : typeof v === 'number' ? v : NaN);
 
 describe('captured fixtures: NVMe structures', () => {
-  it('the captured fixtures are present (../shared/fixtures)', () => {
-    expect(haveFixtures).toBe(true);
-  });
-  const sessions = haveFixtures ? { io, 'io-digest': ioDigest, discover } : {};
+  const sessions = { io, 'io-digest': ioDigest, discover };
 
   describe('every CapsuleCmd SQE', () => {
     for (const [name, f] of Object.entries(sessions)) {
       it(`${name}: decodes to the summary and re-encodes byte for byte`, () => {
         let n = 0;
-        for (const c of f ?? []) {
+        for (const c of f) {
           for (const p of c.pdus.filter((x) => x.type === FixturePduType.CapsuleCmd)) {
             const raw = capsuleSqe(p);
             const sqe = decodeSqe(raw);
@@ -87,7 +84,7 @@ describe('captured fixtures: NVMe structures', () => {
     for (const [name, f] of Object.entries(sessions)) {
       it(`${name}: decodes to the summary and re-encodes byte for byte`, () => {
         let n = 0;
-        for (const c of f ?? []) {
+        for (const c of f) {
           for (const p of c.pdus.filter((x) => x.type === FixturePduType.CapsuleResp)) {
             const raw = respCqe(p);
             const cqe = decodeCqe(raw);
@@ -118,13 +115,12 @@ describe('captured fixtures: NVMe structures', () => {
   });
 
   describe('io admin queue', () => {
-    const admin = haveFixtures ? conn(io, 'admin') : undefined;
-    const a = (): FixtureConnection => admin ?? conn(io, 'admin');
+    const admin = conn(io, 'admin');
 
     it('Identify Controller (CNS 0x01) has the nvmet 6.1 values', () => {
-      const cmd = only(findCommands(a(), 'Identify', { cns: '0x01' }), 'identify ctrl');
+      const cmd = only(findCommands(admin, 'Identify', { cns: '0x01' }), 'identify ctrl');
       expect(decodeIdentifyCmd(decodeSqe(capsuleSqe(cmd)))).toEqual({ cns: Cns.CTRL, cntid: 0, cnsSpecificId: 0, csi: 0, nsid: 0 });
-      const data = c2hDataFor(a(), cmd);
+      const data = c2hDataFor(admin, cmd);
       expect(data.length).toBe(4096);
       const c = decodeIdentifyController(data);
       expect(c.sn).toMatch(/^[0-9a-f]{20}$/);
@@ -144,18 +140,18 @@ describe('captured fixtures: NVMe structures', () => {
     });
 
     it('Identify Controller re-encodes byte for byte', () => {
-      for (const cmd of findCommands(a(), 'Identify', { cns: '0x01' })) {
-        const data = c2hDataFor(a(), cmd);
+      for (const cmd of findCommands(admin, 'Identify', { cns: '0x01' })) {
+        const data = c2hDataFor(admin, cmd);
         expect(encodeIdentifyController(decodeIdentifyController(data)).equals(data)).toBe(true);
       }
     });
 
     it('Identify Namespace (CNS 0x00): 1 GiB of 4 KiB blocks, shared, ANA group 1', () => {
-      const cmds = findCommands(a(), 'Identify', { cns: '0x00' });
+      const cmds = findCommands(admin, 'Identify', { cns: '0x00' });
       expect(cmds.length).toBe(8);
       for (const cmd of cmds) {
         expect(decodeIdentifyCmd(decodeSqe(capsuleSqe(cmd)))).toMatchObject({ cns: 0, nsid: 1 });
-        const data = c2hDataFor(a(), cmd);
+        const data = c2hDataFor(admin, cmd);
         const ns = decodeIdentifyNamespace(data);
         expect(ns).toMatchObject({ nsze: 0x40000n, ncap: 0x40000n, nuse: 0x40000n, nsfeat: 0, nlbaf: 0, flbas: 0, nmic: 1, anagrpid: 1, nsattr: 0 });
         expect(ns.lbaf).toEqual([{ ms: 0, lbads: 12, rp: 0 }]);
@@ -166,10 +162,10 @@ describe('captured fixtures: NVMe structures', () => {
     });
 
     it('NS identification descriptors (CNS 0x03): UUID then CSI NVM', () => {
-      const cmds = findCommands(a(), 'Identify', { cns: '0x03' });
+      const cmds = findCommands(admin, 'Identify', { cns: '0x03' });
       expect(cmds.length).toBe(2);
       for (const cmd of cmds) {
-        const data = c2hDataFor(a(), cmd);
+        const data = c2hDataFor(admin, cmd);
         const descs = decodeNsDescList(data);
         expect(descs.map((d) => [d.nidt, d.nid.length])).toEqual([[NidType.UUID, 16], [NidType.CSI, 1]]);
         expect(descs[1]?.nid[0]).toBe(0);
@@ -178,47 +174,47 @@ describe('captured fixtures: NVMe structures', () => {
     });
 
     it('active NS list (CNS 0x02) is [1]; CNS 0x06 reports no limits', () => {
-      const list = only(findCommands(a(), 'Identify', { cns: '0x02' }), 'cns 2');
-      expect(decodeActiveNsList(c2hDataFor(a(), list))).toEqual([1]);
-      const nvm = only(findCommands(a(), 'Identify', { cns: '0x06' }), 'cns 6');
-      expect(decodeIdentifyNvmController(c2hDataFor(a(), nvm))).toEqual({ vsl: 0, wzsl: 0, wusl: 0, dmrl: 0, dmrsl: 0, dmsl: 0n });
+      const list = only(findCommands(admin, 'Identify', { cns: '0x02' }), 'cns 2');
+      expect(decodeActiveNsList(c2hDataFor(admin, list))).toEqual([1]);
+      const nvm = only(findCommands(admin, 'Identify', { cns: '0x06' }), 'cns 6');
+      expect(decodeIdentifyNvmController(c2hDataFor(admin, nvm))).toEqual({ vsl: 0, wzsl: 0, wusl: 0, dmrl: 0, dmrsl: 0, dmsl: 0n });
     });
 
     it('Get Log Page ANA (0x0C): 8208 bytes, one optimized group with NSID 1', () => {
-      const cmds = findCommands(a(), 'GetLogPage', { lid: '0x0c' });
+      const cmds = findCommands(admin, 'GetLogPage', { lid: '0x0c' });
       expect(cmds.length).toBe(2);
       for (const cmd of cmds) {
         const glp = decodeGetLogPageCmd(decodeSqe(capsuleSqe(cmd)));
         expect(glp).toMatchObject({ lid: 0x0c, numd: 2051, length: 8208, lpo: 0n, rae: false, lsp: 0 });
         expect(glp.numd + 1).toBe(cmd.info['numd']);
-        const data = c2hDataFor(a(), cmd);
+        const data = c2hDataFor(admin, cmd);
         expect(data.length).toBe(glp.length);
         expect(decodeAnaLog(data)).toEqual({ chgcnt: 0n, groups: [{ grpid: 1, chgcnt: 0n, state: 1, nsids: [1] }], truncated: false });
       }
     });
 
     it('Get Log Page SMART (0x02): 512 zero bytes for NSID 0xFFFFFFFF', () => {
-      const cmd = only(findCommands(a(), 'GetLogPage', { lid: '0x02' }), 'smart');
+      const cmd = only(findCommands(admin, 'GetLogPage', { lid: '0x02' }), 'smart');
       expect(decodeSqe(capsuleSqe(cmd)).nsid).toBe(0xffffffff);
       expect(decodeGetLogPageCmd(decodeSqe(capsuleSqe(cmd))).length).toBe(512);
-      const s = decodeSmartLog(c2hDataFor(a(), cmd));
+      const s = decodeSmartLog(c2hDataFor(admin, cmd));
       expect(s.criticalWarning).toBe(0);
       expect(s.dataUnitsRead).toBe(0n);
       expect(s.numErrLogEntries).toBe(0n);
     });
 
     it('Get Log Page effects (0x05): the admin and NVM commands nvmet supports', () => {
-      const cmd = only(findCommands(a(), 'GetLogPage', { lid: '0x05' }), 'effects');
-      const e = decodeCmdEffectsLog(c2hDataFor(a(), cmd));
+      const cmd = only(findCommands(admin, 'GetLogPage', { lid: '0x05' }), 'effects');
+      const e = decodeCmdEffectsLog(c2hDataFor(admin, cmd));
       const supported = (t: number[]): number[] => t.flatMap((v, i) => ((v & CmdEffects.CSUPP) !== 0 ? [i] : []));
       expect(supported(e.acs)).toEqual([0x02, 0x06, 0x08, 0x09, 0x0a, 0x0c, 0x18]);
       expect(supported(e.iocs)).toEqual([0x00, 0x01, 0x02, 0x08, 0x09]);
     });
 
     it('Set Features: Number of Queues and Async Event Configuration', () => {
-      const nq = only(findCommands(a(), 'SetFeatures', { fid: '0x07' }), 'nq');
+      const nq = only(findCommands(admin, 'SetFeatures', { fid: '0x07' }), 'nq');
       expect(decodeFeatureCmd(decodeSqe(capsuleSqe(nq)))).toMatchObject({ fid: 7, cdw11: 0, sv: false });
-      const aen = only(findCommands(a(), 'SetFeatures', { fid: '0x0b' }), 'aen');
+      const aen = only(findCommands(admin, 'SetFeatures', { fid: '0x0b' }), 'aen');
       expect(decodeFeatureCmd(decodeSqe(capsuleSqe(aen))).cdw11).toBe(AenConfig.NS_ATTR | AenConfig.ANA);
     });
   });

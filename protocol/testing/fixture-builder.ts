@@ -1,7 +1,7 @@
 /**
  * Test-only helpers: a byte builder that sets little-endian values at explicit offsets (so expected
  * bytes never come from the encoders under test), and a reader for the captured PDU fixtures of
- * ../shared/fixtures (parsed JSON in, typed PDUs out). Not exported from index.ts.
+ * test/fixtures/captures (parsed JSON in, typed PDUs out). Not exported from index.ts.
  */
 import { Buffer } from 'node:buffer';
 
@@ -85,7 +85,7 @@ export function bytes(size: number): Bytes {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Captured fixtures (see ../shared/fixtures/README.md)
+// Captured fixtures (see test/fixtures/captures/README.md)
 
 /** PDU type numbers used in the fixtures (NVMe/TCP 1.0 §3.6.1). */
 export const FixturePduType = { CapsuleCmd: 4, CapsuleResp: 5, H2CData: 6, C2HData: 7, R2T: 9 } as const;

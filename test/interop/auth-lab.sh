@@ -8,13 +8,12 @@
 #   test/interop/auth-lab.sh [--print-out]     idempotent; ~40 s the first time (107 MB kernel .deb), ~1 s after
 #
 # Environment: LAB_AUTH_OUT (default /var/tmp/nvme-lab-bpo), LAB_AUTH_KERNEL_PKG (pin a package; default: what the
-# linux-image-6.12-amd64 metapackage depends on), LAB (the shared lab directory; default ../shared/lab next to the repo).
+# linux-image-6.12-amd64 metapackage depends on). The guest is built by the repository's lab, harness/lab/build.sh.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-LAB=${LAB:-$ROOT/../shared/lab}
-[ -f "$LAB/build.sh" ] || LAB=/work/shared/lab
+LAB=$ROOT/harness/lab
 OUT=${LAB_AUTH_OUT:-/var/tmp/nvme-lab-bpo}
 [ "${1:-}" = --print-out ] && { echo "$OUT"; exit 0; }
 [ "$(id -u)" = 0 ] || { echo "auth-lab.sh must run as root (apt-get, mknod in build.sh)" >&2; exit 1; }

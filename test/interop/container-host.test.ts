@@ -1,4 +1,4 @@
-// The Linux 6.1 kernel host (qemu lab, ../shared/lab) against the target container of docker/compose.yaml: the
+// The Linux 6.1 kernel host (qemu lab, harness/lab) against the target container of docker/compose.yaml: the
 // container runs under podman-compose with its NVMe/TCP port published on the host's 127.0.0.1, and the guest
 // reaches that port as 10.0.2.100:4420 through qemu's guestfwd (the same path a VM on a laptop takes to a
 // `docker compose up` target). guest/container-host.sh: discover, connect, fio verify (4k, 128k), disconnect.

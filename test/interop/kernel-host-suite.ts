@@ -1,4 +1,4 @@
-// The Linux 6.1 kernel host (nvme-tcp + nvme-cli + fio under qemu, ../shared/lab) against our target.
+// The Linux 6.1 kernel host (nvme-tcp + nvme-cli + fio under qemu, harness/lab) against our target.
 // The target runs as the CLI a user starts (`nvme-tcp target ...`, a child process) on 127.0.0.1:<free port>;
 // the guest reaches it as 10.0.2.100:4420 through qemu's guestfwd, and the target advertises that address.
 // guest/kernel-host.sh prints one PASS/FAIL marker per step; each step becomes one test here, so a failure

@@ -342,7 +342,7 @@ describe.skipIf(lab7Missing)(`Linux 7.x nvmet (${LAB7}) as the reference: the sa
 
 if (lab7Missing) {
   describe('Linux 7.x nvmet reference', () => {
-    it.skip(`skipped: the newest-kernel lab is not built (${LAB7}/vmlinuz missing); run "bash ../shared/lab/build-newest-kernel.sh"`, () => {});
+    it.skip(`skipped: the newest-kernel lab is not built (${LAB7}/vmlinuz missing); run "bash ${path.join(labDir(), 'build-newest-kernel.sh')}"`, () => {});
   });
 }
 

@@ -1,5 +1,5 @@
 // Interop: our TypeScript initiator against the Linux 6.1 kernel nvmet target running in the qemu lab
-// (../shared/lab). Host 127.0.0.1:<free port> → qemu hostfwd → guest 10.0.2.15:4420.
+// (harness/lab). Host 127.0.0.1:<free port> → qemu hostfwd → guest 10.0.2.15:4420.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Issue 17 against the Linux 6.1 kernel host (nvme-cli, fio under qemu, ../shared/lab): subsystems named "testnqn"
+// Issue 17 against the Linux 6.1 kernel host (nvme-cli, fio under qemu, harness/lab): subsystems named "testnqn"
 // and "blktests-subsystem-1" as nvmet allows, namespace disable/enable and re-map while the host is connected (fio
 // verify on the other namespace keeps running), maxIoQueues changed at runtime (the host reconnects with the new
 // count) and a cntlid range across three hosts. The target runs as the CLI (`nvme-tcp target --config ... --api`);

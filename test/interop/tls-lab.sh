@@ -6,15 +6,14 @@
 #
 #   test/interop/tls-lab.sh [--print-out]     idempotent; a few minutes the first time (mmdebstrap), ~1 s after
 #
-# Produces in $LAB_TLS_OUT (default /var/tmp/nvme-lab-tls) what the shared lab's run.sh boots (LAB_OUT=...):
-# vmlinux/vmlinuz (copied from the auth lab), initramfs.cpio (the trixie tree + modules + the shared lab's /init),
-# accel, lab.env. Environment: LAB_TLS_OUT, LAB (shared lab directory), LAB_TLS_MIRROR (default deb.debian.org).
+# Produces in $LAB_TLS_OUT (default /var/tmp/nvme-lab-tls) what harness/lab/run.sh boots (LAB_OUT=...):
+# vmlinux/vmlinuz (copied from the auth lab), initramfs.cpio (the trixie tree + modules + the lab's /init and guest
+# helpers), accel, lab.env. Environment: LAB_TLS_OUT, LAB_TLS_MIRROR (default deb.debian.org).
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-LAB=${LAB:-$ROOT/../shared/lab}
-[ -f "$LAB/build.sh" ] || LAB=/work/shared/lab
+LAB=$ROOT/harness/lab
 OUT=${LAB_TLS_OUT:-/var/tmp/nvme-lab-tls}
 MIRROR=${LAB_TLS_MIRROR:-http://deb.debian.org/debian}
 [ "${1:-}" = --print-out ] && { echo "$OUT"; exit 0; }
@@ -73,10 +72,10 @@ if [ ! -f "$ROOT_TAR" ]; then
 fi
 mkdir -p "$R"
 tar -C "$R" -xf "$ROOT_TAR"
-# The shared lab's /init and helpers use busybox applets (poweroff -f, ...): link those the tree lacks.
+# The lab's /init and helpers use busybox applets (poweroff -f, ...): link those the tree lacks.
 chroot "$R" /bin/sh -c 'for a in $(busybox --list); do command -v "$a" >/dev/null 2>&1 || ln -s /usr/bin/busybox "/usr/local/bin/$a"; done'
 
-# Modules: the shared lab's set plus tls (kTLS, which tlshd hands the session to).
+# Modules: the lab's set (harness/lab/build.sh) plus tls (kTLS, which tlshd hands the session to).
 BOOT_MODULES="virtio_pci virtio_net configfs crc32c_generic libcrc32c tls gcm ghash_generic nvme-core nvme-fabrics nvme-tcp nvmet nvmet-tcp loop"
 # kTLS asks the crypto API for gcm(aes) (and ccm/chacha20poly1305 for other suites) through request_module.
 EXTRA_MODULES="null_blk aesni_intel ghash_clmulni_intel ccm chacha20poly1305"

@@ -1,12 +1,10 @@
-// Replays the host side of the captured Linux ↔ nvmet session (/work/shared/fixtures/io.json) against the TS target and
+// Replays the host side of the captured Linux ↔ nvmet session (test/fixtures/captures/io.json) against the TS target and
 // checks every answer has the shape nvmet gave (PDU type, CID, status) and that read data equals what was written.
 import { Buffer } from 'node:buffer';
-import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PduType, decodeCqe } from '../../../protocol/index.js';
 import { RawPeer, startTarget, type Harness } from './fixture.js';
-
-const FIXTURES = '/work/shared/fixtures';
+import { readFixtureJson } from '../../fixtures/load.js';
 
 interface FxPdu {
   dir: 'h2c' | 'c2h';
@@ -27,9 +25,9 @@ afterEach(async () => {
   h = undefined;
 });
 
-describe.skipIf(!fs.existsSync(`${FIXTURES}/io.json`))('nvmet capture replay', () => {
+describe('nvmet capture replay', () => {
   it('io.json: connect, identify, 4 KiB/128 KiB write+read, flush, keep-alive, shutdown', async () => {
-    const fx = JSON.parse(fs.readFileSync(`${FIXTURES}/io.json`, 'utf8')) as { connections: FxConn[] };
+    const fx = readFixtureJson('io.json') as { connections: FxConn[] };
     h = await startTarget({
       subsystems: [{ nqn: 'nqn.2024-01.io.nvme-lab:kernel-target', namespaces: [{ nsid: 1, blockSize: 4096, backend: { type: 'ram', size: '1G' } }] }],
     });
