@@ -123,8 +123,8 @@ describe('bad input: the container stops with its one-line error and is not rest
       expect(w.code, w.err).toBe(0);
       const s = await state(name);
       const log = await podman(['logs', name]);
-      // stdout carries the JSON log records; stderr the one line a person reads.
-      const errLines = log.err.trim().split('\n');
+      // stderr carries the JSON log records and the one plain line a person reads; stdout nothing (no start).
+      const errLines = log.err.trim().split('\n').filter((l) => !l.startsWith('{'));
       expect(s?.exitCode, `${service}: ${log.out}${log.err}`).not.toBe(0);
       expect(s?.restarts, service).toBe(0);
       expect(errLines, `${service} prints one error line`).toHaveLength(1);
