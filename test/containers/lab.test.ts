@@ -63,7 +63,7 @@ describe('docker/compose.yaml: target + harness job', () => {
     const code = Number((await exit).out.trim());
     const out = await logs(harness);
     expect(code, out).toBe(0);
-    expect(out).toMatch(/Verify \(workload\): [1-9]\d* blocks checked, 0 mismatches\./);
+    expect(out).toMatch(/Verify \(workload\): [1-9]\d* reads verified \([\d.k]+ MiB in [1-9]\d* blocks\), 0 mismatches\./);
     expect(out).toContain('Status: ok.');
     expect(sawController, 'ctl controllers listed the harness controller during the job').toBe(true);
     const moving = samples.filter((v, i) => i > 0 && v > (samples[i - 1] ?? 0) && v > m0);
