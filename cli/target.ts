@@ -24,7 +24,7 @@ import {
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { gatewayId } from '../target/service/gateway.js';
-import { PLACEMENTS, isPlacement, type Placement } from '../target/workers/index.js';
+import { PLACEMENTS, isPlacement, stderrLogStream, type Placement } from '../target/workers/index.js';
 import { hostPortArg, nqnArg, sizeArg, UsageError, usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
 import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
@@ -690,17 +690,9 @@ export function targetLoggerOptions(level: LevelWithSilent): { level: LevelWithS
   return { level, base: { pid: process.pid }, redact: { paths: [...LOG_REDACT_PATHS], censor: '<redacted>' } };
 }
 
-/**
- * The target's log: JSON lines on stderr, so stdout carries only the start-up lines a person or a script reads (`nvme-tcp
- * target | head -4`, `2>log.jsonl`); pino-pretty (a dependency) formats them when stderr is a terminal. Synchronous
- * writes: logs are rare (never per I/O at info), and a record written just before an exit must not be lost.
- */
-async function createLogger(level: LevelWithSilent): Promise<Logger> {
-  if (process.stderr.isTTY) {
-    const { default: pretty } = await import('pino-pretty');
-    return pino(targetLoggerOptions(level), pretty({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l' }));
-  }
-  return pino(targetLoggerOptions(level), pino.destination({ dest: 2, sync: true }));
+/** The target's log: on stderr (pretty on a terminal), so stdout carries only the start-up lines. */
+function createLogger(level: LevelWithSilent): Logger {
+  return pino(targetLoggerOptions(level), stderrLogStream());
 }
 
 /** The service for a built config: its workers, placement and where PTPL reservations persist. */
@@ -811,7 +803,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
 
   if (io.reexec !== undefined && needsOpensslReexec(built.config)) return reexecWithNoTickets(io.reexec);
 
-  const log = io.logger ?? (await createLogger(args.logLevel));
+  const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
   let service: TargetService;
   try {
