@@ -81,8 +81,9 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
       --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
-      --output-format F    normal (the Markdown summary, default) or json (the JSON report), as fio spells it
-      --json               the same as --output-format=json
+  -o, --output-format F    normal (the Markdown summary, default) or json (the JSON report on stdout), as
+                           fio and the other verbs spell it
+      --json               the same as -o json
   -h, --help
 
 Exit status: 0 ok, 1 when an I/O failed, verification found a mismatch or the run failed, 2 for bad usage.
@@ -126,7 +127,7 @@ const OPTIONS = {
   quick: { type: 'boolean' },
   out: { type: 'string' },
   json: { type: 'boolean' },
-  'output-format': { type: 'string' },
+  'output-format': { type: 'string', short: 'o' },
   list: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;

@@ -1,6 +1,6 @@
 // The initiator CLI against a scripted controller: flags, output, exit codes.
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,8 @@ import { durationArg } from './args.js';
 import { runInitiatorCli, type CliIo } from './initiator.js';
 import { INITIATOR_VERBS } from './verbs.js';
 import { FakeController } from '../harness/peers/fake-controller.js';
+import { TargetService } from '../target/index.js';
+import { etcNvmeDir, identityFile } from './host-identity.js';
 
 let f: FakeController;
 let out = '';
@@ -200,4 +202,46 @@ describe('nvme-tcp initiator CLI', () => {
     expect(stderr).toBe('');
     expect(code).toBe(0);
   }, 30_000);
+});
+
+describe('a host refused by the allow list of a real target', () => {
+  const SUBNQN = 'nqn.2024-01.io.test:acl';
+  const ALLOWED = 'nqn.2014-08.org.nvmexpress:uuid:5a1e0000-0000-4000-8000-00000000a110';
+  const FROM_FILE = 'nqn.2014-08.org.nvmexpress:uuid:f11e0000-0000-4000-8000-0000000000f1';
+  const FROM_FLAG = 'nqn.2014-08.org.nvmexpress:uuid:f1a90000-0000-4000-8000-0000000000f2';
+  let svc: TargetService;
+  let port = 0;
+  beforeEach(async () => {
+    svc = new TargetService();
+    await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, hosts: [ALLOWED], namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] }] });
+    port = (svc.boundPorts()[0] as { port: number }).port;
+  });
+  afterEach(async () => {
+    await svc.stop();
+    await rm(etcNvmeDir(), { recursive: true, force: true });
+  });
+
+  it('is named in the error with where its NQN came from: /etc/nvme/hostnqn, or -q', async () => {
+    await mkdir(etcNvmeDir(), { recursive: true });
+    await writeFile(path.join(etcNvmeDir(), 'hostnqn'), `${FROM_FILE}\n`);
+    expect(await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN], io)).toBe(1);
+    expect(err).toContain(`CONNECT_INVALID_HOST`);
+    expect(err).toContain(`does not allow host ${FROM_FILE} (read from ${path.join(etcNvmeDir(), 'hostnqn')}): add it on the target (--allow-host ${FROM_FILE}`);
+
+    err = '';
+    expect(await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN, '-q', FROM_FLAG], io)).toBe(1);
+    expect(err).toContain(`does not allow host ${FROM_FLAG} (given with -q)`);
+    expect(err.split('\n').filter(Boolean)).toHaveLength(1);
+
+    // The allowed host gets in: the refusal was about the NQN named.
+    err = '';
+    expect(await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN, '-q', ALLOWED], io)).toBe(0);
+    expect(err).toBe('');
+  });
+
+  it('without /etc/nvme/hostnqn: the identity kept for this user, and its file', async () => {
+    expect(await runInitiatorCli('connect', ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN], io)).toBe(1);
+    const kept = JSON.parse(await readFile(identityFile(), 'utf8')) as { hostnqn: string };
+    expect(err).toContain(`does not allow host ${kept.hostnqn} (this user's identity kept in ${identityFile()}, as no ${etcNvmeDir()}/hostnqn exists)`);
+  });
 });

@@ -9,7 +9,7 @@ import { connect, discover, type ConnectOptions, type Controller, type Discovery
 import { defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
 import { checkHostCmd, type CheckHostOpts } from './check-host.js';
 import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
-import { resolveHostIdentity } from './host-identity.js';
+import { etcNvmeDir, identityFile, resolveHostIdentity, type HostIdentity } from './host-identity.js';
 import { addResvOptions, runResv, type ResvOpts, type ResvVerb } from './resv.js';
 import { INITIATOR_VERBS } from './verbs.js';
 
@@ -526,6 +526,15 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
   }
 }
 
+/** Where the host NQN came from (HostIdentity.source): -q, a file read, the kept identity, or made from the host ID. */
+function hostnqnSource(id: HostIdentity): string {
+  const from = id.source.hostnqn;
+  if (from === 'flag') return 'given with -q';
+  if (from === 'generated') return `made from host ID ${id.hostid}, as no ${etcNvmeDir()}/hostnqn exists`;
+  if (from === identityFile()) return `this user's identity kept in ${from}, as no ${etcNvmeDir()}/hostnqn exists`;
+  return `read from ${from}`;
+}
+
 /** Why a Connect failed, with the fix where the status says what it is (NVMe-oF 1.1 §3.3 Connect response). */
 function failureLine(verb: string, err: Error & { code?: string }, v: Record<string, unknown>): string {
   let hint = '';
@@ -533,7 +542,9 @@ function failureLine(verb: string, err: Error & { code?: string }, v: Record<str
     const where = `-a ${String(v['traddr'] ?? 'ADDR')}${v['trsvcid'] !== undefined ? ` -s ${String(v['trsvcid'])}` : ''}`;
     hint = `; the target has no subsystem ${JSON.stringify(v['nqn'] ?? '')} (or this host may not use it): "nvme-tcp discover ${where}" lists what it serves`;
   } else if (/CONNECT_INVALID_HOST/.test(err.message)) {
-    hint = `; the subsystem does not allow host ${String(v['hostnqn'] ?? 'this host')}: add it on the target (--allow-host, or "target ctl host add")`;
+    // The NQN the Connect carried, resolved as connectOptions() did: the one string the target's allow list needs.
+    const id = resolveHostIdentity({ hostnqn: v['hostnqn'] as string | undefined, hostid: v['hostid'] as string | undefined });
+    hint = `; the subsystem does not allow host ${id.hostnqn} (${hostnqnSource(id)}): add it on the target (--allow-host ${id.hostnqn}, or "target ctl host add"), or connect as an allowed host with -q`;
   }
   return `nvme-tcp ${verb}: ${err.message}${err.code !== undefined ? ` [${err.code}]` : ''}${hint}\n`;
 }

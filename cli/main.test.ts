@@ -60,17 +60,19 @@ describe('nvme-tcp target (child process)', () => {
     expect(r.stderr()).toBe('');
   });
 
-  it('a port in use: one line on stderr; the JSON log on stdout names the failure without a stack', async () => {
+  it('a port in use: one plain line on stderr; the JSON log beside it names the failure without a stack', async () => {
     const busy = createServer();
     await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
     try {
       const port = (busy.address() as AddressInfo).port;
       const r = run(['target', '--listen', `127.0.0.1:${port}`, '--ram', '1M']);
       expect(await r.exit).toEqual({ code: 1, signal: null });
-      expect(r.stderr()).toBe(`nvme-tcp target: --listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port\n`);
-      const records = r.stdout().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(r.stdout()).toBe('');
+      const lines = r.stderr().trimEnd().split('\n');
+      expect(lines.filter((l) => !l.startsWith('{'))).toEqual([`nvme-tcp target: --listen: 127.0.0.1:${port} is already in use; stop the other listener or pick another port`]);
+      const records = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(records.map((x) => x['msg'])).toEqual(['start failed', 'stopping', 'target stopped']);
-      expect(r.stdout()).not.toMatch(/"stack"|\bat \S+ \(|listener error/);
+      expect(r.stderr()).not.toMatch(/"stack"|\bat \S+ \(|listener error/);
     } finally {
       await new Promise((r) => busy.close(r));
     }

@@ -3,7 +3,6 @@
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { availableParallelism, networkInterfaces } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
@@ -25,7 +24,7 @@ import {
 } from '../target/config/index.js';
 import { ApiConfigError, startTargetApi, type ApiHandle } from '../target/mgmt/index.js';
 import { gatewayId } from '../target/service/gateway.js';
-import { PLACEMENTS, isPlacement, type Placement } from '../target/workers/index.js';
+import { PLACEMENTS, isPlacement, stderrLogStream, type Placement } from '../target/workers/index.js';
 import { hostPortArg, nqnArg, sizeArg, UsageError, usageLine } from './args.js';
 import { runCtlCli } from './ctl.js';
 import { hasOpensslConfig, needsOpensslReexec, reexecWithNoTickets, REEXEC_ENV } from './openssl-reexec.js';
@@ -83,8 +82,8 @@ one 1 GiB RAM namespace, any host.
   --gateway-group NAME     serve as one gateway of the named gateway group (docs/gateway-groups.md); needs --etcd
   --etcd URL[,URL...]      etcd client URLs the gateway group is coordinated through, e.g. http://10.0.0.5:2379
   --gateway-id ID          this gateway's id in the group (default: the host name); unique per group
-  --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info); JSON lines on stdout,
-                           pretty-printed when stdout is a terminal
+  --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info). Logs are JSON lines on stderr,
+                           pretty-printed when stderr is a terminal; stdout has only the start-up lines
   -h, --help               this text
 
 SIZE is bytes or a K/M/G/T suffix (powers of 1024), e.g. 64M, 1G.
@@ -691,19 +690,9 @@ export function targetLoggerOptions(level: LevelWithSilent): { level: LevelWithS
   return { level, base: { pid: process.pid }, redact: { paths: [...LOG_REDACT_PATHS], censor: '<redacted>' } };
 }
 
+/** The target's log: on stderr (pretty on a terminal), so stdout carries only the start-up lines. */
 function createLogger(level: LevelWithSilent): Logger {
-  if (process.stdout.isTTY) {
-    try {
-      // pino-pretty is a dev dependency: pretty output only when it is installed.
-      createRequire(import.meta.url).resolve('pino-pretty');
-      return pino(targetLoggerOptions(level), pino.transport({ target: 'pino-pretty', options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l' } }));
-    } catch {
-      // fall through to JSON lines
-    }
-  }
-  // Synchronous writes: logs are rare (never per I/O at info) and must interleave in order with the plain
-  // start-up lines written to the same stdout.
-  return pino(targetLoggerOptions(level), pino.destination({ dest: 1, sync: true }));
+  return pino(targetLoggerOptions(level), stderrLogStream());
 }
 
 /** The service for a built config: its workers, placement and where PTPL reservations persist. */

@@ -13,8 +13,6 @@ async function main(): Promise<void> {
   if (cfgText === undefined) throw new Error('target-child: missing config argument');
   const cfg = JSON.parse(cfgText) as TargetConfig & { icReqTimeoutS?: number };
   const logger = pino({ level: process.env.FUZZ_TARGET_LOG ?? 'error' }, pino.destination(2));
-  // Worker processes (workers > 1) log to stderr as well, so the parent counts their error lines too.
-  process.env.NVME_TCP_WORKER_LOG_FD = '2';
   // The config's workers/placement, as the CLI passes them (docs/target.md "Target workers").
   const workers = cfg.workers === 'auto' ? availableParallelism() : cfg.workers;
   const svc = new TargetService({ logger, icReqTimeoutS: cfg.icReqTimeoutS ?? 2, ...(workers !== undefined ? { workers } : {}), ...(cfg.placement !== undefined ? { placement: cfg.placement } : {}) });

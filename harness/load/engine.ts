@@ -171,6 +171,8 @@ class WorkloadRun {
   readonly mismatches: VerifyMismatch[] = [];
   mismatchCount = 0;
   checkedBlocks = 0;
+  /** Reads whose data was checked (at least one block of it): the I/Os verified. */
+  checkedReads = 0;
   generation = 0;
   submitterIndex = 0;
   measuredMs = 0;
@@ -255,7 +257,7 @@ class WorkloadRun {
         maxMs: lagMs(loopDelay.max),
       },
       gc: gcResult,
-      verify: { enabled: this.verifyJobs.length > 0, checkedBlocks: this.checkedBlocks, mismatchCount: this.mismatchCount, mismatches: this.mismatches },
+      verify: { enabled: this.verifyJobs.length > 0, checkedReads: this.checkedReads, checkedBlocks: this.checkedBlocks, checkedBytes: this.checkedBlocks * this.bsz, mismatchCount: this.mismatchCount, mismatches: this.mismatches },
       errorMessages: this.errorMessages,
     };
   }
@@ -319,6 +321,7 @@ class WorkloadRun {
         try {
           const data = await this.target.read(l, n, ctx, slotBuf.subarray(0, n * bsz));
           this.checkedBlocks += n;
+          this.checkedReads++;
           this.recordMismatches(checkBlocks(data, l, bsz, j.name, (x) => map.get(x)));
         } catch (e) {
           this.recordError(st, `${j.name}: verify read lba ${l} +${n}: ${(e as Error).message}`);
@@ -674,7 +677,9 @@ class CloneRun {
   private checkRead(map: GenerationMap, data: Uint8Array, lba: number, blocks: number): void {
     const run = this.workload;
     const found = checkBlocks(data, lba, run.bsz, this.j.name, (l) => map.get(l)).filter((m) => !this.writesToo || map.get(m.lba) !== undefined);
-    run.checkedBlocks += this.writesToo ? countKnown(map, lba, blocks) : blocks;
+    const checked = this.writesToo ? countKnown(map, lba, blocks) : blocks;
+    run.checkedBlocks += checked;
+    if (checked > 0) run.checkedReads++;
     run.recordMismatches(found);
   }
 }
@@ -703,6 +708,7 @@ function jobResult(st: JobState): JobResult {
     numjobs: st.spec.numjobs,
     iodepth: st.spec.iodepth,
     bs: formatBs(st.spec.bssplit),
+    stonewall: st.spec.stonewall,
     durationMs: Math.round(d * 10) / 10,
     ...totals(st.counters, st.hists, d),
     clones: st.clones.map((c) => ({ clone: c.clone, hctx: c.hctx, ios: c.ios, iops: Math.round((c.ios / d) * 1000) })),

@@ -144,6 +144,8 @@ export interface JobResult extends IoTotals {
   numjobs: number;
   iodepth: number;
   bs: string;
+  /** Started only after every earlier job finished (fio stonewall): its rates do not add to the earlier jobs'. */
+  stonewall: boolean;
   /** Measured window of this job (ms, ramp excluded). */
   durationMs: number;
   /** Per clone: ios and IOPS, to show how evenly the submitters ran. */
@@ -179,7 +181,11 @@ export interface VerifyMismatch {
 
 export interface VerifyResult {
   enabled: boolean;
+  /** Reads whose data was checked (during the run and in the verify pass): the I/Os verified. */
+  checkedReads: number;
+  /** Logical blocks checked (the namespace's LBA size each), and those bytes. */
   checkedBlocks: number;
+  checkedBytes: number;
   mismatchCount: number;
   /** First mismatches (at most 64). */
   mismatches: VerifyMismatch[];

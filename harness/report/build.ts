@@ -1,6 +1,6 @@
 // Building reports: machine description, arm metrics from engine runs, and ratios computed from the arms.
 import os from 'node:os';
-import type { RunResult } from '../load/types.js';
+import type { JobResult, LatencySummary, RunResult, VerifyResult } from '../load/types.js';
 import type { Arm, ArmBound, Comparison, InitiatorInfo, KernelOffersInfo, MachineInfo, Report } from './types.js';
 import { REPORT_SCHEMA_VERSION } from './types.js';
 
@@ -185,4 +185,92 @@ export function offersText(o: KernelOffersInfo | undefined): string {
   const mp = `native multipath ${o.multipath ? 'on' : 'off'}, default iopolicy ${o.iopolicy ?? '?'}${pol}`;
   const pq = o.perQueue === undefined ? 'per-queue attributes not looked at (no controller connected)' : `per-queue io_cpu attribute: ${o.perQueue.ioCpu ?? 'none'}; per-queue info: ${o.perQueue.queueInfo ?? 'none'}`;
   return `Kernel offers: ${fab}; ${mp}; ${pq}.`;
+}
+
+/** Column heads of the arm metrics (runMetrics and the scenarios' extras), in table order; other keys show as named. */
+export const METRIC_HEADS: readonly { key: string; head: string }[] = [
+  { key: 'iops', head: 'IOPS' },
+  { key: 'mbps', head: 'MB/s' },
+  { key: 'p50Us', head: 'p50 µs' },
+  { key: 'p99Us', head: 'p99 µs' },
+  { key: 'p99_9Us', head: 'p99.9 µs' },
+  { key: 'maxUs', head: 'max µs' },
+  { key: 'cpuPct', head: 'CPU %' },
+  { key: 'busiestThreadPct', head: 'busiest thread %' },
+  { key: 'allowedCpus', head: 'allowed CPUs' },
+  { key: 'targetCpuPct', head: 'target CPU %' },
+  { key: 'targetBusiestThreadPct', head: 'target busiest thread %' },
+  { key: 'targetAllowedCpus', head: 'target allowed CPUs' },
+  { key: 'otherCpuPct', head: 'other CPU %' },
+  { key: 'loopLagP99Ms', head: 'loop lag p99 ms' },
+  { key: 'gcMs', head: 'GC ms' },
+  { key: 'gcMaxMs', head: 'GC max ms' },
+  { key: 'errors', head: 'errors' },
+  { key: 'verifyMismatches', head: 'verify mismatches' },
+  { key: 'ioQueues', head: 'I/O queues' },
+  { key: 'checkedBlocks', head: 'blocks checked' },
+];
+
+/**
+ * The metric columns of an arm table: every key some arm has, but `hidden`, with readable heads, in METRIC_HEADS order
+ * (other keys after, as named). A job file's arm runs several jobs, so a workload report hides RATE_KEYS there.
+ */
+export function metricColumns(r: Report, hidden: readonly string[] = []): { key: string; head: string }[] {
+  const skip = [...hidden, ...(r.kind === 'workload' ? RATE_KEYS : [])];
+  const keys = [...new Set(r.arms.flatMap((a) => Object.keys(a.metrics)))].filter((k) => !skip.includes(k));
+  const order = (k: string): number => {
+    const i = METRIC_HEADS.findIndex((c) => c.key === k);
+    return i < 0 ? METRIC_HEADS.length : i;
+  };
+  return keys.sort((x, y) => order(x) - order(y)).map((k) => ({ key: k, head: metricHead(k) }));
+}
+
+/** The readable head of a metric key ("p99.9 µs" for p99_9Us); a key without one as named. */
+export function metricHead(key: string): string {
+  return METRIC_HEADS.find((c) => c.key === key)?.head ?? key;
+}
+
+/** The throughput and latency columns: per job they are true, for an arm running several jobs they blend them. */
+export const RATE_KEYS: readonly string[] = ['iops', 'mbps', 'p50Us', 'p99Us', 'p99_9Us', 'maxUs'];
+
+/** One row of a job table: a whole job, or one direction of a mixed job (fio's read and write sections). */
+export interface JobRow {
+  job: string;
+  /** "randrw bs=4k qd=16 ×2" */
+  workload: string;
+  dir: 'all' | 'read' | 'write';
+  iops: number;
+  mbps: number;
+  latencyUs: LatencySummary | undefined;
+  ios: number;
+  errors: number | undefined;
+}
+
+const workloadText = (j: JobResult): string => `${j.rw} bs=${j.bs} qd=${j.iodepth}${j.numjobs > 1 ? ` ×${j.numjobs}` : ''}${j.stonewall ? ' (after the jobs before)' : ''}`;
+
+/**
+ * A run's job table: one row per job, and for a job that both read and wrote (randrw, readwrite) its reads and
+ * writes apart under it, as fio prints a mixed job. With several jobs that ran at once (none waits on a stonewall),
+ * a last row sums their IOPS and MB/s; latencies of different jobs are never combined into one figure.
+ */
+export function jobRows(run: RunResult): JobRow[] {
+  const rows: JobRow[] = [];
+  for (const j of run.jobs) {
+    const w = workloadText(j);
+    rows.push({ job: j.name, workload: w, dir: 'all', iops: j.iops, mbps: j.mbps, latencyUs: j.latencyUs, ios: j.ios, errors: j.errors });
+    if (j.readIos === 0 || j.writeIos === 0) continue;
+    rows.push({ job: j.name, workload: w, dir: 'read', iops: j.readIops, mbps: j.readMbps, latencyUs: j.readLatencyUs, ios: j.readIos, errors: undefined });
+    rows.push({ job: j.name, workload: w, dir: 'write', iops: j.writeIops, mbps: j.writeMbps, latencyUs: j.writeLatencyUs, ios: j.writeIos, errors: undefined });
+  }
+  if (run.jobs.length > 1 && run.jobs.slice(1).every((j) => !j.stonewall)) {
+    const sum = (f: (j: JobResult) => number): number => run.jobs.reduce((a, j) => a + f(j), 0);
+    rows.push({ job: `all ${run.jobs.length} jobs, at once`, workload: "sum of the jobs' rates", dir: 'all', iops: sum((j) => j.iops), mbps: Math.round(sum((j) => j.mbps) * 10) / 10, latencyUs: undefined, ios: sum((j) => j.ios), errors: sum((j) => j.errors) });
+  }
+  return rows;
+}
+
+/** "1234 reads verified (4.8 MiB in 9872 blocks), 0 mismatches", then the first `shown` mismatches. */
+export function verifyText(v: VerifyResult, shown = 1): string {
+  const list = v.mismatches.slice(0, shown).map((m) => `LBA ${m.lba} (${m.reason})`);
+  return `${v.checkedReads} reads verified (${fmtNum(v.checkedBytes / 2 ** 20)} MiB in ${v.checkedBlocks} blocks), ${v.mismatchCount} mismatches${list.length === 0 ? '' : `; first at ${list.join(', ')}`}`;
 }

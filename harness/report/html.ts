@@ -1,6 +1,6 @@
 // Self-contained HTML report: inline CSS, inline SVG charts (IOPS over time, latency CDF, per-queue bars), the report
 // JSON embedded for machines, and a few lines of script that only mark the page ready (used by the headless check).
-import { describeRatio, fmtNum, initiatorText, offersText } from './build.js';
+import { describeRatio, fmtNum, initiatorText, jobRows, metricColumns, metricHead, offersText, verifyText, type JobRow } from './build.js';
 import { barChart, lineChart, type Bar, type Series } from './svg.js';
 import type { Arm, Report } from './types.js';
 
@@ -10,7 +10,7 @@ const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1340px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:24px 0 8px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child,td.l{text-align:left}.meta{color:#555}.bad{color:#b00;font-weight:600}.ok{color:#070;font-weight:600}
+td:first-child,th:first-child,td.l{text-align:left}tr.dir td{color:#555}.meta{color:#555}.bad{color:#b00;font-weight:600}.ok{color:#070;font-weight:600}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.chart{background:#fff;border:1px solid #e4e4e4}
 .chart .ct{font-size:13px;font-weight:600;fill:#222}.chart .tick{font-size:10px;fill:#555}.chart .axis{font-size:11px;fill:#333}
 .chart .legend{font-size:11px;fill:#222}.chart .grid{stroke:#eee;stroke-width:1}.chart .plot{fill:none;stroke:#ccc}.chart .empty{fill:#999}
@@ -34,41 +34,42 @@ function renderCharts(r: Report, runArms: readonly Arm[]): string[] {
   if (first !== undefined) {
     const metric = first.metric;
     const bars: Bar[] = r.arms.filter((a) => a.metrics[metric] !== undefined).map((a, i) => ({ label: a.name, value: a.metrics[metric] as number, group: i }));
-    charts.push(barChart({ id: 'arms', title: `${metric} per arm`, yLabel: metric, bars }));
+    charts.push(barChart({ id: 'arms', title: `${metricHead(metric)} per arm`, yLabel: metricHead(metric), bars }));
   }
   return charts;
 }
 
 /** One row per arm: its name (and why it is bound, skipped or failed), params and every metric any arm has. */
 function renderArmTable(r: Report): string {
-  const metricKeys = [...new Set(r.arms.flatMap((a) => Object.keys(a.metrics)))];
-  return `<table><tr><th>arm</th><th>params</th>${metricKeys.map((k) => `<th>${esc(k)}</th>`).join('')}</tr>${r.arms
+  const cols = metricColumns(r);
+  return `<table><tr><th>arm</th><th>params</th>${cols.map((c) => `<th>${esc(c.head)}</th>`).join('')}</tr>${r.arms
       .map(
         (a) =>
           `<tr><td>${esc(a.name)}${a.bound === undefined ? '' : ` <span class="bad">${esc(a.bound.map((b) => `${b.side}-bound (${b.reason})`).join(', '))}</span>`}${a.skipped !== undefined ? ` <span class="bad">skipped: ${esc(a.skipped)}</span>` : ''}${a.error !== undefined ? ` <span class="bad">error: ${esc(a.error)}</span>` : ''}</td><td class="l">${esc(
             Object.entries(a.params)
               .map(([k, v]) => `${k}=${String(v)}`)
               .join(', '),
-          )}</td>${metricKeys.map((k) => `<td>${a.metrics[k] === undefined ? '' : esc(fmtNum(a.metrics[k] as number))}</td>`).join('')}</tr>`,
+          )}</td>${cols.map((c) => `<td>${a.metrics[c.key] === undefined ? '' : esc(fmtNum(a.metrics[c.key] as number))}</td>`).join('')}</tr>`,
       )
       .join('')}</table>`;
 }
 
-/** An arm's job table, CPU and event-loop line, verify result and errors. */
+/** An arm's job table (mixed jobs with their reads and writes apart), CPU and event-loop line, verify result and errors. */
 function renderJobs(a: Arm): string {
   const run = a.run;
   if (run === undefined) return '';
-  const rows = run.jobs
+  const lat = (l: JobRow['latencyUs'], k: 'p50' | 'p90' | 'p99' | 'p99_9' | 'max'): string => (l === undefined ? '' : fmtNum(l[k]));
+  const rows = jobRows(run)
     .map(
       (j) =>
-        `<tr><td>${esc(j.name)}</td><td class="l">${j.rw} bs=${esc(j.bs)} qd=${j.iodepth} jobs=${j.numjobs}</td><td>${fmtNum(j.iops)}</td><td>${fmtNum(j.mbps)}</td><td>${fmtNum(j.latencyUs.p50)}</td><td>${fmtNum(j.latencyUs.p90)}</td><td>${fmtNum(j.latencyUs.p99)}</td><td>${fmtNum(j.latencyUs.p99_9)}</td><td>${fmtNum(j.latencyUs.max)}</td><td>${j.errors}</td></tr>`,
+        `<tr${j.dir === 'all' ? '' : ' class="dir"'}><td>${esc(j.job)}</td><td class="l">${esc(j.workload)}</td><td class="l">${j.dir}</td><td>${fmtNum(j.iops)}</td><td>${fmtNum(j.mbps)}</td>${(['p50', 'p90', 'p99', 'p99_9', 'max'] as const).map((k) => `<td>${lat(j.latencyUs, k)}</td>`).join('')}<td>${j.ios}</td><td>${j.errors ?? ''}</td></tr>`,
     )
     .join('');
   const cpu = run.cpu;
   const tcpu = cpu.target === undefined ? '' : `; target ${cpu.target.percentOfCore}% of a core (${esc(cpu.target.source)})`;
-  const v = run.verify.enabled ? `<p>Verify: ${run.verify.checkedBlocks} blocks checked, <span class="${run.verify.mismatchCount === 0 ? 'ok' : 'bad'}">${run.verify.mismatchCount} mismatches</span>${run.verify.mismatches.map((m) => ` LBA ${m.lba} (${m.reason})`).slice(0, 8).join(',')}</p>` : '';
+  const v = run.verify.enabled ? `<p>Verify: <span class="${run.verify.mismatchCount === 0 ? 'ok' : 'bad'}">${esc(verifyText(run.verify, 8))}</span></p>` : '';
   const errs = run.errorMessages.length === 0 ? '' : `<p class="bad">${run.errorMessages.map(esc).join('<br>')}</p>`;
-  return `<h3>${esc(a.name)}</h3><table><tr><th>job</th><th>workload</th><th>IOPS</th><th>MB/s</th><th>p50 µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>errors</th></tr>${rows}</table><p class="meta">Measured ${fmtNum(run.durationMs)} ms; CPU ${cpu.percentOfCore}% of a core (${esc(cpu.label)})${tcpu}; event-loop delay p99 ${run.eventLoop.p99Ms} ms, max ${run.eventLoop.maxMs} ms.</p>${v}${errs}`;
+  return `<h3>${esc(a.name)}</h3><table><tr><th>job</th><th>workload</th><th>dir</th><th>IOPS</th><th>MB/s</th><th>p50 µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>I/Os</th><th>errors</th></tr>${rows}</table><p class="meta">Measured ${fmtNum(run.durationMs)} ms; CPU ${cpu.percentOfCore}% of a core (${esc(cpu.label)})${tcpu}; event-loop delay p99 ${run.eventLoop.p99Ms} ms, max ${run.eventLoop.maxMs} ms.</p>${v}${errs}`;
 }
 
 /** Marks the page ready for the headless check: each chart's box and mark count, and the arm count. */

@@ -1,27 +1,29 @@
 // Markdown summary of a report: hypothesis, arms table, ratios, verdict; what goes into a README or a PR comment.
-import { describeRatio, fmtNum, initiatorText, offersText } from './build.js';
+import { describeRatio, fmtNum, initiatorText, jobRows, metricColumns, offersText, verifyText, type JobRow } from './build.js';
 import type { Arm, Report } from './types.js';
 
-const COLUMNS: { key: string; head: string }[] = [
-  { key: 'iops', head: 'IOPS' },
-  { key: 'mbps', head: 'MB/s' },
-  { key: 'p50Us', head: 'p50 µs' },
-  { key: 'p99Us', head: 'p99 µs' },
-  { key: 'p99_9Us', head: 'p99.9 µs' },
-  { key: 'cpuPct', head: 'CPU %' },
-  { key: 'busiestThreadPct', head: 'busiest thread %' },
-  { key: 'targetCpuPct', head: 'target CPU %' },
-  { key: 'targetBusiestThreadPct', head: 'target busiest thread %' },
-  { key: 'otherCpuPct', head: 'other CPU %' },
-  { key: 'loopLagP99Ms', head: 'loop lag p99 ms' },
-  { key: 'gcMs', head: 'GC ms' },
-];
+/** Metrics the arm table leaves out (the status line and the verify line say them; allowed CPUs explain boundness). */
+const HIDDEN: readonly string[] = ['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs', 'allowedCpus', 'targetAllowedCpus'];
 
 const esc = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function paramText(a: Arm): string {
   const p = Object.entries(a.params).map(([k, v]) => `${k}=${String(v)}`);
   return p.length === 0 ? '' : p.join(', ');
+}
+
+const lat = (l: JobRow['latencyUs']): string => (l === undefined ? ' |  | ' : `${fmtNum(l.p50)} | ${fmtNum(l.p99)} | ${fmtNum(l.p99_9)}`);
+
+/** Each workload arm's jobs, one row each (mixed jobs with their reads and writes apart): what the arm row blends. */
+function jobTables(arms: readonly Arm[]): string[] {
+  const out: string[] = [];
+  for (const a of arms) {
+    if (a.run === undefined) continue;
+    out.push(`**Jobs${arms.length > 1 ? ` (${esc(a.name)})` : ''}:**`, '', '| job | workload | dir | IOPS | MB/s | p50 µs | p99 µs | p99.9 µs | I/Os | errors |', '|---|---|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of jobRows(a.run)) out.push(`| ${esc(r.job)} | ${esc(r.workload)} | ${r.dir} | ${fmtNum(r.iops)} | ${fmtNum(r.mbps)} | ${lat(r.latencyUs)} | ${r.ios} | ${r.errors ?? ''} |`);
+    out.push('');
+  }
+  return out;
 }
 
 /**
@@ -31,15 +33,12 @@ function paramText(a: Arm): string {
 function directionTables(arms: readonly Arm[]): string[] {
   const rows: string[] = [];
   for (const a of arms) {
-    for (const j of a.run?.jobs ?? []) {
-      if (j.readIos === 0 || j.writeIos === 0) continue;
-      const lat = (l: { p50: number; p99: number; p99_9: number }): string => `${fmtNum(l.p50)} | ${fmtNum(l.p99)} | ${fmtNum(l.p99_9)}`;
-      rows.push(`| ${esc(a.name)} | ${esc(j.name)} | ${j.rw} | read | ${fmtNum(j.readIops)} | ${fmtNum(j.readMbps)} | ${lat(j.readLatencyUs)} | ${j.readIos} |`);
-      rows.push(`| ${esc(a.name)} | ${esc(j.name)} | ${j.rw} | write | ${fmtNum(j.writeIops)} | ${fmtNum(j.writeMbps)} | ${lat(j.writeLatencyUs)} | ${j.writeIos} |`);
+    for (const r of a.run === undefined ? [] : jobRows(a.run)) {
+      if (r.dir !== 'all') rows.push(`| ${esc(a.name)} | ${esc(r.job)} | ${esc(r.workload)} | ${r.dir} | ${fmtNum(r.iops)} | ${fmtNum(r.mbps)} | ${lat(r.latencyUs)} | ${r.ios} |`);
     }
   }
   if (rows.length === 0) return [];
-  return ['**Reads and writes apart** (mixed jobs):', '', '| arm | job | rw | dir | IOPS | MB/s | p50 µs | p99 µs | p99.9 µs | I/Os |', '|---|---|---|---|---:|---:|---:|---:|---:|---:|', ...rows, ''];
+  return ['**Reads and writes apart** (mixed jobs):', '', '| arm | job | workload | dir | IOPS | MB/s | p50 µs | p99 µs | p99.9 µs | I/Os |', '|---|---|---|---|---:|---:|---:|---:|---:|---:|', ...rows, ''];
 }
 
 export function renderMarkdown(r: Report): string {
@@ -56,10 +55,8 @@ export function renderMarkdown(r: Report): string {
   }
   const armRows = r.arms;
   if (armRows.length > 0) {
-    const extraKeys = [...new Set(armRows.flatMap((a) => Object.keys(a.metrics)))].filter(
-      (k) => !COLUMNS.some((c) => c.key === k) && !['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs', 'allowedCpus', 'targetAllowedCpus'].includes(k),
-    );
-    const cols = [...COLUMNS.filter((c) => armRows.some((a) => a.metrics[c.key] !== undefined)), ...extraKeys.map((k) => ({ key: k, head: k }))];
+    // A job file's rates and latencies go in the job table below, not in one row blending its jobs.
+    const cols = metricColumns(r, HIDDEN);
     out.push(`| arm | params | ${cols.map((c) => c.head).join(' | ')} |`);
     out.push(`|---|---|${cols.map(() => '---:').join('|')}|`);
     for (const a of armRows) {
@@ -79,13 +76,9 @@ export function renderMarkdown(r: Report): string {
     out.push('');
   }
   if (r.verdict !== '') out.push(`**Verdict.** ${r.verdict}`, '');
-  out.push(...directionTables(armRows));
+  out.push(...(r.kind === 'workload' ? jobTables(armRows) : directionTables(armRows)));
   const verify = armRows.filter((a) => a.run?.verify.enabled === true);
-  for (const a of verify) {
-    const v = a.run?.verify;
-    if (v === undefined) continue;
-    out.push(`Verify (${a.name}): ${v.checkedBlocks} blocks checked, ${v.mismatchCount} mismatches${v.mismatches.length > 0 ? `; first at LBA ${v.mismatches[0]?.lba} (${v.mismatches[0]?.reason})` : ''}.`);
-  }
+  for (const a of verify) if (a.run !== undefined) out.push(`Verify (${a.name}): ${verifyText(a.run.verify)}.`);
   if (verify.length > 0) out.push('');
   for (const n of r.notes) out.push(`- ${n}`);
   if (r.notes.length > 0) out.push('');

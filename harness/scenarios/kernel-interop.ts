@@ -15,7 +15,7 @@ import { parseJobFile, resolveJobs } from '../load/job-file.js';
 import { NVMET_NQN, nvmetSetupScript } from '../kernel-host/nvmet.js';
 import { freePort, killLabGroup, labDir, runLabScript } from '../lab.js';
 import { controllerBlockTarget, REPO_ROOT, startInProcessTarget } from '../nvme.js';
-import { armFromRun, compare, makeReport } from '../report/build.js';
+import { armFromRun, compare, makeReport, verifyText } from '../report/build.js';
 import type { Arm } from '../report/types.js';
 import { allowedCpus, parseCpuList, startSpdkTargetProcess } from './placement.js';
 import { round1, type Scenario, type ScenarioContext } from './types.js';
@@ -321,10 +321,10 @@ export const kernelInterop: Scenario = {
     const c = compare(arms, `linux host IOPS: ${target.name} / linux target (emulated)`, 'iops', `linux-host->${target.figure}`, 'linux-host->linux-target', 'higher');
     const ci = compare(arms, 'IOPS against nvmet: ts initiator (host, hostfwd) / linux host (guest-local)', 'iops', 'ts-initiator->linux-target', 'linux-host->linux-target', 'higher');
     const v = arms.find((a) => a.name === 'ts-initiator->linux-target/verify');
-    const verifyText =
+    const verifyLine =
       v === undefined || v.error !== undefined || v.run === undefined
         ? ` Our initiator's verify run against nvmet did not complete${v?.error === undefined ? '' : ` (${v.error})`}.`
-        : ` Our initiator's randrw verify against nvmet: ${v.run.totals.ios} I/Os, ${v.run.verify.checkedBlocks} blocks checked, ${v.run.verify.mismatchCount} mismatches, ${v.run.totals.errors} errors (${v.run.verify.mismatchCount === 0 && v.run.totals.errors === 0 ? 'pass' : 'FAIL'}).`;
+        : ` Our initiator's randrw verify against nvmet: ${v.run.totals.ios} I/Os, ${verifyText(v.run.verify)}, ${v.run.totals.errors} errors (${v.run.verify.mismatchCount === 0 && v.run.totals.errors === 0 ? 'pass' : 'FAIL'}).`;
     const suites = arms.find((a) => a.name === 'interop-suites');
     const suiteText = suites === undefined ? '' : suites.skipped !== undefined ? ` Interop suites: skipped (${suites.skipped}).` : ` Interop suites: ${suites.metrics['passed'] ?? 0}/${suites.metrics['total'] ?? 0} passed.`;
     return makeReport({
@@ -334,7 +334,7 @@ export const kernelInterop: Scenario = {
       verdict:
         (c === undefined ? 'The Linux host did not complete fio against both targets: see the arm errors.' : `The Linux host ran fio against ${target.figure === 'ts-target' ? 'our target' : "SPDK's nvmf_tgt"} at ${round1(c.ratio)}× the IOPS it got from nvmet in the same guest.`) +
         (ci === undefined ? '' : ` Our initiator reached ${round1(ci.ratio)}× the Linux host's randread IOPS against the same nvmet.`) +
-        verifyText +
+        verifyLine +
         suiteText +
         ` (${label})`,
       notes,

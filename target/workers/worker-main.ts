@@ -4,6 +4,7 @@
 import type net from 'node:net';
 import { pino, type LevelWithSilent } from 'pino';
 import type { FromWorker, ToWorker } from './messages.js';
+import { stderrLogStream } from './log-stream.js';
 import { WorkerRuntime } from './worker.js';
 
 function send(m: FromWorker): void {
@@ -15,9 +16,10 @@ let chain: Promise<void> = Promise.resolve();
 
 process.on('message', (m: ToWorker, socket: net.Socket | undefined) => {
   if (m.t === 'init') {
-    // NVME_TCP_WORKER_LOG_FD=2: log to stderr, where a parent that counts error lines (harness/fuzz/child.ts) reads.
+    // The inherited stderr, where the primary logs too and where a parent that counts error lines reads
+    // (harness/fuzz/child.ts); stdout is the start-up lines' alone.
     const opts = { level: m.logLevel as LevelWithSilent, base: { worker: m.index, pid: process.pid } };
-    const logger = process.env.NVME_TCP_WORKER_LOG_FD === '2' ? pino(opts, pino.destination(2)) : pino(opts);
+    const logger = pino(opts, stderrLogStream());
     const r = new WorkerRuntime(m.index, logger, send);
     rt = r;
     chain = r.init(m.ports, m.subsystems).then(

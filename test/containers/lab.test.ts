@@ -63,7 +63,7 @@ describe('docker/compose.yaml: target + harness job', () => {
     const code = Number((await exit).out.trim());
     const out = await logs(harness);
     expect(code, out).toBe(0);
-    expect(out).toMatch(/Verify \(workload\): [1-9]\d* blocks checked, 0 mismatches\./);
+    expect(out).toMatch(/Verify \(workload\): [1-9]\d* reads verified \([\d.k]+ MiB in [1-9]\d* blocks\), 0 mismatches\./);
     expect(out).toContain('Status: ok.');
     expect(sawController, 'ctl controllers listed the harness controller during the job').toBe(true);
     const moving = samples.filter((v, i) => i > 0 && v > (samples[i - 1] ?? 0) && v > m0);
@@ -123,8 +123,8 @@ describe('bad input: the container stops with its one-line error and is not rest
       expect(w.code, w.err).toBe(0);
       const s = await state(name);
       const log = await podman(['logs', name]);
-      // stdout carries the JSON log records; stderr the one line a person reads.
-      const errLines = log.err.trim().split('\n');
+      // stderr carries the JSON log records and the one plain line a person reads; stdout nothing (no start).
+      const errLines = log.err.trim().split('\n').filter((l) => !l.startsWith('{'));
       expect(s?.exitCode, `${service}: ${log.out}${log.err}`).not.toBe(0);
       expect(s?.restarts, service).toBe(0);
       expect(errLines, `${service} prints one error line`).toHaveLength(1);

@@ -1,6 +1,6 @@
 // `nvme-tcp target --dhchap-key/--dhchap-ctrl-key` as a real child process at log level trace: hosts must
 // authenticate with exactly those keys, and no secret given on the command line (or later through the API) ever
-// shows up on stdout (start-up lines + JSON logs) or stderr — including the error path for a bad key.
+// shows up on stdout (start-up lines) or stderr (JSON logs, error lines) — including the error path for a bad key.
 import { Buffer } from 'node:buffer';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';

@@ -60,6 +60,65 @@ describe('nvme-tcp bench', () => {
     expect(rep.arms[0]?.run?.totals.readBytes).toBe(2 * 1024 * 1024);
   }, 30_000);
 
+  it('two different jobs: per-job rows (reads and writes apart), a labelled sum, readable HTML heads, -o json', async () => {
+    const d = await tmp();
+    const job = path.join(d, 'two.fio');
+    await writeFile(job, '[global]\nruntime=300ms\nsize=4m\n[mix]\nrw=randrw\nbs=4k\niodepth=8\nverify=crc32c\n[seq]\nrw=read\nbs=64k\niodepth=4\noffset=4m\n');
+    const r = await bench([job, '--out', d, '--ram', '16M']);
+    expect(r.code, r.err).toBe(0);
+    const rep = JSON.parse(await readFile(path.join(d, 'two.json'), 'utf8')) as Report;
+    const run = rep.arms[0]?.run;
+    const mix = run?.jobs.find((j) => j.name === 'mix');
+    const seq = run?.jobs.find((j) => j.name === 'seq');
+    if (run === undefined || mix === undefined || seq === undefined) throw new Error('jobs missing from the report');
+    expect(mix.readIos > 0 && mix.writeIos > 0 && seq.writeIos === 0).toBe(true);
+
+    // Markdown: no arm row blending a 4k randrw with a 64k read; one row per job, the mixed one split, then the sum.
+    const md = r.out;
+    const head = md.split('\n').find((l) => l.startsWith('| arm |')) ?? '';
+    expect(head).not.toMatch(/\| (IOPS|MB\/s|p50 µs|p99 µs|p99\.9 µs) \|/);
+    const rowOf = (job: string, dir: string): string | undefined => md.split('\n').find((l) => l.startsWith(`| ${job} |`) && l.includes(` | ${dir} | `));
+    expect(rowOf('mix', 'all')).toContain(`| randrw bs=4k qd=8 | all | ${fmtNum(mix.iops)} | ${fmtNum(mix.mbps)} |`);
+    expect(rowOf('mix', 'read')).toContain(`| read | ${fmtNum(mix.readIops)} | ${fmtNum(mix.readMbps)} | ${fmtNum(mix.readLatencyUs.p50)} |`);
+    expect(rowOf('mix', 'write')).toContain(`| write | ${fmtNum(mix.writeIops)} | ${fmtNum(mix.writeMbps)} |`);
+    expect(rowOf('seq', 'all')).toContain(`| read bs=64k qd=4 | all | ${fmtNum(seq.iops)} | ${fmtNum(seq.mbps)} | ${fmtNum(seq.latencyUs.p50)} |`);
+    expect(rowOf('seq', 'read')).toBeUndefined();
+    const sum = rowOf('all 2 jobs, at once', 'all');
+    expect(sum).toContain(`| sum of the jobs' rates | all | ${fmtNum(mix.iops + seq.iops)} |`);
+    expect(sum).toMatch(/\|\s+\|\s+\|\s+\| \d+ \| 0 \|$/); // no latency is made up for the sum
+    // Verify counts the reads it checked, with their bytes; blocks are the namespace's LBAs.
+    expect(run.verify.checkedReads).toBeGreaterThan(0);
+    expect(run.verify.checkedBytes).toBe(run.verify.checkedBlocks * 512);
+    expect(md).toContain(`Verify (workload): ${run.verify.checkedReads} reads verified (${fmtNum(run.verify.checkedBytes / 2 ** 20)} MiB in ${run.verify.checkedBlocks} blocks), 0 mismatches.`);
+
+    // HTML: readable heads, never the JSON keys; the mixed job's reads and writes apart.
+    const html = await readFile(path.join(d, 'two.html'), 'utf8');
+    const heads = [...html.matchAll(/<th>([^<]*)<\/th>/g)].map((m) => m[1]);
+    expect(heads).toEqual(expect.arrayContaining(['CPU %', 'loop lag p99 ms', 'p99.9 µs', 'dir']));
+    expect(heads.filter((h) => /^[a-z]+[A-Z]\w*$|_/.test(h ?? ''))).toEqual([]); // no camelCase or snake_case key
+    expect(html).toMatch(new RegExp(`<td>mix</td><td class="l">randrw bs=4k qd=8</td><td class="l">read</td><td>${fmtNum(mix.readIops)}</td>`));
+    expect(html).toMatch(new RegExp(`<td>mix</td><td class="l">randrw bs=4k qd=8</td><td class="l">write</td><td>${fmtNum(mix.writeIops)}</td>`));
+
+    // -o json, as every other verb takes it: the JSON report on stdout, per-job figures in it.
+    const j = await bench([job, '-o', 'json', '--ram', '16M']);
+    expect(j.code, j.err).toBe(0);
+    const jr = JSON.parse(j.out) as Report;
+    expect(jr.arms[0]?.run?.jobs.map((x) => [x.name, x.rw, x.bs, x.ios > 0, x.readIos > 0, x.writeIos > 0])).toEqual([
+      ['mix', 'randrw', '4k', true, true, true],
+      ['seq', 'read', '64k', true, true, false],
+    ]);
+  }, 30_000);
+
+  it('stonewalled jobs ran one after another: no sum row', async () => {
+    const d = await tmp();
+    const job = path.join(d, 'seq.fio');
+    await writeFile(job, '[global]\nruntime=150ms\nsize=2m\nbs=4k\n[a]\nrw=randwrite\n[b]\nstonewall\nrw=randread\n');
+    const r = await bench([job, '--ram', '8M']);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^\| b \| randread bs=4k qd=1 \(after the jobs before\) \| all \|/m);
+    expect(r.out).not.toContain('at once');
+  }, 30_000);
+
   it('runs a scenario through the CLI and writes its reports', async () => {
     const d = await tmp();
     const r = await bench(['--scenario', 'parallel-connect', '--quick', '--out', d]);
@@ -135,10 +194,11 @@ describe('nvme-tcp bench', () => {
     // 70 % reads: the split is the job's rwmixread, within the randomness of a few thousand draws.
     expect(j.readIos / j.ios).toBeGreaterThan(0.6);
     expect(j.readIos / j.ios).toBeLessThan(0.8);
-    const rows = normal.out.split('\n').filter((l) => l.startsWith('| workload | mix | randrw |'));
+    const rows = normal.out.split('\n').filter((l) => l.startsWith('| mix | randrw bs=4k qd=4 |'));
     expect(rows).toEqual([
-      `| workload | mix | randrw | read | ${fmtNum(j.readIops)} | ${fmtNum(j.readMbps)} | ${fmtNum(j.readLatencyUs.p50)} | ${fmtNum(j.readLatencyUs.p99)} | ${fmtNum(j.readLatencyUs.p99_9)} | ${j.readIos} |`,
-      `| workload | mix | randrw | write | ${fmtNum(j.writeIops)} | ${fmtNum(j.writeMbps)} | ${fmtNum(j.writeLatencyUs.p50)} | ${fmtNum(j.writeLatencyUs.p99)} | ${fmtNum(j.writeLatencyUs.p99_9)} | ${j.writeIos} |`,
+      `| mix | randrw bs=4k qd=4 | all | ${fmtNum(j.iops)} | ${fmtNum(j.mbps)} | ${fmtNum(j.latencyUs.p50)} | ${fmtNum(j.latencyUs.p99)} | ${fmtNum(j.latencyUs.p99_9)} | ${j.ios} | 0 |`,
+      `| mix | randrw bs=4k qd=4 | read | ${fmtNum(j.readIops)} | ${fmtNum(j.readMbps)} | ${fmtNum(j.readLatencyUs.p50)} | ${fmtNum(j.readLatencyUs.p99)} | ${fmtNum(j.readLatencyUs.p99_9)} | ${j.readIos} |  |`,
+      `| mix | randrw bs=4k qd=4 | write | ${fmtNum(j.writeIops)} | ${fmtNum(j.writeMbps)} | ${fmtNum(j.writeLatencyUs.p50)} | ${fmtNum(j.writeLatencyUs.p99)} | ${fmtNum(j.writeLatencyUs.p99_9)} | ${j.writeIos} |  |`,
     ]);
     const json = await bench([job, '--ram', '8M', '--output-format', 'json']);
     expect(json.code).toBe(0);
@@ -147,14 +207,15 @@ describe('nvme-tcp bench', () => {
     expect(printed.arms[0]?.run?.jobs[0]?.writeIos).toBeGreaterThan(0);
   }, 30_000);
 
-  it('a read-only job has no read/write table', async () => {
+  it('a read-only job has no read or write rows of its own, and one job no sum', async () => {
     const d = await tmp();
     const job = path.join(d, 'r.fio');
     await writeFile(job, '[r]\nrw=randread\nbs=4k\nsize=1m\n');
     const r = await bench([job, '--ram', '8M']);
     expect(r.code).toBe(0);
     expect(r.out).toContain('## Workload r.fio');
-    expect(r.out).not.toContain('Reads and writes apart');
+    expect(r.out.split('\n').filter((l) => l.startsWith('| r |')).map((l) => l.split(' | ')[2])).toEqual(['all']);
+    expect(r.out).not.toContain('at once');
   }, 30_000);
 
   it('--list names every scenario', async () => {

@@ -3,7 +3,7 @@
 // `nvme-tcp-ts/harness`, starts a target on 127.0.0.1:0, connects, writes and reads back; a TypeScript consumer
 // type-checked against the shipped declaration files; and the installed `nvme-tcp` bin, which must run without tsx
 // (a devDependency, absent from a consumer's tree).
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -131,4 +131,35 @@ describe('the packed package, installed into a fresh project', () => {
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/nvme-tcp/);
   });
+
+  it('the installed bin\'s target: stdout holds only the start-up lines, the JSON log goes to stderr', async () => {
+    const child = spawn(path.join(proj, 'node_modules', '.bin', 'nvme-tcp'), ['target', '--listen', '127.0.0.1:0', '--ram', '1M'], { cwd: proj, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!/^nvme connect /m.test(out) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const lines = out.trimEnd().split('\n');
+      expect(lines[0], out + err).toMatch(/^nvme-tcp target: listening on 127\.0\.0\.1:\d+, port id 1$/);
+      expect(lines.filter((l) => l.startsWith('nvme ')).length).toBe(2);
+      for (const l of lines) expect(l).toMatch(/^(nvme-tcp target: |nvme (discover|connect) )/);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+    const records = err.trimEnd().split('\n').map((l) => JSON.parse(l) as { msg?: string });
+    expect(records.map((r) => r.msg)).toEqual(expect.arrayContaining(['listening', 'target started', 'stopping', 'target stopped']));
+  }, 30_000);
+
+  it('the installed bin\'s target on a terminal: the log is pretty-printed (pino-pretty is a dependency)', () => {
+    // script(1) gives the target a pseudo-terminal for stdout and stderr; timeout(1) stops it with SIGTERM.
+    const bin = path.join(proj, 'node_modules', '.bin', 'nvme-tcp');
+    const r = spawnSync('script', ['-qec', `timeout -s TERM 4 ${bin} target --listen 127.0.0.1:0 --ram 1M`, '/dev/null'], { cwd: proj, encoding: 'utf8', timeout: 30_000 });
+    expect(r.stdout).toMatch(/^nvme discover -t tcp -a 127\.0\.0\.1 -s \d+\r?$/m);
+    expect(r.stdout).toMatch(/INFO.*target started/);
+    expect(r.stdout).not.toContain('"level":');
+  }, 30_000);
 });
