@@ -5,12 +5,13 @@ import { readFileSync } from 'node:fs';
 import { mkdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { connect, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
+import { connect, connectAll, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
 import { defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
+import { DiscSubtype } from '../protocol/index.js';
 import { checkHostCmd, type CheckHostOpts } from './check-host.js';
 import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
-import { resolveHostIdentity } from './host-identity.js';
-import { addResvOptions, runResv, type ResvOpts, type ResvVerb } from './resv.js';
+import { resolveHostIdentity, sharedHostIdWarning, type HostIdentity } from './host-identity.js';
+import { addResvOptions, RESV_SHORT, runResv, type ResvOpts, type ResvVerb } from './resv.js';
 import { INITIATOR_VERBS } from './verbs.js';
 
 export type { CliIo } from './args.js';
@@ -96,12 +97,18 @@ function parserFor(kind: Kind, flag: string): ((v: string) => unknown) | undefin
   }
 }
 
-/** Adds the connect flags (all but `skip`) and -t/-o to `c`. */
-function addConnOptions(c: Command, skip: readonly string[] = []): Command {
-  c.addOption(new Option('-t, --transport <trtype>', 'transport').choices(['tcp']).default('tcp'));
+/** "-a, --traddr <addr>" without its short letter when `longOnly` has it. */
+function flagsWithout(flags: string, longOnly: readonly string[]): string {
+  const m = /^-(\w), (.*)$/.exec(flags);
+  return m !== null && longOnly.includes(m[1] ?? '') ? (m[2] ?? flags) : flags;
+}
+
+/** Adds the connect flags (all but `skip`; those lettered in `longOnly` by their long name only) and -t/-o to `c`. */
+function addConnOptions(c: Command, skip: readonly string[] = [], longOnly: readonly string[] = []): Command {
+  c.addOption(new Option(flagsWithout('-t, --transport <trtype>', longOnly), 'transport').choices(['tcp']).default('tcp'));
   for (const [flags, key, kind, help] of CONN_FLAGS) {
     if (skip.includes(key)) continue;
-    const o = new Option(flags, help);
+    const o = new Option(flagsWithout(flags, longOnly), help);
     const p = parserFor(kind, o.long?.slice(2) ?? key);
     if (p !== undefined) o.argParser(p);
     c.addOption(o);
@@ -116,18 +123,28 @@ function flagOf(key: string): string | undefined {
   return row?.[0].replace(/\s*<.*$/, '').replace(', ', '/');
 }
 
-/** commander's values → ConnectOptions, with the host identity nvme-cli would use. */
-function connectOptions(v: Record<string, unknown>, requireTraddr = true): ConnectOptions {
+/**
+ * commander's values → ConnectOptions, with the host identity nvme-cli would use; warns on stderr when -q shares the
+ * hostid file's host ID (sharedHostIdWarning).
+ */
+function hostConnect(verb: string, v: Record<string, unknown>, io: CliIo): { opts: ConnectOptions; id: HostIdentity } {
   const o: Record<string, unknown> = {};
   for (const [flags, key] of CONN_FLAGS) {
     const attr = new Option(flags).attributeName();
     if (v[attr] !== undefined) o[key] = v[attr];
   }
-  if (requireTraddr && o['traddr'] === undefined) throw new UsageError('-a/--traddr is required; use e.g. -a 127.0.0.1');
-  const id = resolveHostIdentity({ hostnqn: o['hostnqn'] as string | undefined, hostid: o['hostid'] as string | undefined });
+  if (o['traddr'] === undefined) throw new UsageError(`${verb.startsWith('resv-') ? '--traddr' : '-a/--traddr'} is required; use e.g. ${verb.startsWith('resv-') ? '--traddr' : '-a'} 127.0.0.1`);
+  const flags = { hostnqn: o['hostnqn'] as string | undefined, hostid: o['hostid'] as string | undefined };
+  const id = resolveHostIdentity(flags);
+  const warning = sharedHostIdWarning(flags, id);
+  if (warning !== undefined) io.stderr(`nvme-tcp ${verb}: ${warning}\n`);
   o['hostnqn'] = id.hostnqn;
   o['hostid'] = id.hostid;
-  return o as unknown as ConnectOptions;
+  return { opts: o as unknown as ConnectOptions, id };
+}
+
+function connectOptions(verb: string, v: Record<string, unknown>, io: CliIo): ConnectOptions {
+  return hostConnect(verb, v, io).opts;
 }
 
 type Fmt = { outputFormat: 'normal' | 'json' };
@@ -200,43 +217,40 @@ function printDiscovery(entries: readonly DiscoveryEntry[], o: Fmt, io: CliIo): 
 }
 
 async function discoverCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise<number> {
-  printDiscovery(await discover(connectOptions(v)), v, io);
+  printDiscovery(await discover(connectOptions('discover', v, io)), v, io);
   return 0;
 }
 
 /**
- * `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives. With --hold the
- * controllers stay connected, as nvme-cli's connect-all keeps its controllers, each with its own state file and control
- * socket, so `list` shows them and `disconnect`/`disconnect-all` end them.
+ * `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives, and the referrals'
+ * entries (the library's connectAll, NVMe-oF 1.1 §5.3). A referral or entry that fails is one line on stderr and exit
+ * 1, as nvme-cli's connect-all returns non-zero when a connect fails. With --hold the controllers stay connected, as
+ * nvme-cli's connect-all keeps its controllers, each with its own state file and control socket, so `list` shows them
+ * and `disconnect`/`disconnect-all` end them.
  */
 async function connectAllCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
-  const base = connectOptions(v);
-  const entries = (await discover(base)).filter((e) => e.subtype === 2);
-  const { nqn: _n, traddr: _a, trsvcid: _s, ...rest } = base as ConnectOptions & Record<string, unknown>;
+  const { controllers, errors } = await connectAll(connectOptions('connect-all', v, io));
   const results: unknown[] = [];
   const held: Held[] = [];
-  let failed = 0;
-  for (const e of entries) {
-    try {
-      const c = await connect({ ...rest, traddr: e.traddr, trsvcid: Number(e.trsvcid), nqn: e.subnqn } as ConnectOptions);
-      if (v.outputFormat === 'json') results.push(controllerFacts(c));
-      else io.stdout(describeController(c));
-      if (v.hold === true) held.push(await holdController(c, `held-${process.pid}-${held.length + 1}`));
-      else await c.disconnect();
-    } catch (err) {
-      failed++;
-      const e2 = err as Error & { code?: string };
-      if (v.outputFormat === 'json') results.push({ subnqn: e.subnqn, traddr: e.traddr, trsvcid: e.trsvcid, error: e2.message, code: e2.code });
-      else io.stderr(`nvme-tcp connect-all: ${e.subnqn} at ${e.traddr}:${e.trsvcid}: ${e2.message}\n`);
-    }
+  for (const c of controllers) {
+    if (v.outputFormat === 'json') results.push(controllerFacts(c));
+    else io.stdout(describeController(c));
+    if (v.hold === true) held.push(await holdController(c, `held-${process.pid}-${held.length + 1}`));
+    else await c.disconnect();
+  }
+  for (const { entry: e, error } of errors) {
+    const code = (error as Error & { code?: string }).code;
+    const what = e.subtype === DiscSubtype.REFERRAL ? 'referral to discovery controller' : e.subnqn;
+    if (v.outputFormat === 'json') results.push({ subtype: e.subtype === DiscSubtype.REFERRAL ? 'referral' : 'nvme subsystem', subnqn: e.subnqn, traddr: e.traddr, trsvcid: e.trsvcid, error: error.message, code });
+    else io.stderr(`nvme-tcp connect-all: ${what} at ${e.traddr}:${e.trsvcid}: ${error.message}${code !== undefined ? ` [${code}]` : ''}\n`);
   }
   if (v.outputFormat === 'json') io.stdout(`${JSON.stringify(results, null, 2)}\n`);
-  else if (entries.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
+  else if (controllers.length === 0 && errors.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
   if (held.length > 0) {
     if (v.outputFormat !== 'json') io.stdout(`holding ${held.length} connection(s) (state in ${stateDir()}); Ctrl-C or "nvme-tcp disconnect-all" disconnects\n`);
     await holdUntilDone(held);
   }
-  return failed === 0 ? 0 : 1;
+  return errors.length === 0 ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------- connect --hold
@@ -288,7 +302,7 @@ async function holdUntilDone(held: readonly Held[]): Promise<void> {
 }
 
 async function connectCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
-  const c = await connect(connectOptions(v));
+  const c = await connect(connectOptions('connect', v, io));
   printController(c, v, io);
   if (v.hold !== true) {
     await c.disconnect();
@@ -429,7 +443,7 @@ type SizeValue = { text: string; bytes: number };
 
 async function ioVerify(opts: Record<string, unknown> & Fmt & { size: SizeValue; bs: SizeValue }, io: CliIo): Promise<number> {
   const v = { ...opts, size: opts.size.bytes, bs: opts.bs.bytes };
-  const c = await connect(connectOptions(v));
+  const c = await connect(connectOptions('io', v, io));
   try {
     const ns = c.namespaces[0];
     if (ns === undefined) throw new UsageError('the subsystem has no namespace');
@@ -509,14 +523,15 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
       return { cmd, run: (v) => checkHostCmd(v as unknown as CheckHostOpts, io) };
     default: {
       const rv = verb as ResvVerb;
-      addConnOptions(cmd);
+      addConnOptions(cmd, [], RESV_SHORT);
       addResvOptions(cmd, rv);
       return {
         cmd,
         run: async (v) => {
-          const c = await connect(connectOptions(v));
+          const { opts, id } = hostConnect(rv, v, io);
+          const c = await connect(opts);
           try {
-            return await runResv(rv, c, v as unknown as ResvOpts, io);
+            return await runResv(rv, c, v as unknown as ResvOpts, io, id);
           } finally {
             await c.disconnect();
           }
