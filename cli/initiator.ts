@@ -6,7 +6,7 @@ import { mkdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { connect, connectAll, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
-import { defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
+import { addrArg, defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
 import { DiscSubtype } from '../protocol/index.js';
 import { checkHostCmd, type CheckHostOpts } from './check-host.js';
 import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
@@ -56,6 +56,13 @@ const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
   ['--io-worker-cpus <list>', 'io_worker_cpus', 'cpus', 'pin io worker i to CPU list[i mod len], e.g. 0,1'],
   ['--io-budget-us <us>', 'io_budget_us', 'int', 'io worker submission budget'],
 ];
+
+/**
+ * The connect flags a discovery controller uses (admin queue only, one log read: NVMe-oF 1.1 §5.3): where, who, the
+ * admin queue's digests, keep-alive and timeout, authentication and TLS. Queue counts, reconnect timers and io workers
+ * have nothing to act on there, so `discover` does not offer them.
+ */
+const DISCOVER_KEYS: readonly string[] = ['traddr', 'trsvcid', 'hostnqn', 'hostid', 'host_traddr', 'host_iface', 'keep_alive_tmo', 'tos', 'hdr_digest', 'data_digest', 'admin_timeout', 'dhchap_secret', 'dhchap_ctrl_secret', 'tls', 'tls_key', 'tls_identity_version', 'tls_hkdf'];
 
 /** "0,1,4" → [0, 1, 4] (--io-worker-cpus). */
 export function parseCpuList(flag: string, v: string): number[] {
@@ -338,13 +345,19 @@ async function disconnectCmd(v: Fmt & { nqn?: string; pid?: number; all?: boolea
   const chosen = v.all === true ? states : states.filter((s) => (v.nqn === undefined || s.controller.subnqn === v.nqn) && (v.pid === undefined || s.pid === v.pid));
   if (v.all !== true && v.nqn === undefined && v.pid === undefined) throw new UsageError('say which: -n NQN or --pid PID (or use disconnect-all)');
   const done: number[] = [];
+  const failed: string[] = [];
   for (const st of chosen) {
     const r = await controlRequest(st, { op: 'disconnect' });
     if (r.ok) done.push(st.pid);
+    else failed.push(`pid ${st.pid}: ${r.message ?? 'no answer on its control socket'}`);
   }
   if (v.outputFormat === 'json') io.stdout(`${JSON.stringify({ disconnected: done.length, pids: done })}\n`);
   else io.stdout(`disconnected ${done.length} controller(s)${done.length > 0 ? ` (pids ${done.join(', ')})` : ''}\n`);
-  return v.all !== true && done.length === 0 ? 1 : 0;
+  if (v.all === true || done.length > 0) return 0;
+  // As nvme-cli says which NQN or device it found nothing for.
+  const which = [v.nqn !== undefined ? `-n ${v.nqn}` : '', v.pid !== undefined ? `--pid ${v.pid}` : ''].filter(Boolean).join(' ');
+  io.stderr(`nvme-tcp disconnect: ${failed.length > 0 ? failed.join('; ') : `no held connection matches ${which} (${states.length} held; "nvme-tcp list" shows them)`}\n`);
+  return 1;
 }
 
 async function queuesCmd(v: Fmt & { setWorker?: string; pid?: number }, io: CliIo): Promise<number> {
@@ -441,6 +454,12 @@ async function readPass(c: Controller, count: number, bs: number, seed: number):
 /** A size flag's bytes with the text given, so a message quotes what the user typed. */
 type SizeValue = { text: string; bytes: number };
 
+/** --NAME <size> with default `text`, which --help shows as written (not the parsed object). */
+function sizeOption(name: string, help: string, text: string): Option {
+  const parse = (x: string): SizeValue => ({ text: x, bytes: sizeArg(name, x) });
+  return new Option(`--${name} <size>`, help).argParser(parse).default(parse(text), text);
+}
+
 async function ioVerify(opts: Record<string, unknown> & Fmt & { size: SizeValue; bs: SizeValue }, io: CliIo): Promise<number> {
   const v = { ...opts, size: opts.size.bytes, bs: opts.bs.bytes };
   const c = await connect(connectOptions('io', v, io));
@@ -479,7 +498,7 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
   const fmt = (): Command => cmd.addOption(outputFormatOption());
   switch (verb) {
     case 'discover':
-      addConnOptions(cmd, ['nqn']);
+      addConnOptions(cmd, CONN_FLAGS.map((r) => r[1]).filter((k) => !DISCOVER_KEYS.includes(k)));
       return { cmd, run: (v) => discoverCmd(v as Record<string, unknown> & Fmt, io) };
     case 'connect-all':
       addConnOptions(cmd, ['nqn']).option('--hold', 'keep the controllers until Ctrl-C or "nvme-tcp disconnect-all"');
@@ -501,8 +520,8 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
     case 'io':
       addConnOptions(cmd)
         .argument('<action>', 'verify: write a stamped pattern, read it back, compare')
-        .option('--size <size>', 'bytes to write and verify (64M, 1.5G; at most the namespace)', (x): SizeValue => ({ text: x, bytes: sizeArg('size', x) }), { text: '64M', bytes: 64 * 2 ** 20 })
-        .option('--bs <size>', 'block size per I/O', (x): SizeValue => ({ text: x, bytes: sizeArg('bs', x) }), { text: '4096', bytes: 4096 });
+        .addOption(sizeOption('size', 'bytes to write and verify (64M, 1.5G; at most the namespace)', '64M'))
+        .addOption(sizeOption('bs', 'block size per I/O', '4096'));
       return {
         cmd,
         run: (v, args) => {
@@ -517,7 +536,7 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
       return { cmd, run: (v) => queuesCmd(v as Fmt, io) };
     case 'check-host':
       fmt()
-        .option('-a, --traddr <addr>', 'the target address whose route to check')
+        .option('-a, --traddr <addr>', 'the target address whose route to check', (x) => addrArg('traddr', x))
         .option('-f, --host-iface <iface>', 'the interface to check')
         .option('--queues-from <file>', 'a held connection state file: print steering advice for its queues');
       return { cmd, run: (v) => checkHostCmd(v as unknown as CheckHostOpts, io) };
