@@ -6,8 +6,8 @@ import { mkdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { connect, connectAll, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
-import { addrArg, defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
 import { DiscSubtype } from '../protocol/index.js';
+import { addrArg, defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
 import { checkHostCmd, type CheckHostOpts } from './check-host.js';
 import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
 import { resolveHostIdentity, sharedHostIdWarning, type HostIdentity } from './host-identity.js';
@@ -125,9 +125,9 @@ function addConnOptions(c: Command, skip: readonly string[] = [], longOnly: read
 
 /** The flag of a ConnectOptions key as the user typed it ("keep_alive_tmo" → "-k/--keep-alive-tmo"); the library's
  * range checks name the key. */
-function flagOf(key: string): string | undefined {
+function flagOf(key: string, longOnly: readonly string[]): string | undefined {
   const row = CONN_FLAGS.find((r) => r[1] === key);
-  return row?.[0].replace(/\s*<.*$/, '').replace(', ', '/');
+  return row === undefined ? undefined : flagsWithout(row[0], longOnly).replace(/\s*<.*$/, '').replace(', ', '/');
 }
 
 /**
@@ -588,7 +588,7 @@ export async function runInitiatorCli(verb: string, argv: readonly string[], io:
   } catch (e) {
     if (e instanceof UsageError || (e as { name?: string }).name === 'CommanderError') return parseFailure(e, io, `nvme-tcp ${name}`);
     const err = e as Error & { code?: string; field?: string };
-    const flag = err.code === 'NVMEOF_ERR_INVALID_ARG' && err.field !== undefined ? flagOf(err.field) : undefined;
+    const flag = err.code === 'NVMEOF_ERR_INVALID_ARG' && err.field !== undefined ? flagOf(err.field, name.startsWith('resv-') ? RESV_SHORT : []) : undefined;
     if (flag !== undefined) return parseFailure(new UsageError(`${flag} ${err.message.slice(`${err.field ?? ''}: `.length)}`), io, `nvme-tcp ${name}`);
     io.stderr(failureLine(name, err, opts));
     return err.code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;

@@ -1,5 +1,5 @@
-// `nvme-tcp resv-register|resv-acquire|resv-release|resv-report`: nvme-cli's reservation verbs and long flag names
-// (NVMe Base 2.0 §7.5-7.8), over one connection made with the connect flags.
+// `nvme-tcp resv-register|resv-acquire|resv-release|resv-report`: nvme-cli's reservation verbs with its flags and short
+// letters (NVMe Base 2.0 §7.5-7.8), over one connection made with the connect flags.
 import type { Command } from 'commander';
 import { NvmeStatusError, type Controller, type ResvReport } from '../initiator/index.js';
 import { Ctratt, Status } from '../protocol/index.js';
