@@ -71,8 +71,9 @@ describe('two runs of the bin are one host', () => {
       const h1 = (JSON.parse(c1.out) as { hostnqn: string }).hostnqn;
       expect(h1).toMatch(/^nqn\.2014-08\.org\.nvmexpress:uuid:/);
       expect((JSON.parse(c2.out) as { hostnqn: string }).hostnqn).toBe(h1);
-      expect(await bin(['resv-register', ...conn, '--nrkey', '0xa1'], env)).toMatchObject({ code: 0, err: '' });
-      expect(await bin(['resv-acquire', ...conn, '--crkey', '0xa1', '--rtype', '1'], env)).toMatchObject({ code: 0, err: '' });
+      const resvConn = ['--traddr', '127.0.0.1', '-s', String(port), '--nqn', 'testnqn'];
+      expect(await bin(['resv-register', ...resvConn, '--nrkey', '0xa1'], env)).toMatchObject({ code: 0, err: '' });
+      expect(await bin(['resv-acquire', ...resvConn, '--crkey', '0xa1', '--rtype', '1'], env)).toMatchObject({ code: 0, err: '' });
       expect(t.reservationStatus('testnqn', 1).registrants).toHaveLength(1);
     } finally {
       await t.stop();

@@ -84,3 +84,13 @@ export function resolveHostIdentity(flags: { hostnqn?: string | undefined; hosti
   else hostnqn ??= makeHostNqn(hostid);
   return { hostnqn: hostnqn ?? '', hostid: (hostid ?? '').toLowerCase(), source };
 }
+
+/**
+ * The one-line warning for `-q` without `-I` while the hostid file supplies the host ID: every such NQN is the same
+ * host to a target's reservations (a registrant is its Host Identifier, NVMe Base 2.0 §8.19.1), which a user giving a
+ * second NQN rarely means. undefined when the ID came from -I or follows from the NQN.
+ */
+export function sharedHostIdWarning(flags: { hostnqn?: string | undefined; hostid?: string | undefined }, id: HostIdentity): string | undefined {
+  if (flags.hostnqn === undefined || flags.hostid !== undefined || id.source.hostid === 'generated') return undefined;
+  return `warning: -q ${flags.hostnqn} keeps the host ID in ${id.source.hostid} (${id.hostid}), so every -q NQN is one host to the target's reservations; give -I UUID for a host of its own`;
+}

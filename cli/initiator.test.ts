@@ -101,6 +101,26 @@ describe('nvme-tcp initiator CLI', () => {
     expect(out).toMatch(/interface to 127\.0\.0\.1: lo/);
   });
 
+  it('check-host -a with something that is not an address: one line naming the flag, exit 2', async () => {
+    expect(await runInitiatorCli('check-host', ['-a', '999.1.1.1'], io)).toBe(2);
+    expect(err).toBe('nvme-tcp check-host: --traddr 999.1.1.1: not an IP address; use e.g. 127.0.0.1 or ::1\n');
+    expect(out).toBe('');
+  });
+
+  it('help shows defaults as typed (io --size 64M) and discover lists only the flags a discovery controller uses', async () => {
+    expect(await runInitiatorCli('io', ['--help'], io)).toBe(0);
+    expect(out).toMatch(/--size <size>[^]*\(default: 64M\)/);
+    expect(out).toMatch(/--bs <size>[^]*\(default: 4096\)/);
+    expect(out).not.toContain('{');
+    out = '';
+    expect(await runInitiatorCli('discover', ['--help'], io)).toBe(0);
+    const flags = [...out.matchAll(/^ {2}(?:-\w, )?(--[\w-]+)/gm)].map((m) => m[1]);
+    expect(flags).toEqual(['--transport', '--traddr', '--trsvcid', '--hostnqn', '--hostid', '--host-traddr', '--host-iface', '--keep-alive-tmo', '--tos', '--hdr-digest', '--data-digest', '--admin-timeout', '--dhchap-secret', '--dhchap-ctrl-secret', '--tls', '--tls-key', '--tls-identity-version', '--tls-hkdf', '--output-format', '--help']);
+    // A connect-only flag is refused there, not ignored.
+    expect(await runInitiatorCli('discover', ['-a', '127.0.0.1', '--nr-io-queues', '4'], io)).toBe(2);
+    expect(err).toMatch(/^nvme-tcp discover: unknown option '--nr-io-queues'/);
+  });
+
   it('every verb answers --help and -h with its options, exit 0', async () => {
     for (const verb of Object.keys(INITIATOR_VERBS)) {
       for (const h of ['--help', '-h']) {

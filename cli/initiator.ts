@@ -5,12 +5,13 @@ import { readFileSync } from 'node:fs';
 import { mkdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { connect, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
-import { defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
+import { connect, connectAll, discover, type ConnectOptions, type Controller, type DiscoveryEntry } from '../initiator/index.js';
+import { DiscSubtype } from '../protocol/index.js';
+import { addrArg, defaultIo, durationArg, intArg, table, newCommand, nqnArg, outputFormatOption, parseFailure, portArg, sizeArg, UsageError, type CliIo } from './args.js';
 import { checkHostCmd, type CheckHostOpts } from './check-host.js';
 import { controlRequest, queueTable, readStates, serveControl, stateDir, writeState, type StateFile } from './held.js';
-import { etcNvmeDir, identityFile, resolveHostIdentity, type HostIdentity } from './host-identity.js';
-import { addResvOptions, runResv, type ResvOpts, type ResvVerb } from './resv.js';
+import { etcNvmeDir, identityFile, resolveHostIdentity, sharedHostIdWarning, type HostIdentity } from './host-identity.js';
+import { addResvOptions, RESV_SHORT, runResv, type ResvOpts, type ResvVerb } from './resv.js';
 import { INITIATOR_VERBS } from './verbs.js';
 
 export type { CliIo } from './args.js';
@@ -56,6 +57,13 @@ const CONN_FLAGS: readonly (readonly [string, string, Kind, string])[] = [
   ['--io-budget-us <us>', 'io_budget_us', 'int', 'io worker submission budget'],
 ];
 
+/**
+ * The connect flags a discovery controller uses (admin queue only, one log read: NVMe-oF 1.1 §5.3): where, who, the
+ * admin queue's digests, keep-alive and timeout, authentication and TLS. Queue counts, reconnect timers and io workers
+ * have nothing to act on there, so `discover` does not offer them.
+ */
+const DISCOVER_KEYS: readonly string[] = ['traddr', 'trsvcid', 'hostnqn', 'hostid', 'host_traddr', 'host_iface', 'keep_alive_tmo', 'tos', 'hdr_digest', 'data_digest', 'admin_timeout', 'dhchap_secret', 'dhchap_ctrl_secret', 'tls', 'tls_key', 'tls_identity_version', 'tls_hkdf'];
+
 /** "0,1,4" → [0, 1, 4] (--io-worker-cpus). */
 export function parseCpuList(flag: string, v: string): number[] {
   const out = v.split(',').map((x) => x.trim());
@@ -96,12 +104,18 @@ function parserFor(kind: Kind, flag: string): ((v: string) => unknown) | undefin
   }
 }
 
-/** Adds the connect flags (all but `skip`) and -t/-o to `c`. */
-function addConnOptions(c: Command, skip: readonly string[] = []): Command {
-  c.addOption(new Option('-t, --transport <trtype>', 'transport').choices(['tcp']).default('tcp'));
+/** "-a, --traddr <addr>" without its short letter when `longOnly` has it. */
+function flagsWithout(flags: string, longOnly: readonly string[]): string {
+  const m = /^-(\w), (.*)$/.exec(flags);
+  return m !== null && longOnly.includes(m[1] ?? '') ? (m[2] ?? flags) : flags;
+}
+
+/** Adds the connect flags (all but `skip`; those lettered in `longOnly` by their long name only) and -t/-o to `c`. */
+function addConnOptions(c: Command, skip: readonly string[] = [], longOnly: readonly string[] = []): Command {
+  c.addOption(new Option(flagsWithout('-t, --transport <trtype>', longOnly), 'transport').choices(['tcp']).default('tcp'));
   for (const [flags, key, kind, help] of CONN_FLAGS) {
     if (skip.includes(key)) continue;
-    const o = new Option(flags, help);
+    const o = new Option(flagsWithout(flags, longOnly), help);
     const p = parserFor(kind, o.long?.slice(2) ?? key);
     if (p !== undefined) o.argParser(p);
     c.addOption(o);
@@ -111,23 +125,33 @@ function addConnOptions(c: Command, skip: readonly string[] = []): Command {
 
 /** The flag of a ConnectOptions key as the user typed it ("keep_alive_tmo" → "-k/--keep-alive-tmo"); the library's
  * range checks name the key. */
-function flagOf(key: string): string | undefined {
+function flagOf(key: string, longOnly: readonly string[]): string | undefined {
   const row = CONN_FLAGS.find((r) => r[1] === key);
-  return row?.[0].replace(/\s*<.*$/, '').replace(', ', '/');
+  return row === undefined ? undefined : flagsWithout(row[0], longOnly).replace(/\s*<.*$/, '').replace(', ', '/');
 }
 
-/** commander's values → ConnectOptions, with the host identity nvme-cli would use. */
-function connectOptions(v: Record<string, unknown>, requireTraddr = true): ConnectOptions {
+/**
+ * commander's values → ConnectOptions, with the host identity nvme-cli would use; warns on stderr when -q shares the
+ * hostid file's host ID (sharedHostIdWarning).
+ */
+function hostConnect(verb: string, v: Record<string, unknown>, io: CliIo): { opts: ConnectOptions; id: HostIdentity } {
   const o: Record<string, unknown> = {};
   for (const [flags, key] of CONN_FLAGS) {
     const attr = new Option(flags).attributeName();
     if (v[attr] !== undefined) o[key] = v[attr];
   }
-  if (requireTraddr && o['traddr'] === undefined) throw new UsageError('-a/--traddr is required; use e.g. -a 127.0.0.1');
-  const id = resolveHostIdentity({ hostnqn: o['hostnqn'] as string | undefined, hostid: o['hostid'] as string | undefined });
+  if (o['traddr'] === undefined) throw new UsageError(`${verb.startsWith('resv-') ? '--traddr' : '-a/--traddr'} is required; use e.g. ${verb.startsWith('resv-') ? '--traddr' : '-a'} 127.0.0.1`);
+  const flags = { hostnqn: o['hostnqn'] as string | undefined, hostid: o['hostid'] as string | undefined };
+  const id = resolveHostIdentity(flags);
+  const warning = sharedHostIdWarning(flags, id);
+  if (warning !== undefined) io.stderr(`nvme-tcp ${verb}: ${warning}\n`);
   o['hostnqn'] = id.hostnqn;
   o['hostid'] = id.hostid;
-  return o as unknown as ConnectOptions;
+  return { opts: o as unknown as ConnectOptions, id };
+}
+
+function connectOptions(verb: string, v: Record<string, unknown>, io: CliIo): ConnectOptions {
+  return hostConnect(verb, v, io).opts;
 }
 
 type Fmt = { outputFormat: 'normal' | 'json' };
@@ -200,43 +224,40 @@ function printDiscovery(entries: readonly DiscoveryEntry[], o: Fmt, io: CliIo): 
 }
 
 async function discoverCmd(v: Record<string, unknown> & Fmt, io: CliIo): Promise<number> {
-  printDiscovery(await discover(connectOptions(v)), v, io);
+  printDiscovery(await discover(connectOptions('discover', v, io)), v, io);
   return 0;
 }
 
 /**
- * `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives. With --hold the
- * controllers stay connected, as nvme-cli's connect-all keeps its controllers, each with its own state file and control
- * socket, so `list` shows them and `disconnect`/`disconnect-all` end them.
+ * `connect-all`: every NVM subsystem entry of the log, each at the address the entry gives, and the referrals'
+ * entries (the library's connectAll, NVMe-oF 1.1 §5.3). A referral or entry that fails is one line on stderr and exit
+ * 1, as nvme-cli's connect-all returns non-zero when a connect fails. With --hold the controllers stay connected, as
+ * nvme-cli's connect-all keeps its controllers, each with its own state file and control socket, so `list` shows them
+ * and `disconnect`/`disconnect-all` end them.
  */
 async function connectAllCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
-  const base = connectOptions(v);
-  const entries = (await discover(base)).filter((e) => e.subtype === 2);
-  const { nqn: _n, traddr: _a, trsvcid: _s, ...rest } = base as ConnectOptions & Record<string, unknown>;
+  const { controllers, errors } = await connectAll(connectOptions('connect-all', v, io));
   const results: unknown[] = [];
   const held: Held[] = [];
-  let failed = 0;
-  for (const e of entries) {
-    try {
-      const c = await connect({ ...rest, traddr: e.traddr, trsvcid: Number(e.trsvcid), nqn: e.subnqn } as ConnectOptions);
-      if (v.outputFormat === 'json') results.push(controllerFacts(c));
-      else io.stdout(describeController(c));
-      if (v.hold === true) held.push(await holdController(c, `held-${process.pid}-${held.length + 1}`));
-      else await c.disconnect();
-    } catch (err) {
-      failed++;
-      const e2 = err as Error & { code?: string };
-      if (v.outputFormat === 'json') results.push({ subnqn: e.subnqn, traddr: e.traddr, trsvcid: e.trsvcid, error: e2.message, code: e2.code });
-      else io.stderr(`nvme-tcp connect-all: ${e.subnqn} at ${e.traddr}:${e.trsvcid}: ${e2.message}\n`);
-    }
+  for (const c of controllers) {
+    if (v.outputFormat === 'json') results.push(controllerFacts(c));
+    else io.stdout(describeController(c));
+    if (v.hold === true) held.push(await holdController(c, `held-${process.pid}-${held.length + 1}`));
+    else await c.disconnect();
+  }
+  for (const { entry: e, error } of errors) {
+    const code = (error as Error & { code?: string }).code;
+    const what = e.subtype === DiscSubtype.REFERRAL ? 'referral to discovery controller' : e.subnqn;
+    if (v.outputFormat === 'json') results.push({ subtype: e.subtype === DiscSubtype.REFERRAL ? 'referral' : 'nvme subsystem', subnqn: e.subnqn, traddr: e.traddr, trsvcid: e.trsvcid, error: error.message, code });
+    else io.stderr(`nvme-tcp connect-all: ${what} at ${e.traddr}:${e.trsvcid}: ${error.message}${code !== undefined ? ` [${code}]` : ''}\n`);
   }
   if (v.outputFormat === 'json') io.stdout(`${JSON.stringify(results, null, 2)}\n`);
-  else if (entries.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
+  else if (controllers.length === 0 && errors.length === 0) io.stdout('no NVM subsystems in the discovery log\n');
   if (held.length > 0) {
     if (v.outputFormat !== 'json') io.stdout(`holding ${held.length} connection(s) (state in ${stateDir()}); Ctrl-C or "nvme-tcp disconnect-all" disconnects\n`);
     await holdUntilDone(held);
   }
-  return failed === 0 ? 0 : 1;
+  return errors.length === 0 ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------- connect --hold
@@ -288,7 +309,7 @@ async function holdUntilDone(held: readonly Held[]): Promise<void> {
 }
 
 async function connectCmd(v: Record<string, unknown> & Fmt & { hold?: boolean }, io: CliIo): Promise<number> {
-  const c = await connect(connectOptions(v));
+  const c = await connect(connectOptions('connect', v, io));
   printController(c, v, io);
   if (v.hold !== true) {
     await c.disconnect();
@@ -324,13 +345,19 @@ async function disconnectCmd(v: Fmt & { nqn?: string; pid?: number; all?: boolea
   const chosen = v.all === true ? states : states.filter((s) => (v.nqn === undefined || s.controller.subnqn === v.nqn) && (v.pid === undefined || s.pid === v.pid));
   if (v.all !== true && v.nqn === undefined && v.pid === undefined) throw new UsageError('say which: -n NQN or --pid PID (or use disconnect-all)');
   const done: number[] = [];
+  const failed: string[] = [];
   for (const st of chosen) {
     const r = await controlRequest(st, { op: 'disconnect' });
     if (r.ok) done.push(st.pid);
+    else failed.push(`pid ${st.pid}: ${r.message ?? 'no answer on its control socket'}`);
   }
   if (v.outputFormat === 'json') io.stdout(`${JSON.stringify({ disconnected: done.length, pids: done })}\n`);
   else io.stdout(`disconnected ${done.length} controller(s)${done.length > 0 ? ` (pids ${done.join(', ')})` : ''}\n`);
-  return v.all !== true && done.length === 0 ? 1 : 0;
+  if (v.all === true || done.length > 0) return 0;
+  // As nvme-cli says which NQN or device it found nothing for.
+  const which = [v.nqn !== undefined ? `-n ${v.nqn}` : '', v.pid !== undefined ? `--pid ${v.pid}` : ''].filter(Boolean).join(' ');
+  io.stderr(`nvme-tcp disconnect: ${failed.length > 0 ? failed.join('; ') : `no held connection matches ${which} (${states.length} held; "nvme-tcp list" shows them)`}\n`);
+  return 1;
 }
 
 async function queuesCmd(v: Fmt & { setWorker?: string; pid?: number }, io: CliIo): Promise<number> {
@@ -427,9 +454,15 @@ async function readPass(c: Controller, count: number, bs: number, seed: number):
 /** A size flag's bytes with the text given, so a message quotes what the user typed. */
 type SizeValue = { text: string; bytes: number };
 
+/** --NAME <size> with default `text`, which --help shows as written (not the parsed object). */
+function sizeOption(name: string, help: string, text: string): Option {
+  const parse = (x: string): SizeValue => ({ text: x, bytes: sizeArg(name, x) });
+  return new Option(`--${name} <size>`, help).argParser(parse).default(parse(text), text);
+}
+
 async function ioVerify(opts: Record<string, unknown> & Fmt & { size: SizeValue; bs: SizeValue }, io: CliIo): Promise<number> {
   const v = { ...opts, size: opts.size.bytes, bs: opts.bs.bytes };
-  const c = await connect(connectOptions(v));
+  const c = await connect(connectOptions('io', v, io));
   try {
     const ns = c.namespaces[0];
     if (ns === undefined) throw new UsageError('the subsystem has no namespace');
@@ -465,7 +498,7 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
   const fmt = (): Command => cmd.addOption(outputFormatOption());
   switch (verb) {
     case 'discover':
-      addConnOptions(cmd, ['nqn']);
+      addConnOptions(cmd, CONN_FLAGS.map((r) => r[1]).filter((k) => !DISCOVER_KEYS.includes(k)));
       return { cmd, run: (v) => discoverCmd(v as Record<string, unknown> & Fmt, io) };
     case 'connect-all':
       addConnOptions(cmd, ['nqn']).option('--hold', 'keep the controllers until Ctrl-C or "nvme-tcp disconnect-all"');
@@ -487,8 +520,8 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
     case 'io':
       addConnOptions(cmd)
         .argument('<action>', 'verify: write a stamped pattern, read it back, compare')
-        .option('--size <size>', 'bytes to write and verify (64M, 1.5G; at most the namespace)', (x): SizeValue => ({ text: x, bytes: sizeArg('size', x) }), { text: '64M', bytes: 64 * 2 ** 20 })
-        .option('--bs <size>', 'block size per I/O', (x): SizeValue => ({ text: x, bytes: sizeArg('bs', x) }), { text: '4096', bytes: 4096 });
+        .addOption(sizeOption('size', 'bytes to write and verify (64M, 1.5G; at most the namespace)', '64M'))
+        .addOption(sizeOption('bs', 'block size per I/O', '4096'));
       return {
         cmd,
         run: (v, args) => {
@@ -503,20 +536,21 @@ function defineVerb(verb: string, io: CliIo): { cmd: Command; run: Run } {
       return { cmd, run: (v) => queuesCmd(v as Fmt, io) };
     case 'check-host':
       fmt()
-        .option('-a, --traddr <addr>', 'the target address whose route to check')
+        .option('-a, --traddr <addr>', 'the target address whose route to check', (x) => addrArg('traddr', x))
         .option('-f, --host-iface <iface>', 'the interface to check')
         .option('--queues-from <file>', 'a held connection state file: print steering advice for its queues');
       return { cmd, run: (v) => checkHostCmd(v as unknown as CheckHostOpts, io) };
     default: {
       const rv = verb as ResvVerb;
-      addConnOptions(cmd);
+      addConnOptions(cmd, [], RESV_SHORT);
       addResvOptions(cmd, rv);
       return {
         cmd,
         run: async (v) => {
-          const c = await connect(connectOptions(v));
+          const { opts, id } = hostConnect(rv, v, io);
+          const c = await connect(opts);
           try {
-            return await runResv(rv, c, v as unknown as ResvOpts, io);
+            return await runResv(rv, c, v as unknown as ResvOpts, io, id);
           } finally {
             await c.disconnect();
           }
@@ -565,7 +599,7 @@ export async function runInitiatorCli(verb: string, argv: readonly string[], io:
   } catch (e) {
     if (e instanceof UsageError || (e as { name?: string }).name === 'CommanderError') return parseFailure(e, io, `nvme-tcp ${name}`);
     const err = e as Error & { code?: string; field?: string };
-    const flag = err.code === 'NVMEOF_ERR_INVALID_ARG' && err.field !== undefined ? flagOf(err.field) : undefined;
+    const flag = err.code === 'NVMEOF_ERR_INVALID_ARG' && err.field !== undefined ? flagOf(err.field, name.startsWith('resv-') ? RESV_SHORT : []) : undefined;
     if (flag !== undefined) return parseFailure(new UsageError(`${flag} ${err.message.slice(`${err.field ?? ''}: `.length)}`), io, `nvme-tcp ${name}`);
     io.stderr(failureLine(name, err, opts));
     return err.code === 'NVMEOF_ERR_INVALID_ARG' ? 2 : 1;

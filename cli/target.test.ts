@@ -228,6 +228,19 @@ describe('runTargetCli in-process', () => {
     expect(c.err).toEqual([]);
   });
 
+  it('exit 2 naming the flag when a --file directory does not exist (a config file path: the same reason)', async () => {
+    const c = capture();
+    const img = join(dir, 'no-such-dir', 'x.img');
+    expect(await runTargetCli(['--listen', '127.0.0.1:0', '--file', `${img}:1M`], c.io)).toBe(2);
+    const reason = `directory ${join(dir, 'no-such-dir')} does not exist; create it (mkdir -p ${join(dir, 'no-such-dir')}) or put the file in an existing directory`;
+    expect(c.err).toEqual([`nvme-tcp target: --file ${img}:1M: ${reason}\n`]);
+    const cfg = join(dir, 'missing-dir.json');
+    await writeFile(cfg, JSON.stringify({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: 'nqn.2024-01.io.example:m', allowAnyHost: true, namespaces: [{ nsid: 1, backend: { type: 'file', path: img, size: '1M' } }] }] }));
+    const c2 = capture();
+    expect(await runTargetCli(['--config', cfg], c2.io)).toBe(2);
+    expect(c2.err).toEqual([`nvme-tcp target: namespace backend ${img}: ${reason}\n`]);
+  });
+
   it('exit 2 and one stderr line for a bad flag', async () => {
     const c = capture();
     expect(await runTargetCli(['--ram', '12Q'], c.io)).toBe(2);

@@ -1,7 +1,7 @@
 // `nvme-tcp target`: flags and config files → one validated TargetConfig → TargetService; prints the
 // nvme-cli lines to reach it, logs with pino, and shuts down cleanly on SIGINT/SIGTERM.
 import path from 'node:path';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { availableParallelism, networkInterfaces } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
@@ -565,6 +565,7 @@ async function backendFor(f: NamespaceFlag, blockSize: number): Promise<Namespac
   }
   if (kind === 'block') throw new ConfigError(`${flag}: ${f.path} is a block device; block devices are not supported, use a regular file`);
   if (kind === 'other') throw new ConfigError(`${flag}: ${f.path} is not a regular file; use a regular file`);
+  if (kind === 'missing' && !existsSync(path.dirname(f.path))) throw new ConfigError(`${flag}: ${missingPathReason(f.path)}`);
   if (kind === 'missing' && f.size === undefined) throw new ConfigError(`${flag}: ${f.path} does not exist; add a size to create it (--file ${f.path}:1G)`);
   return f.size !== undefined ? { type: 'file', path: f.path, size: f.size } : { type: 'file', path: f.path };
 }
@@ -900,6 +901,7 @@ function startError(err: unknown): string {
   if (e.code?.startsWith('NVMEOF_ERR_GATEWAY_') === true) return `--gateway-group: ${e.message ?? ''}`;
   // A namespace file the target cannot open (an unwritable volume in a container) is not a --listen problem.
   if (e.syscall === 'open' && typeof e.path === 'string') {
+    if (e.code === 'ENOENT') return `namespace backend ${e.path}: ${missingPathReason(e.path)}`;
     return `namespace backend ${e.path}: ${e.code ?? 'open failed'}; make its directory writable by the target's user (uid ${process.getuid?.() ?? '?'}) or set the namespace "readOnly": true`;
   }
   if (e.code === 'EADDRINUSE') return `--listen: ${e.address ?? ''}:${e.port ?? ''} is already in use; stop the other listener or pick another port`;
@@ -910,9 +912,19 @@ function startError(err: unknown): string {
 
 // ---------------------------------------------------------------------------------------------- gateway groups
 
-/** Bad input, exit 2: an invalid argument, or a gateway group that refused this gateway or could not be reached. */
+/** Why a namespace file that does not exist cannot be opened: its directory is missing, or it is and the file is not. */
+function missingPathReason(file: string): string {
+  const dir = path.dirname(file);
+  return existsSync(dir) ? 'no such file; give a size (PATH:SIZE) to create it, or the path of an existing file' : `directory ${dir} does not exist; create it (mkdir -p ${dir}) or put the file in an existing directory`;
+}
+
+/**
+ * Bad input, exit 2: an invalid argument, a namespace file path that does not exist, or a gateway group that refused
+ * this gateway or could not be reached.
+ */
 function isStartInputError(err: unknown): boolean {
   const code = (err as { code?: string }).code ?? '';
+  if (code === 'ENOENT' && (err as { syscall?: string }).syscall === 'open') return true;
   return code === 'NVMEOF_ERR_INVALID_ARG' || code === 'NVMEOF_ERR_ETCD_UNREACHABLE' || code.startsWith('NVMEOF_ERR_GATEWAY_');
 }
 

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connect, type Controller } from './index.js';
 import { InvalidArgumentError } from './errors.js';
-import { resolveOptions } from './options.js';
+import { resolveOptions, tosRefusal } from './options.js';
 import { FakeController } from '../harness/peers/fake-controller.js';
 
 const base = { traddr: '127.0.0.1', trsvcid: 4420, nqn: 'nqn.2024-01.io.test:x' };
@@ -82,8 +82,12 @@ describe('resolveOptions', () => {
     });
   }
 
-  it('refuses a TOS with the reason (Node.js 20 cannot set IP_TOS) instead of ignoring it', () => {
-    expect(() => resolveOptions({ ...base, tos: 0x10 })).toThrow(/^tos: 16: Node\.js 20 cannot set IP_TOS on a TCP socket; leave it at -1/);
+  it('refuses a TOS with the reason true for the running Node.js instead of ignoring it', () => {
+    const has = typeof (net.Socket.prototype as { setTypeOfService?: unknown }).setTypeOfService === 'function';
+    const why = has ? `this initiator does not set IP_TOS yet \\(Node\\.js ${process.versions.node.replace(/\./g, '\\.')} has socket\\.setTypeOfService` : `Node\\.js ${process.versions.node.replace(/\./g, '\\.')} cannot set IP_TOS on a TCP socket \\(its net\\.Socket has no setTypeOfService\\)`;
+    expect(() => resolveOptions({ ...base, tos: 0x10 })).toThrow(new RegExp(`^tos: 16: ${why}.*; leave it at -1`));
+    expect(tosRefusal(16, '22.23.5', false)).toMatch(/^16: Node\.js 22\.23\.5 cannot set IP_TOS on a TCP socket \(its net\.Socket has no setTypeOfService\); leave it at -1/);
+    expect(tosRefusal(16, '24.22.3', true)).toMatch(/^16: this initiator does not set IP_TOS yet \(Node\.js 24\.22\.3 has socket\.setTypeOfService, but its queues do not call it\); leave it at -1/);
     expect(resolveOptions({ ...base, tos: -1 }).tos).toBe(-1);
     expect(resolveOptions(base).tos).toBe(-1);
   });

@@ -51,7 +51,7 @@ export interface ConnectOptions {
   duplicate_connect?: boolean;
   /** Connect CATTR bit 2: disable SQ flow control. */
   disable_sqflow?: boolean;
-  /** IP TOS byte (-T). Only -1 (the default: leave it alone) is accepted; Node.js 20 has no way to set IP_TOS. */
+  /** IP TOS byte (-T). Only -1 (the default: leave it alone) is accepted (tosRefusal says why on the running Node.js). */
   tos?: number;
   /** Transport queues per hctx (queue group size), 1..16; default 1. */
   queues_per_hctx?: number;
@@ -308,15 +308,21 @@ function resolveRecovery(o: Raw, discovery: boolean): Pick<ResolvedOptions, 'kee
   return { keepAliveTmo, reconnectDelay, ctrlLossTmo, fastIoFailTmo };
 }
 
+/**
+ * Why a TOS is refused on this Node.js: without socket.setTypeOfService (absent from Node.js 22.23, present in 24.22) a
+ * net.Socket has no way to set IP_TOS; where it exists, this initiator's queues do not call it yet. Either way a TOS
+ * could only be silently ignored.
+ */
+export function tosRefusal(tos: number, nodeVersion = process.versions.node, hasSetter = typeof (net.Socket.prototype as { setTypeOfService?: unknown }).setTypeOfService === 'function'): string {
+  const why = hasSetter
+    ? `this initiator does not set IP_TOS yet (Node.js ${nodeVersion} has socket.setTypeOfService, but its queues do not call it)`
+    : `Node.js ${nodeVersion} cannot set IP_TOS on a TCP socket (its net.Socket has no setTypeOfService)`;
+  return `${tos}: ${why}; leave it at -1 (the default) and mark the traffic outside the process (e.g. an nftables/iptables DSCP rule on the target port)`;
+}
+
 function resolveTos(o: Raw): number {
   const tos = int(o, 'tos', -1, -1, 255);
-  // Node.js 20's net.Socket has no setsockopt and no IP_TOS option, so a TOS could only be silently ignored.
-  if (tos !== -1) {
-    throw new InvalidArgumentError(
-      'tos',
-      `${tos}: Node.js 20 cannot set IP_TOS on a TCP socket; leave it at -1 (the default) and mark the traffic outside the process (e.g. an nftables/iptables DSCP rule on the target port)`,
-    );
-  }
+  if (tos !== -1) throw new InvalidArgumentError('tos', tosRefusal(tos));
   return tos;
 }
 

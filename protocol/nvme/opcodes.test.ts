@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AdminOpcode, FABRICS_OPCODE, NvmOpcode, adminOpcodeName, nvmOpcodeName, opcodeDataDirection } from './opcodes.js';
+import { AdminOpcode, FABRICS_OPCODE, NvmOpcode, adminOpcodeName, nvmOpcodeName,
+  opcodeLabel, opcodeDataDirection } from './opcodes.js';
 
 describe('opcodes (NVMe Base 2.0 Figure 138, NVM Command Set 1.0 Figure 17)', () => {
   it.each([
@@ -29,6 +30,14 @@ describe('opcodes (NVMe Base 2.0 Figure 138, NVM Command Set 1.0 Figure 17)', ()
     expect(nvmOpcodeName(0x7f)).toBe('FABRICS');
     expect(adminOpcodeName(0xc3)).toBe('0xc3');
     expect(nvmOpcodeName(0x03)).toBe('0x03');
+  });
+
+  it('labels opcodes for stats with the spec mnemonics, and admin-0xNN / io-0xNN otherwise (256 per set)', () => {
+    expect([0x06, 0x02, 0x0c, 0x18, 0x09].map((op) => opcodeLabel('admin', op))).toEqual(['identify', 'get-log-page', 'async-event', 'keep-alive', 'set-features']);
+    expect([0x01, 0x02, 0x08, 0x09, 0x0d, 0x0e].map((op) => opcodeLabel('io', op))).toEqual(['write', 'read', 'write-zeroes', 'dsm', 'resv-register', 'resv-report']);
+    expect([opcodeLabel('admin', 0xc3), opcodeLabel('io', 0x03), opcodeLabel('io', 0x7f)]).toEqual(['admin-0xc3', 'io-0x03', 'io-0x7f']);
+    const all = new Set(Array.from({ length: 1024 }, (_, i) => opcodeLabel(i < 512 ? 'admin' : 'io', i)));
+    expect(all.size).toBe(512);
   });
 
   it.each([

@@ -86,6 +86,22 @@ export function nvmOpcodeName(op: number): string {
   return nvmNames.get(op) ?? hexByte(op);
 }
 
+/**
+ * Labels for stats and /metrics, one scheme for both sets: the spec mnemonic in kebab case ("identify",
+ * "get-log-page", "write-zeroes", "resv-register"), else "admin-0xNN" / "io-0xNN". 256 per set at most, so a host
+ * sending odd opcodes cannot grow the label set without bound. Built once: admin commands look theirs up per command.
+ */
+function labels(names: ReadonlyMap<number, string>, set: string): readonly string[] {
+  return Array.from({ length: 256 }, (_, op) => names.get(op)?.toLowerCase().replace(/_/g, '-') ?? `${set}-${hexByte(op)}`);
+}
+const ADMIN_LABELS = labels(adminNames, 'admin');
+const IO_LABELS = labels(nvmNames, 'io');
+
+/** The stats / metrics label of an admin or NVM I/O opcode (see `labels`). */
+export function opcodeLabel(set: 'admin' | 'io', op: number): string {
+  return (set === 'admin' ? ADMIN_LABELS : IO_LABELS)[op & 0xff] ?? `${set}-${hexByte(op)}`;
+}
+
 /** Data transfer direction of a command. */
 export const DataDirection = { NONE: 'none', H2C: 'h2c', C2H: 'c2h', BIDI: 'bidi' } as const;
 export type DataDirection = (typeof DataDirection)[keyof typeof DataDirection];

@@ -185,7 +185,7 @@ describe('AER slots', () => {
   it('AERs are not counted in the command latency histogram (they stay outstanding by design)', () => {
     const { subsys, admin } = ready();
     admin.asyncEvent();
-    const name = 'admin-0x0c';
+    const name = 'async-event';
     expect(subsys.opcodeCounts[name]).toBe(1);
     expect(subsys.latency[name]?.count).toBe(0);
   });

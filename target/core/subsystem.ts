@@ -1,7 +1,7 @@
 // An NVM or discovery subsystem (nvmet_subsys): namespaces, host ACL, faults, its controllers and per-opcode stats.
 import { createHash } from 'node:crypto';
 import type { Buffer } from 'node:buffer';
-import { NvmOpcode } from '../../protocol/index.js';
+import { opcodeLabel } from '../../protocol/index.js';
 import type { FaultConfig, SubsystemConfig } from '../config/types.js';
 import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
@@ -60,16 +60,6 @@ export interface ControllerEntry {
   resvNotice(nsid: number, type: ResvNotifType): void;
   teardown(reason: string): void;
 }
-
-/** Stats names of the NVM command set opcodes (others: `0x..`). */
-const IO_OPNAME: Readonly<Record<number, string>> = {
-  [NvmOpcode.FLUSH]: 'flush',
-  [NvmOpcode.WRITE]: 'write',
-  [NvmOpcode.READ]: 'read',
-  [NvmOpcode.COMPARE]: 'compare',
-  [NvmOpcode.WRITE_ZEROES]: 'write-zeroes',
-  [NvmOpcode.DSM]: 'dsm',
-};
 
 export class Subsystem {
   /** Every configured namespace, enabled or not (nvmet's subsys->namespaces); the active ones are `nsids`. */
@@ -297,7 +287,7 @@ export class Subsystem {
   countIoOpcode(op: number): LatencyHistogram {
     let st = this.#ioStats[op];
     if (st === undefined) {
-      const name = IO_OPNAME[op] ?? `0x${op.toString(16)}`;
+      const name = opcodeLabel('io', op);
       st = this.#stats.get(name);
       if (st === undefined) {
         st = new OpcodeStat();

@@ -1,5 +1,8 @@
 // HTTP edge cases of the management API with a stand-in service: limits, malformed input, error mapping.
 import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../protocol/index.js';
 import type { TargetConfig } from '../config/types.js';
@@ -97,6 +100,33 @@ describe('management API edge cases', () => {
     expect(f.status).toBe(409);
     expect(JSON.parse(f.body)).toEqual({ error: 'disk on fire' });
     expect((await raw(h, 'PUT', '/ports/1/ana/0', '{"state":"optimized"}')).status).toBe(400);
+  });
+
+  it('logs a refusal (4xx) at info with its status and reason and no stack; a 5xx at error with the stack', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    // Write-back into a directory that does not exist: the change applies, the save fails (500).
+    const configPath = path.join(tmpdir(), `nvme-tcp-no-such-dir-${process.pid}`, 'target.json');
+    const h = await startApi(
+      fakeService({
+        addSubsystem: () => Promise.reject(new InvalidArgumentError('subsystems.nqn', 'nqn.2024-01.io.test:b already exists')),
+        addAllowedHost: () => undefined,
+      }),
+      { listen: '127.0.0.1:0', logger, configPath, writeBack: true },
+    );
+    cleanups.push(() => h.close());
+    expect((await raw(h, 'POST', '/subsystems', '{"nqn":"nqn.2024-01.io.test:b"}')).status).toBe(409);
+    expect((await raw(h, 'GET', '/nowhere')).status).toBe(404);
+    expect((await raw(h, 'POST', `/subsystems/${encodeURIComponent('nqn.2024-01.io.test:a')}/hosts`, '{"nqn":"nqn.2024-01.io.test:h"}')).status).toBe(500);
+    const refused = lines.filter((l) => l.msg === 'management request refused');
+    expect(refused.map((l) => [l.level, l.status, l.reason, 'err' in l])).toEqual([
+      [30, 409, 'subsystems.nqn: nqn.2024-01.io.test:b already exists', false],
+      [30, 404, expect.stringMatching(/nowhere/), false],
+    ]);
+    const failed = lines.filter((l) => l.msg === 'management request failed');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toMatchObject({ level: 50, status: 500, err: { stack: expect.stringMatching(/writing .*target\.json failed/) } });
+    expect(lines.some((l) => l.level === 40)).toBe(false);
   });
 
   it('answers HEAD like GET without a body, and 405 with Allow for other methods', async () => {

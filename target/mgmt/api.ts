@@ -155,7 +155,10 @@ async function dispatch(d: Dispatcher, req: IncomingMessage, res: ServerResponse
   } catch (err) {
     const r = errorReply(err);
     if (r.status === 413) res.setHeader('connection', 'close');
-    if (r.status === 409) d.log?.warn({ err, method, path: url.pathname }, 'management request refused');
+    // A refusal (4xx) is the caller's input meeting the target's rules: one info line with the status and the reason,
+    // no stack. A 5xx is the target's own failure and keeps its stack.
+    if (r.status >= 500) d.log?.error({ err, method, path: url.pathname, status: r.status }, 'management request failed');
+    else d.log?.info({ method, path: url.pathname, status: r.status, reason: r.error }, 'management request refused');
     sendError(res, r);
   }
 }

@@ -197,7 +197,8 @@ describe('DH-HMAC-CHAP: initiator ↔ target', () => {
     let out = '';
     let err = '';
     const io = { stdout: (s: string) => void (out += s), stderr: (s: string) => void (err += s) };
-    const args = ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN, '-q', HOSTNQN, '-i', '1', '-D'];
+    // -I with -q: the machine's /etc/nvme/hostid (if any) stays out of it, and with it the shared-host-ID warning.
+    const args = ['-a', '127.0.0.1', '-s', String(port), '-n', SUBNQN, '-q', HOSTNQN, '-I', HOSTNQN.slice(-36), '-i', '1', '-D'];
     expect(await runInitiatorCli('connect', [...args, '-S', k.host, '-C', k.ctrl], io)).toBe(0);
     expect(err).toBe('');
     expect(out).toContain(`subsystem ${SUBNQN}`);

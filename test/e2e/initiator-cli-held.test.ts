@@ -4,6 +4,7 @@
 // or touches another run's held connections.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,4 +86,29 @@ describe('nvme-tcp discover, connect-all --hold, list, disconnect-all against a 
     expect(await run(['list'], env)).toBe('no held connections (start one with "nvme-tcp connect ... --hold")\n');
     expect(await run(['disconnect-all'], env)).toBe('disconnected 0 controller(s)\n');
   }, 120_000);
+
+  it('connect-all: a referral to a dead port is one line naming it, exit 1; disconnect of nothing says why', async () => {
+    const t = new TargetService();
+    cleanups.push(() => t.stop());
+    const { port } = await t.addPort({ id: 1, addr: '127.0.0.1', port: 0 });
+    await t.addSubsystem({ nqn: NQNS[0] as string, allowAnyHost: true, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] });
+    // A port that was bound a moment ago and is closed now: nothing listens there.
+    const srv = createServer();
+    const dead = await new Promise<number>((r) => srv.listen(0, '127.0.0.1', () => r((srv.address() as { port: number }).port)));
+    await new Promise((r) => srv.close(r));
+    t.addReferral(1, { addr: '127.0.0.1', port: dead });
+    const dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-held-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const env = { ...process.env, TMPDIR: dir, XDG_STATE_HOME: path.join(dir, 'state'), NVME_TCP_ETC_NVME: path.join(dir, 'etc-nvme') };
+
+    const c = start(['connect-all', '-a', '127.0.0.1', '-s', String(port), '-i', '1'], env);
+    expect(await c.exit).toBe(1);
+    expect(c.out()).toMatch(new RegExp(`^controller \\d+ subsystem ${NQNS[0] ?? ''} `));
+    expect(c.err()).toMatch(new RegExp(`^nvme-tcp connect-all: referral to discovery controller at 127\\.0\\.0\\.1:${dead}: .*ECONNREFUSED.*\\n$`));
+
+    const d = start(['disconnect', '-n', 'nqn.2024-01.io.example:none'], env);
+    expect(await d.exit).toBe(1);
+    expect(d.out()).toBe('disconnected 0 controller(s)\n');
+    expect(d.err()).toBe('nvme-tcp disconnect: no held connection matches -n nqn.2024-01.io.example:none (0 held; "nvme-tcp list" shows them)\n');
+  }, 60_000);
 });

@@ -1,6 +1,7 @@
 // `nvme-tcp target ctl` against a real API and TargetService (no mocks): the commands change the live target.
 import { describe, expect, it } from 'vitest';
 import { runCtlCli } from '../../cli/ctl.js';
+import { connect } from '../../initiator/index.js';
 import { TargetService } from '../../target/index.js';
 import { startApi } from '../../target/mgmt/index.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
@@ -9,6 +10,28 @@ const NQN = 'nqn.2024-01.io.test:mgmt-ctl';
 const cleanups = cleanupAfterEach();
 
 describe('target ctl over a live API', () => {
+  it('health prints what its help promises: ports, subsystems, controllers (and uptime)', async () => {
+    const t = new TargetService();
+    cleanups.push(() => t.stop());
+    const { port } = await t.addPort({ id: 1, addr: '127.0.0.1', port: 0 });
+    await t.addSubsystem({ nqn: NQN, allowAnyHost: true, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] });
+    await t.addSubsystem({ nqn: `${NQN}-2`, allowAnyHost: true });
+    const api = await startApi(t, { listen: '127.0.0.1:0' });
+    cleanups.push(() => api.close());
+    const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: NQN, hostnqn: 'nqn.2024-01.io.test:health', nr_io_queues: 1 });
+    cleanups.push(() => c.disconnect());
+    let out = '';
+    const ctl = (...argv: string[]) => runCtlCli(['--api', api.url, ...argv], { stdout: (s) => (out += s), stderr: () => undefined, env: {} });
+    expect(await ctl('health', '--help')).toBe(0);
+    expect(out).toMatch(/ports, subsystems, controllers/);
+    out = '';
+    expect(await ctl('health')).toBe(0);
+    expect(out).toMatch(/^status +ok\nports +1\nsubsystems +2\ncontrollers +1\nuptimeS +\d+\n$/);
+    out = '';
+    expect(await ctl('-o', 'json', 'health')).toBe(0);
+    expect(JSON.parse(out)).toEqual({ status: 'ok', ports: 1, subsystems: 2, controllers: 1, uptimeS: expect.any(Number) });
+  });
+
   it('adds and removes a port, subsystem, namespace, host, referral, ANA state and faults', async () => {
     const t = new TargetService();
     cleanups.push(() => t.stop());

@@ -113,6 +113,10 @@ describe('/metrics', () => {
     expect(one(samples, 'nvme_tcp_commands_total', { ...sub, opcode: 'read' })).toBe(R + 1);
     expect(one(samples, 'nvme_tcp_commands_total', { ...sub, opcode: 'flush' })).toBe(F);
     expect(types.get('nvme_tcp_commands_total')).toBe('counter');
+    // One label scheme for both sets: spec mnemonics, admin-0xNN / io-0xNN for an opcode without one.
+    const opLabels = samples.filter((x) => x.name === 'nvme_tcp_commands_total' && x.labels.subnqn === NQN).map((x) => x.labels.opcode ?? '');
+    expect(opLabels).toEqual(expect.arrayContaining(['identify', 'set-features', 'async-event', 'write', 'read', 'flush']));
+    for (const l of opLabels) expect(l).toMatch(/^(?:[a-z]+(?:-[a-z]+)*|(?:admin|io)-0x[0-9a-f]{2})$/);
 
     expect(one(samples, 'nvme_tcp_controllers', sub)).toBe(1);
     expect(one(samples, 'nvme_tcp_queues', { ...sub, type: 'admin' })).toBe(1);

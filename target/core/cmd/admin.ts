@@ -1,6 +1,6 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -15,7 +15,7 @@ const ADMIN_SUPPORTED = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOp
 type Handler = (ctrl: TargetController, req: Request) => number;
 
 export function parseAdminCmd(ctrl: TargetController, req: Request): number {
-  const lat = ctrl.subsys.countOpcode(`admin-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  const lat = ctrl.subsys.countOpcode(opcodeLabel('admin', req.opcode));
   // An AER stays posted until an event (minutes, hours): its "latency" would only swamp the histogram.
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   const h = ADMIN[req.opcode];

@@ -1,6 +1,6 @@
 // Discovery controller commands (NVMe-oF 1.1 §5; nvmet discovery.c) and the per-host, per-port discovery log (LID 0x70).
 import { Buffer } from 'node:buffer';
-import { AdminOpcode, Adrfam, CNTLID_DYNAMIC, Cns, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, SqeOffset, Status, TcpSectype, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
+import { AdminOpcode, Adrfam, CNTLID_DYNAMIC, Cns, DISCOVERY_NQN, DNR, DiscSubtype, LogPageId, SqeOffset, Status, opcodeLabel, TcpSectype, Treq, Trtype, encodeDiscoveryLog, sliceLogPage, type DiscLogEntry } from '../../../protocol/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -10,7 +10,7 @@ import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, 
 const ASQSZ = 32;
 
 export function parseDiscoveryCmd(ctrl: TargetController, req: Request): number {
-  const lat = ctrl.subsys.countOpcode(`disc-0x${req.opcode.toString(16).padStart(2, '0')}`);
+  const lat = ctrl.subsys.countOpcode(opcodeLabel('admin', req.opcode));
   if (req.opcode !== AdminOpcode.ASYNC_EVENT) req.lat = lat;
   switch (req.opcode) {
     case AdminOpcode.IDENTIFY: {
