@@ -56,9 +56,9 @@ process.stdout.write(
   [
     '',
     `seed                 ${r.seed} (workers ${workers}, ${controllers} controllers)`,
-    `commands             ${fmt(r.sent)} sent, ${fmt(r.answered)} answered in ${fmt(r.elapsedS)} s; ${r.unanswered.count} unanswered, ${r.unexpected} unexpected CIDs`,
+    `commands             ${fmt(r.sent)} sent, ${fmt(r.answered)} answered in ${fmt(r.elapsedS)} s; ${r.aersOutstanding} AERs posted, ${r.unanswered.count} unanswered, ${r.unexpected} unexpected CIDs`,
     `statuses             ${Object.keys(r.statuses).length} distinct: ${top(r.statuses, 16)}`,
-    `keep-alives          ${fmt(r.keepAlives.sent)} sent, ${fmt(r.keepAlives.answered)} answered, ${r.keepAlives.failed} failed`,
+    `keep-alives          ${fmt(r.keepAlives.sent)} sent, ${fmt(r.keepAlives.answered)} answered, ${r.keepAlives.failed} failed (statuses ${JSON.stringify(r.keepAlives.statuses)})`,
     `controllers          ${r.controllersMade} made, ${r.connectsRefused} edge Connects refused, ${r.termReqs} C2HTermReqs (host-caused)`,
     `teardowns not asked  ${r.unexplainedCloses.count} closes, ${r.katoExpiries} KATO expiries, ${r.missingControllers} missing from the list${r.unexplainedCloses.first.length > 0 ? ` (${r.unexplainedCloses.first[0]})` : ''}`,
     `target log           ${r.warnLines} warn lines, ${r.errorLines.count} error lines; host refusals ${JSON.stringify(r.hostRefusals)}`,

@@ -14,6 +14,7 @@ import {
   PduFlag,
   PduType,
   ResvRegisterAction,
+  Status,
   encodeConnectCmd,
   encodeConnectData,
   encodePdu,
@@ -40,7 +41,7 @@ const EDGE32 = [0, 1, 2, 0xff, 0xffff, 0x7fffffff, 0x80000000, 0xfffffffe, 0xfff
 const EDGE16 = [0, 1, 2, 0x7f, 0xff, 0x7fff, 0x8000, 0xfffe, 0xffff];
 /** SGL descriptor types (byte 15): transport data block 5Ah, data block offset 01h, data block address 00h, bit bucket, segments, nonsense. */
 const SGL_TYPES = [0x5a, 0x01, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x5b, 0x0f, 0xff];
-const ADMIN_OPS = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.KEEP_ALIVE];
+const ADMIN_OPS = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.KEEP_ALIVE, AdminOpcode.ASYNC_EVENT];
 const IO_OPS = [NvmOpcode.READ, NvmOpcode.WRITE, NvmOpcode.COMPARE, NvmOpcode.FLUSH, NvmOpcode.WRITE_ZEROES, NvmOpcode.DSM, NvmOpcode.VERIFY, NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE, NvmOpcode.COPY];
 /** Property offsets (NVMe Base 2.0 §3.1.3): CAP, VS, INTMS, CC, CSTS, NSSR, AQA and beyond. */
 const PROPERTY_OFFSETS = [0x00, 0x08, 0x0c, 0x10, 0x14, 0x1c, 0x20, 0x24, 0x28, 0x30, 0xfff, 0xffffffff];
@@ -74,13 +75,16 @@ export interface CommandFuzzResult {
   opcodes: Record<string, number>;
   /** Commands that never got a completion on a connection still open (or closed without a C2HTermReq). */
   unanswered: { count: number; first: string[] };
+  /** AERs still posted at the end (answered only by an event; the target holds at most 4 per controller). */
+  aersOutstanding: number;
   /** Completions for a CID with nothing outstanding. */
   unexpected: number;
   /** C2HTermReqs the target sent (a host-caused fatal transport error; the connection is then rebuilt). */
   termReqs: number;
   /** Connections the target closed with no C2HTermReq on them or on their controller's admin queue. */
   unexplainedCloses: { count: number; first: string[] };
-  keepAlives: { sent: number; answered: number; failed: number };
+  /** failed: unanswered, or a status other than success and Keep Alive Timeout Invalid (KATO 0). */
+  keepAlives: { sent: number; answered: number; failed: number; statuses: Record<string, number> };
   /** Controllers made (each admin Connect that succeeded), and Connects the target refused. */
   controllersMade: number;
   connectsRefused: number;
@@ -104,6 +108,8 @@ interface Outstanding {
   at: number;
   what: string;
   keepAlive: boolean;
+  /** An Asynchronous Event Request: it stays outstanding until an event (NVMe Base 2.0 §5.2), so no timeout applies. */
+  posted: boolean;
 }
 
 /** The seeded generator of one queue's commands: a pure function of (seed, stream), whatever the target answers. */
@@ -268,6 +274,12 @@ function writeSgl(sqe: Buffer, s: SglDescriptor): void {
 /** One fuzzed queue: its connection, the CIDs outstanding on it and its generator. */
 class FuzzQueue {
   readonly out = new Map<number, Outstanding>();
+  /** AERs outstanding (the target keeps at most 4: NVMe Base 2.0 §5.2, AERL). */
+  get posted(): number {
+    let n = 0;
+    for (const o of this.out.values()) if (o.posted) n++;
+    return n;
+  }
   #nextCid = 0;
   closedSeen = false;
 
@@ -291,7 +303,8 @@ class FuzzQueue {
   send(sqe: Buffer, data: Buffer, what: string, keepAlive = false): number {
     const cid = this.cid();
     sqe.writeUInt16LE(cid, 2);
-    this.out.set(cid, { at: performance.now(), what: `${what} sqe ${sqe.toString('hex')}${data.length > 0 ? ` +${data.length} B` : ''}`, keepAlive });
+    const posted = this.kind === 'admin' && sqe[0] === AdminOpcode.ASYNC_EVENT;
+    this.out.set(cid, { at: performance.now(), what: `${what} sqe ${sqe.toString('hex')}${data.length > 0 ? ` +${data.length} B` : ''}`, keepAlive, posted });
     const f = this.conn.framing;
     const pdu = data.length > 0 ? frame(capsuleHeader(sqe), data, f.hdgst, f.ddgst) : encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [] }, f);
     this.#write(pdu);
@@ -405,10 +418,11 @@ export class CommandFuzz {
       statuses: {},
       opcodes: {},
       unanswered: { count: 0, first: [] },
+      aersOutstanding: 0,
       unexpected: 0,
       termReqs: 0,
       unexplainedCloses: { count: 0, first: [] },
-      keepAlives: { sent: 0, answered: 0, failed: 0 },
+      keepAlives: { sent: 0, answered: 0, failed: 0, statuses: {} },
       controllersMade: 0,
       connectsRefused: 0,
       katoExpiries: 0,
@@ -431,8 +445,12 @@ export class CommandFuzz {
     }
     q.out.delete(cid);
     if (o.keepAlive) {
-      if ((status & 0x7ff) === 0) this.r.keepAlives.answered++;
+      // KATO 0 (a fuzzed Set Features or Connect may set it): Keep Alive Timeout Invalid is the answer (NVMe Base 2.0 §5.25).
+      const sc = status & 0x7ff;
+      if (sc === 0 || sc === (Status.KA_TIMEOUT_INVALID & 0x7ff)) this.r.keepAlives.answered++;
       else this.r.keepAlives.failed++;
+      const k = `0x${sc.toString(16)}`;
+      this.r.keepAlives.statuses[k] = (this.r.keepAlives.statuses[k] ?? 0) + 1;
       return;
     }
     this.r.answered++;
@@ -516,7 +534,7 @@ export class CommandFuzz {
           continue;
         }
         for (const [cid, o] of q.out) {
-          if (now - o.at < limit) continue;
+          if (o.posted || now - o.at < limit) continue;
           q.out.delete(cid);
           if (o.keepAlive) this.r.keepAlives.failed++;
           this.#fail(this.r.unanswered, `cntlid ${s.cntlid} ${q.kind} qid ${q.qid} cid ${cid}: ${o.what}`);
@@ -542,7 +560,7 @@ export class CommandFuzz {
     const depth = this.opts.depth ?? 8;
     while (!q.conn.closed && performance.now() < until) {
       q.answerR2ts();
-      while (q.out.size < depth) {
+      while (q.out.size - q.posted < depth) {
         const c = q.kind === 'admin' ? g.admin() : g.io();
         this.r.sent++;
         const k = c.what;
@@ -598,7 +616,7 @@ export class CommandFuzz {
     await Promise.all(this.sessions.map((s) => this.#sessionLoop(s, until)));
     // Drain: whatever is outstanding gets its answer or times out.
     const drainEnd = performance.now() + (this.opts.replyTimeoutMs ?? 5000) + 500;
-    while (performance.now() < drainEnd && this.sessions.some((s) => [s.admin, ...s.io].some((q) => q !== undefined && !q.conn.closed && [...q.out.values()].some((o) => !o.keepAlive)))) {
+    while (performance.now() < drainEnd && this.sessions.some((s) => [s.admin, ...s.io].some((q) => q !== undefined && !q.conn.closed && [...q.out.values()].some((o) => !o.keepAlive && !o.posted)))) {
       for (const s of this.sessions) for (const q of s.io) q.answerR2ts();
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -610,6 +628,7 @@ export class CommandFuzz {
     clearInterval(progress);
     clearInterval(checker);
     this.r.elapsedS = (performance.now() - t0) / 1000;
+    for (const s of this.sessions) for (const q of [s.admin, ...s.io]) if (q !== undefined && !q.conn.closed) this.r.aersOutstanding += q.posted;
     for (const s of this.sessions) for (const q of [s.admin, ...s.io]) q?.conn.destroy();
     const alive = !this.#dead;
     this.r.targetAlive = alive;
