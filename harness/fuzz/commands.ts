@@ -576,6 +576,8 @@ export class CommandFuzz {
   async #sessionLoop(s: Session, until: number): Promise<void> {
     while (performance.now() < until) {
       if (!(await this.#build(s))) {
+        for (const q of [s.admin, ...s.io]) q?.conn.destroy();
+        // Refused or unanswered with sane values, or torn down while its I/O queues connected.
         this.#fail(this.r.unexplainedCloses, `controller ${s.index}: could not connect with sane values`);
         await new Promise((r) => setTimeout(r, 200));
         continue;
