@@ -429,7 +429,7 @@ export class TargetService {
   }
 
   stats(): TargetStats {
-    return targetStats(this.#core, this.#keys.tls.stats, this.#workers.namespaceReports());
+    return targetStats(this.#core, this.#keys.tls.stats, this.#workers.namespaceReports(), this.#workers.refusalReports());
   }
 
   async stop(): Promise<void> {

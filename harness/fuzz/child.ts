@@ -20,6 +20,8 @@ export interface ChildTarget {
   readonly exited: Promise<ChildExit>;
   /** Error-level log lines seen on stderr (handler threw, completion failed, ...), first ones kept. */
   readonly errors: { count: number; first: string[] };
+  /** Warn-level lines seen on stderr (what a host can make the target log), first ones kept; counted when the child logs at warn. */
+  readonly warns: { count: number; first: string[] };
   /** Last stderr bytes (for crash reports). */
   stderrTail(): string;
   sample(gc?: boolean): Promise<ChildSample>;
@@ -37,7 +39,7 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
     stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     env: { ...process.env, ...(opts.env ?? {}) },
   });
-  const { errors, tail } = watchStderr(child);
+  const { errors, warns, tail } = watchStderr(child);
   const exited = new Promise<ChildExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   let nextId = 1;
   const pending = new Map<number, { resolve: (s: ChildSample) => void; reject: (e: Error) => void }>();
@@ -68,6 +70,7 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
     ports: r.ports,
     exited,
     errors,
+    warns,
     stderrTail: tail,
     sample(gc = false) {
       const id = nextId++;
@@ -94,9 +97,10 @@ export async function startChildTarget(cfg: TargetConfig & { icReqTimeoutS?: num
   };
 }
 
-/** The child's stderr: its last 8 KiB, and pino lines at level error or above (or non-JSON lines) counted. */
-function watchStderr(child: ChildProcess): { errors: ChildTarget['errors']; tail: () => string } {
+/** The child's stderr: its last 8 KiB; pino lines at level error or above (or non-JSON lines) and at warn counted. */
+function watchStderr(child: ChildProcess): { errors: ChildTarget['errors']; warns: ChildTarget['warns']; tail: () => string } {
   const errors = { count: 0, first: [] as string[] };
+  const warns = { count: 0, first: [] as string[] };
   let tail = '';
   let partial = '';
   child.stderr?.setEncoding('utf8');
@@ -113,11 +117,12 @@ function watchStderr(child: ChildProcess): { errors: ChildTarget['errors']; tail
       } catch {
         // Not a pino line (a stack trace): count it as an error.
       }
-      if (level >= 50) {
-        errors.count++;
-        if (errors.first.length < 5) errors.first.push(line.slice(0, 2000));
+      const seen = level >= 50 ? errors : level >= 40 ? warns : undefined;
+      if (seen !== undefined) {
+        seen.count++;
+        if (seen.first.length < 5) seen.first.push(line.slice(0, 2000));
       }
     }
   });
-  return { errors, tail: () => tail };
+  return { errors, warns, tail: () => tail };
 }

@@ -101,7 +101,7 @@ export interface FuzzResult {
 
 export type Mode = 'garbage' | 'admin' | 'io' | 'discovery' | 'icreq';
 
-interface ReplyStats {
+export interface ReplyStats {
   malformed: number;
   malformedFirst: string[];
   termReqs: number;
@@ -113,7 +113,7 @@ interface ReplyStats {
 }
 
 /** A fuzz connection: socket, host-role reader for the target's replies, and a wakeup for "something happened". */
-class FuzzConn {
+export class FuzzConn {
   readonly socket: net.Socket;
   readonly reader: PduReader;
   closed = false;
@@ -125,6 +125,8 @@ class FuzzConn {
   mode: Mode | undefined;
   readonly r2ts: Array<{ cccid: number; ttag: number; r2to: number; r2tl: number }> = [];
   readonly resps = new Map<number, { status: number; dw0: number }>();
+  /** Every completion as it arrives: a CapsuleResp, or a C2HData with DATA_SUCCESS (NVMe-TCP 1.0 §3.6.2.8). */
+  onCompletion: ((cid: number, status: number, dw0: number) => void) | undefined;
   #wake: (() => void) | undefined;
 
   constructor(
@@ -146,11 +148,15 @@ class FuzzConn {
         } else if (p.type === PduType.CAPSULE_RESP) {
           const c = decodeCqe(p.cqe);
           this.resps.set(c.cid, { status: c.status, dw0: c.dw0 });
+          this.onCompletion?.(c.cid, c.status, c.dw0);
           const k = `0x${(c.status & 0x7ff).toString(16)}`;
           this.stats.statuses[k] = (this.stats.statuses[k] ?? 0) + 1;
           if (this.resps.size > 4096) this.resps.clear();
+        } else if (p.type === PduType.C2H_DATA && p.success) {
+          this.onCompletion?.(p.cccid, 0, 0);
         } else if (p.type === PduType.C2H_TERM_REQ) {
           this.stats.termReqs++;
+          this.termReq = true;
           if (this.mode !== undefined) this.stats.termReqsByMode[this.mode] = (this.stats.termReqsByMode[this.mode] ?? 0) + 1;
           const k = `fes${p.fes}/fei${p.fei}/t${p.errorData[0] ?? -1}`;
           this.stats.termReasons[k] = (this.stats.termReasons[k] ?? 0) + 1;
@@ -177,6 +183,8 @@ class FuzzConn {
       this.poke();
     });
   }
+
+  termReq = false;
 
   static open(port: number, stats: FuzzConn['stats']): Promise<FuzzConn> {
     return new Promise((resolve, reject) => {

@@ -3,6 +3,7 @@
 // modelled on Linux drivers/nvme/target/{auth.c,fabrics-cmd-auth.c}. Key material never reaches a log line:
 // DhchapKey prints itself redacted, and only hash/group names and explanation codes are logged here.
 import type { Logger } from 'pino';
+import type { HostLogLimiter } from './host-log.js';
 import {
   DhchapController,
   DH_GROUP_NAMES,
@@ -112,6 +113,8 @@ export interface QueueAuthOptions {
   katoMs: number;
   stats: AuthStats;
   logger: Logger;
+  /** The controller's limit on host-caused log lines (host-log.ts). */
+  hostLog: HostLogLimiter;
   qid: number;
   cntlid: number;
   /** Secure channel concatenation this queue accepts (TP 8018): see DhchapControllerOptions.concat. */
@@ -236,7 +239,7 @@ export class QueueAuth {
       } else {
         const e = s.error;
         this.#o.stats.failed++;
-        log.warn(
+        if (this.#o.hostLog.allow('auth')) log.warn(
           { hostnqn: this.#o.hostnqn, cntlid: this.#o.cntlid, qid: this.#o.qid, explanation: e ? failureExplanationName(e.explanation) : undefined, detectedBy: e?.detectedBy, reason: e?.reason },
           'authentication failed',
         );
@@ -266,7 +269,7 @@ export class QueueAuth {
     if (this.failed) return;
     this.#carried = this.authenticated;
     this.#o.stats.expired++;
-    this.#o.logger.warn({ cntlid: this.#o.cntlid, qid: this.#o.qid, state: this.#session.state }, 'authentication transaction expired, resetting');
+    if (this.#o.hostLog.allow('auth')) this.#o.logger.warn({ cntlid: this.#o.cntlid, qid: this.#o.qid, state: this.#session.state }, 'authentication transaction expired, resetting');
     this.#session = this.#newSession();
     this.#reported = false;
   }

@@ -1,6 +1,7 @@
 // One controller (nvmet_ctrl): its state, CC/CSTS, keep-alive timer, asynchronous events, error log and queues.
 import type { Buffer } from 'node:buffer';
 import { AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, type ResvNotifType } from '../../protocol/index.js';
+import { HostLogLimiter } from './host-log.js';
 import { ResvLogQueue } from './reservation.js';
 import type { HostAuth } from './auth.js';
 import type { TargetCore } from './core.js';
@@ -67,6 +68,8 @@ export class TargetController implements ControllerEntry {
   /** Reservation Notification Mask (Set Features 82h) per NSID; absent = nothing masked. */
   readonly resvMask = new Map<number, number>();
   #kaTimer: NodeJS.Timeout | undefined;
+  /** The rate limit on the log lines this controller's host causes (host-log.ts). */
+  readonly hostLog: HostLogLimiter;
 
   constructor(
     readonly target: TargetCore,
@@ -81,6 +84,7 @@ export class TargetController implements ControllerEntry {
     this.grantedIoQueues = subsys.maxIoQueues;
     this.aenEnabled = this.supportedAens;
     this.hostKey = hostid.toString('hex');
+    this.hostLog = new HostLogLimiter(target.logger, target.stats.refusals, { cntlid, subnqn: subsys.nqn, hostnqn });
   }
 
   get state(): ControllerState {
@@ -243,6 +247,7 @@ export class TargetController implements ControllerEntry {
     if (this.#kaTimer !== undefined) clearTimeout(this.#kaTimer);
     this.#kaTimer = undefined;
     this.aers.length = 0;
+    this.hostLog.close();
     this.subsys.controllers.delete(this.cntlid);
     this.target.logger.info({ cntlid: this.cntlid, subnqn: this.subsys.nqn, hostnqn: this.hostnqn, reason }, 'controller teardown');
     for (const q of [...this.queues.values()]) q.closeTransport(reason);

@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import { DISCOVERY_NQN } from '../../protocol/index.js';
 import { AuthRegistry } from './auth.js';
+import { HostLogLimiter, newHostRefusalCounts } from './host-log.js';
 import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import { Subsystem } from './subsystem.js';
@@ -56,7 +57,7 @@ export class TargetCore {
   onGeneratedPsk: ((e: GeneratedPskEvent) => void) | undefined = undefined;
   /** The mirror that hears of every change (set by the service when it runs worker processes). */
   mirror: CoreMirror | undefined = undefined;
-  readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0 };
+  readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0, refusals: newHostRefusalCounts() };
   readonly startedAt = Date.now();
 
   constructor(readonly logger: Logger) {
@@ -125,6 +126,18 @@ export class TargetCore {
   *allNamespaces(): Iterable<TargetNamespace> {
     for (const s of this.subsystems.values()) yield* s.namespaces.values();
   }
+
+  /** The log limiter of a port: what a host causes before a controller exists (host-log.ts). */
+  portHostLog(port: CorePort): HostLogLimiter {
+    let l = this.#portHostLogs.get(port);
+    if (l === undefined) {
+      l = new HostLogLimiter(this.logger, this.stats.refusals, { port: port.id });
+      this.#portHostLogs.set(port, l);
+    }
+    return l;
+  }
+
+  readonly #portHostLogs = new WeakMap<CorePort, HostLogLimiter>();
 
   countPduError(fes: number): void {
     const k = `0x${fes.toString(16).padStart(2, '0')}`;

@@ -6,6 +6,7 @@ export type { ResvReplica } from './reservation.js';
 export { TargetController, CONTROLLER_TRANSITIONS } from './controller.js';
 export { Request, NO_ERROR_LOCATION, REQUEST_TRANSITIONS, REQ_STATE_NAMES, ReqStateId, type RequestQueue } from './request.js';
 export { LatencyHistogram, LATENCY_BOUNDS_US } from './stats.js';
+export { HostLogLimiter, HOST_REFUSAL_REASONS, HOST_LOG_LIMIT, newHostRefusalCounts, type HostRefusalCounts, type HostRefusalReason } from './host-log.js';
 export type { CoreStats, QueueState, ControllerState, QueueCounters, QueueInfoView, QueueHandle, ReqDir, ReqState, AenKind, Transitions } from './types.js';
 export type { QueueModel, QueueTransportOps, TlsPskInfo } from './queue-model.js';
 export { CorePort, PORT_DEFAULTS, FABRICS_IN_CAPSULE_MAX, ANA_STATE_CODE } from './port.js';

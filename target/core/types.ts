@@ -1,6 +1,7 @@
 // Unions and plain shapes the model modules share. Imports no class module of target/core, so any of them may
 // import it without forming a cycle.
 import type { QueueAuthView } from './auth.js';
+import type { HostRefusalCounts } from './host-log.js';
 
 /** Core queue states (nvmet_sq): waiting for Connect, bound to a controller, gone. */
 export type QueueState = 'connecting' | 'live' | 'closed';
@@ -83,6 +84,8 @@ export interface CoreStats {
   connectionsActive: number;
   connectsOk: number;
   connectsFailed: number;
+  /** Host-caused log events by reason, and the lines the per-owner limiters left out (host-log.ts). */
+  refusals: HostRefusalCounts;
 }
 
 /** An allowed-transition table: for each state, the states setState may move to from it. */

@@ -41,7 +41,7 @@ function fakeService(over: Partial<MgmtService> = {}): MgmtService {
     reservationStatus: unused,
     getConfig: () => structuredClone(cfg),
     listControllers: () => [],
-    stats: () => ({ subsystems: {}, pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connections: { accepted: 0, active: 0, rejected: 0 }, connects: { ok: 0, failed: 0 } }),
+    stats: () => ({ subsystems: {}, pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connections: { accepted: 0, active: 0, rejected: 0 }, connects: { ok: 0, failed: 0 }, hostRefusals: { byReason: {}, suppressed: 0 } }),
     ...over,
   };
 }

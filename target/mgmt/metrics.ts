@@ -213,6 +213,19 @@ const METRICS: readonly MetricDef[] = [
     samples: (v) => Object.entries(v.snap.stats.pduErrorsByFes).map(([fes, n]): Sample => [{ fes }, n]),
   },
   { name: 'nvme_tcp_data_digest_errors_total', help: 'PDUs whose DDGST did not match (completed with Transient Transport Error).', type: 'counter', samples: (v) => [[{}, v.snap.stats.dataDigestErrors]] },
+  {
+    name: 'nvme_tcp_host_refusals_total',
+    help: 'Host-caused refusals and errors the target logs (refused Connect or Set Features, transport errors, TLS, authentication, ...), by reason; counted whether the rate-limited line was written or not.',
+    type: 'counter',
+    labels: ['reason'],
+    samples: (v) => Object.entries(v.snap.stats.hostRefusals.byReason).map(([reason, n]): Sample => [{ reason }, n]),
+  },
+  {
+    name: 'nvme_tcp_log_lines_suppressed_total',
+    help: 'Host-caused log lines left out by the per-controller (or per-port) rate limit, each interval summed in one line instead.',
+    type: 'counter',
+    samples: (v) => [[{}, v.snap.stats.hostRefusals.suppressed]],
+  },
   { name: 'nvme_tcp_kato_expiries_total', help: 'Controllers torn down because the keep-alive timer expired.', type: 'counter', samples: (v) => [[{}, v.snap.stats.katoExpiries]] },
   { name: 'nvme_tcp_ports', help: 'Listening NVMe/TCP ports.', type: 'gauge', samples: (v) => [[{}, v.snap.ports]] },
   // Loop lag is exported (the data path must never block the loop). Percentiles cover the interval since the previous scrape.

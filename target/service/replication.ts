@@ -4,7 +4,7 @@
 import { Buffer } from 'node:buffer';
 import type { Logger } from 'pino';
 import { DNR, InvalidArgumentError, Status } from '../../protocol/index.js';
-import { runResvCommand, type CoreChange, type CoreMirror, type CorePort, type TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
+import { runResvCommand, type CoreChange, type CoreMirror, type CorePort, type HostRefusalCounts, type TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { resvStateKey } from '../resv-state.js';
 import { WorkerPool, type NsOpen, type NsReport, type Placement, type PortSpec, type SubsysSpec, type WorkerView } from '../workers/index.js';
 import { workerCache } from './config-translation.js';
@@ -73,6 +73,10 @@ export class Replication implements CoreMirror {
 
   namespaceReports(): NsReport[][] {
     return this.#pool?.namespaceReports() ?? [];
+  }
+
+  refusalReports(): HostRefusalCounts[] {
+    return this.#pool?.refusalReports() ?? [];
   }
 
   /** Apply `change` on every worker; rejects (WorkerSyncError) when one did not. The core calls it (TargetCore.changed). */

@@ -1,7 +1,7 @@
 // Read views of the target for the API, metrics and leak checks: controllers with their queues, counters (a
 // namespace's include what worker processes executed on it), and the live object graph.
 import { formatUuid } from '../../protocol/index.js';
-import { LATENCY_BOUNDS_US, type TargetNamespace, type QueueCounters, type TargetCore } from '../core/index.js';
+import { HOST_REFUSAL_REASONS, LATENCY_BOUNDS_US, type HostRefusalCounts, type TargetNamespace, type QueueCounters, type TargetCore } from '../core/index.js';
 import type { NamespaceCounters } from '../core/namespace.js';
 import type { TcpListener, TlsStats } from '../transport/tcp/index.js';
 import type { NsReport } from '../workers/index.js';
@@ -62,6 +62,8 @@ export interface TargetStats {
   connects: { ok: number; failed: number };
   /** TLS handshakes on TLS ports (TP 8011). */
   tls?: { handshakesOk: number; handshakesFailed: number };
+  /** Host-caused log events by reason, and the lines the rate limit left out (target/core/host-log.ts); workers' included. */
+  hostRefusals: { byReason: Record<string, number>; suppressed: number };
 }
 
 /** Leak-counting view of the live object graph (reliability tests compare it before and after faults). */
@@ -131,7 +133,7 @@ export function debugCounts(core: TargetCore, listeners: Iterable<TcpListener>):
 }
 
 /** `workerNs`: each worker's latest per-namespace counters (none without workers). */
-export function targetStats(core: TargetCore, tls: Pick<TlsStats, 'handshakesOk' | 'handshakesFailed'>, workerNs: readonly (readonly NsReport[])[]): TargetStats {
+export function targetStats(core: TargetCore, tls: Pick<TlsStats, 'handshakesOk' | 'handshakesFailed'>, workerNs: readonly (readonly NsReport[])[], workerRefusals: readonly HostRefusalCounts[] = []): TargetStats {
   const subsystems: TargetStats['subsystems'] = {};
   for (const s of core.subsystems.values()) {
     const latency: Record<string, LatencyStats> = {};
@@ -154,7 +156,19 @@ export function targetStats(core: TargetCore, tls: Pick<TlsStats, 'handshakesOk'
     connections: { accepted: st.connectionsAccepted, active: st.connectionsActive, rejected: st.connectionsRejected },
     connects: { ok: st.connectsOk, failed: st.connectsFailed },
     tls: { handshakesOk: tls.handshakesOk, handshakesFailed: tls.handshakesFailed },
+    hostRefusals: sumRefusals([st.refusals, ...workerRefusals]),
   };
+}
+
+function sumRefusals(all: readonly HostRefusalCounts[]): TargetStats['hostRefusals'] {
+  const byReason: Record<string, number> = {};
+  let suppressed = 0;
+  for (const r of HOST_REFUSAL_REASONS) byReason[r] = 0;
+  for (const c of all) {
+    for (const r of HOST_REFUSAL_REASONS) byReason[r] = (byReason[r] ?? 0) + (c.byReason[r] ?? 0);
+    suppressed += c.suppressed;
+  }
+  return { byReason, suppressed };
 }
 
 /** A namespace's counters here plus its workers' latest (each worker counts the commands it executed). */

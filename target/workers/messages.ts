@@ -2,7 +2,7 @@
 // rides along with its 'queue' message). The primary owns all controller-wide state; a worker only serves the I/O
 // queues handed to it and mirrors what it needs to execute their commands (docs/target.md, "Target workers").
 import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
-import type { NamespaceCounters, ResvReplica } from '../core/index.js';
+import type { HostRefusalCounts, NamespaceCounters, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
 import type { InvRange } from './coherence.js';
 
@@ -109,6 +109,8 @@ export interface WorkerReport {
   inv: InvReport;
   bytesIn: number;
   bytesOut: number;
+  /** Host-caused log events on this worker's queues, by reason (since it last started). */
+  refusals: HostRefusalCounts;
 }
 
 /** Worker → primary. */

@@ -581,6 +581,11 @@ export class WorkerPool implements QueueHandOff {
     return this.#workers.map((w) => w.report?.ns ?? []);
   }
 
+  /** Latest host-caused log counts of every worker that reported. */
+  refusalReports(): WorkerReport['refusals'][] {
+    return this.#workers.flatMap((w) => (w.report === undefined ? [] : [w.report.refusals]));
+  }
+
   /** Wait until a restarting worker is ready again (tests, graceful stop). */
   async settled(): Promise<void> {
     await Promise.allSettled(this.#workers.map((w) => w.ready));

@@ -301,6 +301,7 @@ export class WorkerRuntime {
     if (ctrl.queues.size === 0 && this.#ctrls.get(key) === ctrl) {
       this.#ctrls.delete(key);
       ctrl.setState('dead');
+      ctrl.hostLog.close();
       if (ctrl.subsys.controllers.get(ctrl.cntlid) === ctrl) ctrl.subsys.controllers.delete(ctrl.cntlid);
     }
     this.#send({ t: 'closed', id });
@@ -336,7 +337,7 @@ export class WorkerRuntime {
     lag.reset();
     const { direct, relayed } = this.mesh.counts;
     const inv = { direct, relayed, unasked: this.#unasked };
-    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut, inv });
+    this.#send({ t: 'report', active, at: Date.now(), queues, ns, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, lagMeanMs: mean, lagMaxMs: max, ios, bytesIn, bytesOut, inv, refusals: this.core.stats.refusals });
   }
 
   /** Counters of queues already closed (so the worker's totals never go backwards). */

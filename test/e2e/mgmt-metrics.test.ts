@@ -181,6 +181,7 @@ describe('/metrics', () => {
       katoExpiries: 0,
       connections: { accepted: 0, active: 0, rejected: 0 },
       connects: { ok: 0, failed: 0 },
+      hostRefusals: { byReason: {}, suppressed: 0 },
     };
     const m = createMetrics({ stats: () => stats, listControllers: () => [], boundPorts: () => [] });
     cleanups.push(async () => m.close());

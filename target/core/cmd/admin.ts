@@ -352,7 +352,7 @@ const SET_FEATURES_FIELD: Readonly<Record<number, string>> = { 4: 'NSID', 40: 'C
 
 export function parseSetFeatures(ctrl: TargetController, req: Request): number {
   const status = setFeature(ctrl, req);
-  if (status !== 0) {
+  if (status !== 0 && ctrl.hostLog.allow('set_features')) {
     const fid = req.sqe.readUInt32LE(40) & 0xff;
     const cdw11 = req.sqe.readUInt32LE(44);
     ctrl.target.logger.warn(

@@ -194,7 +194,7 @@ function executeConnect(req: Request): void {
   const ctrl = 'refused' in admitted ? admitted : bindController(req, q, admitted, cd, log);
   if ('refused' in ctrl) {
     target.stats.connectsFailed++;
-    log.warn({ status: `0x${ctrl.refused.toString(16)}` }, `connect refused: ${ctrl.reason}`);
+    if (target.portHostLog(q.port).allow('connect')) log.warn({ status: `0x${ctrl.refused.toString(16)}` }, `connect refused: ${ctrl.reason}`);
     q.complete(req, ctrl.refused);
     return;
   }
@@ -297,6 +297,7 @@ function setupQueueAuth(q: QueueModel, ctrl: TargetController, qid: number): { a
       katoMs: ctrl.katoMs,
       stats: q.target.hostAuth.stats,
       logger: q.target.logger,
+      hostLog: ctrl.hostLog,
       qid,
       cntlid: ctrl.cntlid,
       concat,
@@ -352,7 +353,7 @@ function executePropertySet(req: Request): void {
   }
   const before = ctrl.csts;
   ctrl.writeCc(req.sqe.readUInt32LE(PropertyCmdOffset.value));
-  if ((ctrl.csts & Csts.CFS) !== 0 && (before & Csts.CFS) === 0) {
+  if ((ctrl.csts & Csts.CFS) !== 0 && (before & Csts.CFS) === 0 && ctrl.hostLog.allow('cc_rejected')) {
     q.target.logger.warn({ cntlid: ctrl.cntlid, cc: `0x${ctrl.cc.toString(16)}` }, 'CC rejected: controller fatal status');
   }
   q.complete(req, 0);

@@ -52,8 +52,8 @@ export class TcpListener {
     this.#server.on('drop', (d?: net.DropArgument) => {
       target.stats.connectionsRejected++;
       this.#dropsLogged++;
-      // One line per drop would let a flood fill the log: the first, then every 1000th.
-      if (this.#dropsLogged === 1 || this.#dropsLogged % 1000 === 0) {
+      // One line per drop would let a flood fill the log: the port's host-log limit (target/core/host-log.ts).
+      if (target.portHostLog(port).allow('connection_limit')) {
         target.logger.warn(
           { port: port.id, maxConnections: cap, remote: d === undefined ? undefined : `${d.remoteAddress ?? '?'}:${d.remotePort ?? 0}`, dropped: this.#dropsLogged },
           `port ${port.id}: connection limit ${cap} reached, closing new connection`,
@@ -90,7 +90,7 @@ export class TcpListener {
     if (t !== undefined) {
       acceptTls(
         socket,
-        { ...t, portId: this.port.id, logger: this.target.logger },
+        { ...t, portId: this.port.id, logger: this.target.logger, hostLog: this.target.portHostLog(this.port) },
         (a) => this.#startQueue(a),
         () => this.target.stats.connectionsActive--,
       );

@@ -23,7 +23,7 @@ import {
   type PduHandlers,
 } from '../../../protocol/index.js';
 import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -212,6 +212,11 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   /** The Connect of this I/O queue completed and its connection is being moved to a worker (QueueHandOff). */
   #handingOff: HandedOffQueue | undefined;
 
+  /** The log limit this connection's host lines go through: its controller's, or its port's before it has one. */
+  get #hostLog(): HostLogLimiter {
+    return this.core.ctrl?.hostLog ?? this.target.portHostLog(this.port);
+  }
+
   /** Child logger made on first use: a connection flood should not pay for one per connection (perf-flood.ts). */
   get #log(): Logger {
     this.#logger ??= this.target.logger.child({ peer: this.peer, port: this.port.id });
@@ -299,7 +304,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     },
     [PduType.H2C_TERM_REQ]: (pdu) => {
       if (this.#refusedDuringHandOff()) return;
-      this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
+      if (this.#hostLog.allow('h2c_term_req')) this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
       this.close('H2CTermReq');
     },
   };
@@ -333,7 +338,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #timeout(reason: string): void {
     this.#timer = undefined;
     if (this.state === 'ic-wait' || this.state === 'connect-wait') {
-      this.#log.info({ reason }, 'closing idle connection');
+      if (this.#hostLog.allow('idle_connection')) this.#log.info({ reason }, 'closing idle connection');
       this.close(reason);
     }
   }
@@ -489,7 +494,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       this.target.stats.dataDigestErrors++;
       const req = this.#alloc().req;
       req.load(pdu.sqe, undefined);
-      this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
+      if (this.#hostLog.allow('data_digest')) this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
       this.core.reject(req, Status.TRANSIENT_TRANSPORT);
       this.#keepSqe(req);
       return;
@@ -650,7 +655,9 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
    */
   onFatal(f: ConnectionFatal): void {
     this.target.countPduError(f.fes);
-    this.#log.warn({ fes: f.fes, fei: f.fei, reason: f.reason, hostnqn: this.core.ctrl?.hostnqn, qid: this.core.qid }, `fatal transport error (${fesName(f.fes)}): sent C2HTermReq`);
+    if (this.#hostLog.allow('transport_fatal')) {
+      this.#log.warn({ fes: f.fes, fei: f.fei, reason: f.reason, hostnqn: this.core.ctrl?.hostnqn, qid: this.core.qid }, `fatal transport error (${fesName(f.fes)}): sent C2HTermReq`);
+    }
     if (this.state !== 'closing' && this.state !== 'closed') this.setState('closing');
     this.#failPending();
   }

@@ -6,6 +6,7 @@ import { Buffer } from 'node:buffer';
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
+import type { HostLogLimiter } from '../../core/index.js';
 import {
   DEFAULT_HKDF_ENCODING,
   SHA384_UNSUPPORTED,
@@ -153,6 +154,8 @@ export interface TlsAcceptOptions {
   handshakeTimeoutMs: number;
   portId: number;
   logger: Logger;
+  /** The port's limit on host-caused log lines (target/core/host-log.ts). */
+  hostLog: HostLogLimiter;
   /**
    * Secure channel concatenation (TP 8018) on this port: on a 'required' port a cleartext ICReq then goes on, marked
    * concatOnly (an admin queue that must authenticate with NEWTLSPSK), instead of being refused.
@@ -235,7 +238,7 @@ class TlsAcceptor {
     if (!this.#settle()) return;
     const { opts } = this;
     opts.keys.fail(code);
-    opts.logger.warn({ peer: this.#peer, port: opts.portId, hostnqn: host, reason, code }, `TLS: closing connection from ${this.#peer} on port ${opts.portId}${host !== undefined ? ` (host ${host})` : ''}: ${reason}`);
+    if (opts.hostLog.allow('tls')) opts.logger.warn({ peer: this.#peer, port: opts.portId, hostnqn: host, reason, code }, `TLS: closing connection from ${this.#peer} on port ${opts.portId}${host !== undefined ? ` (host ${host})` : ''}: ${reason}`);
     this.#tlsSocket?.destroy();
     this.socket.destroy();
     this.closed();
