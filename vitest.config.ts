@@ -6,7 +6,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
-    globalSetup: ['test/fixtures/unreachable-ports.ts'],
+    // Loopback ports this machine cannot reach, held so no test listens there; etcd and headless Chromium provided
+    // once for the run (docs/testing.md).
+    globalSetup: ['test/fixtures/unreachable-ports.ts', 'test/fixtures/tools.ts'],
   },
 });

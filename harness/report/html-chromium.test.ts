@@ -1,15 +1,17 @@
-// Opens a real HTML report in headless Chromium: the page script must run without errors and the screenshot must
-// show the charts drawn with data (coloured pixels inside each chart's box, as the page itself reports the boxes).
+// Opens a real HTML report in headless Chromium (the one test/fixtures/tools.ts provides): the page script must run
+// without errors and the screenshot must show the charts drawn with data (coloured pixels inside each chart's box, as
+// the page itself reports the boxes).
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { renderPage } from '../../test/fixtures/chromium.js';
+import { countColoredPixels, decodePng } from '../../test/fixtures/png.js';
+import { canProvide, provideChromium } from '../../test/fixtures/tools.js';
 import { runJobs } from '../load/engine.js';
 import { parseFioJobFile, resolveJobs } from '../load/job-file.js';
 import { MemoryBlockTarget } from '../load/memory-target.js';
 import { armFromRun, compare, makeReport } from './build.js';
-import { findChromium, headless, screenshotPng } from './chromium.js';
-import { countColoredPixels, decodePng } from './png.js';
 import { writeReport } from './write.js';
 
 const dirs: string[] = [];
@@ -17,12 +19,13 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-const chromium = await findChromium();
-
-describe.skipIf(chromium === undefined && process.env['CI'] !== 'true')('HTML report in headless Chromium', () => {
-  it('renders without console errors and with charts drawn from data', async () => {
-    const bin = chromium;
-    if (bin === undefined) throw new Error('chromium not installed (.ci/run must apt-get install -y chromium)');
+describe('HTML report in headless Chromium', () => {
+  it('renders without console errors and with charts drawn from data', async (ctx) => {
+    const bin = await provideChromium().catch((e: unknown) => {
+      // Off Linux x64 nothing is provided: skipped with the line saying what to install. On Linux x64 it fails.
+      ctx.skip(!canProvide(), (e as Error).message);
+      throw e;
+    });
     const arms = [];
     for (const [name, lat] of [['no-delay', 0], ['1ms', 1000]] as const) {
       const t = new MemoryBlockTarget({ capacityBlocks: 16384, queues: 3, latencyUs: lat });
@@ -44,10 +47,10 @@ describe.skipIf(chromium === undefined && process.env['CI'] !== 'true')('HTML re
     dirs.push(dir);
     const files = await writeReport(dir, report);
 
-    const dom = await headless(bin, files.html, { dumpDom: true });
-    expect(dom.consoleLines).toEqual([]);
-    expect(dom.stdout).not.toContain('id="report-error"');
-    const ready = /<div id="report-ready" data-charts="([^"]*)" data-arms="(\d+)">ready<\/div>/.exec(dom.stdout);
+    const page = await renderPage(bin, files.html);
+    expect(page.console).toEqual([]);
+    expect(page.html).not.toContain('id="report-error"');
+    const ready = /<div id="report-ready" data-charts="([^"]*)" data-arms="(\d+)">ready<\/div>/.exec(page.html);
     expect(ready, 'page script did not mark the report ready').not.toBeNull();
     expect(ready?.[2]).toBe('2');
     const boxes = (ready?.[1] ?? '').split(';').map((s) => {
@@ -57,13 +60,11 @@ describe.skipIf(chromium === undefined && process.env['CI'] !== 'true')('HTML re
     expect(boxes.map((b) => b.id).sort()).toEqual(['arms', 'cdf', 'iops', 'queues']);
     expect(boxes.find((b) => b.id === 'iops')?.marks).toBe(2);
     expect(boxes.find((b) => b.id === 'queues')?.marks).toBe(6);
-    const series = [...dom.stdout.matchAll(/class="series" data-series="[^"]+" data-n="(\d+)"/g)].map((m) => Number(m[1]));
+    const series = [...page.html.matchAll(/class="series" data-series="[^"]+" data-n="(\d+)"/g)].map((m) => Number(m[1]));
     expect(series).toHaveLength(4);
     expect(series.every((n) => n >= 3)).toBe(true);
 
-    const shot = await screenshotPng(bin, files.html);
-    expect(shot.consoleLines).toEqual([]);
-    const img = decodePng(shot.png);
+    const img = decodePng(page.png);
     expect(img.width).toBe(1360);
     for (const b of boxes) {
       expect(b.y + b.h, `chart ${b.id} is below the screenshot`).toBeLessThanOrEqual(img.height);
@@ -74,4 +75,18 @@ describe.skipIf(chromium === undefined && process.env['CI'] !== 'true')('HTML re
     // A blank area (below the last content) has none.
     expect(countColoredPixels(img, 0, img.height - 50, img.width, 50)).toBe(0);
   }, 60_000);
+
+  it('names NVME_TCP_CHROMIUM in one line when it points at something that does not run', async () => {
+    const saved = { bin: process.env['NVME_TCP_CHROMIUM'], error: process.env['NVME_TCP_CHROMIUM_ERROR'] };
+    process.env['NVME_TCP_CHROMIUM'] = '/nonexistent/chromium';
+    delete process.env['NVME_TCP_CHROMIUM_ERROR'];
+    try {
+      await expect(provideChromium()).rejects.toThrow(/^chromium: NVME_TCP_CHROMIUM=\/nonexistent\/chromium does not run \(.*\): run `npm ci`.*$/);
+    } finally {
+      for (const [k, v] of [['NVME_TCP_CHROMIUM', saved.bin], ['NVME_TCP_CHROMIUM_ERROR', saved.error]] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
 });

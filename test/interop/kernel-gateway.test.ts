@@ -24,7 +24,7 @@ import { GatewayLab, groupView, type GroupView, type LabGateway } from '../../ha
 import { labKernel } from '../../harness/lab.js';
 import { LAB_KERNELS, labPrerequisites, labRunner, type HostRunner, type LabKernel } from '../../harness/kernel-host/runner.js';
 import { REPO_ROOT } from '../../harness/nvme.js';
-import { etcdAvailable, ETCD_MISSING, startEtcd, type EtcdServer } from '../fixtures/etcd.js';
+import { etcdMissing, startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import { until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.nvme-tcp-ts:gateway-kernel';
@@ -96,7 +96,7 @@ interface Scenario {
 const labs: LabKernel[] = ['6.1', 'newest'];
 
 for (const which of labs) {
-  const missing = labPrerequisites(which) ?? (etcdAvailable() ? undefined : ETCD_MISSING);
+  const missing = labPrerequisites(which) ?? (await etcdMissing());
   const kernel = labKernel(LAB_KERNELS[which].out());
   describe.skipIf(missing !== undefined)(
     `Linux ${which} host (${kernel}), native multipath, through a gateway group's kill and failback${missing === undefined ? '' : ` — skipped: ${missing}`}`,
