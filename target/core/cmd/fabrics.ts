@@ -22,6 +22,7 @@ import {
   connectResultDw0,
   decodeConnectData,
   encodeCap,
+  setLongTimeout,
   validateNvmetName,
 } from '../../../protocol/index.js';
 import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
@@ -213,7 +214,8 @@ function executeConnect(req: Request): void {
   const generated = q.ops.tlsPsk?.type === 'G';
   log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
   const delay = subsys.faults.connectLatencyMs ?? 0;
-  if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
+  // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
+  if (delay > 0) setLongTimeout(() => q.complete(req, 0), delay, 'connectLatencyMs');
   else q.complete(req, 0);
 }
 

@@ -2,7 +2,7 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, setLongTimeout, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -210,7 +210,8 @@ function deliver(req: Request, status: number): void {
       if (left > 0) setTimeout(fire, left);
       else completeIo(q, req, status);
     };
-    setTimeout(fire, lat / 1000);
+    // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
+    setLongTimeout(fire, lat / 1000, 'commandLatencyUs');
     return;
   }
   completeIo(q, req, status);
