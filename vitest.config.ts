@@ -8,5 +8,7 @@ export default defineConfig({
     pool: 'forks',
     // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
     globalSetup: ['test/fixtures/unreachable-ports.ts'],
+    // A process warning (TimeoutOverflowWarning, MaxListenersExceededWarning, ...) fails the file that caused it.
+    setupFiles: ['test/fixtures/process-warnings.ts'],
   },
 });
