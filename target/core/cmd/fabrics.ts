@@ -25,7 +25,7 @@ import {
   setLongTimeout,
   validateNvmetName,
 } from '../../../protocol/index.js';
-import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
+import { AuthCmdOffset, AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
 import { TargetController, Csts, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -91,6 +91,11 @@ function parseAuthCmd(q: QueueModel, req: Request, fctype: number): number {
   if (q.auth === undefined) {
     req.errorLoc = FabricsSqeOffset.fctype;
     return Status.INVALID_OPCODE | DNR;
+  }
+  // TL / AL are 32 bits, and the target allocates that much (nvmet kmallocs it): no more than the host may size.
+  if (f.length > (q.ctrl?.subsys.hostSizedMax ?? 0)) {
+    req.errorLoc = AuthCmdOffset.LENGTH;
+    return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = f.length;
   if (fctype === AuthFctype.SEND) {

@@ -86,7 +86,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
   if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
   const access = accessStatus(ctrl, req, ns, io.writes);
   if (access !== 0) return access;
-  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(req) : 0;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : 0;
   if (st !== 0) return st;
   if (io.dir !== undefined) req.dir = io.dir;
   req.execute = io.execute;
@@ -155,13 +155,18 @@ function checkLbaRange(req: Request, ns: TargetNamespace): number {
 }
 
 /** Dataset Management: the SGL holds the NR+1 ranges; sets the data length. */
-function checkDsm(req: Request): number {
+function checkDsm(ctrl: TargetController, req: Request): number {
   const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
   // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
   // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
   if (req.sglLen < nr) {
     req.errorLoc = Sgl1Offset.length;
     return Status.SGL_INVALID_DATA | DNR;
+  }
+  // The rest of a longer SGL is gathered too: no more than the host may size (Subsystem.hostSizedMax, MDTS).
+  if (req.sglLen > ctrl.subsys.hostSizedMax) {
+    req.errorLoc = Sgl1Offset.length;
+    return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = req.sglLen;
   return 0;
