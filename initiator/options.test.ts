@@ -54,6 +54,9 @@ describe('resolveOptions', () => {
     // KATO is 32 bits of ms: 4294968 s does not fit.
     ['keep_alive_tmo', 4_294_968],
     ['reconnect_delay', 0],
+    // Timer lengths at 2^31−1, 2^31 and 2^32−1 ms, past these options' 10^6 s (fast_io_fail_tmo, up to 10^9 s, runs them
+    // in full instead: initiator/recovery.test.ts).
+    ...['reconnect_delay', 'io_timeout', 'admin_timeout'].flatMap((k) => [2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1].map((ms): [string, unknown] => [k, ms / 1000])),
     ['fast_io_fail_tmo', -2],
     ['tos', 256],
     ['tos', -2],
