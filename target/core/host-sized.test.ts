@@ -15,6 +15,7 @@ const MIB = 1 << 20;
 const GET_LOG_PAGE = 0x02;
 const DSM = 0x09;
 const RESV_REGISTER = 0x0d;
+const RESV_REPORT = 0x0e;
 const LID_ERROR = 0x01;
 const LID_DISCOVERY = 0x70;
 
@@ -112,5 +113,26 @@ describe('SGL lengths the target gathers in full', () => {
     const c = q.exec(sqe({ opcode: RESV_REGISTER, cid: q.cid(), nsid: 1, sglLen: len }));
     expect(c.status).toBe(Status.INVALID_FIELD | DNR);
     expect(q.transport.dataRequests).toEqual([]);
+  });
+
+  /** Reservation Report: NUMD in CDW10 (0's based dwords), EDS in CDW11 bit 0 (NVMe Base 2.0 §7.6). */
+  function report(cid: number, numd: number, sglLen: number): Buffer {
+    const b = sqe({ opcode: RESV_REPORT, cid, nsid: 1, sglLen, cdw10: numd });
+    b.writeUInt32LE(1, 44);
+    return b;
+  }
+
+  it.each([0, 256 * 1024 / 4 - 1])('Reservation Report NUMD %d: the report, padded to the length asked', (numd) => {
+    const { q } = io();
+    const c = q.exec(report(q.cid(), numd, (numd + 1) * 4));
+    expect(c.status).toBe(0);
+    expect(c.data?.length).toBe((numd + 1) * 4);
+  });
+
+  it.each([256 * 1024 / 4, 2 ** 31, 2 ** 32 - 1])('Reservation Report NUMD %d: Invalid Field', (numd) => {
+    const { q } = io();
+    const c = q.exec(report(q.cid(), numd, 0xffffffff));
+    expect(c.status).toBe(Status.INVALID_FIELD | DNR);
+    expect(c.data).toBeUndefined();
   });
 });

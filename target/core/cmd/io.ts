@@ -385,7 +385,8 @@ function executeDsm(req: Request): void {
   const ns = req.ns as TargetNamespace;
   if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-  const data = Buffer.concat(req.data ?? [], req.dataLen).subarray(0, nrBytes);
+  // Only the NR+1 ranges count: copy those, not the whole (up to MDTS) SGL.
+  const data = Buffer.concat(req.data ?? [], nrBytes);
   const ranges: Array<{ off: number; len: number }> = [];
   for (let o = 0; o + 16 <= data.length; o += 16) {
     const nlb = data.readUInt32LE(o + 4);
