@@ -9,5 +9,7 @@ export default defineConfig({
     // Loopback ports this machine cannot reach, held so no test listens there; etcd and headless Chromium provided
     // once for the run (docs/testing.md).
     globalSetup: ['test/fixtures/unreachable-ports.ts', 'test/fixtures/tools.ts'],
+    // A process warning (TimeoutOverflowWarning, MaxListenersExceededWarning, ...) fails the file that caused it.
+    setupFiles: ['test/fixtures/process-warnings.ts'],
   },
 });

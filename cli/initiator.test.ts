@@ -154,7 +154,7 @@ describe('nvme-tcp initiator CLI', () => {
       ['io', ['verify', ...conn, '--size', '1.5G'], /^nvme-tcp io: --size 1\.5G: larger than namespace 1 \(4194304 bytes\)/],
       ['io', ['verify', ...conn, '--bs', '1000'], /^nvme-tcp io: --bs 1000: not a multiple of the 512-byte block size/],
       ['io', ['verify', ...conn, '--size', '1X'], /--size 1X: not a size/],
-      ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /^nvme-tcp connect: -k\/--keep-alive-tmo -5 outside 0\.\.65535$/m],
+      ['connect', ['-a', '127.0.0.1', '-k', '-5', '-n', 'x'], /^nvme-tcp connect: -k\/--keep-alive-tmo -5 outside 0\.\.4294967$/m],
       ['connect', ['-a', '127.0.0.1', '-s', '70000'], /--trsvcid 70000: out of range; use 1\.\.65535/],
       ['connect', ['-a', '127.0.0.1', '-k', '5x'], /^nvme-tcp connect: --keep-alive-tmo 5x: not a duration; use a number of seconds or a ms\/s\/m\/h suffix \(e\.g\. 5s\)$/m],
       ['connect', ['-a', '127.0.0.1', '-k', '500ms'], /^nvme-tcp connect: --keep-alive-tmo 500ms: not a whole number of seconds$/m],

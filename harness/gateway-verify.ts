@@ -8,6 +8,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, createMultipath, type Controller } from '../initiator/index.js';
+import { setLongTimeout } from '../protocol/index.js';
 import { VerifyWorkload } from './gateway-lab.js';
 
 export interface GatewayVerifyOptions {
@@ -53,8 +54,9 @@ export async function runGatewayVerify(o: GatewayVerifyOptions): Promise<Gateway
     const t0 = Date.now();
     work.start();
     await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, o.seconds * 1000);
-      o.signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      // --seconds is a flag: any length runs in full (setTimeout turns more than 2^31−1 ms into 1 ms).
+      const t = setLongTimeout(resolve, o.seconds * 1000, '--seconds');
+      o.signal?.addEventListener('abort', () => (t.clear(), resolve()), { once: true });
     });
     await work.stop();
     const { blocks, lost } = await work.readBack();
@@ -93,13 +95,18 @@ async function main(): Promise<number> {
     console.error('usage: gateway-verify --nqn NQN [--seconds N] [--workers N] [--offset-mib N] HOST:PORT ...');
     return 2;
   }
+  const seconds = Number(values.seconds);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    console.error(`gateway-verify: --seconds ${values.seconds}: not a duration; use a number of seconds > 0, e.g. 60`);
+    return 2;
+  }
   const ac = new AbortController();
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => ac.abort());
   const r = await runGatewayVerify({
     nqn: values.nqn,
     hostnqn: values.hostnqn,
     gateways: positionals.map(parseHostPort),
-    seconds: Number(values.seconds),
+    seconds,
     workers: Number(values.workers),
     offsetMiB: Number(values['offset-mib']),
     signal: ac.signal,

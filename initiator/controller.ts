@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events';
 import { Buffer } from 'node:buffer';
 import { pino, type Logger } from 'pino';
 import type { ControllerState } from './controller-state.js';
-import { CNTLID_DYNAMIC, type AnaStateName, type IdentifyController } from '../protocol/index.js';
+import { CNTLID_DYNAMIC, setLongTimeout, type AnaStateName, type LongTimeout, type IdentifyController } from '../protocol/index.js';
 import type { AdminChannel, AdminSpec } from './admin.js';
 import { AenHandler, type AsyncEvent } from './aen.js';
 import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
@@ -654,7 +654,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
         }
       }
     } finally {
-      if (fastFail !== undefined) clearTimeout(fastFail);
+      fastFail?.clear();
       this.#recovery = undefined;
     }
   }
@@ -698,16 +698,19 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   }
 
   /** fast_io_fail_tmo: after it, I/O waiting for the reconnect fails instead of waiting on (< 0: never). */
-  #armFastFail(): NodeJS.Timeout | undefined {
+  #armFastFail(): LongTimeout | undefined {
     const tmo = this.opts.fastIoFailTmo;
     if (tmo < 0) return undefined;
-    const t = setTimeout(() => {
-      this.#ioFailFast = true;
-      this.log.warn('fast_io_fail_tmo expired: failing queued I/O');
-      this.#wakeWaiters();
-    }, tmo * 1000);
-    t.unref();
-    return t;
+    // Up to 10^9 s: a LongTimeout, since setTimeout turns anything past 2^31−1 ms into 1 ms.
+    return setLongTimeout(
+      () => {
+        this.#ioFailFast = true;
+        this.log.warn('fast_io_fail_tmo expired: failing queued I/O');
+        this.#wakeWaiters();
+      },
+      tmo * 1000,
+      'fast_io_fail_tmo',
+    ).unref();
   }
 
   /** Close every queue (I/O first, admin last); in-flight commands fail with `err`. */

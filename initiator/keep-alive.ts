@@ -4,7 +4,7 @@
 // and enabled (the controller's KATO timer starts at the admin Connect, §3.9), through I/O queue setup, so the tick
 // re-arms while the controller is connecting as well as live (Linux 6.7+, "start keep-alive after admin queue setup").
 import { performance } from 'node:perf_hooks';
-import { AdminOpcode, encodeSqe, Ctratt } from '../protocol/index.js';
+import { AdminOpcode, encodeSqe, Ctratt, setLongTimeout, type LongTimeout } from '../protocol/index.js';
 import type { QueuePair } from './queue-pair.js';
 
 /** What the keep-alive needs from its controller. */
@@ -19,7 +19,7 @@ export interface KeepAliveHost {
 
 export class KeepAlive {
   readonly #host: KeepAliveHost;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: LongTimeout | undefined;
   #activity = false;
   #periodMs = 0;
   #katoMs = 0;
@@ -47,7 +47,7 @@ export class KeepAlive {
 
   stop(): void {
     this.#epoch++;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.clear();
     this.#timer = undefined;
   }
 
@@ -57,8 +57,9 @@ export class KeepAlive {
   };
 
   #arm(ms: number): void {
-    this.#timer = setTimeout(this.#tick, ms);
-    this.#timer.unref();
+    // The period comes from keep_alive_tmo (up to the 32-bit KATO's 4294967 s; half of it just fits setTimeout's
+    // 2^31−1 ms): a LongTimeout, as every timer an option sets, so no range change can overflow it.
+    this.#timer = setLongTimeout(this.#tick, ms, 'keep_alive_tmo').unref();
   }
 
   readonly #tick = (): void => {

@@ -20,6 +20,10 @@ function field(fn: () => unknown): string | undefined {
 }
 
 describe('resolveOptions', () => {
+  it('takes every keep_alive_tmo the 32-bit KATO holds (NVMe-oF 1.1 §3.3)', () => {
+    for (const k of [0, 65_535, 65_536, 2_147_483, 2_147_484, 4_294_967]) expect(resolveOptions({ ...base, keep_alive_tmo: k }).keepAliveTmo).toBe(k);
+  });
+
   it('applies Linux defaults', () => {
     const o = resolveOptions(base);
     expect(o.queueSize).toBe(128);
@@ -47,7 +51,12 @@ describe('resolveOptions', () => {
     ['nr_write_queues', -1],
     ['nr_poll_queues', -1],
     ['keep_alive_tmo', -1],
+    // KATO is 32 bits of ms: 4294968 s does not fit.
+    ['keep_alive_tmo', 4_294_968],
     ['reconnect_delay', 0],
+    // Timer lengths at 2^31−1, 2^31 and 2^32−1 ms, past these options' 10^6 s (fast_io_fail_tmo, up to 10^9 s, runs them
+    // in full instead: initiator/recovery.test.ts).
+    ...['reconnect_delay', 'io_timeout', 'admin_timeout'].flatMap((k) => [2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1].map((ms): [string, unknown] => [k, ms / 1000])),
     ['fast_io_fail_tmo', -2],
     ['tos', 256],
     ['tos', -2],

@@ -5,7 +5,7 @@ import os from 'node:os';
 import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { DISCOVERY_NQN, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNvmetName } from '../protocol/index.js';
+import { DISCOVERY_NQN, KATO_MAX_MS, NQN_UUID_PREFIX, isUuid, uuidFromNqn, validateNvmetName } from '../protocol/index.js';
 import type { DhchapKey } from '../protocol/auth/index.js';
 import { parseSecretOption } from './auth.js';
 import { InvalidArgumentError } from './errors.js';
@@ -35,7 +35,7 @@ export interface ConnectOptions {
   nr_poll_queues?: number;
   /** I/O queue depth (-Q), 16..1024; default 128. */
   queue_size?: number;
-  /** Keep-alive timeout in seconds (-k); default 5 (0 for discovery). */
+  /** Keep-alive timeout in seconds (-k), 0..4294967 (KATO is 32 bits of ms on the wire); default 5 (0 for discovery). */
   keep_alive_tmo?: number;
   /** Seconds between reconnect attempts (-c); default 10. */
   reconnect_delay?: number;
@@ -300,7 +300,8 @@ function resolveQueueCounts(o: Raw): QueueCounts {
 
 /** Keep-alive and the reconnect timers (seconds, as nvme-cli takes them). */
 function resolveRecovery(o: Raw, discovery: boolean): Pick<ResolvedOptions, 'keepAliveTmo' | 'reconnectDelay' | 'ctrlLossTmo' | 'fastIoFailTmo'> {
-  const keepAliveTmo = int(o, 'keep_alive_tmo', discovery ? 0 : 5, 0, 65535);
+  // Connect sends keep_alive_tmo × 1000 in the 32-bit KATO (NVMe-oF 1.1 §3.3): any whole second that fits is legal.
+  const keepAliveTmo = int(o, 'keep_alive_tmo', discovery ? 0 : 5, 0, Math.floor(KATO_MAX_MS / 1000));
   const reconnectDelay = num(o, 'reconnect_delay', 10, 0.001, 1e6);
   const ctrlLossTmo = num(o, 'ctrl_loss_tmo', 600, -1e9, 1e9);
   const fastIoFailTmo = num(o, 'fast_io_fail_tmo', -1, -1, 1e9);

@@ -65,6 +65,28 @@ describe('error recovery', () => {
     expect((await c.namespace(1).read(0, 1)).length).toBe(512);
   });
 
+  // fast_io_fail_tmo is seconds up to 10^9: past setTimeout's 2^31−1 ms, which would fire after 1 ms.
+  it.each([(2 ** 31 - 1) / 1000, 2 ** 31 / 1000, (2 ** 32 - 1) / 1000])('a fast_io_fail_tmo of %d s does not fail queued I/O early', async (tmo) => {
+    const f = await fake();
+    const c = await open(f, { fast_io_fail_tmo: tmo, reconnect_delay: 0.05, ctrl_loss_tmo: 30 });
+    const port = f.port;
+    await f.close();
+    let settled = false;
+    const r = c.namespace(1).read(0, 1);
+    r.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await new Promise((res) => setTimeout(res, 300));
+    expect(settled).toBe(false);
+    const back = new FakeController();
+    back.addNamespace(1, 4096);
+    await new Promise<void>((res) => back.server.listen(port, '127.0.0.1', res));
+    back.port = port;
+    cleanups.push(() => back.close());
+    expect((await r).length).toBe(512);
+  });
+
   it('gives up after ctrl_loss_tmo and emits lost', async () => {
     const f = await fake();
     const c = await open(f, { reconnect_delay: 0.05, ctrl_loss_tmo: 0.2 });

@@ -5,3 +5,4 @@ export * from './nvme/index.js';
 export * from './fabrics/index.js';
 export * from './le.js';
 export * from './view.js';
+export * from './timer.js';

@@ -8,6 +8,12 @@ import { encodeSqe } from './sqe.js';
 import { AdminOpcode } from './opcodes.js';
 import { u16, u32, u8 } from './wire.js';
 
+/**
+ * The longest Keep Alive Timeout: KATO is 32 bits of milliseconds in Connect CDW12 (NVMe-oF 1.1 §3.3) and in Set /
+ * Get Features FID 0Fh Dword 11 / Dword 0 (NVMe Base 2.0 §5.27.1.12), about 49.7 days.
+ */
+export const KATO_MAX_MS = 0xffff_ffff;
+
 /** Feature identifiers (NVMe Base 2.0 Figure 317). */
 export const FeatureId = {
   ARBITRATION: 0x01,

@@ -318,3 +318,20 @@ describe('host entries (DH-HMAC-CHAP)', () => {
     expect(hostError({ nqn: HOST, dhchapKey: key, dhchapCtrlKey: 'DHHC-1:03:AAAA:' }, 'DHHC-1:03:AAAA:')).toMatch(/^config: hosts\[0\]\.dhchapCtrlKey: is not a usable DH-HMAC-CHAP controller key/);
   });
 });
+
+// Every duration the config sets arms a timer (issue 48): past the ranges below, Node's setTimeout would turn a value
+// of 2^31 ms or more into 1 ms. The config refuses them first, with one line naming the field and its range.
+describe('timer lengths at 2^31−1, 2^31 and 2^32−1 are refused', () => {
+  const gw = (extra: Doc): Mutate => set('gateway', { group: 'g', etcd: ['http://127.0.0.1:2379'], ...extra });
+  for (const v of [2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1]) {
+    const rows: [Mutate, string][] = [
+      [set('icReqTimeoutS', v), 'config: icReqTimeoutS: is more than an hour; use 1..3600 seconds'],
+      [set('ports.0.tlsHandshakeTimeoutS', v), `config: ports[0].tlsHandshakeTimeoutS: ${v} is too large; use seconds in 1..3600`],
+      [set('subsystems.0.faults', { commandLatencyUs: v }), `config: subsystems[0].faults.commandLatencyUs: ${v} is too large; use microseconds in 0..60000000`],
+      [set('subsystems.0.faults', { connectLatencyMs: v }), `config: subsystems[0].faults.connectLatencyMs: ${v} is too large; use milliseconds in 0..600000`],
+      [gw({ leaseTtlMs: v }), `config: gateway.leaseTtlMs: ${v} is too large; use ms in 1000..600000 (+1 more problem)`],
+      [gw({ failbackDelayMs: v }), `config: gateway.failbackDelayMs: ${v} is too large; use ms in 0..3600000`],
+    ];
+    for (const [m, msg] of rows) it(msg, () => expect(errorOf(mutated(m))).toBe(msg));
+  }
+});

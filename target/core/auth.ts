@@ -15,6 +15,7 @@ import {
   type DhchapReceiveResult,
   type DhchapResult,
 } from '../../protocol/auth/index.js';
+import { setLongTimeout, type LongTimeout } from '../../protocol/index.js';
 
 /** nvmet `dhchap_hash` / `dhchap_dhgroup` spellings, as written to configfs. */
 export const HASH_NAMES: Readonly<Record<string, HashId>> = { 'hmac(sha256)': HashId.SHA256, 'hmac(sha384)': HashId.SHA384, 'hmac(sha512)': HashId.SHA512 };
@@ -140,7 +141,7 @@ export class QueueAuth {
   #session: DhchapController;
   /** Set when an idle transaction was reset after the queue had authenticated (nvmet keeps sq->authenticated). */
   #carried = false;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: LongTimeout | undefined;
   #reported = false;
   readonly #o: QueueAuthOptions;
 
@@ -254,12 +255,12 @@ export class QueueAuth {
   #armTimer(): void {
     this.#clearTimer();
     const ms = this.#o.katoMs > 0 ? this.#o.katoMs : AUTH_IDLE_DEFAULT_MS;
-    this.#timer = setTimeout(() => this.#expire(), ms);
-    this.#timer.unref();
+    // KATO is a 32-bit ms count from the host: past setTimeout's 2^31−1 ms, so a LongTimeout.
+    this.#timer = setLongTimeout(() => this.#expire(), ms, 'KATO').unref();
   }
 
   #clearTimer(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.clear();
     this.#timer = undefined;
   }
 

@@ -1,6 +1,6 @@
 // One controller (nvmet_ctrl): its state, CC/CSTS, keep-alive timer, asynchronous events, error log and queues.
 import type { Buffer } from 'node:buffer';
-import { AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, type ResvNotifType } from '../../protocol/index.js';
+import { AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, KATO_MAX_MS, setLongTimeout, type LongTimeout, type ResvNotifType } from '../../protocol/index.js';
 import { HostLogLimiter } from './host-log.js';
 import { ResvLogQueue } from './reservation.js';
 import type { HostAuth } from './auth.js';
@@ -67,7 +67,7 @@ export class TargetController implements ControllerEntry {
   readonly resvLog = new ResvLogQueue();
   /** Reservation Notification Mask (Set Features 82h) per NSID; absent = nothing masked. */
   readonly resvMask = new Map<number, number>();
-  #kaTimer: NodeJS.Timeout | undefined;
+  #kaTimer: LongTimeout | undefined;
   /** The rate limit on the log lines this controller's host causes (host-log.ts). */
   readonly hostLog: HostLogLimiter;
 
@@ -127,12 +127,12 @@ export class TargetController implements ControllerEntry {
   }
 
   startKeepAlive(): void {
-    if (this.#kaTimer !== undefined) clearTimeout(this.#kaTimer);
+    this.#kaTimer?.clear();
     this.#kaTimer = undefined;
     if (this.katoMs === 0 || this.#state === 'dead') return;
     this.kaSeen = false;
-    this.#kaTimer = setTimeout(() => this.#kaTick(), this.katoMs);
-    this.#kaTimer.unref();
+    // KATO is a 32-bit ms count, past what setTimeout keeps (2^31−1 ms): a LongTimeout runs it out in full.
+    this.#kaTimer = setLongTimeout(() => this.#kaTick(), this.katoMs, 'KATO').unref();
   }
 
   #kaTick(): void {
@@ -244,7 +244,7 @@ export class TargetController implements ControllerEntry {
   /** Close every queue of this controller and forget it (KATO expiry, admin queue gone, service stop). */
   teardown(reason: string): void {
     if (!this.setState('dead')) return;
-    if (this.#kaTimer !== undefined) clearTimeout(this.#kaTimer);
+    this.#kaTimer?.clear();
     this.#kaTimer = undefined;
     this.aers.length = 0;
     this.hostLog.close();
@@ -255,7 +255,11 @@ export class TargetController implements ControllerEntry {
   }
 }
 
-/** nvmet stores KATO in whole seconds, rounded up (Set Features 0x0F, Connect). */
+/**
+ * nvmet stores KATO in whole seconds, rounded up (Set Features 0x0F, Connect): the controller may round KATO up to its
+ * granularity, Identify KAS = 10 (1 s; NVMe Base 2.0 §5.27.1.12). Above 4,294,967,000 ms the next whole second does
+ * not fit the 32 bits Get Features reports (nvmet's `kato * 1000` wraps there): keep the host's value instead.
+ */
 export function roundKato(ms: number): number {
-  return Math.ceil(ms / 1000) * 1000;
+  return Math.min(Math.ceil(ms / 1000) * 1000, KATO_MAX_MS);
 }

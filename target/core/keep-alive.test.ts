@@ -218,6 +218,56 @@ describe('KATO 0 and Set Features KATO', () => {
   });
 });
 
+/**
+ * KATO is a 32-bit ms count (NVMe-oF 1.1 §3.3 Connect CDW12, NVMe Base 2.0 §5.27.1.12): every value runs its full
+ * length, past setTimeout's 2^31−1 ms (which the fake clock, like Node, clamps to 1 ms). Rounded up to whole seconds
+ * as nvmet stores it, except where the next second does not fit the 32 bits Get Features reports.
+ */
+describe('KATO past 2^31−1 ms', () => {
+  const cases: Array<[number, number]> = [
+    [2 ** 31 - 1, 2_147_484_000],
+    [2 ** 31, 2_147_484_000],
+    [3_448_883_000, 3_448_883_000],
+    [4_294_967_000, 4_294_967_000],
+    [2 ** 32 - 1, 2 ** 32 - 1],
+  ];
+
+  it.each(cases)('Connect KATO %d ms: the controller lives %d ms without traffic, then goes', (kato, kept) => {
+    const { admin, alive, target } = connected(kato);
+    expect(admin.getFeatures(FeatureId.KATO).dw0).toBe(kept);
+    // Get Features was traffic: the window it fell in ends at `kept`, the next one at 2 × kept.
+    vi.advanceTimersByTime(2 * kept - 1);
+    expect(alive()).toBe(true);
+    expect(target.stats.katoExpiries).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(alive()).toBe(false);
+    expect(target.stats.katoExpiries).toBe(1);
+  });
+
+  it.each(cases)('Set Features KATO %d ms: the controller lives %d ms without traffic, then goes', (kato, kept) => {
+    const { admin, alive, target } = connected(KATO);
+    expect(admin.setKato(kato).status).toBe(0);
+    expect(admin.getFeatures(FeatureId.KATO).dw0).toBe(kept);
+    // Get Features was traffic: the window it fell in ends at `kept` after Set Features, the next one at 2 × kept.
+    vi.advanceTimersByTime(2 * kept - 1);
+    expect(alive()).toBe(true);
+    vi.advanceTimersByTime(1);
+    expect(alive()).toBe(false);
+    expect(target.stats.katoExpiries).toBe(1);
+  });
+
+  it('a Keep Alive every minute keeps a 3,448,883,000 ms controller for days of traffic', () => {
+    const { admin, alive, target } = connected(KATO);
+    expect(admin.setKato(3_448_883_000).status).toBe(0);
+    for (let i = 0; i < 60 * 24 * 3; i++) {
+      vi.advanceTimersByTime(60_000);
+      expect(admin.keepAlive().status).toBe(0);
+    }
+    expect(alive()).toBe(true);
+    expect(target.stats.katoExpiries).toBe(0);
+  });
+});
+
 /** NVM Flush of NSID 1 (no data). */
 function flush(cid: number): Buffer {
   return encodeSqe({ opcode: NvmOpcode.FLUSH, cid, nsid: 1 });

@@ -87,6 +87,13 @@ export class Subsystem {
   /** Largest transfer in bytes (MDTS in 4 KiB units, CAP.MPSMIN = 0); 0 = unlimited. Fields, not getters over the
    * config: both are read on every I/O command and the config never changes after construction. */
   readonly maxTransfer: number;
+  /**
+   * Largest transfer whose size the host chooses outright (Get Log Page NUMD, the DSM and reservation SGLs,
+   * Authentication Send/Receive TL/AL): MDTS, or with MDTS 0 the default MDTS's 1 MiB. Each such command makes the
+   * target allocate (or gather) that many bytes, so even a controller that advertises no limit (the discovery
+   * controller, as nvmet's) bounds it; read and write are bounded by NLB instead.
+   */
+  readonly hostSizedMax: number;
   readonly ana: boolean;
   /** Whether this subsystem offers reservations (ONCS bit 5, RESCAP, the four commands, features 82h/83h). */
   reservationsSupported = true;
@@ -126,6 +133,7 @@ export class Subsystem {
     this.serial = config.serial ?? createHash('sha256').update(config.nqn).digest('hex').slice(0, 20);
     const mdts = this.mdts;
     this.maxTransfer = mdts === 0 ? 0 : 4096 * 2 ** mdts;
+    this.hostSizedMax = this.maxTransfer > 0 ? this.maxTransfer : 4096 * 2 ** SUBSYS_DEFAULTS.mdts;
     this.ana = kind === 'nvm' && (config.ana ?? true);
     this.maxIoQueues = config.maxIoQueues ?? SUBSYS_DEFAULTS.maxIoQueues;
     this.cntlidMin = config.cntlidMin ?? CNTLID_MIN;

@@ -173,6 +173,14 @@ describe('DH-HMAC-CHAP on the target (raw peer)', () => {
     const mismatched = authCmd(AuthFctype.RECEIVE, 4096, false);
     mismatched.writeUInt32LE(2048, 32);
     expect((await a.command(mismatched)).cqe?.status).toBe(Status.SGL_INVALID_DATA | DNR);
+    // TL / AL are 32 bits and the target allocates that much: past MDTS (1 MiB here) Invalid Field, no R2T.
+    for (const len of [(1 << 20) + 1, 2 ** 31, 2 ** 32 - 1]) {
+      for (const fctype of [AuthFctype.SEND, AuthFctype.RECEIVE]) {
+        const r = await a.command(authCmd(fctype, len, false));
+        expect(r.cqe?.status).toBe(inv);
+        expect(r.pdus).toHaveLength(1);
+      }
+    }
   });
 
   it('a wrong host key gets AUTH_Failure1 and the whole controller is torn down', async () => {

@@ -224,12 +224,27 @@ export function decodeLogArgs(req: Request): LogArgs {
   return { lid: cdw10 & 0xff, lsp: (cdw10 >>> 8) & 0x7f, rae: (cdw10 & 0x8000) !== 0, lpo, length: (numd + 1) * 4 };
 }
 
-function parseGetLogPage(ctrl: TargetController, req: Request): number {
-  const a = decodeLogArgs(req);
+/**
+ * The checks every Get Log Page passes (NVMe Base 2.0 §5.16): LPO dword-aligned, and NUMD within the transfer the
+ * host may size (Subsystem.hostSizedMax; a transfer past MDTS is Invalid Field, Figure 275 MDTS). NUMD + 1 dwords
+ * reach 2^34 bytes, past any SGL length, and each byte is allocated: the bound comes before anything is built.
+ */
+export function checkLogArgs(ctrl: TargetController, req: Request, a: LogArgs): number {
   if ((a.lpo & 3n) !== 0n) {
     req.errorLoc = SqeOffset.cdw12;
     return Status.INVALID_FIELD | DNR;
   }
+  if (a.length > ctrl.subsys.hostSizedMax) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  return 0;
+}
+
+function parseGetLogPage(ctrl: TargetController, req: Request): number {
+  const a = decodeLogArgs(req);
+  const bad = checkLogArgs(ctrl, req, a);
+  if (bad !== 0) return bad;
   req.dir = 'c2h';
   req.dataLen = a.length;
   let build: (() => Buffer) | undefined;

@@ -4,7 +4,7 @@ import { AdminOpcode, Adrfam, CNTLID_DYNAMIC, Cns, DISCOVERY_NQN, DNR, DiscSubty
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
-import { decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, parseKeepAlive, parseSetFeatures } from './admin.js';
+import { checkLogArgs, decodeLogArgs, done, parseAsyncEvent, parseGetFeatures, parseIdentify, parseKeepAlive, parseSetFeatures } from './admin.js';
 
 /** ASQSZ in discovery entries: the admin queue depth the Linux host uses (NVME_AQ_DEPTH). */
 const ASQSZ = 32;
@@ -43,10 +43,8 @@ function parseDiscLogPage(ctrl: TargetController, req: Request): number {
     req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_LOG_PAGE | DNR;
   }
-  if ((a.lpo & 3n) !== 0n) {
-    req.errorLoc = SqeOffset.cdw12;
-    return Status.INVALID_FIELD | DNR;
-  }
+  const bad = checkLogArgs(ctrl, req, a);
+  if (bad !== 0) return bad;
   req.dir = 'c2h';
   req.dataLen = a.length;
   req.execute = (r) => {

@@ -22,9 +22,10 @@ import {
   connectResultDw0,
   decodeConnectData,
   encodeCap,
+  setLongTimeout,
   validateNvmetName,
 } from '../../../protocol/index.js';
-import { AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
+import { AuthCmdOffset, AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
 import { TargetController, Csts, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -90,6 +91,11 @@ function parseAuthCmd(q: QueueModel, req: Request, fctype: number): number {
   if (q.auth === undefined) {
     req.errorLoc = FabricsSqeOffset.fctype;
     return Status.INVALID_OPCODE | DNR;
+  }
+  // TL / AL are 32 bits, and the target allocates that much (nvmet kmallocs it): no more than the host may size.
+  if (f.length > (q.ctrl?.subsys.hostSizedMax ?? 0)) {
+    req.errorLoc = AuthCmdOffset.LENGTH;
+    return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = f.length;
   if (fctype === AuthFctype.SEND) {
@@ -213,7 +219,8 @@ function executeConnect(req: Request): void {
   const generated = q.ops.tlsPsk?.type === 'G';
   log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
   const delay = subsys.faults.connectLatencyMs ?? 0;
-  if (delay > 0) setTimeout(() => q.complete(req, 0), delay);
+  // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
+  if (delay > 0) setLongTimeout(() => q.complete(req, 0), delay, 'connectLatencyMs');
   else q.complete(req, 0);
 }
 

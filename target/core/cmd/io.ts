@@ -2,7 +2,7 @@
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, setLongTimeout, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -86,7 +86,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
   if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
   const access = accessStatus(ctrl, req, ns, io.writes);
   if (access !== 0) return access;
-  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(req) : 0;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : 0;
   if (st !== 0) return st;
   if (io.dir !== undefined) req.dir = io.dir;
   req.execute = io.execute;
@@ -155,13 +155,18 @@ function checkLbaRange(req: Request, ns: TargetNamespace): number {
 }
 
 /** Dataset Management: the SGL holds the NR+1 ranges; sets the data length. */
-function checkDsm(req: Request): number {
+function checkDsm(ctrl: TargetController, req: Request): number {
   const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
   // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
   // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
   if (req.sglLen < nr) {
     req.errorLoc = Sgl1Offset.length;
     return Status.SGL_INVALID_DATA | DNR;
+  }
+  // The rest of a longer SGL is gathered too: no more than the host may size (Subsystem.hostSizedMax, MDTS).
+  if (req.sglLen > ctrl.subsys.hostSizedMax) {
+    req.errorLoc = Sgl1Offset.length;
+    return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = req.sglLen;
   return 0;
@@ -210,7 +215,8 @@ function deliver(req: Request, status: number): void {
       if (left > 0) setTimeout(fire, left);
       else completeIo(q, req, status);
     };
-    setTimeout(fire, lat / 1000);
+    // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
+    setLongTimeout(fire, lat / 1000, 'commandLatencyUs');
     return;
   }
   completeIo(q, req, status);
@@ -379,7 +385,8 @@ function executeDsm(req: Request): void {
   const ns = req.ns as TargetNamespace;
   if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-  const data = Buffer.concat(req.data ?? [], req.dataLen).subarray(0, nrBytes);
+  // Only the NR+1 ranges count: copy those, not the whole (up to MDTS) SGL.
+  const data = Buffer.concat(req.data ?? [], nrBytes);
   const ranges: Array<{ off: number; len: number }> = [];
   for (let o = 0; o + 16 <= data.length; o += 16) {
     const nlb = data.readUInt32LE(o + 4);

@@ -57,11 +57,11 @@ export function runResvCommand(rs: ReservationState, hostKey: string, hostid: Bu
 export function parseResvCmd(ctrl: TargetController, req: Request, ns: TargetNamespace): number {
   switch (req.opcode) {
     case NvmOpcode.RESV_REGISTER:
-      return needData(req, RESV_REGISTER_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_REGISTER_DATA_SIZE));
+      return needData(ctrl, req, RESV_REGISTER_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_REGISTER_DATA_SIZE));
     case NvmOpcode.RESV_ACQUIRE:
-      return needData(req, RESV_ACQUIRE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_ACQUIRE_DATA_SIZE));
+      return needData(ctrl, req, RESV_ACQUIRE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_ACQUIRE_DATA_SIZE));
     case NvmOpcode.RESV_RELEASE:
-      return needData(req, RESV_RELEASE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_RELEASE_DATA_SIZE));
+      return needData(ctrl, req, RESV_RELEASE_DATA_SIZE, (r) => executeChange(ctrl, r, ns, RESV_RELEASE_DATA_SIZE));
     case NvmOpcode.RESV_REPORT:
       return parseReport(req, ns.resv);
     default:
@@ -105,10 +105,15 @@ function executeChange(ctrl: TargetController, r: Request, ns: TargetNamespace, 
 }
 
 /** Register/Acquire/Release carry their keys host → controller; the SGL must cover them (nvmet_copy_from_sgl). */
-function needData(req: Request, len: number, exec: (r: Request) => void): number {
+function needData(ctrl: TargetController, req: Request, len: number, exec: (r: Request) => void): number {
   if (req.sglLen < len) {
     req.errorLoc = SqeOffset.dptr;
     return Status.SGL_INVALID_DATA | DNR;
+  }
+  // The rest of a longer SGL is gathered too: no more than the host may size (Subsystem.hostSizedMax, MDTS).
+  if (req.sglLen > ctrl.subsys.hostSizedMax) {
+    req.errorLoc = SqeOffset.dptr;
+    return Status.INVALID_FIELD | DNR;
   }
   req.dataLen = req.sglLen;
   req.dir = 'h2c';

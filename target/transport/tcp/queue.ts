@@ -16,9 +16,11 @@ import {
   encodePduInto,
   fesName,
   packDigests,
+  setLongTimeout,
   unpackDigests,
   type C2HDataPdu,
   type H2CDataPdu,
+  type LongTimeout,
   type Pdu,
   type PduHandlers,
 } from '../../../protocol/index.js';
@@ -135,7 +137,8 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   /** Received chunks are views of a reused buffer (TcpQueueOptions.rxBuffer). */
   readonly #reuse: boolean;
   #logger: Logger | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  /** ICReq / Connect wait: icReqTimeoutS comes from the config or the API (a LongTimeout keeps any length). */
+  #timer: LongTimeout | undefined;
   readonly #r2t = new Map<number, TcpCommand>();
   #nextTtag = 1;
   /** Command records, each owning its core Request: reused so the data path allocates none per command. */
@@ -198,8 +201,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     }
     this.#conn = TcpConnection.accept(accepted, connOpts);
     this.peer = `${this.#conn.remoteAddress ?? '?'}:${this.#conn.remotePort ?? 0}`;
-    this.#timer = setTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs);
-    this.#timer.unref();
+    this.#timer = setLongTimeout(() => this.#timeout('no ICReq'), opts.icReqTimeoutMs, 'icReqTimeoutS').unref();
   }
 
   /** The connection runs over TLS 1.3 (TP 8011). */
@@ -330,9 +332,8 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   }
 
   #restartTimer(reason: string): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.#timeout(reason), this.#icReqTimeoutMs);
-    this.#timer.unref();
+    this.#timer?.clear();
+    this.#timer = setLongTimeout(() => this.#timeout(reason), this.#icReqTimeoutMs, 'icReqTimeoutS').unref();
   }
 
   #timeout(reason: string): void {
@@ -566,7 +567,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     if (!handOff.accept(h)) return;
     this.#handingOff = h;
     this.#conn.detach((socket, pending) => {
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer?.clear();
       this.#timer = undefined;
       this.setState('closed');
       const remote = ctrl.state === 'dead' ? undefined : handOff.take(socket, h, ctrl, pending);
@@ -581,7 +582,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   /** The core queue went live (Connect bound it): the connection is connected and the Connect timer stops. */
   queueLive(): void {
     if (!this.setState('live')) return;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.clear();
     this.#timer = undefined;
   }
 
@@ -680,7 +681,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   /** ConnectionHandler: the socket is gone (last event of the connection); `err` is the socket error before it. */
   onClose(err: Error | undefined): void {
     if (err !== undefined) this.#log.debug({ err }, 'socket error');
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.clear();
     this.#timer = undefined;
     this.#failPending();
     this.setState('closed');

@@ -16,6 +16,7 @@ import {
   type HkdfLabelEncoding,
   type TlsConfiguredKey,
 } from '../../../protocol/tls/index.js';
+import { setLongTimeout, type LongTimeout } from '../../../protocol/index.js';
 
 export type TlsPortMode = 'none' | 'allowed' | 'required';
 export const TLS_PORT_MODES: readonly TlsPortMode[] = ['none', 'allowed', 'required'];
@@ -191,7 +192,8 @@ type PskInfo = NonNullable<TlsAccepted['tlsPsk']>;
 class TlsAcceptor {
   readonly #peer: string;
   #done = false;
-  #timer: NodeJS.Timeout | undefined;
+  /** tlsHandshakeTimeoutS comes from the config: a LongTimeout keeps any length. */
+  #timer: LongTimeout | undefined;
   #tlsSocket: tls.TLSSocket | undefined;
   /** Why the PSK callback refused the identity; the handshake error that follows is reported as this. */
   #failure: { reason: string; code: string; hostnqn?: string } | undefined;
@@ -208,8 +210,8 @@ class TlsAcceptor {
   }
 
   start(): void {
-    this.#timer = setTimeout(() => this.#fail('timeout', `TLS handshake not completed within ${this.opts.handshakeTimeoutMs} ms`, this.#hostnqn), this.opts.handshakeTimeoutMs);
-    this.#timer.unref();
+    const ms = this.opts.handshakeTimeoutMs;
+    this.#timer = setLongTimeout(() => this.#fail('timeout', `TLS handshake not completed within ${ms} ms`, this.#hostnqn), ms, 'tlsHandshakeTimeoutS').unref();
     this.socket.once('close', this.#onEarlyClose);
     this.socket.on('error', () => undefined);
     this.socket.once('data', (chunk: Buffer) => this.#onFirstChunk(chunk));
@@ -220,7 +222,7 @@ class TlsAcceptor {
   #settle(): boolean {
     if (this.#done) return false;
     this.#done = true;
-    clearTimeout(this.#timer);
+    this.#timer?.clear();
     return true;
   }
 

@@ -107,6 +107,17 @@ describe('malformed PDUs', () => {
     await p2.closed(2000); // no Connect after ICResp either
   });
 
+  // icReqTimeoutS is a library option too: past 2^31−1 ms a plain setTimeout would close the socket after 1 ms.
+  it.each([(2 ** 31 - 1) / 1000, 2 ** 31 / 1000, (2 ** 32 - 1) / 1000])('an ICReq timeout of %d s waits (no early close)', async (s) => {
+    h = await startTarget({}, { icReqTimeoutS: s });
+    const p = await h.peer();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(p.isClosed).toBe(false);
+    await p.ic();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(p.isClosed).toBe(false);
+  });
+
   it('HPDA beyond 31 is refused (HPDA 0-31 is honoured: test/e2e/other-initiators.test.ts)', async () => {
     h = await startTarget();
     const p = await h.peer();
