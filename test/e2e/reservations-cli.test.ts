@@ -130,7 +130,7 @@ describe('reservation and masking CLI verbs', () => {
     expect(err).toBe('nvme-tcp resv-report: --traddr is required; use e.g. --traddr 127.0.0.1\n');
     err = '';
     // A range error names the flag as this verb spells it (no -k: that is --nrkey here).
-    expect(await run('resv-report', '--keep-alive-tmo', '70000')).toBe(2);
-    expect(err).toBe('nvme-tcp resv-report: --keep-alive-tmo 70000 outside 0..65535\n');
+    expect(await run('resv-report', '--keep-alive-tmo', '4294968')).toBe(2);
+    expect(err).toBe('nvme-tcp resv-report: --keep-alive-tmo 4294968 outside 0..4294967\n');
   });
 });
