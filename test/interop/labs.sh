@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Everything `npm run test:interop` boots or runs, built from this repository before the suites start, so that a
+# clone on a fresh machine runs them as they are (root: the builds apt-install qemu, nvme-cli, fio, mmdebstrap).
+# Each step is idempotent: ~1-3 s when built; from scratch ~45 s per lab, ~1 min for the newest kernel, and SPDK
+# ~4-10 min on 2 cores. SPDK's source is the one thing from outside: $SPDK_SRC (default ../shared/spdk, as CI lays it
+# out); without it this builds no SPDK and the SPDK suites skip, each saying how to provide it (harness/peers/spdk.ts).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+t0=$SECONDS
+# The Linux 6.1 guest (kernel-host, kernel-target and most suites).
+bash harness/lab/build.sh
+# A second guest on Debian's 6.12 kernel: the DH-HMAC-CHAP suite (6.1 has no NVMe auth) and the kernel-6.12 project.
+bash test/interop/auth-lab.sh
+# A trixie userland (tlshd, nvme-cli 2.13, keyutils) on the same 6.12 kernel for the TLS suite (tls-kernel.test.ts).
+bash test/interop/tls-lab.sh
+# The newest Debian kernel (trixie-backports 7.x, bookworm userland): the kernel-7 project re-runs kernel-host and
+# kernel-target on it (vitest.interop.config.ts), and kernel-resv.test.ts runs the nvmet reservations reference on it.
+LAB_OUT=/var/tmp/nvme-lab-7 bash harness/lab/build-newest-kernel.sh >/dev/null
+# The TLS lab's trixie userland on that 7.x kernel for secure channel concatenation (tls-concat-kernel.test.ts).
+bash test/interop/tls7-lab.sh
+echo "labs: $((SECONDS - t0)) s"
+SPDK_SRC="${SPDK_SRC:-$(cd .. && pwd)/shared/spdk}"
+if [ -f "$SPDK_SRC/build.sh" ]; then
+  t0=$SECONDS
+  bash "$SPDK_SRC/build.sh"
+  echo "spdk build: $((SECONDS - t0)) s"
+fi
