@@ -24,4 +24,6 @@ if [ -f "$SPDK_SRC/build.sh" ]; then
   t0=$SECONDS
   bash "$SPDK_SRC/build.sh"
   echo "spdk build: $((SECONDS - t0)) s"
+else
+  echo "SPDK not provided: no $SPDK_SRC/build.sh; set SPDK_SRC to a directory holding build.sh and the SPDK v26.05 source (or SPDK_DIR to a build), else the SPDK suites skip"
 fi
