@@ -9,7 +9,7 @@ import { DEFAULT_SUBSYSTEM_NQN, defaultConfig, parseTargetConfig } from '../targ
 import { hostPortArg, nqnArg, sizeArg } from './args.js';
 import { Writable } from 'node:stream';
 import { formatDhchapSecret } from '../protocol/auth/index.js';
-import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetLoggerOptions } from './target.js';
+import { buildTargetConfig, parseTargetArgs, runTargetCli, startupLines, targetEnv, targetLoggerOptions } from './target.js';
 
 let dir: string;
 const servers: Server[] = [];
@@ -178,6 +178,32 @@ describe('buildTargetConfig', () => {
   });
 });
 
+describe('targetEnv: the environment variables the bin turns into options', () => {
+  it('reads nothing from an empty environment', () => {
+    expect(targetEnv({})).toEqual({ workerNodeArgs: [], tlsTrace: false });
+  });
+
+  it('reads each documented variable', () => {
+    expect(
+      targetEnv({
+        NVME_TCP_TARGET_WORKERS: '3',
+        NVME_TCP_TARGET_PLACEMENT: 'host',
+        NVME_TCP_WORKER_NODE_ARGS: '  --cpu-prof   --cpu-prof-dir=/tmp/p ',
+        NVME_TCP_TLS_TRACE: '1',
+        NVME_TCP_API_TOKEN: 'tok',
+      }),
+    ).toEqual({ workers: 3, placement: 'host', workerNodeArgs: ['--cpu-prof', '--cpu-prof-dir=/tmp/p'], tlsTrace: true, apiToken: 'tok' });
+    expect(targetEnv({ NVME_TCP_TARGET_WORKERS: 'auto', NVME_TCP_TLS_TRACE: '0' })).toEqual({ workers: 'auto', workerNodeArgs: [], tlsTrace: false });
+    // Empty means unset, as a shell's VAR= does.
+    expect(targetEnv({ NVME_TCP_TARGET_WORKERS: '', NVME_TCP_TARGET_PLACEMENT: '' })).toEqual({ workerNodeArgs: [], tlsTrace: false });
+  });
+
+  it('names the variable and the fix for a bad value', () => {
+    expect(() => targetEnv({ NVME_TCP_TARGET_WORKERS: '1.5' })).toThrow('NVME_TCP_TARGET_WORKERS=1.5: not a worker count; use an integer >= 1 or auto');
+    expect(() => targetEnv({ NVME_TCP_TARGET_PLACEMENT: 'Queue' })).toThrow('NVME_TCP_TARGET_PLACEMENT=Queue: unknown policy; use single, controller, queue or host');
+  });
+});
+
 describe('startupLines', () => {
   it('prints the nvme-cli lines with the bound port, or the advertised address', () => {
     const c = defaultConfig();
@@ -198,7 +224,7 @@ describe('runTargetCli in-process', () => {
   function capture() {
     const out: string[] = [];
     const err: string[] = [];
-    return { out, err, io: { stdout: (s: string) => void out.push(s), stderr: (s: string) => void err.push(s), logger: silent, processHandlers: false } };
+    return { out, err, io: { stdout: (s: string) => void out.push(s), stderr: (s: string) => void err.push(s), logger: silent, processHandlers: false, env: {} as NodeJS.ProcessEnv } };
   }
 
   it('serves on the port it prints, creates the file namespace, and stops with exit 0', async () => {
@@ -280,15 +306,49 @@ describe('runTargetCli in-process', () => {
 
   it('refuses an API reachable from other machines without a token (exit 2)', async () => {
     const c = capture();
-    const saved = process.env.NVME_TCP_API_TOKEN;
-    delete process.env.NVME_TCP_API_TOKEN;
-    try {
-      expect(await runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M', '--api', '0.0.0.0:0'], c.io)).toBe(2);
-    } finally {
-      if (saved !== undefined) process.env.NVME_TCP_API_TOKEN = saved;
-    }
+    expect(await runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M', '--api', '0.0.0.0:0'], { ...c.io, env: { NVME_TCP_API_TOKEN: '' } })).toBe(2);
     expect(c.err).toHaveLength(1);
     expect(c.err[0]).toMatch(/^nvme-tcp target: --api: refusing to serve the management API on 0\.0\.0\.0:0 without a token/);
+  });
+
+  it('takes the API token from $NVME_TCP_API_TOKEN: the same API then starts, and asks for the token', async () => {
+    const c = capture();
+    const ac = new AbortController();
+    let status: number | undefined;
+    let authed: number | undefined;
+    const code = runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M', '--api', '0.0.0.0:0'], {
+      ...c.io,
+      env: { NVME_TCP_API_TOKEN: 'env-token' },
+      signal: ac.signal,
+      onReady: () => {
+        const port = /management API on http:\/\/[^:]+:(\d+)/.exec(c.out.join(''))?.[1];
+        if (port === undefined) return ac.abort();
+        const url = `http://127.0.0.1:${port}/subsystems`;
+        fetch(url)
+          .then(async (r) => {
+            status = r.status;
+            authed = (await fetch(url, { headers: { authorization: 'Bearer env-token' } })).status;
+          })
+          .finally(() => ac.abort());
+      },
+    });
+    expect(await code).toBe(0);
+    expect(c.err).toEqual([]);
+    expect(status).toBe(401);
+    expect(authed).toBe(200);
+  });
+
+  it('a bad NVME_TCP_TARGET_WORKERS or NVME_TCP_TARGET_PLACEMENT: one line naming the variable, exit 2', async () => {
+    for (const [name, value, fix] of [
+      ['NVME_TCP_TARGET_WORKERS', '0', 'use an integer >= 1 or auto'],
+      ['NVME_TCP_TARGET_PLACEMENT', 'nowhere', 'unknown policy; use single, controller, queue or host'],
+    ] as const) {
+      const c = capture();
+      expect(await runTargetCli(['--listen', '127.0.0.1:0', '--null', '1M'], { ...c.io, env: { [name]: value } })).toBe(2);
+      expect(c.err).toHaveLength(1);
+      expect(c.err[0]).toContain(`nvme-tcp target: ${name}=${value}: `);
+      expect(c.err[0]).toContain(fix);
+    }
   });
 
   it('"ctl" goes to the management client', async () => {

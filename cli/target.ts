@@ -325,20 +325,52 @@ function parseNetworkFlags(v: TargetFlags, args: TargetArgs): void {
   }
 }
 
+/** A worker count: N >= 1 or auto. `what` names where it came from (the flag or the environment variable). */
+function workerCount(what: string, w: string): number | 'auto' {
+  if (w === 'auto') return 'auto';
+  if (/^[0-9]+$/.test(w) && Number(w) >= 1) return Number(w);
+  throw new ConfigError(`${what}: not a worker count; use an integer >= 1 or auto`);
+}
+
+function placementValue(what: string, p: string): Placement {
+  if (!isPlacement(p)) throw new ConfigError(`${what}: unknown policy; use ${placementList()}`);
+  return p;
+}
+
+/**
+ * What the environment adds to the target's options. The bin is the one place that reads it: the library takes
+ * options. NVME_TCP_TARGET_WORKERS and NVME_TCP_TARGET_PLACEMENT apply when neither a flag nor the config sets workers
+ * or placement (a whole suite that starts targets through the bin can then run against workers unchanged);
+ * NVME_TCP_WORKER_NODE_ARGS are Node flags for the worker processes only (NODE_OPTIONS refuses --cpu-prof);
+ * NVME_TCP_TLS_TRACE=1 traces every TLS handshake on stderr; NVME_TCP_API_TOKEN is the API token when the config has none.
+ */
+export interface TargetEnv {
+  workers?: number | 'auto';
+  placement?: Placement;
+  workerNodeArgs: string[];
+  tlsTrace: boolean;
+  apiToken?: string;
+}
+
+/** Reads TargetEnv; throws a ConfigError naming the variable when one holds a bad value. */
+export function targetEnv(env: NodeJS.ProcessEnv): TargetEnv {
+  const out: TargetEnv = {
+    workerNodeArgs: (env.NVME_TCP_WORKER_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== ''),
+    tlsTrace: env.NVME_TCP_TLS_TRACE === '1',
+  };
+  const w = env.NVME_TCP_TARGET_WORKERS;
+  if (w !== undefined && w !== '') out.workers = workerCount(`NVME_TCP_TARGET_WORKERS=${w}`, w);
+  const p = env.NVME_TCP_TARGET_PLACEMENT;
+  if (p !== undefined && p !== '') out.placement = placementValue(`NVME_TCP_TARGET_PLACEMENT=${p}`, p);
+  if (env.NVME_TCP_API_TOKEN !== undefined) out.apiToken = env.NVME_TCP_API_TOKEN;
+  return out;
+}
+
 /** --write-back, --workers, --placement, --port-placement, --log-level. */
 function parseRuntimeFlags(v: TargetFlags, args: TargetArgs): void {
   if (args.writeBack && args.config === undefined) throw new ConfigError('--write-back: needs --config FILE (the file API changes are saved to)');
-  if (v.workers !== undefined) {
-    const w = v.workers;
-    if (w === 'auto') args.workers = 'auto';
-    else if (/^[0-9]+$/.test(w) && Number(w) >= 1) args.workers = Number(w);
-    else throw new ConfigError(`--workers ${w}: not a worker count; use an integer >= 1 or auto`);
-  }
-  if (v.placement !== undefined) {
-    const p = v.placement;
-    if (!isPlacement(p)) throw new ConfigError(`--placement ${p}: unknown policy; use ${placementList()}`);
-    args.placement = p;
-  }
+  if (v.workers !== undefined) args.workers = workerCount(`--workers ${v.workers}`, v.workers);
+  if (v.placement !== undefined) args.placement = placementValue(`--placement ${v.placement}`, v.placement);
   for (const spec of v['port-placement'] ?? []) {
     const m = /^(\d+)=(.*)$/.exec(spec);
     if (!m) throw new ConfigError(`--port-placement ${spec}: not ID=POLICY; use e.g. 2=single`);
@@ -651,11 +683,14 @@ export interface TargetCliIo {
    * port and no OpenSSL configuration it then restarts itself with openssl-no-tickets.cnf (cli/openssl-reexec.ts).
    */
   reexec?: readonly string[];
+  /** The environment the NVME_TCP_* variables are read from (targetEnv); default process.env. */
+  env: NodeJS.ProcessEnv;
 }
 
 const defaultIo: TargetCliIo = {
   stdout: (s) => process.stdout.write(s),
   stderr: (s) => process.stderr.write(s),
+  env: process.env,
 };
 
 /** How long a graceful stop may take before the process gives up on it. */
@@ -696,16 +731,20 @@ function createLogger(level: LevelWithSilent): Logger {
   return pino(targetLoggerOptions(level), stderrLogStream());
 }
 
-/** The service for a built config: its workers, placement and where PTPL reservations persist. */
-function createService(config: TargetConfig, args: TargetArgs, log: Logger): TargetService {
-  const workers = config.workers === 'auto' ? availableParallelism() : config.workers;
+/** The service for a built config and the environment: its workers, placement and where PTPL reservations persist. */
+function createService(config: TargetConfig, args: TargetArgs, env: TargetEnv, log: Logger): TargetService {
+  const w = config.workers ?? env.workers;
+  const workers = w === 'auto' ? availableParallelism() : w;
+  const placement = config.placement ?? env.placement;
   const resvStatePath = resvStateFile(args, config);
   return new TargetService({
     logger: log,
     ...(config.icReqTimeoutS !== undefined ? { icReqTimeoutS: config.icReqTimeoutS } : {}),
     ...(workers !== undefined ? { workers } : {}),
-    ...(config.placement !== undefined ? { placement: config.placement } : {}),
+    ...(placement !== undefined ? { placement } : {}),
     ...(resvStatePath !== undefined ? { resvStatePath } : {}),
+    ...(env.workerNodeArgs.length > 0 ? { workerNodeArgs: env.workerNodeArgs } : {}),
+    ...(env.tlsTrace ? { tlsTrace: true } : {}),
   });
 }
 
@@ -757,7 +796,7 @@ function installProcessHandlers(onSignal: (sig: NodeJS.Signals) => void, onFatal
 }
 
 /** Applies the config and starts the API; on failure one stderr line and the exit status (the caller stops). */
-async function startAll(service: TargetService, config: TargetConfig, args: TargetArgs, io: TargetCliIo, log: Logger): Promise<{ api: ApiHandle | undefined } | number> {
+async function startAll(service: TargetService, config: TargetConfig, args: TargetArgs, env: TargetEnv, io: TargetCliIo, log: Logger): Promise<{ api: ApiHandle | undefined } | number> {
   try {
     await service.apply(config);
   } catch (err) {
@@ -773,6 +812,7 @@ async function startAll(service: TargetService, config: TargetConfig, args: Targ
       writeBack: args.writeBack,
       ...(args.api !== undefined ? { listen: args.api } : {}),
       ...(args.config !== undefined ? { configPath: args.config } : {}),
+      ...(env.apiToken !== undefined ? { token: env.apiToken } : {}),
     });
     return { api };
   } catch (err) {
@@ -795,7 +835,7 @@ function prefixedIo(ioIn: Partial<TargetCliIo>): TargetCliIo {
 
 /** `nvme-tcp target [options]` (and `nvme-tcp target ctl ...`); resolves to the exit status. */
 export async function runTargetCli(argv: readonly string[], ioIn: Partial<TargetCliIo> = {}): Promise<number> {
-  if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: ioIn.stdout ?? defaultIo.stdout, stderr: ioIn.stderr ?? defaultIo.stderr, env: process.env });
+  if (argv[0] === 'ctl') return runCtlCli(argv.slice(1), { stdout: ioIn.stdout ?? defaultIo.stdout, stderr: ioIn.stderr ?? defaultIo.stderr, env: ioIn.env ?? defaultIo.env });
   const io = prefixedIo(ioIn);
 
   const loaded = await loadTarget(argv, io);
@@ -807,8 +847,10 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   const log = io.logger ?? createLogger(args.logLevel);
   for (const w of built.warnings) log.warn(w);
   let service: TargetService;
+  let env: TargetEnv;
   try {
-    service = createService(built.config, args, log);
+    env = targetEnv(io.env);
+    service = createService(built.config, args, env, log);
   } catch (err) {
     io.stderr(`${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
@@ -852,7 +894,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   io.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
-    const up = await startAll(service, built.config, args, io, log);
+    const up = await startAll(service, built.config, args, env, io, log);
     if (typeof up === 'number') {
       await stop('start failed', 1);
       return up;

@@ -34,6 +34,10 @@ export interface TargetServiceOptions {
   placement?: Placement;
   /** Worker entry module (tests); default target/workers/worker-main.ts. */
   workerEntry?: string;
+  /** Node flags for the worker processes only (e.g. --cpu-prof); the bin takes them from NVME_TCP_WORKER_NODE_ARGS. */
+  workerNodeArgs?: readonly string[];
+  /** OpenSSL's trace of every TLS handshake on stderr; the bin sets it from NVME_TCP_TLS_TRACE=1 (docs/tls.md). */
+  tlsTrace?: boolean;
   /**
    * File holding the reservations of namespaces with Persist Through Power Loss on (NVMe Base 2.0 §8.19.3): read at
    * construction, replaced atomically on every change. Omitted: PTPL can be set but nothing survives a restart.
@@ -53,6 +57,7 @@ export class TargetService {
   readonly #listeners = new Map<number, TcpListener>();
   readonly #log: Logger;
   readonly #icReqTimeoutMs: number;
+  readonly #tlsTrace: boolean;
   readonly #keys: HostKeys;
   readonly #resv: ReservationStore;
   readonly #workers: Replication;
@@ -66,14 +71,12 @@ export class TargetService {
     this.#icReqTimeoutMs = Math.max(1, Math.round((opts.icReqTimeoutS ?? 10) * 1000));
     this.#core = new TargetCore(this.#log);
     this.#keys = new HostKeys(this.#core, this.#log);
-    // NVME_TCP_TARGET_WORKERS / NVME_TCP_TARGET_PLACEMENT: defaults for services that set neither (lets a whole
-    // suite, e.g. test/interop, run against workers without changing its code).
-    const envWorkers = process.env.NVME_TCP_TARGET_WORKERS;
-    const n = opts.workers ?? (envWorkers !== undefined && envWorkers !== '' ? Number(envWorkers) : 1);
+    this.#tlsTrace = opts.tlsTrace === true;
+    const n = opts.workers ?? 1;
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('workers', `${String(n)} is not a worker count; use an integer >= 1`);
-    const p = checkPlacement('placement', opts.placement ?? (process.env.NVME_TCP_TARGET_PLACEMENT || 'queue'));
+    const p = checkPlacement('placement', opts.placement ?? 'queue');
     this.#placement = p;
-    this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry });
+    this.#workers = new Replication(this.#core, this.#log, { count: n, placement: p, entry: opts.workerEntry, nodeArgs: opts.workerNodeArgs });
     // Every change to exported state reaches the workers through the core (TargetCore.changed), never by each operation.
     if (this.#workers.enabled) this.#core.mirror = this.#workers;
     this.#resv = new ReservationStore(opts.resvStatePath, this.#log);
@@ -225,7 +228,7 @@ export class TargetService {
     const tls =
       tlsMode === 'none'
         ? undefined
-        : { mode: tlsMode, keys: this.#keys.tls, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000), ...(p.tlsConcat === true ? { concat: true } : {}) };
+        : { mode: tlsMode, keys: this.#keys.tls, handshakeTimeoutMs: Math.round((p.tlsHandshakeTimeoutS ?? 10) * 1000), ...(p.tlsConcat === true ? { concat: true } : {}), ...(this.#tlsTrace ? { trace: true } : {}) };
     const l = new TcpListener(this.#core, port, { icReqTimeoutMs: this.#icReqTimeoutMs, ...(pool !== undefined ? { handOff: pool } : {}) }, tls);
     const bound = await l.listen();
     this.#core.ports.set(p.id, port);

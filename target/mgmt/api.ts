@@ -238,18 +238,18 @@ export interface TargetApiOptions {
   configPath?: string;
   writeBack?: boolean;
   logger?: Logger;
-  /** Environment for NVME_TCP_API_TOKEN (default process.env). */
-  env?: NodeJS.ProcessEnv;
+  /** The token when the config has none ('' for none); the bin passes $NVME_TCP_API_TOKEN. */
+  token?: string;
 }
 
 /**
  * What `nvme-tcp target` calls after service.apply(): starts the API when `--api` or config `api.listen`
- * asks for it (undefined otherwise). The token comes from config `api.token`, else $NVME_TCP_API_TOKEN.
+ * asks for it (undefined otherwise). The token comes from config `api.token`, else `opts.token`.
  */
 export async function startTargetApi(service: MgmtService, opts: TargetApiOptions): Promise<ApiHandle | undefined> {
   const listen = opts.listen ?? opts.config?.api?.listen;
   if (listen === undefined) return undefined;
-  const token = opts.config?.api?.token ?? (opts.env ?? process.env).NVME_TCP_API_TOKEN;
+  const token = opts.config?.api?.token ?? opts.token;
   return startApi(service, {
     listen,
     ...(token !== undefined && token !== '' ? { token } : {}),

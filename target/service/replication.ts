@@ -14,6 +14,8 @@ export interface ReplicationOptions {
   placement: Placement;
   /** Worker entry module (tests). */
   entry: string | undefined;
+  /** Node flags for the workers only (WorkerPoolOptions.nodeArgs). */
+  nodeArgs: readonly string[] | undefined;
 }
 
 export class Replication implements CoreMirror {
@@ -52,6 +54,7 @@ export class Replication implements CoreMirror {
         state: () => this.#state(),
         resvCommand: (m) => this.#forwardedResv(m.nqn, m.nsid, m.hostid, m.opcode, m.cdw10, m.data),
         ...(this.#opts.entry !== undefined ? { entry: this.#opts.entry } : {}),
+        ...(this.#opts.nodeArgs !== undefined ? { nodeArgs: this.#opts.nodeArgs } : {}),
       });
       this.#poolStart = pool.start().then(() => {
         this.#pool = pool;

@@ -48,6 +48,11 @@ export interface WorkerPoolOptions {
   state: () => { ports: PortSpec[]; subsystems: SubsysSpec[] };
   /** Worker entry module (default: worker-main.ts next to this file, run through tsx). */
   entry?: string;
+  /**
+   * Node flags for the workers only (e.g. --cpu-prof --cpu-prof-dir=/tmp/p), so a worker can be profiled: NODE_OPTIONS
+   * refuses --cpu-prof. The bin takes them from NVME_TCP_WORKER_NODE_ARGS.
+   */
+  nodeArgs?: readonly string[];
   /** Give up on a worker that is not ready after this long (default 30 s: tsx compiles on first start). */
   startTimeoutMs?: number;
   /**
@@ -238,9 +243,7 @@ export class WorkerPool implements QueueHandOff {
   #spawn(w: WorkerProc): Promise<void> {
     const entry = this.#opts.entry ?? ENTRY;
     const child = fork(entry, [], {
-      // NVME_TCP_WORKER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"): Node flags for the workers only, so a worker
-      // can be profiled (NODE_OPTIONS refuses --cpu-prof).
-      execArgv: [...(entry.endsWith('.ts') ? ['--import', tsxImport()] : []), ...workerNodeArgs()],
+      execArgv: [...(entry.endsWith('.ts') ? ['--import', tsxImport()] : []), ...(this.#opts.nodeArgs ?? [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
@@ -616,10 +619,6 @@ function fnv1a(s: string): number {
     h = Math.imul(h, 0x01000193);
   }
   return h >>> 0;
-}
-
-function workerNodeArgs(): string[] {
-  return (process.env.NVME_TCP_WORKER_NODE_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
 }
 
 /** Connected Unix socket pairs (Node has no socketpair()): a listener in a private 0700 directory, one pair at a time. */

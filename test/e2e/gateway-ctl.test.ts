@@ -45,7 +45,7 @@ async function gateway(id: string): Promise<{ svc: TargetService; api: ApiHandle
   const svc = new TargetService();
   services.push(svc);
   await svc.apply(config(id));
-  const api = (await startTargetApi(svc, { listen: '127.0.0.1:0', env: {} })) as ApiHandle;
+  const api = (await startTargetApi(svc, { listen: '127.0.0.1:0' })) as ApiHandle;
   apis.push(api);
   return { svc, api };
 }

@@ -20,6 +20,8 @@ export interface TcpListenerTls {
   handshakeTimeoutMs: number;
   /** Secure channel concatenation (TP 8018) offered on this port. */
   concat?: boolean;
+  /** OpenSSL's trace of each handshake on stderr (TlsAcceptOptions.trace). */
+  trace?: boolean;
 }
 
 export class TcpListener {

@@ -162,6 +162,8 @@ export interface TlsAcceptOptions {
    * concatOnly (an admin queue that must authenticate with NEWTLSPSK), instead of being refused.
    */
   concat?: boolean;
+  /** OpenSSL's trace of each handshake on stderr (tls.TLSSocket.enableTrace); the bin sets it from NVME_TCP_TLS_TRACE=1. */
+  trace?: boolean;
 }
 
 /** What the accept path hands on: the stream to run NVMe/TCP over. */
@@ -272,7 +274,7 @@ class TlsAcceptor {
     };
     const t = new tls.TLSSocket(this.socket, tlsOpts);
     this.#tlsSocket = t;
-    if (process.env['NVME_TCP_TLS_TRACE'] === '1') t.enableTrace();
+    if (opts.trace === true) t.enableTrace();
     opts.logger.debug({ peer: this.#peer, port: opts.portId, firstChunk: chunk.length, record: chunk.length >= 5 ? chunk.readUInt16BE(3) : -1 }, 'TLS ClientHello');
     t.on('error', (err: Error & { code?: string }) => this.#onTlsError(err));
     t.once('secure', () => {
