@@ -58,6 +58,20 @@ module.exports = {
       to: { path: ['^target/transport/tcp', '^connection/', '^node:net$', '^net$'] },
     },
     {
+      name: 'target-model-is-leaf',
+      comment: 'target/model/ (the config vocabulary: config shapes, placement names) imports protocol/ and itself only, so every floor of target/ may import it',
+      severity: 'error',
+      from: { path: '^target/model/' },
+      to: { pathNot: ['^target/model/', '^protocol/'] },
+    },
+    {
+      name: 'target-floors-not-upward',
+      comment: 'the data plane (core, backend, transport, workers, gateway) never imports the management floors above it: config, mgmt, the service',
+      severity: 'error',
+      from: { path: '^target/(core|backend|transport|workers|gateway|model)/' },
+      to: { path: ['^target/(config|mgmt|service)/', '^target/service\\.ts$', '^target/index\\.ts$'] },
+    },
+    {
       name: 'protocol-not-upward',
       severity: 'error',
       from: { path: '^protocol/' },

@@ -3,7 +3,7 @@
 // checks and backends, replication to worker processes, and the read views.
 import pino, { type Logger } from 'pino';
 import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
-import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './config/types.js';
+import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './model/config.js';
 import type { AuthStats, HostAuthView } from './core/auth.js';
 import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
 import type { PersistedResv } from './core/reservation.js';

@@ -3,7 +3,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TargetConfig } from '../../target/config/types.js';
+import type { TargetConfig } from '../../target/model/config.js';
 import type { ChildSample, ChildToParent, ParentToChild } from './protocol.js';
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'target-child.ts');

@@ -24,7 +24,7 @@ import {
   sglTransport,
   type SglDescriptor,
 } from '../../protocol/index.js';
-import type { TargetConfig } from '../../target/config/types.js';
+import type { TargetConfig } from '../../target/model/config.js';
 import type { TargetStats } from '../../target/service.js';
 import { startChildTarget, type ChildTarget } from './child.js';
 import { Rng, frame } from './mutate.js';

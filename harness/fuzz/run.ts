@@ -23,7 +23,7 @@ import {
   sglInCapsule,
   type PduFraming,
 } from '../../protocol/index.js';
-import type { TargetConfig } from '../../target/config/types.js';
+import type { TargetConfig } from '../../target/model/config.js';
 import type { ControllerInfo, DebugCounts } from '../../target/service.js';
 import type { WorkerView } from '../../target/workers/index.js';
 import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';

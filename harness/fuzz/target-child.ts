@@ -4,7 +4,7 @@
 import { availableParallelism } from 'node:os';
 import process from 'node:process';
 import { pino } from 'pino';
-import type { TargetConfig } from '../../target/config/types.js';
+import type { TargetConfig } from '../../target/model/config.js';
 import { TargetService } from '../../target/service.js';
 import type { ChildSample, ChildToParent, ParentToChild } from './protocol.js';
 

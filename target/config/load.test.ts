@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SUBSYSTEM_NQN, defaultConfig, loadConfig, parseConfigText, saveConfig } from './load.js';
 import { ConfigError, parseTargetConfig } from './schema.js';
-import type { TargetConfig } from './types.js';
+import type { TargetConfig } from '../model/config.js';
 
 let dir: string;
 beforeEach(async () => {

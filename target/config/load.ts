@@ -1,7 +1,7 @@
 // Reading, writing and the built-in default of the target's JSON config; validation is ./schema.ts.
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { ConfigError, parseTargetConfig } from './schema.js';
-import type { TargetConfig } from './types.js';
+import type { TargetConfig } from '../model/config.js';
 
 export const DEFAULT_SUBSYSTEM_NQN = 'nqn.2024-01.io.nvme-tcp-ts:default';
 const DEFAULT_LISTEN = { addr: '127.0.0.1', port: 4420 } as const;

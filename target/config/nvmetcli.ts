@@ -7,7 +7,7 @@ import { ANA_STATE_NAMES } from '../../protocol/index.js';
 import { NVME_VS } from '../core/controller.js';
 import { errnoText } from './load.js';
 import { ConfigError, parseTargetConfig, parseWith } from './schema.js';
-import type { AnaStateName, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './types.js';
+import type { AnaStateName, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../model/config.js';
 
 // nvmetcli writes attribute values as the strings configfs returns; numbers appear for ids and enable.
 const attrValue = z.union([z.string(), z.number(), z.boolean(), z.null()]);

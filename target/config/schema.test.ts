@@ -16,7 +16,7 @@ import {
   sizeToBytes,
   subsystemSchema,
 } from './schema.js';
-import type { TargetConfig } from './types.js';
+import type { TargetConfig } from '../model/config.js';
 
 function base(): TargetConfig {
   return {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '../../protocol/auth/index.js';
 import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
-import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../workers/placement.js';
+import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../model/placement.js';
 import { ipFamily, parseHostPort } from './host-port.js';
 import { parseSize } from './size.js';
 import type {
@@ -18,7 +18,7 @@ import type {
   ReferralConfig,
   SubsystemConfig,
   TargetConfig,
-} from './types.js';
+} from '../model/config.js';
 
 /** A config (file, flag or API body) that cannot be used; `message` is one line naming the field and the fix. */
 export class ConfigError extends NvmeTcpError {

@@ -1,6 +1,6 @@
 // Size strings for backend config ("512M", "1G"): K/M/G/T are powers of 1024, like nvmetcli and truncate(1).
 import { InvalidArgumentError } from '../../protocol/index.js';
-import type { SizeSpec } from './types.js';
+import type { SizeSpec } from '../model/config.js';
 
 const UNITS: Readonly<Record<string, number>> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
 

@@ -3,7 +3,7 @@ import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { parseUuid } from '../../protocol/index.js';
 import type { NamespaceBackend } from '../backend/index.js';
-import type { NamespaceConfig } from '../config/types.js';
+import type { NamespaceConfig } from '../model/config.js';
 import { ReservationState, type ResvEvents } from './reservation.js';
 
 /** Events of a namespace not (yet) in a subsystem: nobody to notify, nothing to persist. */

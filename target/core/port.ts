@@ -1,5 +1,5 @@
 // Core view of a port: id, data-plane limits, ANA states per group and discovery referrals (nvmet_port).
-import type { AnaStateName, PortConfig, ReferralConfig } from '../config/types.js';
+import type { AnaStateName, PortConfig, ReferralConfig } from '../model/config.js';
 
 /** ANA state codes of the ANA log (NVMe Base 2.0 §8.1.3): protocol's table, re-exported for the core's users. */
 export { ANA_STATE_CODE } from '../../protocol/index.js';

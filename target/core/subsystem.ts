@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { Buffer } from 'node:buffer';
 import { opcodeLabel } from '../../protocol/index.js';
-import type { FaultConfig, SubsystemConfig } from '../config/types.js';
+import type { FaultConfig, SubsystemConfig } from '../model/config.js';
 import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import type { Request } from './request.js';

@@ -9,7 +9,7 @@
 // The first gateway writes the description into the group record; a later joiner whose description differs is
 // refused with describeDifference's line.
 import { createHash } from 'node:crypto';
-import type { HostConfig } from '../config/types.js';
+import type { HostConfig } from '../model/config.js';
 
 export interface NamespaceDescription {
   nsid: number;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../protocol/index.js';
-import type { TargetConfig } from '../config/types.js';
+import type { TargetConfig } from '../model/config.js';
 import { isLoopback, startApi, type ApiHandle, type MgmtService } from './api.js';
 import { cleanupAfterEach } from '../../test/fixtures/cleanups.js';
 

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { parseHostPort } from '../config/schema.js';
-import type { TargetConfig } from '../config/types.js';
+import type { TargetConfig } from '../model/config.js';
 import { HttpError, errorReply, readBody, send, sendError, sendJson } from './http.js';
 import { createMetrics, type TargetMetrics } from './metrics.js';
 import { compileRoutes, findRoute, isPublicPath, pathSegments, type CompiledRoute } from './router.js';

@@ -2,7 +2,7 @@
 // It uses the WHATWG fetch that Node 20 ships (undici inside) rather than undici's npm `request`:
 // msw's node interceptors patch globalThis.fetch and node:http but not the undici npm package, whose
 // `request` dials its own sockets; with global fetch the same client code is testable with msw.
-import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../config/types.js';
+import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../model/config.js';
 
 /** A request the API answered with a non-2xx status; `path` names the offending body field for 400s. */
 export class MgmtApiError extends Error {

@@ -6,7 +6,7 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import type { ResvNotifType } from '../../protocol/index.js';
 import { WriteFence } from '../backend/index.js';
-import type { AnaStateName as PortAnaState, GatewayConfig, HostConfig, PortConfig } from '../config/types.js';
+import type { AnaStateName as PortAnaState, GatewayConfig, HostConfig, PortConfig } from '../model/config.js';
 import type { TargetCore } from '../core/index.js';
 import { keysDigest, type GroupDescription } from '../gateway/description.js';
 import { GatewayNotConfiguredError } from '../gateway/errors.js';

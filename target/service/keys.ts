@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { InvalidArgumentError } from '../../protocol/index.js';
 import { DhchapKeyError, parseDhchapSecret, type DhGroupId, type HashId } from '../../protocol/auth/index.js';
 import { DEFAULT_HKDF_ENCODING, TlsKeyError, deriveConcatTlsPsk, parseTlsKey } from '../../protocol/tls/index.js';
-import type { HostConfig } from '../config/types.js';
+import type { HostConfig } from '../model/config.js';
 import { DH_GROUP_BY_NAME, HASH_NAMES, type AuthStats, type HostAuth, type HostAuthView } from '../core/auth.js';
 import type { TargetCore } from '../core/index.js';
 import { TlsKeyStore, type TlsStats } from '../transport/tcp/index.js';

@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import { InvalidArgumentError, formatUuid } from '../../protocol/index.js';
 import type { NamespaceBackend, WriteFence } from '../backend/index.js';
-import type { NamespaceConfig } from '../config/types.js';
+import type { NamespaceConfig } from '../model/config.js';
 import { TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { checkMaskHost, checkNamespace, openBackend, sameJson, workerCache } from './config-translation.js';
 import type { Replication } from './replication.js';

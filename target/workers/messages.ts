@@ -1,12 +1,12 @@
 // The message protocol between the primary and its worker processes (child_process IPC, JSON; an I/O queue's socket
 // rides along with its 'queue' message). The primary owns all controller-wide state; a worker only serves the I/O
 // queues handed to it and mirrors what it needs to execute their commands (docs/target.md, "Target workers").
-import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../config/types.js';
+import type { FaultConfig, NamespaceConfig, PortConfig, SubsystemConfig } from '../model/config.js';
 import type { HostRefusalCounts, NamespaceCounters, ResvReplica } from '../core/index.js';
 import type { HandedOffQueue } from '../transport/tcp/index.js';
 import type { InvRange } from './coherence.js';
 
-export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from './placement.js';
+export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from '../model/placement.js';
 
 /**
  * How a worker opens a namespace's blocks (the primary created them). `fenced`: a gateway's file, written through the

@@ -11,7 +11,7 @@ import { connect } from '../../initiator/index.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { runTargetCli } from '../../cli/target.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
-import type { TargetConfig } from '../../target/config/types.js';
+import type { TargetConfig } from '../../target/model/config.js';
 import type { BoundPort } from '../../target/index.js';
 import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
 import { TargetService } from '../../target/service.js';

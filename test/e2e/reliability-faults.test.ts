@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { FaultProxy, type ProxyFaults } from '../../harness/peers/proxy.js';
 import { connect, NvmeStatusError, NvmeTcpError, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
-import type { PortConfig } from '../../target/config/types.js';
+import type { PortConfig } from '../../target/model/config.js';
 import { TargetService, type DebugCounts } from '../../target/service.js';
 import { pattern } from '../fixtures/data-pattern.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';

@@ -2,7 +2,7 @@
 // the lookups several tables share (a subsystem, a port, a numeric path parameter) with the 404s they throw.
 import { z } from 'zod';
 import { nvmetNameSchema } from '../../config/schema.js';
-import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../../config/types.js';
+import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../../model/config.js';
 import type { TargetService } from '../../service.js';
 import { HttpError } from '../http.js';
 import type { TargetMetrics } from '../metrics.js';

@@ -11,7 +11,7 @@ import {
   sglTransport,
 } from '../../../protocol/index.js';
 import { RawPeer, type CommandResult } from '../../../harness/peers/raw-peer.js';
-import type { SubsystemConfig, TargetConfig } from '../../../target/config/types.js';
+import type { SubsystemConfig, TargetConfig } from '../../../target/model/config.js';
 import { TargetService } from '../../../target/service.js';
 
 export const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { setImmediate as tick } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PduType, encodePdu, type Pdu } from '../../../protocol/index.js';
-import type { NamespaceConfig } from '../../../target/config/types.js';
+import type { NamespaceConfig } from '../../../target/model/config.js';
 import { bringUpAdmin, connectIo, defaultSubsystem, expectOk, readCmd, startTarget, writeCmd, type Harness, type RawPeer } from './fixture.js';
 
 let h: Harness | undefined;

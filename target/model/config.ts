@@ -1,7 +1,7 @@
 // The target's configuration model: one shape for the JSON config file, the HTTP API bodies and TargetService.
-// The schema in ./schema.ts validates unknown input into these types; TargetService.apply() replays them.
+// The schema in target/config/schema.ts validates unknown input into these types; TargetService.apply() replays them.
 import type { AnaStateName } from '../../protocol/index.js';
-import type { Placement } from '../workers/placement.js';
+import type { Placement } from './placement.js';
 
 /** Sizes accept bytes or strings with K/M/G/T suffixes meaning powers of 1024 ("1G" = 1073741824). */
 export type SizeSpec = number | string;
