@@ -5,9 +5,7 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { Command, CommanderError, Option } from 'commander';
 import { validateNvmetName } from '../protocol/index.js';
-import { parseDuration } from '../target/config/duration.js';
-import { parseHostPort } from '../target/config/host-port.js';
-import { parseSize } from '../target/config/size.js';
+import { parseDuration, parseHostPort, parseSize } from '../protocol/values/index.js';
 
 /** A command line that cannot be turned into a request: one line on stderr, exit status 2. */
 export class UsageError extends Error {

@@ -123,14 +123,15 @@ describe('dispatcher', () => {
 
   // Start-up time (docs/testing.md): the target's modules take ~800 ms to load, so only `nvme-tcp target` loads them.
   // A resolve hook ahead of tsx's records every module URL the child resolves.
-  it('--version, --help and an initiator verb load no target module (the leaf value parsers in target/config aside)', async () => {
+  it('--version, --help and an initiator verb load no target module (the value parsers live in protocol/values)', async () => {
     const hook = `import{registerHooks}from'node:module';registerHooks({resolve(s,c,n){const r=n(s,c);process.stderr.write('RESOLVED '+r.url+'\\n');return r;}});`;
     const loadedTarget = async (args: string[]): Promise<string[]> => {
       const r = run(args, ['--import', `data:text/javascript,${encodeURIComponent(hook)}`]);
       expect(await r.exit).toEqual({ code: 0, signal: null });
       const urls = [...r.stderr().matchAll(/^RESOLVED (\S+)$/gm)].map((m) => m[1] ?? '');
       expect(urls).toContain(pathToFileURL(path.join(repoRoot, 'cli', 'args.ts')).href);
-      return urls.filter((u) => u.startsWith(pathToFileURL(path.join(repoRoot, 'target')).href + '/') && !/\/target\/config\/(size|host-port|duration)\.[jt]s$/.test(u));
+      expect(urls).toContain(pathToFileURL(path.join(repoRoot, 'protocol', 'values', 'index.ts')).href);
+      return urls.filter((u) => u.startsWith(pathToFileURL(path.join(repoRoot, 'target')).href + '/'));
     };
     expect(await loadedTarget(['--version'])).toEqual([]);
     expect(await loadedTarget(['--help'])).toEqual([]);

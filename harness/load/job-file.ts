@@ -1,7 +1,6 @@
 // Job files: the fio subset we run (`[global]` + `[job]` sections of key=value) and the same options as JSON.
 // Parsing checks keys and value syntax (with line numbers); resolveJobs applies the namespace geometry.
-import { parseDuration } from '../../target/config/duration.js';
-import { parseSize } from '../../target/config/size.js';
+import { parseDuration, parseSize } from '../../protocol/values/index.js';
 import type { BsSplitEntry, JobSpec, RwMode } from './types.js';
 import { RW_MODES } from './types.js';
 

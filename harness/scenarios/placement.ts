@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { CpuSample } from '../load/engine.js';
-import { parseSize } from '../../target/index.js';
+import { parseSize } from '../../protocol/values/index.js';
 import { readProcCpu, startChildTarget, type ChildTarget } from '../nvme.js';
 import { startSpdkTarget } from '../peers/spdk.js';
 

@@ -2,7 +2,7 @@
 export { DEFAULT_SUBSYSTEM_NQN, defaultConfig, errnoText, loadConfig } from './load.js';
 export { loadNvmetcliConfig } from './nvmetcli.js';
 export { ConfigError, formatConfigError, ipFamily, nameProblem, nqnProblem, nqnWarning, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './schema.js';
-export { parseSize } from './size.js';
+export { parseSize } from '../../protocol/values/index.js';
 export type * from '../model/config.js';
 // The placement policies (target/model), so a caller that reads config needs no import from the worker pool.
 export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from '../model/placement.js';

@@ -6,8 +6,7 @@ import { DH_GROUP_NAMES, DhchapKeyError, HASH_INFO, parseDhchapSecret } from '..
 import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
 import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../model/placement.js';
-import { ipFamily, parseHostPort } from './host-port.js';
-import { parseSize } from './size.js';
+import { ipFamily, parseHostPort, parseSize } from '../../protocol/values/index.js';
 import type {
   AnaStateName,
   BackendConfig,
@@ -75,7 +74,7 @@ export function sizeToBytes(spec: number | string): number | undefined {
 
 export const SIZE_FIX = 'use bytes or a K/M/G/T suffix (e.g. 1G)';
 
-export { ipFamily, parseHostPort } from './host-port.js';
+export { ipFamily, parseHostPort } from '../../protocol/values/index.js';
 
 // ---------------------------------------------------------------------------------------------- helpers
 

@@ -1,10 +1,10 @@
 // The target's configuration model: one shape for the JSON config file, the HTTP API bodies and TargetService.
 // The schema in target/config/schema.ts validates unknown input into these types; TargetService.apply() replays them.
 import type { AnaStateName } from '../../protocol/index.js';
+import type { SizeSpec } from '../../protocol/values/index.js';
 import type { Placement } from './placement.js';
 
-/** Sizes accept bytes or strings with K/M/G/T suffixes meaning powers of 1024 ("1G" = 1073741824). */
-export type SizeSpec = number | string;
+export type { SizeSpec };
 
 /** ANA state names as nvmet's configfs spells them; protocol/ owns the list (NVMe Base 2.0 §8.1.3). */
 export type { AnaStateName };

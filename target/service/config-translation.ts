@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { InvalidArgumentError, validateNvmetName } from '../../protocol/index.js';
 import { FileBackend, NullBackend, RamBackend, type FileBackendOptions, type NamespaceBackend, type WriteFence } from '../backend/index.js';
 import { nqnWarning } from '../config/schema.js';
-import { parseSize } from '../config/size.js';
+import { parseSize } from '../../protocol/values/index.js';
 import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../model/config.js';
 import { CNTLID_MAX, CNTLID_MIN, WELL_KNOWN_DISCOVERY_NQN, type Subsystem, type TargetCore } from '../core/index.js';
 import { PLACEMENT_LIST, ShmBackend, isPlacement, type Placement } from '../workers/index.js';

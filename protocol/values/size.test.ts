@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../protocol/index.js';
+import { InvalidArgumentError } from '../errors.js';
 import { parseSize } from './size.js';
 
 describe('parseSize', () => {

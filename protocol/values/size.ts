@@ -1,6 +1,8 @@
 // Size strings for backend config ("512M", "1G"): K/M/G/T are powers of 1024, like nvmetcli and truncate(1).
-import { InvalidArgumentError } from '../../protocol/index.js';
-import type { SizeSpec } from '../model/config.js';
+import { InvalidArgumentError } from '../errors.js';
+
+/** Sizes accept bytes or strings with K/M/G/T suffixes meaning powers of 1024 ("1G" = 1073741824). */
+export type SizeSpec = number | string;
 
 const UNITS: Readonly<Record<string, number>> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
 

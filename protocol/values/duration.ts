@@ -2,7 +2,7 @@
 // (connect -k/-c/-l/-F, --io-timeout, --admin-timeout: seconds, as nvme-cli). A plain number is in the caller's unit, as
 // nvme-cli and fio read them; us/ms/s/m/h suffixes are fio's. A leaf module beside size.ts, so the bin can import it
 // without loading the target.
-import { InvalidArgumentError } from '../../protocol/index.js';
+import { InvalidArgumentError } from '../errors.js';
 
 const MS_PER: Readonly<Record<TimeUnit, number>> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
