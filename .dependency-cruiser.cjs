@@ -76,7 +76,21 @@ module.exports = {
       comment: 'the data plane (core, backend, transport, workers, gateway) never imports the management floors above it: config, mgmt, the service',
       severity: 'error',
       from: { path: '^target/(core|backend|transport|workers|gateway|model)/' },
-      to: { path: ['^target/(config|mgmt|service)/', '^target/service\\.ts$', '^target/index\\.ts$'] },
+      to: { path: ['^target/(config|mgmt|service)/', '^target/index\\.ts$'] },
+    },
+    {
+      name: 'target-service-not-mgmt',
+      comment: 'the management direction: target/mgmt/ (the HTTP API) calls TargetService, never the other way',
+      severity: 'error',
+      from: { path: '^target/service/' },
+      to: { path: '^target/mgmt/' },
+    },
+    {
+      name: 'target-config-not-service',
+      comment: 'the management direction: target/config/ (schema, load, nvmetcli import) knows no service or API; callers hand its result to TargetService',
+      severity: 'error',
+      from: { path: '^target/config/' },
+      to: { path: '^target/(service|mgmt)/' },
     },
     {
       name: 'protocol-not-upward',

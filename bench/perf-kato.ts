@@ -18,7 +18,7 @@ function arg(name: string, def: number): number {
 }
 
 async function target(): Promise<void> {
-  const { TargetService } = await import('../target/service.js');
+  const { TargetService } = await import('../target/service/index.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: NQN, maxIoQueues: 64, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '256M' } }] }] });
   const lag = monitorEventLoopDelay({ resolution: 1 });

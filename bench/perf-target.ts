@@ -109,7 +109,7 @@ export async function fillNamespace(port: number, nqn = SUBNQN, bytes = NS_BYTES
 
 /** The TS target in this process (RAM namespace, one port on 127.0.0.1:0); prints "PORT n", stops on "quit". */
 async function tsServer(): Promise<void> {
-  const { TargetService } = await import('../target/service.js');
+  const { TargetService } = await import('../target/service/index.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
   const port = svc.boundPorts()[0]?.port ?? 0;

@@ -29,7 +29,7 @@ const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-7000000
 const NS_BYTES = 256 * 1024 * 1024;
 
 async function server(): Promise<void> {
-  const { TargetService } = await import('../target/service.js');
+  const { TargetService } = await import('../target/service/index.js');
   const svc = new TargetService();
   await svc.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: NS_BYTES } }] }] });
   const h = monitorEventLoopDelay({ resolution: 1 });

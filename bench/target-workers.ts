@@ -38,7 +38,7 @@ function cpuUs(pid: number): number {
 }
 
 async function server(workers: number, placement: string, cache: boolean): Promise<void> {
-  const { TargetService } = await import('../target/service.js');
+  const { TargetService } = await import('../target/service/index.js');
   const svc = new TargetService({ workers, placement: placement as 'queue' });
   const file = path.join(tmpdir(), `nvme-tcp-ts-bench-${process.pid}.img`);
   const backend = BACKEND === 'file' ? { type: 'file' as const, path: file, size: NS_BYTES } : BACKEND === 'ram' ? { type: 'ram' as const, size: NS_BYTES, workerCache: cache } : { type: BACKEND, size: NS_BYTES };
@@ -51,7 +51,7 @@ async function server(workers: number, placement: string, cache: boolean): Promi
   ready(svc, port);
 }
 
-function ready(svc: import('../target/service.js').TargetService, port: number): void {
+function ready(svc: import('../target/service/index.js').TargetService, port: number): void {
   // Every CPU of the machine: this process runs under `taskset -c 0`, so availableParallelism() would say 1 here and
   // put every worker on CPU 0 (what the first two passes measured by mistake).
   const cpus = osCpus().length;

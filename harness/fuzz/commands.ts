@@ -25,7 +25,7 @@ import {
   type SglDescriptor,
 } from '../../protocol/index.js';
 import type { TargetConfig } from '../../target/model/config.js';
-import type { TargetStats } from '../../target/service.js';
+import type { TargetStats } from '../../target/service/index.js';
 import { startChildTarget, type ChildTarget } from './child.js';
 import { Rng, frame } from './mutate.js';
 import { FuzzConn, type ReplyStats } from './run.js';

@@ -1,5 +1,5 @@
 // IPC messages between a fuzz/fault parent and harness/fuzz/target-child.ts.
-import type { ControllerInfo, DebugCounts, TargetStats } from '../../target/service.js';
+import type { ControllerInfo, DebugCounts, TargetStats } from '../../target/service/index.js';
 import type { WorkerView } from '../../target/workers/index.js';
 
 export interface ChildSample {

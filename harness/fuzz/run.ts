@@ -24,7 +24,7 @@ import {
   type PduFraming,
 } from '../../protocol/index.js';
 import type { TargetConfig } from '../../target/model/config.js';
-import type { ControllerInfo, DebugCounts } from '../../target/service.js';
+import type { ControllerInfo, DebugCounts } from '../../target/service/index.js';
 import type { WorkerView } from '../../target/workers/index.js';
 import { startChildTarget, type ChildExit, type ChildTarget } from './child.js';
 import type { ChildSample } from './protocol.js';

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import process from 'node:process';
 import { pino } from 'pino';
 import type { TargetConfig } from '../../target/model/config.js';
-import { TargetService } from '../../target/service.js';
+import { TargetService } from '../../target/service/index.js';
 import type { ChildSample, ChildToParent, ParentToChild } from './protocol.js';
 
 async function main(): Promise<void> {

@@ -2,7 +2,7 @@
 // TargetService.stats()/listControllers() snapshot per scrape, so the data plane never touches prom-client.
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ControllerInfo, GatewayStats, TargetService, TargetStats } from '../service.js';
+import type { ControllerInfo, GatewayStats, TargetService, TargetStats } from '../service/index.js';
 
 /**
  * Latency histogram the data plane may attach to a subsystem's stats as `latency[opcodeName]`.

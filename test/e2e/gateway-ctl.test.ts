@@ -14,7 +14,7 @@ import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import type { TargetConfig } from '../../target/model/config.js';
 import type { BoundPort } from '../../target/index.js';
 import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
-import { TargetService } from '../../target/service.js';
+import { TargetService } from '../../target/service/index.js';
 import { until } from '../fixtures/until.js';
 
 const NQN = 'nqn.2024-01.io.example:gwsvc';

@@ -5,7 +5,7 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { connect, discover, NvmeStatusError, type Controller } from '../../initiator/index.js';
 import { AdminOpcode, AenDw0, DNR, PduType, Status, decodeCqe, encodeSqe } from '../../protocol/index.js';
-import { TargetService } from '../../target/service.js';
+import { TargetService } from '../../target/service/index.js';
 import { RawPeer, bringUpAdmin, expectOk, getLog } from './target-dataplane/fixture.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 

@@ -8,7 +8,7 @@ import { FaultProxy, type ProxyFaults } from '../../harness/peers/proxy.js';
 import { connect, NvmeStatusError, NvmeTcpError, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
 import type { PortConfig } from '../../target/model/config.js';
-import { TargetService, type DebugCounts } from '../../target/service.js';
+import { TargetService, type DebugCounts } from '../../target/service/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { nvmetNameSchema } from '../../config/schema.js';
 import type { NamespaceConfig, PortConfig, SubsystemConfig } from '../../model/config.js';
-import type { TargetService } from '../../service.js';
+import type { TargetService } from '../../service/index.js';
 import { HttpError } from '../http.js';
 import type { TargetMetrics } from '../metrics.js';
 

@@ -291,7 +291,7 @@ describe('backends, ACL, config and stop', () => {
     h.svc.removeAllowedHost(SUBNQN, HOSTNQN);
     const p3 = await h.peer();
     expect((await p3.connect({ subnqn: SUBNQN, hostnqn: HOSTNQN })).cqe?.status).toBe(Status.CONNECT_INVALID_HOST | DNR);
-    const { TargetService } = await import('../../../target/service.js');
+    const { TargetService } = await import('../../../target/service/index.js');
     const copy = new TargetService();
     await copy.apply({ ...cfg, ports: cfg.ports.map((p) => ({ ...p, port: 0 })) });
     expect(copy.getConfig().subsystems).toEqual(cfg.subsystems);

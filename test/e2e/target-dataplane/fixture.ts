@@ -12,7 +12,7 @@ import {
 } from '../../../protocol/index.js';
 import { RawPeer, type CommandResult } from '../../../harness/peers/raw-peer.js';
 import type { SubsystemConfig, TargetConfig } from '../../../target/model/config.js';
-import { TargetService } from '../../../target/service.js';
+import { TargetService } from '../../../target/service/index.js';
 
 export const HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000001';
 export const SUBNQN = 'nqn.2024-01.io.nvme-ts:test';

@@ -2,23 +2,23 @@
 // and the TCP listeners; its parts each keep one concern (target/service/): host keys, persisted reservations, config
 // checks and backends, replication to worker processes, and the read views.
 import pino, { type Logger } from 'pino';
-import { InvalidArgumentError, validateNqn } from '../protocol/index.js';
-import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from './model/config.js';
-import type { AuthStats, HostAuthView } from './core/auth.js';
-import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from './core/index.js';
-import type { PersistedResv } from './core/reservation.js';
-import { TcpListener, type TlsStats } from './transport/tcp/index.js';
-import type { Placement, WorkerView } from './workers/index.js';
-import { checkCntlidRange, checkName, checkPlacement, checkPort, checkSubsystem } from './service/config-translation.js';
-import { HostKeys } from './service/keys.js';
-import { debugCounts, listControllers, targetStats, type ControllerInfo, type DebugCounts, type TargetStats } from './service/reports.js';
-import { Replication } from './service/replication.js';
-import { ReservationStore } from './service/reservations-store.js';
-import { Namespaces } from './service/namespaces.js';
-import { GatewayPart, type GatewayStats, type GroupView } from './service/gateway.js';
+import { InvalidArgumentError, validateNqn } from '../../protocol/index.js';
+import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../model/config.js';
+import type { AuthStats, HostAuthView } from '../core/auth.js';
+import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from '../core/index.js';
+import type { PersistedResv } from '../core/reservation.js';
+import { TcpListener, type TlsStats } from '../transport/tcp/index.js';
+import type { Placement, WorkerView } from '../workers/index.js';
+import { checkCntlidRange, checkName, checkPlacement, checkPort, checkSubsystem } from './config-translation.js';
+import { HostKeys } from './keys.js';
+import { debugCounts, listControllers, targetStats, type ControllerInfo, type DebugCounts, type TargetStats } from './reports.js';
+import { Replication } from './replication.js';
+import { ReservationStore } from './reservations-store.js';
+import { Namespaces } from './namespaces.js';
+import { GatewayPart, type GatewayStats, type GroupView } from './gateway.js';
 
-export type { GatewayStats, GroupView } from './service/gateway.js';
-export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './service/reports.js';
+export type { GatewayStats, GroupView } from './gateway.js';
+export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './reports.js';
 
 export interface TargetServiceOptions {
   logger?: Logger;
