@@ -26,7 +26,7 @@ import { connectionRegistry, hostRegistry, type ResolvedOptions } from './option
 import { type Completion, type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, PromiseRequest, QueuePair, type SubmitSpec, TagSet } from './queue-pair.js';
 import { Placement, effectiveWorkers } from './io-worker/placement.js';
 import { type IoWorkerInfo, type IoWorkerPool, acquireIoWorkerPool } from './io-worker/pool.js';
-import { RemoteQueue } from './io-worker/remote-queue.js';
+import { HostRemoteQueue } from './io-worker/remote-queue.js';
 import { enableController, shutdownController } from './registers.js';
 import { retryDelayMs, type RetryPolicy } from './retry.js';
 import { NamespaceScanner } from './scan.js';
@@ -137,7 +137,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       },
       openQueue: (qid, tags, inline) => (this.opts.ioWorkers > 0 ? this.#openRemoteQueue(qid, tags, inline) : this.#openQueue(qid, tags, inline)),
       connectQueue: async (qp, sqsize) => {
-        if (qp instanceof RemoteQueue) await this.#connectRemoteQueue(qp, sqsize);
+        if (qp instanceof HostRemoteQueue) await this.#connectRemoteQueue(qp, sqsize);
         else await this.#fabrics.connect(qp as QueuePair, sqsize, 0, this.#cntlid);
       },
       workerCpu: (w) => this.#workers?.handle(w)?.cpu,
@@ -316,7 +316,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   async #openRemoteQueue(qid: number, tags: TagSet, inlineLimit: number): Promise<IoQueue> {
     const { pool, placement } = this.#ioWorkers();
     const worker = await pool.worker(placement.workerOf(qid));
-    return new RemoteQueue({
+    return new HostRemoteQueue({
       key: pool.nextKey(),
       qid,
       tags,
@@ -329,7 +329,7 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   }
 
   /** ICReq and Fabrics Connect of a worker's queue, run on that worker with this controller's identity. */
-  async #connectRemoteQueue(q: RemoteQueue, sqsize: number): Promise<void> {
+  async #connectRemoteQueue(q: HostRemoteQueue, sqsize: number): Promise<void> {
     const o = this.opts;
     const auth = this.#fabrics.remoteAuth();
     const agreed = await q.connect({

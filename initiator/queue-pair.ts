@@ -286,7 +286,7 @@ export interface QueueCounters {
 
 /**
  * An I/O queue as the hctxs and the controller drive it, wherever it runs: a QueuePair on the calling thread or a
- * RemoteQueue whose QueuePair an io worker runs (the io_cpu of Linux nvme_tcp_queue).
+ * HostRemoteQueue whose QueuePair an io worker runs (the io_cpu of Linux nvme_tcp_queue).
  */
 export interface IoQueue {
   readonly qid: number;

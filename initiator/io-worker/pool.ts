@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { ConnectionClosedError, IoWorkerError } from '../errors.js';
-import type { RemoteQueue, RemoteQueueWorker } from './remote-queue.js';
+import type { HostRemoteQueue, RemoteQueueWorker } from './remote-queue.js';
 import { type FromWorker, type OpenQueueMsg, type OpenedQueue, type ToWorker, WorkerStat, fromWireError } from './wire.js';
 
 /** Per io worker, as queueInfo's companion ioWorkerInfo() and the harness report show it. */
@@ -82,7 +82,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
   readonly cpu: number | undefined;
   alive = true;
   readonly #opens = new Map<number, { resolve: (e: OpenedQueue) => void; reject: (e: Error) => void }>();
-  readonly queues = new Map<number, RemoteQueue>();
+  readonly queues = new Map<number, HostRemoteQueue>();
   readonly #log: Logger;
   readonly ready: Promise<void>;
 
@@ -151,7 +151,7 @@ class IoWorkerHandle implements RemoteQueueWorker {
     }
   }
 
-  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue> {
+  open(q: HostRemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue> {
     if (!this.alive) return Promise.reject(new ConnectionClosedError(`io worker ${this.index} is not running`));
     this.queues.set(msg.key, q);
     return new Promise((resolve, reject) => {

@@ -49,7 +49,7 @@ export interface RemoteQueueWorker {
   readonly index: number;
   /** The controller's shared I/O buffer pool. */
   readonly pool: SharedArrayBuffer;
-  open(q: RemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue>;
+  open(q: HostRemoteQueue, msg: Omit<OpenQueueMsg, 't'>): Promise<OpenedQueue>;
   close(key: number): void;
 }
 
@@ -61,11 +61,11 @@ export interface RemoteQueueOptions {
   /** Largest transfer of one command (MDTS): the bounce area has this much per tag. */
   slotBytes: number;
   worker: RemoteQueueWorker;
-  onError: (q: RemoteQueue, err: Error) => void;
+  onError: (q: HostRemoteQueue, err: Error) => void;
   onActivity?: () => void;
 }
 
-export class RemoteQueue implements IoQueue {
+export class HostRemoteQueue implements IoQueue {
   readonly qid: number;
   readonly tags: TagSet;
   readonly inlineLimit: number;

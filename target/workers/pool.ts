@@ -95,7 +95,7 @@ class WorkerProc {
   child: ChildProcess | undefined;
   report: WorkerReport | undefined;
   ready: Promise<void> = Promise.resolve();
-  readonly queues = new Set<RemoteQueue>();
+  readonly queues = new Set<TargetRemoteQueue>();
   constructor(readonly index: number) {}
 
   /** The one place a worker's state changes (WORKER_TRANSITIONS); false for an edge not in the table. */
@@ -141,7 +141,7 @@ class AckTracker {
 }
 
 /** An I/O queue served by a worker, as its controller in the primary holds it. */
-export class RemoteQueue implements QueueHandle {
+export class TargetRemoteQueue implements QueueHandle {
   commands = 0;
   bytesIn = 0;
   bytesOut = 0;
@@ -173,7 +173,7 @@ export class WorkerPool implements QueueHandOff {
   readonly #opts: WorkerPoolOptions;
   readonly #log: Logger;
   readonly #workers: WorkerProc[] = [];
-  readonly #remote = new Map<number, RemoteQueue>();
+  readonly #remote = new Map<number, TargetRemoteQueue>();
   #placement: Placement;
   #nextId = 1;
   #rr = 0;
@@ -463,7 +463,7 @@ export class WorkerPool implements QueueHandOff {
   }
 
   /** The queue is gone on its worker: remove it from its controller, as CoreQueue.onTransportClosed does here. */
-  #dropQueue(r: RemoteQueue, why: string): void {
+  #dropQueue(r: TargetRemoteQueue, why: string): void {
     if (!this.#remote.delete(r.id)) return;
     r.worker.queues.delete(r);
     const ctrl = r.ctrl;
@@ -471,7 +471,7 @@ export class WorkerPool implements QueueHandOff {
     this.#log.info({ cntlid: ctrl.cntlid, subnqn: ctrl.subsys.nqn, hostnqn: ctrl.hostnqn, qid: r.qid, peer: r.peer, worker: r.worker.index, why }, 'queue disconnected');
   }
 
-  closeQueue(r: RemoteQueue, reason: string): void {
+  closeQueue(r: TargetRemoteQueue, reason: string): void {
     if (!this.#post(r.worker, { t: 'close', id: r.id, reason })) this.#dropQueue(r, reason);
   }
 
@@ -519,7 +519,7 @@ export class WorkerPool implements QueueHandOff {
     if (pending !== undefined) msg.pending = pending.toString('base64');
     releaseFromServer(socket);
     if (!this.#post(w, msg, socket)) return undefined;
-    const r = new RemoteQueue(id, w, h, ctrl, peer, this);
+    const r = new TargetRemoteQueue(id, w, h, ctrl, peer, this);
     this.#remote.set(id, r);
     w.queues.add(r);
     this.#log.debug({ cntlid: h.cntlid, qid: h.qid, worker: i, placement: policy }, 'queue handed to worker');
