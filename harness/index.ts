@@ -3,6 +3,5 @@ export * from './load/index.js';
 export * from './report/index.js';
 export { SCENARIOS, findScenario, type Scenario, type ScenarioContext } from './scenarios/index.js';
 export { FaultProxy, startProxy, type DirectionFaults, type ProxyDirection, type ProxyFaults, type ProxyOptions, type ProxyConnectionInfo, type ProxyStats } from './peers/proxy.js';
-export { duplexPair } from './duplex-pair.js';
 export { startInProcessTarget, startChildTarget, namespaceBlockTarget, controllerBlockTarget, defaultHctxOf, readProcCpu, DEFAULT_BENCH_NQN, type InProcessTarget, type ChildTarget } from './nvme.js';
 export { allowedCpus } from './scenarios/placement.js';

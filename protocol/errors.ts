@@ -61,7 +61,3 @@ export class InvalidArgumentError extends NvmeTcpError {
     super(`${field}: ${message}`);
   }
 }
-
-export function assertNever(x: never, what = 'value'): never {
-  throw new Error(`unexpected ${what}: ${String(x)}`);
-}

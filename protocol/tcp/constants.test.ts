@@ -10,7 +10,6 @@ import {
   IC_PDU_SIZE,
   PDU_INFO,
   PduFlag,
-  PduSize,
   PduType,
   TERM_REQ_HLEN,
   TERM_REQ_MAX_DATA,
@@ -31,7 +30,6 @@ describe('layout constants (TCP 1.0 §3.6.1, §3.6.2)', () => {
     expect(IC_PDU_SIZE).toBe(128);
     expect(DIGEST_SIZE).toBe(4);
     expect(TERM_REQ_MAX_DATA).toBe(128);
-    expect(PduSize).toEqual({ CH: 8, IC: 128, CAPSULE_CMD: 72, DATA: 24, TERM_REQ: 24 });
   });
   it('flag bits: HDGSTF 0x01, DDGSTF 0x02, DATA_LAST 0x04, DATA_SUCCESS 0x08', () => {
     expect(PduFlag).toEqual({ HDGSTF: 0x01, DDGSTF: 0x02, DATA_LAST: 0x04, DATA_SUCCESS: 0x08 });

@@ -2,10 +2,9 @@
 // (pdu-header.ts); encodePdu and encodePduInto lay out data and DDGST around them into caller-provided memory.
 // Buffer lifetime after a socket write (slabs, pools) is connection/'s (connection/pdu-batch.ts): protocol/ does no I/O.
 import { Buffer } from 'node:buffer';
-import { CAPSULE_CMD_HLEN, CH_SIZE, DATA_PDU_HLEN, DIGEST_SIZE, IC_PDU_SIZE, PduFlag, PduType, TERM_REQ_HLEN, dataOffset } from './constants.js';
+import { DIGEST_SIZE, PduType } from './constants.js';
 import { crc32c } from './crc32c.js';
 import {
-  CAPSULE_RESP_HLEN,
   NO_DIGESTS,
   PDU_MAX_HEADER_BYTES,
   c2hDataFlags,
@@ -21,7 +20,6 @@ import {
   type PduFraming,
 } from './pdu-header.js';
 import { rd16, rd32, wr32 } from '../le.js';
-import { bufferView } from '../view.js';
 
 /** ICReq (§3.6.2.2). */
 export interface IcReqPdu {
@@ -162,27 +160,13 @@ export function encodePdu(pdu: Pdu, framing: PduFraming = NO_DIGESTS): Buffer[] 
 
 /**
  * encodePdu for batching writers: the header (CH, PSH, HDGST, padding up to PDO) goes into `dst` at `off`, and the
- * return value is the number of bytes written. The caller sends the PDU's data views next and then, when
- * `pduHasDataDigest(pdu, framing)`, the four bytes `encodeDataDigestInto` writes. `dst` needs
- * `PDU_MAX_HEADER_BYTES` free bytes at `off`.
+ * return value is the number of bytes written. The caller sends the PDU's data views next and then, with data and
+ * data digests on, the DDGST (`pduDataDigest`). `dst` needs `PDU_MAX_HEADER_BYTES` free bytes at `off`.
  */
 export function encodePduInto(dst: Buffer, off: number, pdu: Pdu, framing: PduFraming = NO_DIGESTS): number {
   const data = pduData(pdu);
   const datalen = data === undefined ? 0 : byteLength(data);
   return writePduHeader(dst, headerView(dst), off, pdu, framing, datalen);
-}
-
-/** Whether a DDGST follows the data of `pdu` under `framing` (data present and data digests on, §3.6.1.4). */
-export function pduHasDataDigest(pdu: Pdu, framing: PduFraming): boolean {
-  if (!framing.ddgst) return false;
-  const data = pduData(pdu);
-  return data !== undefined && byteLength(data) > 0;
-}
-
-/** Write the DDGST of `pdu`'s data at `dst[off..off+4]`; returns 4. */
-export function encodeDataDigestInto(dst: Buffer, off: number, pdu: Pdu): number {
-  wr32(dst, off, pduDataDigest(pdu, pduData(pdu) ?? []));
-  return DIGEST_SIZE;
 }
 
 /** DDGST (§3.6.1.4): CRC32C of the data, or the one a C2HData sender already knows (from a cache of block CRCs). */
@@ -233,12 +217,4 @@ export function pduData(pdu: Pdu): Buffer[] | undefined {
       return undefined;
   }
 }
-
-/** Total bytes of an encoded PDU. */
-export function encodedLength(parts: readonly Buffer[]): number {
-  return byteLength(parts);
-}
-
-/** Header-only sizes, exported for layout tests and callers that size buffers. */
-export const PduSize = { CH: CH_SIZE, IC: IC_PDU_SIZE, CAPSULE_CMD: CAPSULE_CMD_HLEN, DATA: DATA_PDU_HLEN, TERM_REQ: TERM_REQ_HLEN } as const;
 
