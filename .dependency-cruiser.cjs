@@ -93,6 +93,13 @@ module.exports = {
       to: { path: '^target/(service|mgmt)/' },
     },
     {
+      name: 'shipped-not-test',
+      comment: 'what the package ships (dist/ is built from these folders) never imports test/: a fixture it imported would ship as dist/test/. harness/fuzz/ is repository tooling (it replays test/fixtures/captures) and is not built into dist/ (tsconfig.build.json)',
+      severity: 'error',
+      from: { path: '^(protocol|connection|target|initiator|harness|cli)/', pathNot: '^harness/fuzz/' },
+      to: { path: '^test/' },
+    },
+    {
       name: 'protocol-not-upward',
       severity: 'error',
       from: { path: '^protocol/' },

@@ -14,7 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { GatewayLab, GroupSampler, VerifyWorkload, injectEvent, type LabEvent, type LabEventKind } from '../harness/gateway-lab.js';
 import { startEtcd } from '../test/fixtures/etcd.js';
-import { sleep } from '../test/fixtures/until.js';
+import { sleep } from '../harness/until.js';
 
 const { values } = parseArgs({
   options: {

@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { until, sleep } from '../test/fixtures/until.js';
+import { until, sleep } from './until.js';
 import { connect, createMultipath, type ConnectOptions, type Controller, type MultipathNamespace } from '../initiator/index.js';
 import { freePort } from './lab.js';
 import { startProxy, type FaultProxy } from './peers/proxy.js';

@@ -4,7 +4,7 @@ import { startEtcd, type EtcdServer } from '../../test/fixtures/etcd.js';
 import { startProxy, type FaultProxy } from '../../harness/peers/proxy.js';
 import type { GroupDescription } from './description.js';
 import { GatewayGroup, type GatewayGroupOptions, type OwnershipEvent } from './group.js';
-import { until } from '../../test/fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const desc: GroupDescription = {
   subsystems: [

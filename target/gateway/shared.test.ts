@@ -8,7 +8,7 @@ import { NvmOpcode, ResvNotifType, ResvType, Status } from '../../protocol/index
 import { RESV_CONFLICT, type ReservationState } from '../core/reservation.js';
 import { Subsystem } from '../core/subsystem.js';
 import { startEtcd, type EtcdServer } from '../../test/fixtures/etcd.js';
-import { until } from '../../test/fixtures/until.js';
+import { until } from '../../harness/until.js';
 import type { GroupDescription } from './description.js';
 import { GatewayFencedError } from './errors.js';
 import { GatewayGroup } from './group.js';

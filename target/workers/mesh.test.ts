@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InvRange } from './coherence.js';
 import { PeerMesh } from './mesh.js';
-import { until } from '../../test/fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mesh-test-'));
 const server = net.createServer({ pauseOnConnect: true });

@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { GroupSampler, VerifyWorkload, type GroupView } from '../../harness/gateway-lab.js';
 import { freePort } from '../../harness/lab.js';
 import { connect, createMultipath, type Controller, type MultipathNamespace } from '../../initiator/index.js';
-import { sleep, until } from '../fixtures/until.js';
+import { sleep, until } from '../../harness/until.js';
 import { DOCKER, REPO, TOKEN, compose, ctr, logs, podman, residue, teardown, waitHealthy } from './podman.js';
 
 const FILE = path.join(DOCKER, 'compose.gateway.yaml');

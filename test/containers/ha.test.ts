@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../harness/lab.js';
 import { connect, createMultipath, type Controller, type MultipathNamespace } from '../../initiator/index.js';
 import { DOCKER, compose, counter, ctr, metrics, podman, residue, teardown, waitHealthy } from './podman.js';
-import { sleep, until } from '../fixtures/until.js';
+import { sleep, until } from '../../harness/until.js';
 
 const FILE = path.join(DOCKER, 'compose.ha.yaml');
 const NQN = 'nqn.2024-01.io.nvme-tcp-ts:ha';

@@ -15,7 +15,7 @@ import type { TargetConfig } from '../../target/model/config.js';
 import type { BoundPort } from '../../target/index.js';
 import { startTargetApi, type ApiHandle } from '../../target/mgmt/index.js';
 import { TargetService } from '../../target/service/index.js';
-import { until } from '../fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const NQN = 'nqn.2024-01.io.example:gwsvc';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:gw-ptpl-';

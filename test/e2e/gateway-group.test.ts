@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayLab, GroupSampler, VerifyWorkload, groupView, injectEvent, type LabEventKind } from '../../harness/gateway-lab.js';
 import type { Controller } from '../../initiator/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
-import { sleep, until } from '../fixtures/until.js';
+import { sleep, until } from '../../harness/until.js';
 
 // Default 3 (one kill, one stall, one partition of the owning gateway): measured 29 s for the whole file on 2 shared
 // cores (19 s of it the events, about 6 s each).

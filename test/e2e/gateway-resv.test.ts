@@ -11,7 +11,7 @@ import { GatewayLab, groupView, type LabGateway } from '../../harness/gateway-la
 import { connect, type Controller } from '../../initiator/index.js';
 import { ResvType, Status } from '../../protocol/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
-import { until } from '../fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000a1';
 const HOST_B = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000b2';

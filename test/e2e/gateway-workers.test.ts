@@ -10,7 +10,7 @@ import { connect, type Controller } from '../../initiator/index.js';
 import { Status } from '../../protocol/index.js';
 import { startEtcd, type EtcdServer } from '../fixtures/etcd.js';
 import { statusOf } from '../fixtures/status-of.js';
-import { sleep, until } from '../fixtures/until.js';
+import { sleep, until } from '../../harness/until.js';
 
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000c3';
 const LEASE_MS = 2000;

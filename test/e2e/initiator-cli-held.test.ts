@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { TargetService } from '../../target/index.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
-import { until } from '../fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NQNS = ['nqn.2024-01.io.example:held-a', 'nqn.2024-01.io.example:held-b'];

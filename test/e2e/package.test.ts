@@ -71,7 +71,7 @@ beforeAll(async () => {
   // `npm pack` runs `prepare` (the build), so the tarball holds what a clean clone's `npm ci` would build. It packs a
   // copy of the tree (node_modules linked), so the build never rewrites this checkout's dist/ under other tests.
   const src = path.join(dir, 'src');
-  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'bin', 'protocol', 'connection', 'target', 'initiator', 'harness', 'cli', 'test/fixtures']) {
+  for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'bin', 'protocol', 'connection', 'target', 'initiator', 'harness', 'cli']) {
     cpSync(path.join(ROOT, p), path.join(src, p), { recursive: true, filter: (f) => !f.endsWith('.test.ts') });
   }
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(src, 'node_modules'));
@@ -94,7 +94,9 @@ describe('the packed package, installed into a fresh project', () => {
     for (const f of ['dist/initiator/index.js', 'dist/initiator/index.d.ts', 'dist/target/index.d.ts', 'dist/harness/index.d.ts', 'dist/cli/main.js', 'bin/nvme-tcp.mjs']) {
       expect(existsSync(path.join(pkg, f)), f).toBe(true);
     }
-    for (const f of ['cli/main.ts', 'test', 'dist/initiator/connect.test.js', 'node_modules/tsx']) expect(existsSync(path.join(pkg, f)), f).toBe(false);
+    // Test-only modules stay in the repository: fixtures, testing/ builders and fakes, the fuzzer (tsconfig.build.json).
+    const testOnly = ['dist/test', 'dist/protocol/testing', 'dist/target/core/testing', 'dist/harness/fuzz', 'dist/harness/kernel-host/fake-tools.js', 'dist/harness/peers/fake-controller.js', 'dist/harness/peers/raw-peer.js'];
+    for (const f of ['cli/main.ts', 'test', 'dist/initiator/connect.test.js', 'node_modules/tsx', ...testOnly]) expect(existsSync(path.join(pkg, f)), f).toBe(false);
     expect(existsSync(path.join(proj, 'node_modules', 'tsx')), 'tsx is a devDependency').toBe(false);
   });
 

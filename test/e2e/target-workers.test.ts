@@ -13,7 +13,7 @@ import { TargetService, type ControllerInfo } from '../../target/index.js';
 import { PLACEMENTS, type Placement } from '../../target/workers/index.js';
 import { pattern } from '../fixtures/data-pattern.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
-import { sleep, until } from '../fixtures/until.js';
+import { sleep, until } from '../../harness/until.js';
 
 const NQN = 'nqn.2024-01.io.test:workers';
 const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';

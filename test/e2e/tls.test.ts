@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { connect, discover, type Controller } from '../../initiator/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import { TargetService, type PortConfig } from '../../target/index.js';
-import { until } from '../fixtures/until.js';
+import { until } from '../../harness/until.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
 const SUBNQN = 'nqn.2024-01.io.test:tls-e2e';

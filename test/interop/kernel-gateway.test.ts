@@ -25,7 +25,7 @@ import { labKernel } from '../../harness/lab.js';
 import { LAB_KERNELS, labPrerequisites, labRunner, type HostRunner, type LabKernel } from '../../harness/kernel-host/runner.js';
 import { REPO_ROOT } from '../../harness/nvme.js';
 import { etcdMissing, startEtcd, type EtcdServer } from '../fixtures/etcd.js';
-import { until } from '../fixtures/until.js';
+import { until } from '../../harness/until.js';
 
 const NQN = 'nqn.2024-01.io.nvme-tcp-ts:gateway-kernel';
 const GUEST_SCRIPT = readFileSync(path.join(REPO_ROOT, 'test', 'interop', 'guest', 'kernel-gateway.sh'), 'utf8');
