@@ -1,5 +1,6 @@
-// Keeps docs/style.md's size rule true: no function outside bench/ and the tests is over 80 lines, so a long
-// operation reads as named steps or a table of named entries (routes, metrics) rather than one body to scroll.
+// Keeps two rules of docs/style.md true: no function outside bench/ and the tests is over 80 lines, so a long
+// operation reads as named steps or a table of named entries (routes, metrics) rather than one body to scroll; and
+// library code takes options, never process.env (the bin reads the environment).
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -53,5 +54,41 @@ describe('function size', () => {
     expect(files.length).toBeGreaterThan(100);
     const long = files.flatMap((f) => longFunctions(f, readFileSync(path.join(repoRoot, f), 'utf8'), MAX_LINES).map((l) => `${f}: ${l}`));
     expect(long).toEqual([]);
+  });
+});
+
+/** Every read of `process.env` (or `process['env']`) in `text`, as `line L`. */
+export function envReads(fileName: string, text: string): string[] {
+  const src = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (n: ts.Node): void => {
+    const env =
+      (ts.isPropertyAccessExpression(n) && n.name.text === 'env') || (ts.isElementAccessExpression(n) && ts.isStringLiteral(n.argumentExpression) && n.argumentExpression.text === 'env');
+    if (env && ts.isIdentifier(n.expression) && n.expression.text === 'process') found.push(`line ${src.getLineAndCharacterOfPosition(n.getStart(src)).line + 1}`);
+    ts.forEachChild(n, visit);
+  };
+  visit(src);
+  return found;
+}
+
+/**
+ * Library files that still read the environment, each with why. connection/tcp-connection.ts's NVME_TCP_DIRECT_WRITES
+ * belongs to the connection core's rewrite (issue 44 item 2), which turns it into an option.
+ */
+const ENV_READERS: ReadonlySet<string> = new Set(['connection/tcp-connection.ts']);
+
+describe('library code takes options; the bin reads the environment (docs/target.md "Environment")', () => {
+  it('finds process.env and process["env"], and not a comment or another object', () => {
+    const text = ["const a = process.env.X;", "const b = process['env'];", '// process.env in a comment', 'const c = other.env;'].join('\n');
+    expect(envReads('t.ts', text)).toEqual(['line 1', 'line 2']);
+  });
+
+  it('no process.env under protocol/, connection/, target/ or initiator/', () => {
+    const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', 'protocol', 'connection', 'target', 'initiator'], { cwd: repoRoot, encoding: 'utf8' })
+      .split('\n')
+      .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && !ENV_READERS.has(f));
+    expect(files.length).toBeGreaterThan(100);
+    const reads = files.flatMap((f) => envReads(f, readFileSync(path.join(repoRoot, f), 'utf8')).map((l) => `${f}: ${l}`));
+    expect(reads).toEqual([]);
   });
 });
