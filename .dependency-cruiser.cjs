@@ -1,4 +1,8 @@
 /** The layering rules of docs/architecture.md, enforced in `npm test`. */
+
+/** A rule that forbids imports `from` → `to`. */
+const forbid = (name, comment, from, to) => ({ name, comment, severity: 'error', from, to });
+
 module.exports = {
   forbidden: [
     {
@@ -64,41 +68,18 @@ module.exports = {
       from: { path: '^target/(core|backend)/' },
       to: { path: ['^target/transport/tcp', '^connection/', '^node:net$', '^net$'] },
     },
-    {
-      name: 'target-model-is-leaf',
-      comment: 'target/model/ (the config vocabulary: config shapes, placement names) imports protocol/ and itself only, so every floor of target/ may import it',
-      severity: 'error',
-      from: { path: '^target/model/' },
-      to: { pathNot: ['^target/model/', '^protocol/'] },
-    },
-    {
-      name: 'target-floors-not-upward',
-      comment: 'the data plane (core, backend, transport, workers, gateway) never imports the management floors above it: config, mgmt, the service',
-      severity: 'error',
-      from: { path: '^target/(core|backend|transport|workers|gateway|model)/' },
-      to: { path: ['^target/(config|mgmt|service)/', '^target/index\\.ts$'] },
-    },
-    {
-      name: 'target-service-not-mgmt',
-      comment: 'the management direction: target/mgmt/ (the HTTP API) calls TargetService, never the other way',
-      severity: 'error',
-      from: { path: '^target/service/' },
-      to: { path: '^target/mgmt/' },
-    },
-    {
-      name: 'target-config-not-service',
-      comment: 'the management direction: target/config/ (schema, load, nvmetcli import) knows no service or API; callers hand its result to TargetService',
-      severity: 'error',
-      from: { path: '^target/config/' },
-      to: { path: '^target/(service|mgmt)/' },
-    },
-    {
-      name: 'shipped-not-test',
-      comment: 'what the package ships (dist/ is built from these folders) never imports test/: a fixture it imported would ship as dist/test/. harness/fuzz/ is repository tooling (it replays test/fixtures/captures) and is not built into dist/ (tsconfig.build.json)',
-      severity: 'error',
-      from: { path: '^(protocol|connection|target|initiator|harness|cli)/', pathNot: '^harness/fuzz/' },
-      to: { path: '^test/' },
-    },
+    // The floors of target/ and what ships (issue 44): the config vocabulary below everything, the data plane below
+    // the management floors, the management direction, and built folders off test/.
+    forbid('target-model-is-leaf', 'target/model/ (the config vocabulary: config shapes, placement names) imports protocol/ and itself only, so every floor of target/ may import it', { path: '^target/model/' }, { pathNot: ['^target/model/', '^protocol/'] }),
+    forbid('target-floors-not-upward', 'the data plane (core, backend, transport, workers, gateway) never imports the management floors above it: config, mgmt, the service', { path: '^target/(core|backend|transport|workers|gateway|model)/' }, { path: ['^target/(config|mgmt|service)/', '^target/index\\.ts$'] }),
+    forbid('target-service-not-mgmt', 'the management direction: target/mgmt/ (the HTTP API) calls TargetService, never the other way', { path: '^target/service/' }, { path: '^target/mgmt/' }),
+    forbid('target-config-not-service', 'the management direction: target/config/ (schema, load, nvmetcli import) knows no service or API; callers hand its result to TargetService', { path: '^target/config/' }, { path: '^target/(service|mgmt)/' }),
+    forbid(
+      'shipped-not-test',
+      'what the package ships (dist/ is built from these folders) never imports test/: a fixture it imported would ship as dist/test/. harness/fuzz/ is repository tooling (it replays test/fixtures/captures) and is not built into dist/ (tsconfig.build.json)',
+      { path: '^(protocol|connection|target|initiator|harness|cli)/', pathNot: '^harness/fuzz/' },
+      { path: '^test/' },
+    ),
     {
       name: 'protocol-not-upward',
       severity: 'error',
