@@ -119,7 +119,7 @@ export function sizeArg(flag: string, v: string): number {
 
 /**
  * A number of `unit` (seconds or ms, the flag's own unit as nvme-cli reads it) from "30", "5s", "500ms", "2m": the
- * duration parser fio job files use (target/config/duration.ts); a whole number unless `whole` is false. Negative
+ * duration parser fio job files use (protocol/values/duration.ts); a whole number unless `whole` is false. Negative
  * where min allows (-1: "never").
  */
 export function durationArg(flag: string, v: string, unit: 's' | 'ms', min = 0, max = Number.MAX_SAFE_INTEGER, whole = true): number {
@@ -174,7 +174,7 @@ export function addrArg(flag: string, v: string): string {
   return v;
 }
 
-/** ADDR:PORT with IPv6 in brackets ([::1]:8080), by the config schema's own parser (target/config/host-port.ts). */
+/** ADDR:PORT with IPv6 in brackets ([::1]:8080), by the config schema's own parser (protocol/values/host-port.ts). */
 export function hostPortArg(flag: string, v: string, examples = '127.0.0.1:8080 or [::1]:8080'): { addr: string; port: number; family: 'ipv4' | 'ipv6' } {
   const hp = parseHostPort(v);
   if (hp === undefined) throw new UsageError(`--${flag} ${v}: not ADDR:PORT; use e.g. ${examples}`);

@@ -97,7 +97,7 @@ export function parseCpus(v: string, line?: number): number[] {
 
 /**
  * fio sizes: plain bytes or k/m/g/t suffixes (powers of 1024, fio's default kb_base), optional "b"/"ib": the target's
- * and the bin's size parser (target/config/size.ts), which reads them the same way.
+ * and the bin's size parser (protocol/values/size.ts), which reads them the same way.
  */
 export function parseBytes(v: string, line?: number): number {
   if (!/^\s*\d+(?:\.\d+)?\s*[kmgt]?(?:i?b)?\s*$/i.test(v)) throw new JobFileError(`cannot parse size "${v}"`, line);
