@@ -1,8 +1,10 @@
 // The fault rule language (docs/faults.md): a rule is a match, a schedule and an action, validated here for the
 // rules file (`nvme-tcp target --faults FILE`), the HTTP API and `target ctl faults add`.
+import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
+import { errnoText } from './load.js';
 import { ANA_STATE_NAMES, Status, type AnaStateName } from '../../protocol/index.js';
-import { bool, int, list, obj, opt, parseWith, show, str } from './schema.js';
+import { ConfigError, bool, int, list, obj, opt, parseWith, show, str } from './schema.js';
 
 /** Connection and command events a rule can match (docs/faults.md, "Match"). */
 export const FAULT_EVENTS = ['command', 'icreq', 'connect', 'auth', 'keep-alive'] as const;
@@ -149,4 +151,21 @@ export function parseFaultRule(input: unknown, where = 'rule'): FaultRule {
 /** A rules file's content; throws ConfigError naming the field. */
 export function parseFaultRules(input: unknown, where = 'faults'): FaultRule[] {
   return parseWith(faultRulesFileSchema, input, where);
+}
+
+/** Reads and validates a rules file (`nvme-tcp target --faults FILE`); throws one ConfigError line naming the field. */
+export async function loadFaultRules(path: string): Promise<FaultRule[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`--faults: cannot read ${path} (${errnoText(err)}); check the path`, '', { cause: err });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(`--faults ${path}: not valid JSON (${err instanceof Error ? err.message : String(err)}); fix the syntax`, '', { cause: err });
+  }
+  return parseFaultRules(json, `--faults ${path}`);
 }

@@ -3,6 +3,7 @@ export { DEFAULT_SUBSYSTEM_NQN, defaultConfig, errnoText, loadConfig } from './l
 export { loadNvmetcliConfig } from './nvmetcli.js';
 export { ConfigError, formatConfigError, ipFamily, nameProblem, nqnProblem, nqnWarning, parseHostPort, parseTargetConfig, SIZE_FIX, sizeToBytes } from './schema.js';
 export { parseSize } from './size.js';
+export { FAULT_ACTIONS_NOT_IMPLEMENTED, FAULT_EVENTS, faultRuleSchema, loadFaultRules, parseFaultRule, parseFaultRules, type FaultAction, type FaultMatch, type FaultRule, type FaultRuleInput, type FaultSchedule } from './fault-rules.js';
 export type * from './types.js';
 // The placement policies (target/workers), so a caller that reads config needs no import from the worker pool.
 export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from '../workers/placement.js';

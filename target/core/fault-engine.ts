@@ -191,7 +191,7 @@ export class FaultEngine {
     if (id === undefined) {
       do id = `r${this.#nextId++}`;
       while (this.#rules.some((r) => r.id === id));
-    } else if (this.#rules.some((r) => r.id === id)) throw new InvalidArgumentError('id', `rule ${JSON.stringify(id)} exists; remove it first or pick another id`);
+    } else if (this.#rules.some((r) => r.id === id)) throw new InvalidArgumentError('id', `rule ${JSON.stringify(id)} already exists; remove it first or pick another id`);
     const r = new ArmedRule(id, { ...rule, id });
     this.#rules = [...this.#rules, r];
     this.armed = true;
