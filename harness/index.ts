@@ -6,3 +6,5 @@ export { FaultProxy, startProxy, type DirectionFaults, type ProxyDirection, type
 export { duplexPair } from './duplex-pair.js';
 export { startInProcessTarget, startChildTarget, namespaceBlockTarget, controllerBlockTarget, defaultHctxOf, readProcCpu, DEFAULT_BENCH_NQN, type InProcessTarget, type ChildTarget } from './nvme.js';
 export { allowedCpus } from './scenarios/placement.js';
+export { armFault } from './faults.js';
+export { parseFaultRule, parseFaultRules, type FaultRule, type FaultRuleInput, type FaultRuleView } from '../target/index.js';
