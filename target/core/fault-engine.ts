@@ -1,14 +1,11 @@
-// The fault engine (docs/faults.md): rules that make the target misbehave on purpose, matched at the one point a
-// parsed command is dispatched (CoreQueue.submit), at its completion (CoreQueue.complete) and at ICReq.
-import { Buffer } from 'node:buffer';
+// The fault engine (docs/faults.md): the rules of a target or subsystem, their matching and schedules; what a firing
+// rule does is fault-actions.ts. Matched where a parsed command is dispatched (CoreQueue.submit) and at ICReq.
+import type { Buffer } from 'node:buffer';
 import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { AdminOpcode, ConnectDataOffset, DNR, FABRICS_OPCODE, FabricsSqeOffset, FabricsType, FeatureId, NvmOpcode, Status, InvalidArgumentError, setLongTimeout } from '../../protocol/index.js';
+import { AdminOpcode, ConnectDataOffset, FABRICS_OPCODE, FabricsSqeOffset, FabricsType, FeatureId, InvalidArgumentError, NvmOpcode } from '../../protocol/index.js';
 import type { FaultAction, FaultMatch, FaultRule } from '../config/fault-rules.js';
-import { ReadLent } from '../backend/index.js';
-import type { QueueModel } from './queue-model.js';
-import type { Request } from './request.js';
 
 /** A stored rule as `list` shows it: the rule, how often it matched and fired, and the seed that replays it. */
 export interface FaultRuleView {
@@ -22,7 +19,40 @@ export interface FaultRuleView {
 /** What an ICReq rule does to the ICResp (NVMe-TCP 1.0 §3.6.2.3), or how it closes the connection. */
 export type IcReqFault = Extract<FaultAction, { kind: 'icresp' }> | Extract<FaultAction, { kind: 'close' }>;
 
-type AnyAction = FaultAction;
+/** What matching reads of a queue (CoreQueue, as QueueModel): a structural view, so the engine imports no queue. */
+export interface FaultQueue {
+  readonly qid: number;
+  readonly port: { readonly id: number };
+  readonly ctrl: { readonly hostnqn: string; readonly cntlid: number; readonly subsys: { readonly nqn: string } } | undefined;
+}
+
+/** What matching reads of a command (Request). */
+export interface FaultCommand {
+  readonly opcode: number;
+  readonly sqe: Buffer;
+  readonly nsid: number;
+  readonly inCapsule: Buffer[] | undefined;
+  fault: PendingFault | undefined;
+}
+
+/** A completion-time fault a rule put on a command (Request.fault; fault-actions.ts faultCompletion). */
+export interface PendingFault {
+  action: Extract<FaultAction, { kind: 'delay' | 'duplicate' | 'cid' | 'grant-queues' }>;
+  /** The draw for a delay between minUs and maxUs, made when the rule fired (so a seed replays it). */
+  draw: number;
+}
+
+/** A rule that fires: its id, action and PRNG (for a drawn delay). */
+export interface FiredRule {
+  readonly id: string;
+  readonly rule: FaultRule;
+  draw(): number;
+}
+
+/** Applies a firing rule's action to a command; true when the command is taken over (fault-actions.ts fireFault). */
+export type FireFault<Q extends FaultQueue, C extends FaultCommand> = (r: FiredRule, q: Q, req: C, qid: number) => boolean;
+
+const COMPLETION_ACTIONS = new Set<FaultAction['kind']>(['delay', 'duplicate', 'cid', 'grant-queues']);
 
 /** Opcodes with SLBA in CDW10/11 and NLB in CDW12 bits 15:0 (NVMe NVM Command Set 1.0 §3.2). */
 const LBA_OPCODES = new Set<number>([NvmOpcode.WRITE, NvmOpcode.READ, NvmOpcode.WRITE_UNCOR, NvmOpcode.COMPARE, NvmOpcode.WRITE_ZEROES, NvmOpcode.VERIFY]);
@@ -31,14 +61,8 @@ const READS_MEDIUM = new Set<number>([NvmOpcode.READ, NvmOpcode.COMPARE, NvmOpco
 /** Commands that rewrite the medium: they clear what they cover of a media-error range. */
 const WRITES_MEDIUM = new Set<number>([NvmOpcode.WRITE, NvmOpcode.WRITE_ZEROES]);
 
-/** Unknown CID: bit 15 flipped, which also changes the Linux host's generation bits (nvme_cid_to_rq / genctr). */
-const UNKNOWN_CID_FLIP = 0x8000;
-
-/** Status of a read of a range a media-error rule marked bad (NVMe Base 2.0 §4.2.3.2.6, Unrecovered Read Error). */
-const MEDIA_READ_ERROR = Status.READ_ERROR;
-
 /** A rule with its counters and schedule state. */
-class ArmedRule {
+class ArmedRule implements FiredRule {
   matches = 0;
   hits = 0;
   readonly addedAt = performance.now();
@@ -97,7 +121,7 @@ class ArmedRule {
 }
 
 /** The event a command is: Connect, an authentication step (Authentication Send / Receive), a Keep Alive, or other. */
-function commandEvent(q: QueueModel, req: Request): string {
+function commandEvent(q: FaultQueue, req: FaultCommand): string {
   if (req.opcode === FABRICS_OPCODE) {
     const fctype = req.sqe[FabricsSqeOffset.fctype] as number;
     if (fctype === FabricsType.CONNECT) return 'connect';
@@ -108,7 +132,7 @@ function commandEvent(q: QueueModel, req: Request): string {
 }
 
 /** An NQN field of a Connect's data (NVMe-oF 1.1 §3.3, Figure 20): NUL-terminated ASCII. */
-function connectNqn(req: Request, offset: number): string | undefined {
+function connectNqn(req: FaultCommand, offset: number): string | undefined {
   const d = req.inCapsule?.[0];
   if (d === undefined || d.length < offset + 256) return undefined;
   const end = d.indexOf(0, offset);
@@ -122,19 +146,19 @@ function qidMatches(want: NonNullable<FaultMatch['qid']>, qid: number): boolean 
 }
 
 /** The queue id a command is for: a Connect's QID field before the queue is bound (NVMe-oF 1.1 §3.3, Figure 19). */
-function cmdQid(q: QueueModel, req: Request, event: string): number {
+function cmdQid(q: FaultQueue, req: FaultCommand, event: string): number {
   return event === 'connect' && q.qid < 0 ? req.sqe.readUInt16LE(42) : q.qid;
 }
 
 /** [slba, slba + nlb) of an LBA command (NVM Command Set 1.0 §3.2), or undefined for one without LBAs. */
-function lbaRange(req: Request, qid: number): [number, number] | undefined {
+function lbaRange(req: FaultCommand, qid: number): [number, number] | undefined {
   if (qid <= 0 || !LBA_OPCODES.has(req.opcode)) return undefined;
   const slba = req.sqe.readUInt32LE(40) + req.sqe.readUInt32LE(44) * 2 ** 32;
   return [slba, slba + (req.sqe.readUInt16LE(48) + 1)];
 }
 
 /** Every field of `m` holds for this command (fields left out match anything). */
-function commandMatches(m: FaultMatch, q: QueueModel, req: Request, event: string, qid: number): boolean {
+function commandMatches(m: FaultMatch, q: FaultQueue, req: FaultCommand, event: string, qid: number): boolean {
   if ((m.event ?? 'command') !== 'command' && m.event !== event) return false;
   if (m.port !== undefined && m.port !== q.port.id) return false;
   if (m.qid !== undefined && !qidMatches(m.qid, qid)) return false;
@@ -231,7 +255,7 @@ export class FaultEngine {
    * A parsed command is about to run (or fetch its data). True when a rule took it over (completed it with a status,
    * dropped it, closed the connection); otherwise it runs, perhaps with a completion-time fault on req.fault.
    */
-  onCommand(q: QueueModel, req: Request): boolean {
+  onCommand<Q extends FaultQueue, C extends FaultCommand>(q: Q, req: C, fire: FireFault<Q, C>): boolean {
     const event = commandEvent(q, req);
     const qid = cmdQid(q, req, event);
     for (const r of this.#rules) {
@@ -251,7 +275,9 @@ export class FaultEngine {
       if (m.event === 'icreq' || a.kind === 'icresp') continue;
       if (COMPLETION_ACTIONS.has(a.kind) && req.fault !== undefined) continue;
       if (!r.scheduled()) continue;
-      if (this.#fire(r, q, req, qid)) return true;
+      r.hits++;
+      this.firings++;
+      if (fire(r, q, req, qid)) return true;
     }
     return false;
   }
@@ -269,143 +295,4 @@ export class FaultEngine {
     }
     return undefined;
   }
-
-  /** Applies a firing rule's action; true when the command is taken over (it does not run). */
-  #fire(r: ArmedRule, q: QueueModel, req: Request, qid: number): boolean {
-    r.hits++;
-    this.firings++;
-    const a = r.rule.action;
-    // Knob rules (no logger of their own) fire on every command they cover: logged at debug, not info.
-    const log = q.target.logger;
-    if (this.logger !== undefined || log.isLevelEnabled('debug')) log[this.logger !== undefined ? 'info' : 'debug']({ rule: r.id, action: a.kind, qid, cid: req.cid, opcode: req.opcode, peer: q.ops.peer }, 'fault fired');
-    switch (a.kind) {
-      case 'status':
-        return failWith(q, req, faultStatus(a));
-      case 'media-error':
-        return failWith(q, req, MEDIA_READ_ERROR | (a.dnr === false ? 0 : DNR));
-      case 'drop':
-        // Never completes (NVMe Base 2.0 §3.4.4: the host's timeout decides); the command stays in flight.
-        return true;
-      case 'close':
-        if (q.ops.hangUp !== undefined) q.ops.hangUp(a.rst === true);
-        else q.ops.close('fault rule close');
-        return true;
-      case 'delay':
-      case 'duplicate':
-      case 'cid':
-      case 'grant-queues':
-        req.fault = { action: a, draw: a.kind === 'delay' && a.us === undefined ? r.draw() : 0 };
-        return false;
-      case 'ana':
-        setAna(q, a);
-        return false;
-      case 'aen':
-        aenStorm(q, a);
-        return false;
-      case 'fatal':
-        // CSTS.CFS (NVMe Base 2.0 §3.1.4.2): the host sees it on its next Property Get of CSTS.
-        if (q.ctrl !== undefined) q.ctrl.csts |= CSTS_CFS;
-        return false;
-      case 'icresp':
-        return false;
-    }
-  }
-}
-
-/** CSTS.CFS, bit 1 (NVMe Base 2.0 §3.1.4.2). */
-const CSTS_CFS = 0x2;
-
-const COMPLETION_ACTIONS = new Set<AnyAction['kind']>(['delay', 'duplicate', 'cid', 'grant-queues']);
-
-/** A completion-time fault a rule put on a command (Request.fault). */
-export interface PendingFault {
-  action: Extract<FaultAction, { kind: 'delay' | 'duplicate' | 'cid' | 'grant-queues' }>;
-  /** The draw for a delay between minUs and maxUs, made when the rule fired (so a seed replays it). */
-  draw: number;
-}
-
-/** A status action's Linux-form status: SCT/SC plus CRD, More and DNR as asked (NVMe Base 2.0 §4.2.3, Figure 92). */
-export function faultStatus(a: Extract<FaultAction, { kind: 'status' }>): number {
-  const base = typeof a.status === 'number' ? a.status : ((Status as Record<string, number>)[a.status] ?? 0);
-  return (base & 0x7ff) | ((a.crd ?? 0) << 11) | (a.more === true ? 0x2000 : 0) | (a.dnr === true ? DNR : 0);
-}
-
-function failWith(q: QueueModel, req: Request, status: number): true {
-  // Counted as the namespace's error, not as a read or write (nor its bytes): the command never ran.
-  if (req.ns !== undefined) req.ns.counters.errors++;
-  req.out = undefined;
-  q.complete(req, status);
-  return true;
-}
-
-/** ANA state change on the queue's port, with or without the AEN (NVMe Base 2.0 §8.1.3, Asynchronous Event). */
-function setAna(q: QueueModel, a: Extract<FaultAction, { kind: 'ana' }>): void {
-  const port = q.port;
-  port.anaStates.set(a.group, a.state);
-  port.anaChangeCount++;
-  const target = q.target;
-  target.changedThen({ kind: 'port', port }, 'ANA change (fault rule)', { portId: port.id }, a.aen === false ? undefined : () => target.anaChanged(port.id));
-}
-
-/** AEN dw0 values (NVMe Base 2.0 Figure 151): ANA change, namespace attribute changed, discovery log change. */
-const AEN_DW0 = { ana: 0x030002, ns: 0x000002, disc: 0xf00002 } as const;
-
-/**
- * `count` notices to the queue's controller whatever the masking (NVMe Base 2.0 §5.2.2 masks an event type until its
- * log is read; a storm ignores that), and without changing the log: a notice the log page then contradicts.
- */
-function aenStorm(q: QueueModel, a: Extract<FaultAction, { kind: 'aen' }>): void {
-  const ctrl = q.ctrl;
-  if (ctrl === undefined) return;
-  for (let i = 0; i < (a.count ?? 1); i++) ctrl.events.push(AEN_DW0[a.event]);
-  ctrl.deliverEvents();
-}
-
-/**
- * A command with a completion-time fault is completing (CoreQueue.complete, before anything else). True when the
- * fault took the completion over (a delay: it completes later); otherwise the completion goes on as changed here.
- */
-export function faultCompletion(q: QueueModel, req: Request, status: number): boolean {
-  const f = req.fault as PendingFault;
-  req.fault = undefined;
-  const a = f.action;
-  switch (a.kind) {
-    case 'delay':
-      delayCompletion(q, req, status, a.us ?? (a.minUs as number) + Math.floor(f.draw * ((a.maxUs as number) - (a.minUs as number) + 1)));
-      return true;
-    case 'grant-queues': {
-      // Fewer I/O queues than asked (NVMe Base 2.0 §5.27.1.5): NSQA/NCQA in dw0, 0's based, and Connect beyond refused.
-      const ctrl = q.ctrl;
-      if (status !== 0 || ctrl === undefined) return false;
-      const g = Math.min(ctrl.grantedIoQueues, a.count);
-      ctrl.grantedIoQueues = g;
-      req.dw0 = ((g - 1) | ((g - 1) << 16)) >>> 0;
-      return false;
-    }
-    case 'cid':
-      req.cid = a.cid === 'stale' ? q.lastCid : a.cid === 'unknown' ? req.cid ^ UNKNOWN_CID_FLIP : a.cid;
-      return false;
-    case 'duplicate': {
-      // Complete twice: the same CQE again once the first is queued (NVMe Base 2.0 §4.2.4: a host must not see this).
-      const { cid, dw0, dw1 } = req;
-      queueMicrotask(() => q.ops.sendCqe?.(cid, status, dw0, dw1, req.sqhd));
-      return false;
-    }
-  }
-}
-
-/** Completes `us` microseconds from now (any length: a LongTimeout; Node's timers fire up to ~1 ms early). */
-function delayCompletion(q: QueueModel, req: Request, status: number, us: number): void {
-  // Data a backend lends only for the callback or the task (ReadLent) must outlive the delay: keep a copy.
-  if (req.outLent !== ReadLent.STABLE && req.out !== undefined) {
-    req.out = [Buffer.concat(req.out)];
-    req.outLent = ReadLent.STABLE;
-  }
-  const due = performance.now() + us / 1000;
-  const fire = (): void => {
-    const left = due - performance.now();
-    if (left > 0) setTimeout(fire, left);
-    else q.complete(req, status);
-  };
-  setLongTimeout(fire, us / 1000, 'fault delay');
 }

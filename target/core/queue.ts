@@ -6,7 +6,7 @@ import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
 import type { QueueAuth } from './auth.js';
-import { faultCompletion } from './fault-engine.js';
+import { faultCompletion, fireFault } from './fault-actions.js';
 import type { TargetController } from './controller.js';
 import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
@@ -99,7 +99,7 @@ export class CoreQueue implements QueueModel {
     }
     // The fault engine's one check when nothing is armed (docs/faults.md, "Cost"); knob rules live on the subsystem.
     const faults = this.target.faults;
-    if ((faults.armed && faults.onCommand(this, req)) || (ctrl !== undefined && ctrl.subsys.faultRules.armed && ctrl.subsys.faultRules.onCommand(this, req))) return;
+    if ((faults.armed && faults.onCommand(this, req, fireFault)) || (ctrl !== undefined && ctrl.subsys.faultRules.armed && ctrl.subsys.faultRules.onCommand(this, req, fireFault))) return;
     if (req.dir === 'h2c' && req.dataLen > 0) {
       if (req.inCapsule !== undefined) {
         req.data = req.inCapsule;

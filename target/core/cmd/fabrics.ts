@@ -24,6 +24,7 @@ import {
   encodeCap,
   validateNvmetName,
 } from '../../../protocol/index.js';
+import { fireFault } from '../fault-actions.js';
 import { AuthCmdOffset, AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
 import { TargetController, Csts, NVME_VS } from '../controller.js';
@@ -219,7 +220,7 @@ function executeConnect(req: Request): void {
   log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
   // The subsystem's knob rules (connectLatencyMs: a completion delay) see the Connect once it is bound; the
   // target's rules saw it before it ran (CoreQueue.submit).
-  if (subsys.faultRules.armed) subsys.faultRules.onCommand(q, req);
+  if (subsys.faultRules.armed) subsys.faultRules.onCommand(q, req, fireFault);
   q.complete(req, 0);
 }
 
