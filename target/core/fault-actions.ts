@@ -2,7 +2,7 @@
 // (faultCompletion), and the connection-level ones through QueueTransportOps (hangUp, sendCqe).
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, Status, setLongTimeout } from '../../protocol/index.js';
+import { AenDw0, DNR, Status, setLongTimeout } from '../../protocol/index.js';
 import type { FaultAction } from '../config/fault-rules.js';
 import { ReadLent } from '../backend/index.js';
 import { Csts } from './controller.js';
@@ -84,8 +84,8 @@ function setAna(q: QueueModel, a: Extract<FaultAction, { kind: 'ana' }>): void {
   target.changedThen({ kind: 'port', port }, 'ANA change (fault rule)', { portId: port.id }, a.aen === false ? undefined : () => target.anaChanged(port.id));
 }
 
-/** AEN dw0 values (NVMe Base 2.0 Figure 151): ANA change, namespace attribute changed, discovery log change. */
-const AEN_DW0 = { ana: 0x030002, ns: 0x000002, disc: 0xf00002 } as const;
+/** AEN dw0 by event (NVMe Base 2.0 §5.2, Figure 151): notice type, information and the log page to read. */
+const AEN_DW0 = { ana: AenDw0.ANA_CHANGE, ns: AenDw0.NS_CHANGED, disc: AenDw0.DISC_CHANGE } as const;
 
 /**
  * `count` notices to the queue's controller whatever the masking (NVMe Base 2.0 §5.2.2 masks an event type until its
