@@ -105,7 +105,8 @@ class ArmedRule implements FiredRule {
     }
     const m = ++this.matches;
     if (s.times !== undefined && this.hits >= s.times) return false;
-    const nth = s.nth ?? 1;
+    // Every Kth alone fires on the Kth, 2Kth, ...; with nth, on the Nth and every Kth after it.
+    const nth = s.nth ?? s.every ?? 1;
     if (s.every !== undefined) {
       if (m < nth || (m - nth) % s.every !== 0) return false;
     } else if (s.nth !== undefined && m !== nth) return false;
