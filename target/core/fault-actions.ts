@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { AenDw0, DNR, Status, setLongTimeout } from '../../protocol/index.js';
 import type { FaultAction } from '../config/fault-rules.js';
 import { ReadLent } from '../backend/index.js';
+import { ioStatus } from './cmd/io.js';
 import { Csts } from './controller.js';
 import type { FiredRule, PendingFault } from './fault-engine.js';
 import type { QueueModel } from './queue-model.js';
@@ -142,7 +143,7 @@ function delayCompletion(q: QueueModel, req: Request, status: number, us: number
   const fire = (): void => {
     const left = due - performance.now();
     if (left > 0) setTimeout(fire, left);
-    else q.complete(req, status);
+    else q.complete(req, q.qid > 0 ? ioStatus(q, req, status) : status);
   };
   setLongTimeout(fire, us / 1000, 'fault delay');
 }

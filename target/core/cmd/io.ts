@@ -187,13 +187,21 @@ function deliver(req: Request, status: number): void {
  * as aborted (NVMe Base 2.0 §8.19.8: Command Aborted due to Preempt and Abort); one compare when nothing was.
  */
 function completeIo(q: QueueModel, req: Request, status: number): void {
+  q.complete(req, ioStatus(q, req, status));
+}
+
+/**
+ * `status`, or Command Aborted due to Preempt and Abort when the host was preempted with abort after the command
+ * passed its access check (its read data then dropped). Also asked again by a fault rule's delay when it ends
+ * (fault-actions.ts), since a preemption may come while the completion waits.
+ */
+export function ioStatus(q: QueueModel, req: Request, status: number): number {
   const ns = req.ns;
   if (ns !== undefined && ns.resv.abortGen > req.resvGen && q.ctrl !== undefined && ns.resv.aborted(q.ctrl.hostKey, req.resvGen)) {
     req.out = undefined;
-    q.complete(req, PREEMPT_ABORTED);
-    return;
+    return PREEMPT_ABORTED;
   }
-  q.complete(req, status);
+  return status;
 }
 
 function executeRead(req: Request): void {
