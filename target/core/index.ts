@@ -13,7 +13,6 @@ export { CorePort, PORT_DEFAULTS, FABRICS_IN_CAPSULE_MAX, ANA_STATE_CODE } from 
 export { TargetNamespace, formatUuid, type NamespaceCounters } from './namespace.js';
 export { CoreQueue, QUEUE_TRANSITIONS } from './queue.js';
 export { FaultEngine, type FaultRuleView, type IcReqFault } from './fault-engine.js';
-export { faultStatus } from './fault-actions.js';
 export { AuthRegistry, QueueAuth, redactHostAuth, HASH_NAMES, DH_GROUP_BY_NAME, type HostAuth, type HostAuthView, type AuthStats, type QueueAuthView } from './auth.js';
 /** How long a read's buffers stay as they are, for the transports (NamespaceBackend.read). */
 export { ReadLent } from '../backend/index.js';

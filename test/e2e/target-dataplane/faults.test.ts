@@ -65,6 +65,17 @@ describe('NVMe-level actions', () => {
     expect(hits(h, 'ana')).toBe(1);
   });
 
+  it('status on a write that needs R2T: the completion comes without an R2T, and the blocks keep their data', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    expectOk(await io.command(writeCmd(1, 0n, 8), { data: Buffer.alloc(4096, 1) }));
+    armFault(h.svc, { match: { opcode: NvmOpcode.WRITE }, schedule: { nth: 1 }, action: { kind: 'status', status: Status.WRITE_FAULT } });
+    const r = await io.command(writeCmd(1, 0n, 8), { data: Buffer.alloc(4096, 2) });
+    expect(r.cqe?.status).toBe(Status.WRITE_FAULT);
+    expect(r.pdus.map((p) => p.type)).toEqual([PduType.CAPSULE_RESP]);
+    expect((await io.command(readCmd(1, 0n, 8))).data.equals(Buffer.alloc(4096, 1))).toBe(true);
+  });
+
   it('status with DNR on every Kth command, from the Nth on', async () => {
     h = await startTarget();
     const { io } = await ioQueue(h);
