@@ -3,6 +3,7 @@
 import { Buffer } from 'node:buffer';
 import { readFile, writeFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
+import { parseFaultRule, parseFaultRules, type FaultRule, type FaultRuleView } from '../target/index.js';
 import type { AnaStateName, BackendConfig, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig } from '../target/index.js';
 import { ANA_STATE_NAMES } from '../protocol/index.js';
 import { jsonErrorWithoutInput, MgmtApiError, MgmtClient } from '../target/mgmt/index.js';
@@ -122,6 +123,35 @@ async function bodyArg(v: string): Promise<unknown> {
     // Without V8's quote of the input: a host-auth body holds secrets.
     throw new UsageError(`--body is not JSON: ${jsonErrorWithoutInput(err)}`);
   }
+}
+
+/** `faults add`'s operand: JSON or @FILE, validated here so a bad rule is one line naming its field (exit 2). */
+async function faultRulesArg(v: string): Promise<FaultRule[]> {
+  const text = v.startsWith('@') ? await readFile(v.slice(1), 'utf8') : v;
+  let json: unknown;
+  try {
+    json = JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new UsageError(`rule is not JSON: ${jsonErrorWithoutInput(err)}`);
+  }
+  try {
+    return Array.isArray(json) || (typeof json === 'object' && json !== null && 'rules' in json) ? parseFaultRules(json, 'rule') : [parseFaultRule(json, 'rule')];
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** `faults list`: the views as the API gives them; in normal output one row per rule, match and schedule as JSON. */
+function faultRows(list: unknown): unknown {
+  if (!Array.isArray(list)) return list;
+  return (list as FaultRuleView[]).map((r) => ({
+    id: r.id,
+    action: JSON.stringify(r.rule.action),
+    match: JSON.stringify(r.rule.match ?? {}),
+    schedule: JSON.stringify(r.rule.schedule ?? {}),
+    matches: r.matches,
+    hits: r.hits,
+  }));
 }
 
 function subsystemFromFlags(nqn: string, v: Values): SubsystemConfig {
@@ -356,6 +386,24 @@ const OPS: readonly Op[] = [
     help: 'inject faults into a subsystem (or --clear them)',
     flags: ['command-latency-us', 'connect-latency-ms', 'fail-next', 'clear'],
     run: (c, a, v) => c.setFaults(str(a[0], 'subnqn'), faultsFromFlags(v)),
+  },
+  {
+    path: 'faults add',
+    args: '<rule>',
+    help: 'arm fault rules (docs/faults.md): one rule, a list or {"rules": [...]}, as JSON or @FILE',
+    run: async (c, a) => {
+      const rules = await faultRulesArg(str(a[0], 'rule'));
+      const added: unknown[] = [];
+      for (const r of rules) added.push(await c.addFaultRule(r));
+      return added;
+    },
+  },
+  { path: 'faults list', args: '', help: 'the armed fault rules with their match and hit counts (-o json: the rules in full)', run: async (c) => faultRows(await c.listFaultRules()) },
+  {
+    path: 'faults clear',
+    args: '[id]',
+    help: 'disarm one fault rule, or every one',
+    run: (c, a) => (a[0] !== undefined ? c.removeFaultRule(a[0]) : c.clearFaultRules()),
   },
   { path: 'controllers', args: '', help: 'every controller and queue; with target workers, each I/O queue\'s "worker"', run: (c) => c.controllers() },
   { path: 'workers', args: '', help: 'worker processes: placement, state, queues, CPU, I/Os, bytes, event-loop lag', run: (c) => c.workers() },

@@ -8,12 +8,13 @@ import { Command, CommanderError, Option } from 'commander';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { DhchapKeyError, parseDhchapSecret } from '../protocol/auth/index.js';
 import { SHA384_UNSUPPORTED, TlsKeyError, parseTlsKey } from '../protocol/tls/index.js';
-import { TargetService, type BoundPort, type HostConfig, type NamespaceConfig, type PortConfig, type SubsystemConfig, type TargetConfig } from '../target/index.js';
+import { TargetService, type BoundPort, type FaultRule, type HostConfig, type NamespaceConfig, type PortConfig, type SubsystemConfig, type TargetConfig } from '../target/index.js';
 import {
   ConfigError,
   defaultConfig,
   errnoText,
   formatConfigError,
+  loadFaultRules,
   ipFamily,
   loadConfig,
   loadNvmetcliConfig,
@@ -82,6 +83,8 @@ one 1 GiB RAM namespace, any host.
   --gateway-group NAME     serve as one gateway of the named gateway group (docs/gateway-groups.md); needs --etcd
   --etcd URL[,URL...]      etcd client URLs the gateway group is coordinated through, e.g. http://10.0.0.5:2379
   --gateway-id ID          this gateway's id in the group (default: the host name); unique per group
+  --faults FILE            arm the fault rules of this JSON file at start (docs/faults.md); a bad rule is one line
+                           naming its field, exit 2. Rules act in the primary process (not on I/O queues of workers)
   --log-level LEVEL        trace|debug|info|warn|error|fatal|silent (default info). Logs are JSON lines on stderr,
                            pretty-printed when stderr is a terminal; stdout has only the start-up lines
   -h, --help               this text
@@ -112,6 +115,7 @@ const FLAGS: readonly (readonly [string, boolean])[] = [
   ['--advertise <addr[:port]>', false],
   ['--api <addr:port>', false],
   ['--write-back', false],
+  ['--faults <file>', false],
   ['--log-level <level>', false],
   ['--workers <n|auto>', false],
   ['--placement <policy>', false],
@@ -124,6 +128,7 @@ const FLAGS: readonly (readonly [string, boolean])[] = [
 
 interface TargetFlags {
   config?: string;
+  faults?: string;
   'state-dir'?: string;
   'import-nvmetcli'?: string;
   listen?: string[];
@@ -164,6 +169,8 @@ export type NamespaceFlag = { kind: 'ram' | 'null'; size: string } | { kind: 'fi
 export interface TargetArgs {
   help: boolean;
   config?: string;
+  /** --faults FILE */
+  faults?: string;
   importNvmetcli?: string;
   listen: { addr: string; port: number; family: 'ipv4' | 'ipv6' }[];
   nqn?: string;
@@ -242,6 +249,10 @@ export function parseTargetArgs(argv: readonly string[]): TargetArgs {
   const { v, order } = parseFlags(argv);
   const args: TargetArgs = { help: v.help === true, listen: [], namespaces: [], allowHosts: [], dhchapKeys: [], writeBack: v['write-back'] === true, logLevel: 'info' };
   if (v.config !== undefined) args.config = v.config;
+  if (v.faults !== undefined) {
+    if (v.faults === '') throw new ConfigError('--faults: empty; give a rules file');
+    args.faults = v.faults;
+  }
   if (v['state-dir'] !== undefined) {
     if (v['state-dir'] === '') throw new ConfigError('--state-dir: empty; give a directory');
     args.stateDir = v['state-dir'];
@@ -451,6 +462,8 @@ function parseFileFlag(spec: string): NamespaceFlag {
 
 export interface BuiltConfig {
   config: TargetConfig;
+  /** The --faults file's rules, validated. */
+  faultRules: FaultRule[];
   /** Notes for the log (nvmetcli import leftovers, dropped ports). */
   warnings: string[];
 }
@@ -560,7 +573,7 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     port.placement = pp.placement;
   }
   if (args.gateway !== undefined) config.gateway = gatewayConfig(config.gateway, args.gateway);
-  return { config: parseTargetConfig(config), warnings };
+  return { config: parseTargetConfig(config), faultRules: args.faults !== undefined ? await loadFaultRules(args.faults) : [], warnings };
 }
 
 /** Adds the flags' keys to the config's host entries (the flags win), creating entries for new hosts. */
@@ -796,9 +809,10 @@ function installProcessHandlers(onSignal: (sig: NodeJS.Signals) => void, onFatal
 }
 
 /** Applies the config and starts the API; on failure one stderr line and the exit status (the caller stops). */
-async function startAll(service: TargetService, config: TargetConfig, args: TargetArgs, env: TargetEnv, io: TargetCliIo, log: Logger): Promise<{ api: ApiHandle | undefined } | number> {
+async function startAll(service: TargetService, { config, faultRules }: BuiltConfig, args: TargetArgs, env: TargetEnv, io: TargetCliIo, log: Logger): Promise<{ api: ApiHandle | undefined } | number> {
   try {
     await service.apply(config);
+    for (const rule of faultRules) service.addFaultRule(rule);
   } catch (err) {
     io.stderr(`${startError(err)}\n`);
     // The stderr line says it all; the log gets the code, not a stack (issue #32: two JSON stack traces).
@@ -894,7 +908,7 @@ export async function runTargetCli(argv: readonly string[], ioIn: Partial<Target
   io.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
-    const up = await startAll(service, built.config, args, env, io, log);
+    const up = await startAll(service, built, args, env, io, log);
     if (typeof up === 'number') {
       await stop('start failed', 1);
       return up;

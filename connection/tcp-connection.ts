@@ -452,6 +452,13 @@ export class TcpConnection {
     this.#socket.destroy();
   }
 
+  /** Reset now (RST, socket.resetAndDestroy): nothing batched is written. A fault rule's `close` with rst (docs/faults.md). */
+  reset(): void {
+    if (this.#state === 'closed') return;
+    if (this.#state !== 'terminating') this.#setState('terminating');
+    this.#socket.resetAndDestroy();
+  }
+
   /**
    * Give the socket away (to another process): what is batched is written, reading stops, and once every write has
    * completed `cb` gets the socket with this connection's listeners removed; the handler hears nothing more (no

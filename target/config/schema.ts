@@ -78,7 +78,7 @@ export { ipFamily, parseHostPort } from '../../protocol/values/index.js';
 
 // ---------------------------------------------------------------------------------------------- helpers
 
-function show(v: unknown): string {
+export function show(v: unknown): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (v === undefined) return 'nothing';
   if (v === null) return 'null';
@@ -102,7 +102,7 @@ function editDistance(a: string, b: string): number {
 }
 
 /** A strict object whose unknown-key error names the closest allowed key, so typos are caught and explained. */
-function obj<T extends z.core.$ZodLooseShape>(shape: T) {
+export function obj<T extends z.core.$ZodLooseShape>(shape: T) {
   const allowed = Object.keys(shape);
   return z.strictObject(shape, {
     error: (iss) => {
@@ -118,12 +118,12 @@ function obj<T extends z.core.$ZodLooseShape>(shape: T) {
 }
 
 /** Wording for a value of the wrong type, or a missing required key. */
-function wrongType(what: string, fix?: string) {
+export function wrongType(what: string, fix?: string) {
   return (iss: { input?: unknown }) =>
     iss.input === undefined ? `is missing; add ${what}${fix ? ` (${fix})` : ''}` : `expected ${what}, got ${show(iss.input)}${fix ? `; ${fix}` : ''}`;
 }
 
-function int(min: number, max: number, what = 'an integer') {
+export function int(min: number, max: number, what = 'an integer') {
   const fix = `use ${what} in ${min}..${max}`;
   return z
     .number({ error: wrongType('a number', fix) })
@@ -132,17 +132,17 @@ function int(min: number, max: number, what = 'an integer') {
     .max(max, { error: (iss) => `${show(iss.input)} is too large; ${fix}` });
 }
 
-const bool = z.boolean({ error: wrongType('true or false') });
+export const bool = z.boolean({ error: wrongType('true or false') });
 
-function str(what: string) {
+export function str(what: string) {
   return z.string({ error: wrongType(what) });
 }
 
-function list<T extends z.ZodType>(item: T) {
+export function list<T extends z.ZodType>(item: T) {
   return z.array(item, { error: wrongType('a list') });
 }
 
-const opt = <T extends z.ZodType>(t: T) => t.exactOptional();
+export const opt = <T extends z.ZodType>(t: T) => t.exactOptional();
 
 // ---------------------------------------------------------------------------------------------- leaf schemas
 

@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import { DISCOVERY_NQN } from '../../protocol/index.js';
 import { AuthRegistry } from './auth.js';
+import { FaultEngine } from './fault-engine.js';
 import { HostLogLimiter, newHostRefusalCounts } from './host-log.js';
 import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
@@ -59,8 +60,11 @@ export class TargetCore {
   mirror: CoreMirror | undefined = undefined;
   readonly stats: CoreStats = { pduErrorsByFes: {}, dataDigestErrors: 0, katoExpiries: 0, connectionsAccepted: 0, connectionsRejected: 0, connectionsActive: 0, connectsOk: 0, connectsFailed: 0, refusals: newHostRefusalCounts() };
   readonly startedAt = Date.now();
+  /** The fault rules (docs/faults.md): the target's own, for every port, subsystem and queue they match. */
+  readonly faults: FaultEngine;
 
   constructor(readonly logger: Logger) {
+    this.faults = new FaultEngine(logger);
     this.discovery = new Subsystem({ nqn: WELL_KNOWN_DISCOVERY_NQN, allowAnyHost: true, mdts: 0 }, 'discovery');
   }
 

@@ -12,6 +12,7 @@ export type { QueueModel, QueueTransportOps, TlsPskInfo } from './queue-model.js
 export { CorePort, PORT_DEFAULTS, FABRICS_IN_CAPSULE_MAX, ANA_STATE_CODE } from './port.js';
 export { TargetNamespace, formatUuid, type NamespaceCounters } from './namespace.js';
 export { CoreQueue, QUEUE_TRANSITIONS } from './queue.js';
+export { FaultEngine, type FaultRuleView, type IcReqFault } from './fault-engine.js';
 export { AuthRegistry, QueueAuth, redactHostAuth, HASH_NAMES, DH_GROUP_BY_NAME, type HostAuth, type HostAuthView, type AuthStats, type QueueAuthView } from './auth.js';
 /** How long a read's buffers stay as they are, for the transports (NamespaceBackend.read). */
 export { ReadLent } from '../backend/index.js';

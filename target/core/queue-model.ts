@@ -17,6 +17,8 @@ export interface QueueModel extends RequestQueue, QueueHandle {
   sqhd: number;
   sqflowDisabled: boolean;
   inFlight: number;
+  /** CID of the last command completed on this queue (a fault rule's stale CID, fault-engine.ts). */
+  lastCid: number;
   /** DH-HMAC-CHAP state when the host must authenticate this queue (set by Connect; see auth.ts). */
   auth: QueueAuth | undefined;
   readonly counters: QueueCounters;
@@ -40,6 +42,10 @@ export interface QueueTransportOps {
    * Connect's completion is queued; the transport moves its own state from here instead of watching the core's.
    */
   queueLive?(): void;
+  /** Fault rule `close`: FIN (graceful end) or RST (socket.resetAndDestroy) now, nothing more sent (docs/faults.md). */
+  hangUp?(rst: boolean): void;
+  /** Fault rule `duplicate`: one more CapsuleResp with these CQE fields (NVMe-TCP 1.0 §3.6.2.7). */
+  sendCqe?(cid: number, status: number, dw0: number, dw1: number, sqhd: number): void;
   /** Close the connection (controller teardown, keep-alive expiry). Idempotent. */
   close(reason: string): void;
   /** Remote "addr:port". */

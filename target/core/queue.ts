@@ -6,6 +6,7 @@ import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
 import type { QueueAuth } from './auth.js';
+import { faultCompletion, fireFault } from './fault-actions.js';
 import type { TargetController } from './controller.js';
 import type { TargetCore } from './core.js';
 import { FABRICS_IN_CAPSULE_MAX, type CorePort } from './port.js';
@@ -34,6 +35,7 @@ export class CoreQueue implements QueueModel {
   sqhd = 0;
   sqflowDisabled = false;
   inFlight = 0;
+  lastCid = 0;
   auth: QueueAuth | undefined = undefined;
   readonly counters: QueueCounters = { commands: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
   /**
@@ -95,6 +97,9 @@ export class CoreQueue implements QueueModel {
       this.complete(req, status);
       return;
     }
+    // The fault engine's one check when nothing is armed (docs/faults.md, "Cost"); knob rules live on the subsystem.
+    const faults = this.target.faults;
+    if ((faults.armed && faults.onCommand(this, req, fireFault)) || (ctrl !== undefined && ctrl.subsys.faultRules.armed && ctrl.subsys.faultRules.onCommand(this, req, fireFault))) return;
     if (req.dir === 'h2c' && req.dataLen > 0) {
       if (req.inCapsule !== undefined) {
         req.data = req.inCapsule;
@@ -142,7 +147,9 @@ export class CoreQueue implements QueueModel {
 
   /** Finish a command: status, SQ head, counters, error log; then the transport sends the response. */
   complete(req: Request, status = req.status): void {
+    if (req.fault !== undefined && req.stateId !== ReqStateId.DONE && faultCompletion(this, req, status)) return;
     if (!req.setState(ReqStateId.DONE)) return;
+    this.lastCid = req.cid;
     req.status = status;
     this.inFlight--;
     if (req.nsHeld) {

@@ -2,6 +2,7 @@
 import type { Buffer } from 'node:buffer';
 import { Sgl1Offset, SglDescType, SqeOffset, rd16, rd32 } from '../../protocol/index.js';
 import { ReadLent, type ReadCallback } from '../backend/index.js';
+import type { PendingFault } from './fault-engine.js';
 import type { TargetNamespace } from './namespace.js';
 import type { LatencyHistogram } from './stats.js';
 import type { ReqDir, ReqState, Transitions } from './types.js';
@@ -108,6 +109,8 @@ export class Request {
   resvGen = 0;
   /** The read path's backend callback for this Request (cmd/io.ts executeRead): made once, kept across recycling. */
   readDone: ReadCallback | undefined = undefined;
+  /** A completion-time fault a rule put on this command (fault-engine.ts); undefined on every unfaulted command. */
+  fault: PendingFault | undefined = undefined;
 
   reset(): void {
     this.inCapsule = undefined;
@@ -123,6 +126,7 @@ export class Request {
     this.status = 0;
     this.ns = undefined;
     this.nsHeld = false;
+    this.fault = undefined;
     this.errorLoc = NO_ERROR_LOCATION;
     this.execute = undefined;
     this.t0 = 0;

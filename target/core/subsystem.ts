@@ -1,8 +1,9 @@
 // An NVM or discovery subsystem (nvmet_subsys): namespaces, host ACL, faults, its controllers and per-opcode stats.
 import { createHash } from 'node:crypto';
 import type { Buffer } from 'node:buffer';
-import { opcodeLabel } from '../../protocol/index.js';
+import { CRD_MASK, CRD_SHIFT, DNR, MORE, opcodeLabel } from '../../protocol/index.js';
 import type { FaultConfig, SubsystemConfig } from '../model/config.js';
+import { FaultEngine } from './fault-engine.js';
 import type { TargetNamespace } from './namespace.js';
 import type { CorePort } from './port.js';
 import type { Request } from './request.js';
@@ -70,9 +71,8 @@ export class Subsystem {
   readonly hosts: Set<string>;
   allowAnyHost: boolean;
   faults: FaultConfig;
-  /** Remaining commands to fail under faults.failNext. */
-  failRemaining = 0;
-  failStatus = 0;
+  /** The fault knobs (failNext, commandLatencyUs, connectLatencyMs) as rules of this subsystem (setFaults). */
+  readonly faultRules = new FaultEngine();
   /** Per-opcode command count and latency by stats name (admin/discovery/I/O names never collide). */
   readonly #stats = new Map<string, OpcodeStat>();
   /** The same OpcodeStat objects for I/O opcodes, indexed by opcode: no string key on the data path. */
@@ -258,10 +258,24 @@ export class Subsystem {
     this.nsids = ids.sort((a, b) => a - b);
   }
 
+  /**
+   * The fault knobs, each a thin front onto a fault rule (docs/faults.md, "The knobs"): commandLatencyUs delays every
+   * I/O completion, failNext completes the next `count` I/O commands with its status, connectLatencyMs delays the
+   * Connect's completion. A rule added later by id is the knob's state (failNext's remaining count comes from it).
+   */
   setFaults(f: FaultConfig): void {
     this.faults = { ...f };
-    this.failRemaining = f.failNext?.count ?? 0;
-    this.failStatus = f.failNext?.status ?? 0;
+    const rules = this.faultRules;
+    rules.clear();
+    if ((f.commandLatencyUs ?? 0) > 0) rules.add({ id: 'commandLatencyUs', match: { set: 'io' }, action: { kind: 'delay', us: f.commandLatencyUs as number } });
+    if (f.failNext !== undefined && f.failNext.count > 0) rules.add({ id: 'failNext', match: { set: 'io' }, schedule: { times: f.failNext.count }, action: { kind: 'status', ...statusFields(f.failNext.status) } });
+    if ((f.connectLatencyMs ?? 0) > 0) rules.add({ id: 'connectLatencyMs', match: { event: 'connect' }, action: { kind: 'delay', us: (f.connectLatencyMs as number) * 1000 } });
+  }
+
+  /** failNext's remaining count (its rule's times less its hits). */
+  get failRemaining(): number {
+    const n = this.faults.failNext?.count ?? 0;
+    return n - (this.faultRules.hitsOf('failNext') ?? n);
   }
 
   /**
@@ -328,7 +342,7 @@ export class Subsystem {
     if (this.cntlidMin !== CNTLID_MIN || this.config.cntlidMin !== undefined) out.cntlidMin = this.cntlidMin;
     if (this.cntlidMax !== CNTLID_MAX || this.config.cntlidMax !== undefined) out.cntlidMax = this.cntlidMax;
     const faults: FaultConfig = { ...this.faults };
-    if (this.failRemaining > 0) faults.failNext = { count: this.failRemaining, status: this.failStatus };
+    if (this.failRemaining > 0) faults.failNext = { count: this.failRemaining, status: this.faults.failNext?.status ?? 0 };
     else delete faults.failNext;
     if (Object.keys(faults).length > 0) out.faults = faults;
     else delete out.faults;
@@ -337,3 +351,7 @@ export class Subsystem {
   }
 }
 
+/** A Linux-form status (SCT << 8 | SC with CRD, More, DNR) as a status action's fields. */
+function statusFields(s: number): { status: number; dnr: boolean; more: boolean; crd: number } {
+  return { status: s & 0x7ff, dnr: (s & DNR) !== 0, more: (s & MORE) !== 0, crd: (s & CRD_MASK) >> CRD_SHIFT };
+}

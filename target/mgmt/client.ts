@@ -155,6 +155,19 @@ export class MgmtClient {
   setFaults(nqn: string, f: FaultConfig): Promise<unknown> {
     return this.call('PUT', `/subsystems/${seg(nqn)}/faults`, f);
   }
+  /** Arms a fault rule (docs/faults.md); the reply is the stored rule with its id and counts. */
+  addFaultRule(rule: unknown): Promise<unknown> {
+    return this.call('POST', '/faults', rule);
+  }
+  listFaultRules(): Promise<unknown> {
+    return this.call('GET', '/faults');
+  }
+  removeFaultRule(id: string): Promise<unknown> {
+    return this.call('DELETE', `/faults/${seg(id)}`);
+  }
+  clearFaultRules(): Promise<unknown> {
+    return this.call('DELETE', '/faults');
+  }
   listPorts(): Promise<unknown> {
     return this.call('GET', '/ports');
   }

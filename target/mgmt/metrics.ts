@@ -18,7 +18,7 @@ export interface LatencyHistogramStats {
 
 type SubsystemStats = TargetStats['subsystems'][string] & { latency?: Record<string, LatencyHistogramStats> };
 
-export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'> & Partial<Pick<TargetService, 'workers' | 'gatewayStats'>>;
+export type MetricsSource = Pick<TargetService, 'stats' | 'listControllers' | 'boundPorts'> & Partial<Pick<TargetService, 'workers' | 'gatewayStats' | 'listFaultRules'>>;
 
 export interface TargetMetrics {
   readonly registry: Registry;
@@ -35,6 +35,8 @@ interface Snapshot {
   ports: number;
   /** Undefined unless this target is a gateway of a group (the gateway metrics then have no samples). */
   gateway: GatewayStats | undefined;
+  /** Fault rules with their counts (docs/faults.md); empty when none is armed. */
+  faults: ReturnType<TargetService['listFaultRules']>;
 }
 
 type HistogramValue = { labels: Record<string, string | number>; value: number; metricName: string };
@@ -226,6 +228,13 @@ const METRICS: readonly MetricDef[] = [
     type: 'counter',
     samples: (v) => [[{}, v.snap.stats.hostRefusals.suppressed]],
   },
+  {
+    name: 'nvme_tcp_fault_firings_total',
+    help: 'Firings of each armed fault rule (docs/faults.md), by rule id and action.',
+    type: 'counter',
+    labels: ['rule', 'action'],
+    samples: (v) => v.snap.faults.map((r): Sample => [{ rule: r.id, action: r.rule.action.kind }, r.hits]),
+  },
   { name: 'nvme_tcp_kato_expiries_total', help: 'Controllers torn down because the keep-alive timer expired.', type: 'counter', samples: (v) => [[{}, v.snap.stats.katoExpiries]] },
   { name: 'nvme_tcp_ports', help: 'Listening NVMe/TCP ports.', type: 'gauge', samples: (v) => [[{}, v.snap.ports]] },
   // Loop lag is exported (the data path must never block the loop). Percentiles cover the interval since the previous scrape.
@@ -324,7 +333,7 @@ function register(registry: Registry, m: MetricDef, view: () => ScrapeView): voi
 export function createMetrics(service: MetricsSource): TargetMetrics {
   const registry = new Registry();
   let snap: Snapshot | undefined;
-  const current = (): Snapshot => (snap ??= { stats: service.stats(), controllers: service.listControllers(), ports: service.boundPorts().length, gateway: service.gatewayStats?.() });
+  const current = (): Snapshot => (snap ??= { stats: service.stats(), controllers: service.listControllers(), ports: service.boundPorts().length, gateway: service.gatewayStats?.(), faults: service.listFaultRules?.() ?? [] });
   const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   const view = (): ScrapeView => ({ snap: current(), subs: Object.entries(current().stats.subsystems), workers: service.workers?.() ?? [], loop });

@@ -3,9 +3,10 @@
 // checks and backends, replication to worker processes, and the read views.
 import pino, { type Logger } from 'pino';
 import { InvalidArgumentError, validateNqn } from '../../protocol/index.js';
+import type { FaultRule } from '../config/fault-rules.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../model/config.js';
 import type { AuthStats, HostAuthView } from '../core/auth.js';
-import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN } from '../core/index.js';
+import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type FaultRuleView } from '../core/index.js';
 import type { PersistedResv } from '../core/reservation.js';
 import { TcpListener, type TlsStats } from '../transport/tcp/index.js';
 import type { Placement, WorkerView } from '../workers/index.js';
@@ -380,6 +381,29 @@ export class TargetService {
     const sub = this.#subsys(subnqn);
     sub.setFaults(f);
     this.#core.changedThen({ kind: 'subsystem', sub }, 'faults', { subnqn });
+  }
+
+  /**
+   * Arms a fault rule (validated by parseFaultRule; docs/faults.md) for every queue from its next command on. The
+   * rules act in this process: with worker processes, I/O queues handed to a worker do not see them.
+   */
+  addFaultRule(rule: FaultRule): FaultRuleView {
+    return this.#core.faults.add(rule);
+  }
+
+  /** Disarms one fault rule; false when none has that id. */
+  removeFaultRule(id: string): boolean {
+    return this.#core.faults.remove(id);
+  }
+
+  /** Disarms every fault rule; returns how many there were. */
+  clearFaultRules(): number {
+    return this.#core.faults.clear();
+  }
+
+  /** The fault rules with their match and hit counts. */
+  listFaultRules(): FaultRuleView[] {
+    return this.#core.faults.list();
   }
 
   /** Namespace masking at runtime: attach `nsid` to one more host (only that host's controllers get the notice). */

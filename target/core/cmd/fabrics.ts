@@ -22,9 +22,9 @@ import {
   connectResultDw0,
   decodeConnectData,
   encodeCap,
-  setLongTimeout,
   validateNvmetName,
 } from '../../../protocol/index.js';
+import { fireFault } from '../fault-actions.js';
 import { AuthCmdOffset, AuthFctype, checkAuthCmd, decodeAuthCmd } from '../../../protocol/auth/index.js';
 import { QueueAuth } from '../auth.js';
 import { TargetController, Csts, NVME_VS } from '../controller.js';
@@ -218,10 +218,10 @@ function executeConnect(req: Request): void {
   req.dw0 = connectResultDw0({ cntlid: ctrl.cntlid, atr, ascr: q.ops.concatOnly === true });
   const generated = q.ops.tlsPsk?.type === 'G';
   log.info({ cntlid: ctrl.cntlid, sqsize, sqflowDisabled: q.sqflowDisabled, authRequired: atr, ...(concat !== 'none' ? { concat } : {}), ...(generated ? { tlsPsk: 'generated' } : {}) }, 'queue connected');
-  const delay = subsys.faults.connectLatencyMs ?? 0;
-  // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
-  if (delay > 0) setLongTimeout(() => q.complete(req, 0), delay, 'connectLatencyMs');
-  else q.complete(req, 0);
+  // The subsystem's knob rules (connectLatencyMs: a completion delay) see the Connect once it is bound; the
+  // target's rules saw it before it ran (CoreQueue.submit).
+  if (subsys.faultRules.armed) subsys.faultRules.onCommand(q, req, fireFault);
+  q.complete(req, 0);
 }
 
 /** The checks every Connect passes before a controller is looked at: format, names, host access, TLS, queue size. */

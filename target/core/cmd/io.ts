@@ -1,8 +1,7 @@
 // NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM.
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
-import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, setLongTimeout, NSID_BROADCAST } from '../../../protocol/index.js';
+import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -172,54 +171,15 @@ function checkDsm(ctrl: TargetController, req: Request): number {
   return 0;
 }
 
-/** Completion with the I/O fault knobs (failNext, commandLatencyUs) applied. */
-function finish(req: Request, status: number): void {
-  if (!faulted(req)) deliver(req, status);
-}
-
-/**
- * The failNext knob: when armed, consumes one count and completes the command with the configured status instead.
- * Read and write paths call it before counting the transfer, so a failed command is a namespace error and not a
- * read/write (nor bytes or SMART units).
- */
-function faulted(req: Request): boolean {
-  const subsys = (req.queueRef as QueueModel | undefined)?.ctrl?.subsys;
-  if (subsys === undefined || subsys.failRemaining <= 0) return false;
-  subsys.failRemaining--;
-  req.out = undefined;
-  if (req.ns !== undefined) req.ns.counters.errors++;
-  deliver(req, subsys.failStatus);
-  return true;
-}
-
 /**
  * Status of a command aborted by a preempt-and-abort. DNR: the host lost its registration, so a silent retry would
  * hide the preemption from the application (and meet the new reservation anyway).
  */
 const PREEMPT_ABORTED = Status.ABORTED_PREEMPT_ABORT | DNR;
 
-/** Completes now, or after faults.commandLatencyUs. */
+/** Completes the command (fault rules, failNext and commandLatencyUs among them, act in CoreQueue: fault-engine.ts). */
 function deliver(req: Request, status: number): void {
-  const q = req.queueRef as QueueModel;
-  const lat = q.ctrl?.subsys.faults.commandLatencyUs ?? 0;
-  if (lat > 0) {
-    // Data a backend lends only for the callback or the task (ReadLent) must outlive the delay: keep a copy.
-    if (req.outLent !== ReadLent.STABLE && req.out !== undefined) {
-      req.out = [Buffer.concat(req.out)];
-      req.outLent = ReadLent.STABLE;
-    }
-    // Node timers count whole ms from the loop's cached clock and can fire up to ~1 ms early: wait out the remainder.
-    const due = performance.now() + lat / 1000;
-    const fire = (): void => {
-      const left = due - performance.now();
-      if (left > 0) setTimeout(fire, left);
-      else completeIo(q, req, status);
-    };
-    // The knob comes from the config or the API: a LongTimeout keeps any length past setTimeout's 2^31−1 ms.
-    setLongTimeout(fire, lat / 1000, 'commandLatencyUs');
-    return;
-  }
-  completeIo(q, req, status);
+  completeIo(req.queueRef as QueueModel, req, status);
 }
 
 /**
@@ -227,13 +187,21 @@ function deliver(req: Request, status: number): void {
  * as aborted (NVMe Base 2.0 §8.19.8: Command Aborted due to Preempt and Abort); one compare when nothing was.
  */
 function completeIo(q: QueueModel, req: Request, status: number): void {
+  q.complete(req, ioStatus(q, req, status));
+}
+
+/**
+ * `status`, or Command Aborted due to Preempt and Abort when the host was preempted with abort after the command
+ * passed its access check (its read data then dropped). Also asked again by a fault rule's delay when it ends
+ * (fault-actions.ts), since a preemption may come while the completion waits.
+ */
+export function ioStatus(q: QueueModel, req: Request, status: number): number {
   const ns = req.ns;
   if (ns !== undefined && ns.resv.abortGen > req.resvGen && q.ctrl !== undefined && ns.resv.aborted(q.ctrl.hostKey, req.resvGen)) {
     req.out = undefined;
-    q.complete(req, PREEMPT_ABORTED);
-    return;
+    return PREEMPT_ABORTED;
   }
-  q.complete(req, status);
+  return status;
 }
 
 function executeRead(req: Request): void {
@@ -253,7 +221,6 @@ function readDone(req: Request, err: Error | null, bufs: Buffer[], crc: number |
     ns.counters.errors++;
     return deliver(req, Status.READ_ERROR);
   }
-  if (faulted(req)) return;
   const len = req.dataLen;
   ns.counters.reads++;
   ns.counters.bytesRead += len;
@@ -312,7 +279,6 @@ function executeWrite(req: Request): void {
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
-    if (faulted(req)) return;
     ns.counters.writes++;
     ns.counters.bytesWritten += len;
     const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
@@ -328,10 +294,10 @@ function executeCompare(req: Request): void {
   const ns = req.ns as TargetNamespace;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
-    if (err) return finish(req, Status.READ_ERROR);
+    if (err) return deliver(req, Status.READ_ERROR);
     const a = Buffer.concat(bufs, req.dataLen);
     const b = Buffer.concat(req.data ?? [], req.dataLen);
-    finish(req, a.equals(b) ? 0 : Status.COMPARE_FAILED);
+    deliver(req, a.equals(b) ? 0 : Status.COMPARE_FAILED);
   });
 }
 
@@ -342,7 +308,6 @@ function executeFlush(req: Request): void {
       ns.counters.errors++;
       return deliver(req, Status.WRITE_FAULT);
     }
-    if (faulted(req)) return;
     ns.counters.flushes++;
     deliver(req, 0);
   });
@@ -355,12 +320,12 @@ function executeFlushAll(req: Request): void {
   const list = subsys === undefined ? [] : ids.map((id) => subsys.namespaces.get(id) as TargetNamespace);
   let left = list.length;
   let status = 0;
-  if (left === 0) return finish(req, 0);
+  if (left === 0) return deliver(req, 0);
   for (const ns of list) {
     ns.counters.flushes++;
     ns.backend.flush((err) => {
       if (err) status = Status.WRITE_FAULT;
-      if (--left === 0) finish(req, status);
+      if (--left === 0) deliver(req, status);
     });
   }
 }
@@ -374,16 +339,16 @@ function executeWriteZeroes(req: Request): void {
   const nlb = (cdw12 & 0xffff) + 1;
   const fua = (cdw12 & RwCdw12.FUA) !== 0;
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
-    if (err) return finish(req, writeFailed(ns, err));
-    if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
-    finish(req, 0);
+    if (err) return deliver(req, writeFailed(ns, err));
+    if (fua) return ns.backend.flush((e2) => deliver(req, e2 ? Status.WRITE_FAULT : 0));
+    deliver(req, 0);
   });
 }
 
 function executeDsm(req: Request): void {
   if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
-  if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return finish(req, 0);
+  if ((req.sqe.readUInt32LE(SqeOffset.cdw11) & DsmAttr.AD) === 0) return deliver(req, 0);
   const nrBytes = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
   // Only the NR+1 ranges count: copy those, not the whole (up to MDTS) SGL.
   const data = Buffer.concat(req.data ?? [], nrBytes);
@@ -394,14 +359,14 @@ function executeDsm(req: Request): void {
     if (nlb === 0) continue;
     if (slba + nlb > ns.nsze) {
       req.errorLoc = SqeOffset.cdw10;
-      return finish(req, Status.LBA_RANGE | DNR);
+      return deliver(req, Status.LBA_RANGE | DNR);
     }
     ranges.push({ off: slba * ns.blockSize, len: nlb * ns.blockSize });
   }
   const next = (i: number): void => {
     const r = ranges[i];
-    if (r === undefined) return finish(req, 0);
-    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, writeFailed(ns, err)) : next(i + 1)));
+    if (r === undefined) return deliver(req, 0);
+    ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? deliver(req, writeFailed(ns, err)) : next(i + 1)));
   };
   next(0);
 }

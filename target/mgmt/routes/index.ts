@@ -1,5 +1,6 @@
 // Every route of the management API, one table per concern; the router (../router.ts) reads them in this order.
 import { anaRoutes } from './ana.js';
+import { faultRoutes } from './faults.js';
 import { groupRoutes } from './group.js';
 import { hostKeyRoutes } from './host-keys.js';
 import { namespaceRoutes } from './namespaces.js';
@@ -19,6 +20,7 @@ export const ROUTE_TABLES: readonly (readonly RouteEntry[])[] = [
   reservationRoutes,
   portRoutes,
   anaRoutes,
+  faultRoutes,
   groupRoutes,
 ];
 

@@ -25,7 +25,7 @@ import {
   type PduHandlers,
 } from '../../../protocol/index.js';
 import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type IcReqFault, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 
 /**
@@ -319,16 +319,38 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   };
 
   #handleIcReq(hpda: number, dgst: number): void {
+    const faults = this.target.faults;
+    const fault = faults.armed ? faults.onIcReq(this.port.id, this.peer) : undefined;
+    if (fault !== undefined) return this.#faultIcReq(fault, hpda, dgst);
     const { hdgst, ddgst } = unpackDigests(dgst);
     // Echo the host's digest request exactly and CPDA 0: the Linux host fails the connection on any other answer
     // (nvme_tcp_init_connection); NVMe-TCP 1.0 §3.6.2.3, ICResp.
-    this.#conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: packDigests(hdgst, ddgst), maxh2cdata: this.port.maxH2CData });
+    this.#sendIcResp(hpda, hdgst, ddgst, 0, this.port.maxH2CData);
+  }
+
+  #sendIcResp(hpda: number, hdgst: boolean, ddgst: boolean, cpda: number, maxh2cdata: number): void {
+    this.#conn.send({ type: PduType.IC_RESP, pfv: 0, cpda, dgst: packDigests(hdgst, ddgst), maxh2cdata });
     // HPDA "specifies the data alignment for all PDUs transferred from the controller to the host that contain data"
     // (NVMe-TCP 1.0 §3.6.2.2; 0..31, the reader refuses more): C2HData is padded to it. nvmet refuses any HPDA ≠ 0;
-    // SPDK and FreeBSD honour it, and hosts other than Linux may ask for it.
-    this.#conn.setFraming(hdgst, ddgst, hpda, 0);
+    // SPDK and FreeBSD honour it, and hosts other than Linux may ask for it. CPDA is what H2CData is padded to.
+    this.#conn.setFraming(hdgst, ddgst, hpda, cpda);
     this.setState('connect-wait');
     this.#restartTimer('no Connect after ICResp');
+  }
+
+  /**
+   * An ICReq fault rule fired (docs/faults.md): close, or an ICResp late, never, or with the fields the rule gives
+   * (digests as answered are then this connection's framing). Never: the ICReq timer closes the connection.
+   */
+  #faultIcReq(f: IcReqFault, hpda: number, dgst: number): void {
+    if (f.kind === 'close') return this.hangUp(f.rst === true);
+    if (f.never === true) return;
+    const asked = unpackDigests(dgst);
+    const send = (): void => {
+      if (this.state === 'ic-wait') this.#sendIcResp(hpda, f.hdgst ?? asked.hdgst, f.ddgst ?? asked.ddgst, f.cpda ?? 0, f.maxh2cdata ?? this.port.maxH2CData);
+    };
+    if ((f.delayMs ?? 0) > 0) setLongTimeout(send, f.delayMs as number, 'icresp delayMs').unref();
+    else send();
   }
 
   #restartTimer(reason: string): void {
@@ -661,6 +683,22 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     }
     if (this.state !== 'closing' && this.state !== 'closed') this.setState('closing');
     this.#failPending();
+  }
+
+  /** A fault rule's close (docs/faults.md): FIN after what is batched, or RST at once. */
+  hangUp(rst: boolean): void {
+    if (this.state === 'closed') return;
+    this.#log.info({ rst }, 'closing connection for a fault rule');
+    if (this.state !== 'closing') this.setState('closing');
+    if (rst) this.#conn.reset();
+    else this.#conn.close();
+    this.#failPending();
+  }
+
+  /** A fault rule's duplicate: one more CapsuleResp carrying these CQE fields (NVMe-TCP 1.0 §3.6.2.7). */
+  sendCqe(cid: number, status: number, dw0: number, dw1: number, sqhd: number): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.#conn.sendResponse(undefined, false, dw0, dw1, sqhd, this.core.qid < 0 ? 0 : this.core.qid, cid, status);
   }
 
   /** Core/teardown-initiated close: what is batched goes out, then the socket is destroyed. */
