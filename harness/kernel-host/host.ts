@@ -91,8 +91,16 @@ export class KernelHost {
     const before = await this.#controllers();
     let r = await this.runner.exec(connectArgv(o));
     let device = parseConnectDevice(r.stdout);
-    if (r.code !== 0 && o.duplicate === true && /already connected/.test(r.stderr + r.stdout)) {
-      this.notes.add('nvme-cli answered "already connected" to --duplicate-connect (its userspace lookup_ctrl check, nvme-cli < 2.5), so duplicate controllers were created by writing the same options, duplicate_connect included, to /dev/nvme-fabrics, as nvme-cli does underneath.');
+    // Options nvme-cli cannot pass go to /dev/nvme-fabrics as nvme-cli writes them underneath.
+    const out = r.stderr + r.stdout;
+    const fallback =
+      r.code !== 0 && o.queuesPerHctx !== undefined && /queues-per-hctx|unrecognized|Dump JSON configuration/.test(out)
+        ? 'nvme-cli has no --queues-per-hctx (the option is the queue-groups RFC kernel\'s), so the queues_per_hctx arms wrote their connect options, queues_per_hctx included, to /dev/nvme-fabrics directly, as nvme-cli does underneath.'
+        : r.code !== 0 && o.duplicate === true && /already connected/.test(out)
+          ? 'nvme-cli answered "already connected" to --duplicate-connect (its userspace lookup_ctrl check, nvme-cli < 2.5), so duplicate controllers were created by writing the same options, duplicate_connect included, to /dev/nvme-fabrics, as nvme-cli does underneath.'
+          : undefined;
+    if (fallback !== undefined) {
+      this.notes.add(fallback);
       r = await this.runner.exec(['sh', '-c', fabricsWriteScript(o, this.root)]);
       device = r.code === 0 ? parseFabricsInstance(r.stdout) : undefined;
     }

@@ -5,12 +5,13 @@ import { pino, type Logger } from 'pino';
 import { TargetService } from '../../target/index.js';
 import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
+import { loadHostModules } from '../kernel-host/host-patches.js';
 import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
 import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
 import { freePort } from '../lab.js';
 import { startInProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
-import type { Arm, InitiatorInfo, Report } from '../report/types.js';
+import type { Arm, Comparison, InitiatorInfo, Report } from '../report/types.js';
 import { median, round1, type ScenarioContext } from './types.js';
 
 /** The driver, what it reports about itself, and the address at which the host reaches our target. */
@@ -36,7 +37,7 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     if (missing !== undefined) throw new KernelHostUnavailable(missing);
     runner = localRunner(choice.env === undefined ? {} : { env: choice.env });
   } else {
-    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log });
+    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }) });
   }
   const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
   try {
@@ -51,6 +52,66 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     await host.disconnectAll().catch(() => undefined);
     await runner.close();
   }
+}
+
+/** An arm present in both passes of a --host-patches run, compared patched vs stock on `metric`. */
+export type CrossArm = readonly [arm: string, metric: string, better: 'higher' | 'lower'];
+
+/**
+ * A Linux-host scenario's report, from one pass (`run` with the kernel's modules) or, with a patch series'
+ * modules (--host-patches), two passes in one guest boot: `run` with the stock modules, then again after the guest
+ * loaded the series' modules (lab-host-modules). The passes' arms are named stock/ARM and SERIES/ARM; stock arms skipped
+ * because stock nvme-fabrics lacks the series' option are left out (a note names them); `cross` compares the arms
+ * both passes ran.
+ */
+export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = []): Promise<Report> {
+  const mods = ctx.kernelHost?.where === 'lab' ? ctx.kernelHost.hostModules : undefined;
+  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run);
+  return withKernelHost(ctx, targetPort, smp, async (k) => {
+    ctx.log(`stock modules (kernel ${k.initiator.kernel ?? '?'})`);
+    const stock = await run(k);
+    await k.host.disconnectAll();
+    ctx.log(`loading the ${mods.series} modules in the guest`);
+    await loadHostModules(k.host.runner, mods);
+    const host = new KernelHost(k.host.runner);
+    await host.offers();
+    const hostPatches = { series: mods.series, patches: mods.patches, base: mods.base, kver: mods.kver };
+    try {
+      const patched = await run({ ...k, host, initiator: { ...k.initiator, hostPatches } });
+      return mergePasses(stock, patched, mods.series, cross);
+    } finally {
+      await host.disconnectAll().catch(() => undefined);
+    }
+  });
+}
+
+/** One report of kernelPasses' two: arms prefixed stock/ and SERIES/, both passes' comparisons, the cross ones. */
+function mergePasses(stock: Report, patched: Report, series: string, cross: readonly CrossArm[]): Report {
+  const notAccepted = (a: Arm): boolean => a.skipped !== undefined && a.skipped.includes('nvme-fabrics does not accept');
+  const renamed = (r: Report, prefix: string, keep: (a: Arm) => boolean): { arms: Arm[]; comparisons: Comparison[] } => ({
+    arms: r.arms.filter(keep).map((a) => ({ ...a, name: `${prefix}/${a.name}` })),
+    comparisons: r.comparisons.map((c) => ({ ...c, label: `${prefix}: ${c.label}`, numerator: `${prefix}/${c.numerator}`, denominator: `${prefix}/${c.denominator}` })),
+  });
+  const s = renamed(stock, 'stock', (a) => !notAccepted(a));
+  const p = renamed(patched, series, () => true);
+  const arms = [...s.arms, ...p.arms];
+  const has = (n: string): boolean => arms.some((a) => a.name === n);
+  const crossed = cross.filter(([arm]) => has(`${series}/${arm}`) && has(`stock/${arm}`)).map(([arm, metric, better]) => compare(arms, `${series} vs stock: ${arm} ${metric}`, metric, `${series}/${arm}`, `stock/${arm}`, better));
+  const dropped = stock.arms.filter(notAccepted);
+  return {
+    ...patched,
+    createdAt: stock.createdAt,
+    title: `${patched.title}: stock vs ${series}`,
+    arms,
+    comparisons: [...crossed.filter((c) => c !== undefined), ...s.comparisons, ...p.comparisons],
+    verdict: `${series}: ${patched.verdict.replace(/\.?$/, '.')} Stock (same kernel, same guest boot): ${stock.verdict}`,
+    notes: [
+      `Two passes in one guest boot: the stock/ arms with the kernel's own nvme-core, nvme-fabrics and nvme-tcp, then the ${series}/ arms after the guest replaced them (rmmod, insmod of the modules built from the series; the kernel is tainted by unsigned out-of-tree modules).`,
+      ...(dropped.length === 0 ? [] : [`Not run on stock: ${dropped.map((a) => a.name).join(', ')} (${dropped[0]?.skipped ?? ''}).`]),
+      ...new Set([...patched.notes, ...stock.notes]),
+    ],
+    ok: stock.ok && patched.ok,
+  };
 }
 
 /**
@@ -102,7 +163,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
   try {
     const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
     await svc.addSubsystem({ nqn, maxIoQueues: PC_QUEUES, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '16M' }, blockSize: 512 }] });
-    return await withKernelHost(ctx, port, ctx.quick ? 4 : 8, async (k) => {
+    return await kernelPasses(ctx, port, ctx.quick ? 4 : 8, async (k) => {
       const arms: Arm[] = [];
       for (const lat of LATENCIES) {
         svc.setFaults(nqn, { connectLatencyMs: lat });
@@ -156,7 +217,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
         createdAt,
         k,
       );
-    });
+    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower']]);
   } finally {
     await svc.stop();
   }
@@ -391,14 +452,32 @@ async function workerCounts<T>(svc: TargetService, fn: () => Promise<T>): Promis
 /** A randread fio job on `dev` (queue-groups and match-hw-queues). */
 const randread = (dev: string, quick: boolean): FioJob => ({ name: 'randread', filename: dev, rw: 'randread', bs: '4k', iodepth: 64, runtimeS: quick ? 2 : 10, size: '64m' });
 
-/** Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. */
-async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean): Promise<Record<string, number>> {
+/**
+ * Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. With `svc` (our
+ * target) also the target's view of the controller fio ran on: its I/O queues and the commands each one carried.
+ */
+async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean, svc?: TargetService): Promise<Record<string, number>> {
   const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, ctrlLossTmo: 2, ...o });
   const sub = await k.host.subsystem(c.device);
   const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
   if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
   const queues = await k.host.ioQueues(c.device);
-  return { ...fioMetrics(await k.host.fio(randread(dev, quick))), ...(queues === undefined ? {} : { ioQueues: queues }) };
+  const fio = fioMetrics(await k.host.fio(randread(dev, quick)));
+  return { ...fio, ...(queues === undefined ? {} : { ioQueues: queues }), ...(svc === undefined ? {} : targetQueueCounts(svc, nqn)) };
+}
+
+/**
+ * Our target's view of the newest controller of `nqn`: targetIoQueues, the commands each I/O queue carried
+ * (targetQ<qid>Cmds) and targetQueueSpread, the least-used queue's commands over the busiest's (1: an even spread).
+ */
+function targetQueueCounts(svc: TargetService, nqn: string): Record<string, number> {
+  const ctrl = svc.listControllers().filter((c) => c.subnqn === nqn).sort((a, b) => b.cntlid - a.cntlid)[0];
+  const io = (ctrl?.queues ?? []).filter((q) => q.qid > 0).sort((a, b) => a.qid - b.qid);
+  if (io.length === 0) return {};
+  const cmds = io.map((q) => q.commands);
+  const out: Record<string, number> = { targetIoQueues: io.length, targetQueueSpread: Math.round((Math.min(...cmds) / Math.max(1, ...cmds)) * 1000) / 1000 };
+  for (const q of io) out[`targetQ${q.qid}Cmds`] = q.commands;
+  return out;
 }
 
 /** The CPU the io-cpu arms pin fio to: the highest online one (CPU 0 takes most interrupts), 0 when unknown. */
@@ -433,11 +512,11 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await withKernelHost(ctx, target.port, 2, async (k) => {
+    return await kernelPasses(ctx, target.port, 2, async (k) => {
       const arms: Arm[] = [];
       for (const qph of [1, 2, 4]) {
         const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
-        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick)));
+        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service)));
       }
       const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
       const ran = comparisons.filter((c) => c !== undefined);
@@ -449,13 +528,17 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           arms,
           comparisons,
           verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
-          notes: ['qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).', 'fio: 4k randread QD64, libaio, direct.'],
+          notes: [
+            'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
+            'fio: 4k randread QD64, libaio, direct.',
+            'ioQueues: the host\'s I/O queues (sysfs queue_count - 1); targetIoQueues: the I/O queues our target saw Connect for that controller; targetQ<qid>Cmds: the commands each carried (admin commands excluded), targetQueueSpread the least-used over the busiest (1 = even, as round-robin dispatch inside one hctx gives).',
+          ],
         },
         ctx,
         createdAt,
         k,
       );
-    });
+    }, [['qph1', 'iops', 'higher']]);
   } finally {
     await target.stop();
   }
@@ -469,7 +552,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await withKernelHost(ctx, target.port, 2, async (k) => {
+    return await kernelPasses(ctx, target.port, 2, async (k) => {
       const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
       const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
       const nicQueues = Number(rx.stdout.trim()) || 1;
@@ -502,7 +585,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
         createdAt,
         k,
       );
-    });
+    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']]);
   } finally {
     await target.stop();
   }
