@@ -9,7 +9,7 @@ import { loadHostModules } from '../kernel-host/host-patches.js';
 import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
 import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
 import { freePort } from '../lab.js';
-import { startInProcessTarget } from '../nvme.js';
+import { startInProcessTarget, type InProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
 import type { Arm, Comparison, InitiatorInfo, Report } from '../report/types.js';
 import { median, round1, type ScenarioContext } from './types.js';
@@ -480,6 +480,33 @@ function targetQueueCounts(svc: TargetService, nqn: string): Record<string, numb
   return out;
 }
 
+/**
+ * The NIC-aware RFC's own arm: connect with match_hw_queues (the kernel picks min(online CPUs, NIC queues) I/O
+ * queues), read its debugfs io_queue_info and match it queue by queue to what our target saw, then fio.
+ */
+async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues: number, quick: boolean): Promise<Record<string, number>> {
+  const cpus = Number((await k.host.runner.exec(['nproc'])).stdout.trim()) || 1;
+  const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2, matchHwQueues: true });
+  const info = await k.host.ioQueueInfo(c.device);
+  const seen = targetQueueCounts(target.service, target.nqn);
+  const targetQids = target.service.listControllers().filter((x) => x.subnqn === target.nqn).sort((a, b) => b.cntlid - a.cntlid)[0]?.queues.filter((q) => q.qid > 0).map((q) => q.qid) ?? [];
+  const infoQids = (info ?? []).map((q) => q.qid);
+  if (info !== undefined) k.host.notes.add(`match_hw_queues: debugfs io_queue_info of ${c.device}: ${info.map((q) => `qid ${q.qid} cpu ${q.cpu} ${q.srcIp}:${q.srcPort} -> ${q.dstIp}:${q.dstPort}`).join('; ')}; our target saw I/O queues qid ${targetQids.join(', ')}.`);
+  const sub = await k.host.subsystem(c.device);
+  const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
+  if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+  const queues = await k.host.ioQueues(c.device);
+  return {
+    ...fioMetrics(await k.host.fio(randread(dev, quick))),
+    ...(queues === undefined ? {} : { ioQueues: queues }),
+    expectedIoQueues: Math.min(cpus, nicQueues),
+    onlineCpus: cpus,
+    ...seen,
+    queueInfoQueues: info?.length ?? 0,
+    queueInfoQidsMatchTarget: info !== undefined && infoQids.length === targetQids.length && infoQids.every((q, i) => q === targetQids[i]) ? 1 : 0,
+  };
+}
+
 /** The CPU the io-cpu arms pin fio to: the highest online one (CPU 0 takes most interrupts), 0 when unknown. */
 async function submitterCpu(host: KernelHost): Promise<number> {
   const r = await host.runner.exec(['cat', `${host.root}/sys/devices/system/cpu/online`]);
@@ -560,6 +587,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const arms: Arm[] = [
         await kernelArm(ctx, k.host, 'baseline', { nr_io_queues: 'kernel default (one per CPU)' }, undefined, () => connectAndFio(k, target.nqn, {}, ctx.quick)),
         await kernelArm(ctx, k.host, 'matched', { nr_io_queues: nicQueues, nic, nicRxQueues: nicQueues }, k.host.needsOption('nr_io_queues'), () => connectAndFio(k, target.nqn, { nrIoQueues: nicQueues }, ctx.quick)),
+        await kernelArm(ctx, k.host, 'match_hw_queues', { match_hw_queues: 'on', nic, nicRxQueues: nicQueues }, k.host.needsOption('match_hw_queues'), () => matchHwQueuesArm(k, target, nicQueues, ctx.quick)),
         // Both io-cpu arms pin fio to one CPU; default leaves each queue's io_cpu where connect put it, submitter moves it there.
         await kernelArm(ctx, k.host, 'io-cpu-default', { io_cpu: 'connect-time choice', fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, false, ctx.quick)),
         await kernelArm(ctx, k.host, 'io-cpu-submitter', { io_cpu: `submitter CPU ${cpu}`, fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, true, ctx.quick)),
@@ -567,6 +595,8 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const c = compare(arms, 'matched vs baseline IOPS', 'iops', 'matched', 'baseline', 'higher');
       const io = compare(arms, `io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU ${cpu}`, 'iops', 'io-cpu-submitter', 'io-cpu-default', 'higher');
       const ioText = io === undefined ? '' : ` With fio on CPU ${cpu}, io_cpu set to that CPU ran at ${round1(io.ratio)}× the connect-time choice's IOPS.`;
+      const mh = arms.find((a) => a.name === 'match_hw_queues' && a.skipped === undefined && a.error === undefined)?.metrics;
+      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}.`;
       return report(
         {
           name: 'match-hw-queues',
@@ -574,10 +604,11 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
           hypothesis,
           arms,
           comparisons: [c, io],
-          verdict: (c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`) + ioText,
+          verdict: (c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`) + ioText + mhText,
           notes: [
             `The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`,
             'fio: 4k randread QD64, libaio, direct.',
+            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. Over the lab's user-mode network the flows' source ports are the guest's; the target sees socat's (guestfwd), so flows are matched by qid, not by port.`,
             `io-cpu arms: fio pinned to CPU ${cpu} (the highest online CPU; fio cpus_allowed). io-cpu-default keeps each queue's io_cpu as connect chose it (nvme_tcp_set_queue_io_cpu); io-cpu-submitter writes ${cpu} to every queue's io_cpu attribute and reads it back. queuesOnSubmitterCpu counts the queues whose io_cpu is CPU ${cpu}. Both are skipped where the kernel has no per-queue io_cpu attribute.`,
           ],
         },
