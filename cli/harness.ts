@@ -461,7 +461,7 @@ async function withHostPatches(choice: KernelHostChoice | undefined, v: { 'host-
   if (dir === undefined) return choice;
   const labKver = /^KVER=(.*)$/m.exec(await readFile(path.join(LAB_KERNELS.newest.out(), 'lab.env'), 'utf8').catch(() => ''))?.[1];
   const pinned = await hostPatchesKernel();
-  if (labKver !== pinned) throw new HostPatchesError(`the newest lab runs kernel ${labKver ?? '?'}, the series are built for ${pinned} (step: load): bump the pin in harness/lab/build-host-patches.sh and rebase what no longer applies`);
+  if (labKver !== pinned) throw new HostPatchesError(`host-patches: the newest lab runs kernel ${labKver ?? '?'}, the series are built for ${pinned} (step: load): bump the pin in harness/lab/build-host-patches.sh and rebase what no longer applies`);
   return { ...choice, hostModules: await buildHostModules(dir, log) };
 }
 

@@ -17,7 +17,7 @@ export const HOST_PATCH_SERIES = ['queues-per-hctx', 'nic-aware-queues', 'parall
  * patch (or module) and the step (apply, build, load), as build-host-patches.sh and lab-host-modules print it.
  */
 export class HostPatchesError extends Error {
-  readonly code = 'HOST_PATCHES_ERR';
+  readonly code = 'KERNEL_HOST_ERR_PATCHES';
 }
 
 /** A built series: its cache entry and what build.env says about it. */
@@ -70,7 +70,7 @@ export async function buildHostModules(dir: string, log?: (m: string) => void): 
   const entry = /^HOST_MODULES=(.+)$/m.exec(r.stdout)?.[1];
   if (r.code !== 0 || entry === undefined) {
     const line = r.stderr.split('\n').reverse().find((l) => l.startsWith('host-patches: ')) ?? `host-patches: build-host-patches.sh exited ${String(r.code)}: ${r.stderr.trim().split('\n').pop() ?? ''}`;
-    throw new HostPatchesError(line.replace(/^host-patches: /, ''));
+    throw new HostPatchesError(line);
   }
   const env = Object.fromEntries((await readFile(path.join(entry, 'build.env'), 'utf8')).split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
   return { series: env['series'] ?? path.basename(dir), dir: entry, patches: (env['patches'] ?? '').split(' ').filter((p) => p !== ''), kver: env['kver'] ?? '?', base: env['base'] ?? '?' };
@@ -97,7 +97,7 @@ function runScript(args: string[], log?: (m: string) => void): Promise<{ code: n
 export async function loadHostModules(runner: HostRunner, mods: HostModules): Promise<string> {
   const r = await runner.exec(['lab-host-modules', `/lab/files/${path.basename(mods.dir)}`], 120_000);
   const failed = /^HOST-MODULES-FAILED (\S+) (\S+) (.*)$/m.exec(r.stdout);
-  if (failed !== null) throw new HostPatchesError(`${mods.series}: ${failed[1] ?? '?'}.ko refused by the guest's kernel (step: load, ${failed[2] ?? '?'}): ${failed[3] ?? ''}`);
-  if (r.code !== 0 || !r.stdout.includes('HOST-MODULES-LOADED')) throw new HostPatchesError(`${mods.series}: the guest did not load the modules (step: load): exit ${r.code}: ${(r.stderr || r.stdout).trim().split('\n').pop() ?? ''}`);
+  if (failed !== null) throw new HostPatchesError(`host-patches: ${mods.series}: ${failed[1] ?? '?'}.ko refused by the guest's kernel (step: load, ${failed[2] ?? '?'}): ${failed[3] ?? ''}`);
+  if (r.code !== 0 || !r.stdout.includes('HOST-MODULES-LOADED')) throw new HostPatchesError(`host-patches: ${mods.series}: the guest did not load the modules (step: load): exit ${r.code}: ${(r.stderr || r.stdout).trim().split('\n').pop() ?? ''}`);
   return r.stdout.trim().split('\n').pop() ?? '';
 }
