@@ -454,16 +454,19 @@ const randread = (dev: string, quick: boolean): FioJob => ({ name: 'randread', f
 
 /**
  * Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. With `svc` (our
- * target) also the target's view of the controller fio ran on: its I/O queues and the commands each one carried.
+ * target) also the target's view of the controller fio ran on: its I/O queues and the commands each one carried; with
+ * `verify`, then a fio randwrite with verify=crc32c over 8 MiB on the same device (a mismatch fails the arm).
  */
-async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean, svc?: TargetService): Promise<Record<string, number>> {
+async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean, svc?: TargetService, verify = false): Promise<Record<string, number>> {
   const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, ctrlLossTmo: 2, ...o });
   const sub = await k.host.subsystem(c.device);
   const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
   if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
   const queues = await k.host.ioQueues(c.device);
   const fio = fioMetrics(await k.host.fio(randread(dev, quick)));
-  return { ...fio, ...(queues === undefined ? {} : { ioQueues: queues }), ...(svc === undefined ? {} : targetQueueCounts(svc, nqn)) };
+  const seen = svc === undefined ? {} : targetQueueCounts(svc, nqn);
+  const verified = verify ? { verifyIos: (await k.host.fio({ name: 'verify', filename: dev, rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' })).ios } : {};
+  return { ...fio, ...(queues === undefined ? {} : { ioQueues: queues }), ...seen, ...verified };
 }
 
 /**
@@ -543,7 +546,7 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
       const arms: Arm[] = [];
       for (const qph of [1, 2, 4]) {
         const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
-        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service)));
+        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service, true)));
       }
       const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
       const ran = comparisons.filter((c) => c !== undefined);
@@ -557,7 +560,7 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
           notes: [
             'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
-            'fio: 4k randread QD64, libaio, direct.',
+            'fio: 4k randread QD64, libaio, direct; then 4k randwrite QD16 over 8 MiB with verify=crc32c on the same controller (verifyIos; a mismatch fails the arm).',
             'ioQueues: the host\'s I/O queues (sysfs queue_count - 1); targetIoQueues: the I/O queues our target saw Connect for that controller; targetQ<qid>Cmds: the commands each carried (admin commands excluded), targetQueueSpread the least-used over the busiest (1 = even, as round-robin dispatch inside one hctx gives).',
           ],
         },

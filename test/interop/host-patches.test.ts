@@ -74,7 +74,7 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
     expect(again).toMatchObject({ series: 'queues-per-hctx', patches: ['0001-nvme-tcp-allow-multiple-queues-per-hctx.patch'], kver: expect.stringMatching(/^7\.3\.4\+/) });
   });
 
-  it('queues-per-hctx: qph 1/2/4 all run; the target sees N queues per hctx with commands spread round-robin', async () => {
+  it('queues-per-hctx: qph 1/2/4 all run with fio verify; the target sees N queues per hctx with commands spread round-robin', async () => {
     const r = await runSeries('queue-groups', 'queues-per-hctx');
     expect(r.arms.map((a) => [a.name, a.error, a.skipped])).toEqual([
       ['stock/qph1', undefined, undefined],
@@ -88,6 +88,8 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
       expect(m['targetIoQueues'], `qph${n}`).toBe(n);
       // Round-robin inside the one hctx: every queue carries its share (fio's last few commands may land unevenly).
       expect(m['targetQueueSpread'], `qph${n}`).toBeGreaterThan(0.9);
+      // fio verify=crc32c over the same controller: every block read back intact (a mismatch fails the arm).
+      expect(m['verifyIos'], `qph${n}`).toBeGreaterThan(0);
     }
     expect(r.notes.join('\n')).toMatch(/Not run on stock: qph2, qph4 \(.*does not accept queues_per_hctx/);
     expect(r.initiator?.offers?.fabricsOptions).toContain('queues_per_hctx');
