@@ -33,6 +33,7 @@ import { parseCpus } from '../harness/load/index.js';
 import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
 import { LAB_KERNELS, labPrerequisites, localPrerequisites, type LabKernel } from '../harness/kernel-host/runner.js';
+import { buildHostModules, hostPatchesKernel, HostPatchesError, resolveHostPatches } from '../harness/kernel-host/host-patches.js';
 import type { KernelHostChoice } from '../harness/scenarios/types.js';
 import { kernelJobFile } from '../harness/scenarios/kernel-workload.js';
 import { KERNEL_REFUSED } from '../harness/kernel-host/commands.js';
@@ -43,6 +44,7 @@ const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --t
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
        nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
+                      [--host-patches stock|queues-per-hctx|nic-aware-queues|parallel-queue-setup|DIR]
        nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|newest | --local) [--nr-io-queues N]
                       [--queue-size N] [--ram SIZE] [-n NQN] [--out DIR]
        nvme-tcp bench --list
@@ -80,6 +82,10 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
                            (nvme-cli + fio) as the initiator, against our target in this process:
       --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
+      --host-patches S     with --lab newest and parallel-connect, queue-groups or match-hw-queues: stock
+                           arms, then the same arms with nvme-core/-fabrics/-tcp built from a host patch
+                           series (a seed name, from HOST_PATCHES_SRC or ../shared/seed-patches, or a
+                           DIR with a series file) and loaded in the guest; stock: the stock arms only
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
   -o, --output-format F    normal (the Markdown summary, default) or json (the JSON report on stdout), as
                            fio and the other verbs spell it
@@ -120,6 +126,7 @@ const OPTIONS = {
   initiator: { type: 'string' },
   lab: { type: 'string' },
   local: { type: 'boolean' },
+  'host-patches': { type: 'string' },
   'hdr-digest': { type: 'boolean' },
   'data-digest': { type: 'boolean' },
   ram: { type: 'string' },
@@ -206,7 +213,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
         throw new UsageError(`--io-workers does not apply to scenario ${sc.name}; it does to ${SCENARIOS.filter((s) => s.ioWorkers === true).map((s) => s.name).join(', ')}`);
       }
       const target = targetFlags(v) ?? {};
-      const kernelHost = kernelHostFlags(v, sc.name, ioWorkers, io.kernelHostLocal);
+      const kernelHost = await withHostPatches(kernelHostFlags(v, sc.name, ioWorkers, io.kernelHostLocal), v, sc.name, log);
       const progress = progressLine(sc.name, io.progress ?? { write: () => true });
       const report = await sc.run({ quick: v.quick === true, log, onProgress: (label, p) => progress.update({ ...p }), ...(ioWorkers === undefined ? {} : { ioWorkers }), ...target, ...(kernelHost === undefined ? {} : { kernelHost }) });
       progress.done();
@@ -214,6 +221,7 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     }
     if (v.quick === true) throw new UsageError('--quick applies to --scenario only');
     if (pos.length !== 1) throw new UsageError(pos.length === 0 ? 'need a job file, --scenario NAME or --list' : `one job file at a time (got ${pos.length})`);
+    if (v['host-patches'] !== undefined) throw new UsageError('--host-patches applies to --scenario with --initiator kernel --lab newest');
     if (v.initiator === 'kernel') refuseKernelJobFlags(v);
     const kernelHost = kernelHostFlags(v, undefined, intFlag(v['io-workers'], 'io-workers', 0, 4096), io.kernelHostLocal);
     if (kernelHost !== undefined) return await runKernelJobFile(pos[0] as string, v, io, kernelHost, log);
@@ -228,7 +236,7 @@ type BenchValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowP
 /** Exit status and one line for an error: 2 for bad usage or a bad job file, 1 for a failed run. */
 function failed(io: BenchIo, e: unknown): number {
   io.stderr(`nvme-tcp bench: ${(e as Error).message}\n`);
-  return e instanceof UsageError || e instanceof JobFileError ? 2 : 1;
+  return e instanceof UsageError || e instanceof JobFileError || e instanceof HostPatchesError ? 2 : 1;
 }
 
 /** A job file, its jobs and the connect options its flags and [global] section ask for. */
@@ -435,6 +443,26 @@ function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean;
   const missing = labPrerequisites(v.lab as LabKernel);
   if (missing !== undefined) throw new UsageError(missing);
   return { where: 'lab', lab: v.lab as LabKernel };
+}
+
+/** The scenarios whose arms a host patch series changes (harness/scenarios/kernel-initiator.ts kernelPasses). */
+const HOST_PATCH_SCENARIOS = ['parallel-connect', 'queue-groups', 'match-hw-queues'];
+
+/**
+ * --host-patches: checked against the other flags and the lab's kernel (the series are built for the pinned kernel of
+ * build-host-patches.sh), then built or found in the cache; `stock` or absent leaves the choice as it is.
+ */
+async function withHostPatches(choice: KernelHostChoice | undefined, v: { 'host-patches'?: string }, scenario: string, log: (m: string) => void): Promise<KernelHostChoice | undefined> {
+  const value = v['host-patches'];
+  if (value === undefined) return choice;
+  if (choice?.where !== 'lab' || choice.lab !== 'newest') throw new UsageError('--host-patches needs --initiator kernel --lab newest (the series are built for the newest lab kernel)');
+  if (!HOST_PATCH_SCENARIOS.includes(scenario)) throw new UsageError(`--host-patches runs ${HOST_PATCH_SCENARIOS.join(', ')}; not ${scenario}`);
+  const dir = resolveHostPatches(value);
+  if (dir === undefined) return choice;
+  const labKver = /^KVER=(.*)$/m.exec(await readFile(path.join(LAB_KERNELS.newest.out(), 'lab.env'), 'utf8').catch(() => ''))?.[1];
+  const pinned = await hostPatchesKernel();
+  if (labKver !== pinned) throw new HostPatchesError(`host-patches: the newest lab runs kernel ${labKver ?? '?'}, the series are built for ${pinned} (step: load): bump the pin in harness/lab/build-host-patches.sh and rebase what no longer applies`);
+  return { ...choice, hostModules: await buildHostModules(dir, log) };
 }
 
 /** --target, --target-cores and --spdk-interrupt; undefined without --target. */

@@ -14,6 +14,8 @@ export interface KernelConnectOptions {
   duplicate?: boolean;
   /** Transport queues per hctx: only kernels with the queue-groups RFC accept it (probe `queues_per_hctx`). */
   queuesPerHctx?: number;
+  /** I/O queues = min(online CPUs, the NIC's queues): only kernels with the NIC-aware RFC accept it (`match_hw_queues`). */
+  matchHwQueues?: boolean;
   queueSize?: number;
   /** Seconds before a lost controller is given up; small so a failed arm cannot hang its cleanup. */
   ctrlLossTmo?: number;
@@ -28,6 +30,7 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.queueSize === undefined ? [] : [`--queue-size=${o.queueSize}`]),
     ...(o.duplicate === true ? ['--duplicate-connect'] : []),
     ...(o.queuesPerHctx === undefined ? [] : [`--queues-per-hctx=${o.queuesPerHctx}`]),
+    ...(o.matchHwQueues === true ? ['--match-hw-queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
     '-o', 'json',
   ];
@@ -35,7 +38,8 @@ export function connectArgv(o: KernelConnectOptions): string[] {
 
 /**
  * The same connect as a shell script that writes the options to /dev/nvme-fabrics itself and prints the kernel's
- * "instance=N,cntlid=M" (what nvme-cli does underneath). For duplicate controllers only: nvme-cli 2.3's lookup_ctrl
+ * "instance=N,cntlid=M" (what nvme-cli does underneath). For the RFC kernels' options nvme-cli has no flag for
+ * (queues_per_hctx, match_hw_queues), and for duplicate controllers: nvme-cli 2.3's lookup_ctrl
  * answers "already connected" before it writes, --duplicate-connect or not (nvme-cli PR #1993 narrowed that check
  * in 2.5). hostnqn/hostid default to /etc/nvme's, as nvme-cli's do, so the duplicate is the same host.
  */
@@ -46,11 +50,31 @@ export function fabricsWriteScript(o: KernelConnectOptions, root = ''): string {
     ...(o.queueSize === undefined ? [] : [`queue_size=${o.queueSize}`]),
     ...(o.duplicate === true ? ['duplicate_connect'] : []),
     ...(o.queuesPerHctx === undefined ? [] : [`queues_per_hctx=${o.queuesPerHctx}`]),
+    ...(o.matchHwQueues === true ? ['match_hw_queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`ctrl_loss_tmo=${o.ctrlLossTmo}`]),
   ].join(',');
   const hn = o.hostnqn === undefined ? `$(cat ${root}/etc/nvme/hostnqn 2>/dev/null)` : o.hostnqn;
   const hi = o.hostid === undefined ? `$(cat ${root}/etc/nvme/hostid 2>/dev/null)` : o.hostid;
   return `hn=${hn}; hi=${hi}; o="${opts}\${hn:+,hostnqn=$hn}\${hi:+,hostid=$hi}"; exec 3<>${root}/dev/nvme-fabrics && echo "$o" >&3 && read -r r <&3 && echo "$r"`;
+}
+
+/** One line of the NIC-aware RFC's debugfs io_queue_info: an I/O queue, its io_cpu (-1: unbound) and its TCP flow. */
+export interface IoQueueInfo {
+  qid: number;
+  cpu: number;
+  srcIp: string;
+  srcPort: number;
+  dstIp: string;
+  dstPort: number;
+}
+
+/** `qid=1 cpu=0 src_ip=10.0.2.15 src_port=40000 dst_ip=10.0.2.100 dst_port=4420` lines; others are left out. */
+export function parseIoQueueInfo(text: string): IoQueueInfo[] {
+  const out: IoQueueInfo[] = [];
+  for (const m of text.matchAll(/^qid=(\d+) cpu=(-?\d+) src_ip=(\S+) src_port=(\d+) dst_ip=(\S+) dst_port=(\d+)$/gm)) {
+    out.push({ qid: Number(m[1]), cpu: Number(m[2]), srcIp: m[3] ?? '', srcPort: Number(m[4]), dstIp: m[5] ?? '', dstPort: Number(m[6]) });
+  }
+  return out;
 }
 
 /** `instance=3,cntlid=2` → nvme3. */

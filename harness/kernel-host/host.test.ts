@@ -1,14 +1,16 @@
 // The Linux-host driver's local runner against fake nvme-cli and fio on PATH (fake-tools.ts): the command lines it
 // builds, fio JSON parsing, skipped arms with their reasons, and cleanup (every controller disconnected, even when
 // fio fails). No root, no kernel module, no qemu.
-import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findScenario } from '../scenarios/index.js';
 import type { ScenarioContext } from '../scenarios/types.js';
 import { renderHtml } from '../report/html.js';
 import { renderMarkdown } from '../report/markdown.js';
-import { connectArgv, fioArgv, parseFabricsOptions, parseFioJson } from './commands.js';
+import { connectArgv, fabricsWriteScript, fioArgv, parseFabricsOptions, parseFioJson, parseIoQueueInfo } from './commands.js';
+import { HostPatchesError, resolveHostPatches } from './host-patches.js';
 import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
 import { nvmetSetupScript, nvmetTeardownScript, type NvmetConfig } from './nvmet.js';
 import { localPrerequisites, localRunner } from './runner.js';
@@ -235,4 +237,42 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(6);
     expect(r.verdict).toMatch(/64 I\/O queues: each injected ms/);
   }, 60_000);
+});
+
+describe('host patch series (--host-patches)', () => {
+  it('stock is no series; a seed name or a directory resolves to the directory holding its series file', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'host-patches-'));
+    try {
+      await mkdir(path.join(dir, 'queues-per-hctx'));
+      await writeFile(path.join(dir, 'queues-per-hctx', 'series'), '0001-a.patch\n');
+      expect(resolveHostPatches('stock')).toBeUndefined();
+      expect(resolveHostPatches('queues-per-hctx', { HOST_PATCHES_SRC: dir })).toBe(path.join(dir, 'queues-per-hctx'));
+      expect(resolveHostPatches(path.join(dir, 'queues-per-hctx'))).toBe(path.join(dir, 'queues-per-hctx'));
+      expect(() => resolveHostPatches('nic-aware-queues', { HOST_PATCHES_SRC: dir })).toThrow(/^--host-patches nic-aware-queues: no .*nic-aware-queues\/series; set HOST_PATCHES_SRC/);
+      expect(() => resolveHostPatches(dir)).toThrow(HostPatchesError);
+      expect(() => resolveHostPatches(dir)).toThrow(/^--host-patches must be stock, queues-per-hctx, nic-aware-queues, parallel-queue-setup or a directory of patches with a series file; .* has no series file$/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('match_hw_queues goes to /dev/nvme-fabrics as an option without a value', () => {
+    const s = fabricsWriteScript({ traddr: '10.0.2.100', trsvcid: 4420, nqn: 'nqn.x', matchHwQueues: true, ctrlLossTmo: 2 });
+    expect(s).toContain('o="nqn=nqn.x,transport=tcp,traddr=10.0.2.100,trsvcid=4420,match_hw_queues,ctrl_loss_tmo=2');
+    expect(connectArgv({ traddr: 'a', trsvcid: 1, nqn: 'n', matchHwQueues: true })).toContain('--match-hw-queues');
+  });
+
+  it('debugfs io_queue_info lines: IPv4 and IPv6 flows, unbound CPU, other lines left out', () => {
+    const text = [
+      'qid=1 cpu=0 src_ip=10.0.2.15 src_port=43852 dst_ip=10.0.2.100 dst_port=4420',
+      'qid=2 cpu=-1 src_ip=fe80::1 src_port=65535 dst_ip=::1 dst_port=4420',
+      'garbage qid=3',
+      '',
+    ].join('\n');
+    expect(parseIoQueueInfo(text)).toEqual([
+      { qid: 1, cpu: 0, srcIp: '10.0.2.15', srcPort: 43852, dstIp: '10.0.2.100', dstPort: 4420 },
+      { qid: 2, cpu: -1, srcIp: 'fe80::1', srcPort: 65535, dstIp: '::1', dstPort: 4420 },
+    ]);
+    expect(parseIoQueueInfo('')).toEqual([]);
+  });
 });

@@ -1,6 +1,6 @@
 // The Linux host driver: probes what the running kernel offers, connects controllers with nvme-cli, runs fio, and
 // disconnects every controller it connected. An arm the kernel cannot run is a `skip: <reason>`, never a fallback.
-import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJsonJobs, type FioJob, type FioResult, type KernelConnectOptions } from './commands.js';
+import { connectArgv, disconnectArgv, fabricsWriteScript, fioArgv, parseConnectDevice, parseFabricsInstance, parseFabricsOptions, parseFioJsonJobs, parseIoQueueInfo, type FioJob, type FioResult, type IoQueueInfo, type KernelConnectOptions } from './commands.js';
 import type { KernelOffersInfo } from '../report/types.js';
 import type { ExecResult, HostRunner } from './runner.js';
 
@@ -91,8 +91,16 @@ export class KernelHost {
     const before = await this.#controllers();
     let r = await this.runner.exec(connectArgv(o));
     let device = parseConnectDevice(r.stdout);
-    if (r.code !== 0 && o.duplicate === true && /already connected/.test(r.stderr + r.stdout)) {
-      this.notes.add('nvme-cli answered "already connected" to --duplicate-connect (its userspace lookup_ctrl check, nvme-cli < 2.5), so duplicate controllers were created by writing the same options, duplicate_connect included, to /dev/nvme-fabrics, as nvme-cli does underneath.');
+    // Options nvme-cli cannot pass go to /dev/nvme-fabrics as nvme-cli writes them underneath.
+    const out = r.stderr + r.stdout;
+    const fallback =
+      r.code !== 0 && (o.queuesPerHctx !== undefined || o.matchHwQueues === true) && /queues-per-hctx|match-hw-queues|unrecognized|Dump JSON configuration/.test(out)
+        ? `nvme-cli has no --${o.matchHwQueues === true ? 'match-hw-queues' : 'queues-per-hctx'} (the option is an RFC kernel's), so those arms wrote their connect options, ${o.matchHwQueues === true ? 'match_hw_queues' : 'queues_per_hctx'} included, to /dev/nvme-fabrics directly, as nvme-cli does underneath.`
+        : r.code !== 0 && o.duplicate === true && /already connected/.test(out)
+          ? 'nvme-cli answered "already connected" to --duplicate-connect (its userspace lookup_ctrl check, nvme-cli < 2.5), so duplicate controllers were created by writing the same options, duplicate_connect included, to /dev/nvme-fabrics, as nvme-cli does underneath.'
+          : undefined;
+    if (fallback !== undefined) {
+      this.notes.add(fallback);
       r = await this.runner.exec(['sh', '-c', fabricsWriteScript(o, this.root)]);
       device = r.code === 0 ? parseFabricsInstance(r.stdout) : undefined;
     }
@@ -160,6 +168,18 @@ export class KernelHost {
   }
 
   /** I/O queues the controller set up: sysfs queue_count counts the admin queue too. */
+  /**
+   * The NIC-aware RFC's per-queue info of controller `device`: debugfs block/<disk>/io_queue_info of its namespace
+   * (the path disk nvmeXcYnZ under native multipath), debugfs mounted first where it is not. Undefined when the
+   * kernel has no such file.
+   */
+  async ioQueueInfo(device: string): Promise<IoQueueInfo[] | undefined> {
+    const d = `${this.root}/sys/kernel/debug`;
+    const r = await this.#sh(`[ -d ${d}/block ] || mount -t debugfs debugfs ${d} 2>/dev/null; cat ${d}/block/${device}c*n*/io_queue_info ${d}/block/${device}n*/io_queue_info 2>/dev/null`);
+    const lines = parseIoQueueInfo(r.stdout);
+    return lines.length === 0 ? undefined : lines;
+  }
+
   async ioQueues(device: string): Promise<number | undefined> {
     const n = Number(await this.#read(`/sys/class/nvme/${device}/queue_count`));
     return Number.isFinite(n) && n > 0 ? n - 1 : undefined;

@@ -202,6 +202,8 @@ export async function labRunner(o: {
   smp?: number;
   timeoutS?: number;
   log?: (m: string) => void;
+  /** Files or directories copied to /lab/files/ in the guest (run.sh --file), e.g. a patch series' modules. */
+  files?: readonly string[];
 }): Promise<HostRunner> {
   const missing = labPrerequisites(o.which);
   if (missing !== undefined) throw new KernelHostUnavailable(missing);
@@ -216,7 +218,8 @@ export async function labRunner(o: {
   const timeoutS = o.timeoutS ?? 900;
   const { child, done } = runLabScript(
     [path.join(labDir(), 'run.sh'), '--timeout', String(timeoutS), '--smp', String(o.smp ?? 2), '--mem', '1024', '--hostfwd', 'none',
-      '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, ...(o.guestfwd ?? []).flatMap((g) => ['--guestfwd', g]), script],
+      '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, ...(o.guestfwd ?? []).flatMap((g) => ['--guestfwd', g]),
+      ...(o.files ?? []).flatMap((f) => ['--file', f]), script],
     undefined,
     { LAB_OUT: out },
   );

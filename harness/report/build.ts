@@ -171,7 +171,8 @@ export function fmtNum(n: number): string {
 /** One line naming the initiator, for the Markdown and HTML pages (empty for ours). */
 export function initiatorText(i: InitiatorInfo | undefined): string {
   if (i === undefined || i.kind === 'ours') return '';
-  return `Initiator: the Linux host (nvme-cli + fio), kernel ${i.kernel ?? '?'}, ${i.where === 'lab' ? `in the qemu lab, ${i.emulated ?? 'emulated'}` : 'on this machine'}.`;
+  const hp = i.hostPatches === undefined ? '' : `; the ${i.hostPatches.series}/ arms with nvme-core, nvme-fabrics and nvme-tcp built from ${i.hostPatches.base} + ${i.hostPatches.series} (${i.hostPatches.patches.length} patch(es)), the stock/ arms with the kernel's own`;
+  return `Initiator: the Linux host (nvme-cli + fio), kernel ${i.kernel ?? '?'}, ${i.where === 'lab' ? `in the qemu lab, ${i.emulated ?? 'emulated'}` : 'on this machine'}${hp}.`;
 }
 
 /**

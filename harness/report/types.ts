@@ -66,6 +66,8 @@ export interface InitiatorInfo {
   emulated?: string;
   /** kernel only: what the kernel offered, as the driver probed it (the facts the arms' skips rest on). */
   offers?: KernelOffersInfo;
+  /** kernel only: the patch series whose nvme host modules the patched arms ran with (--host-patches). */
+  hostPatches?: { series: string; patches: string[]; base: string; kver: string };
 }
 
 /** What the Linux host's kernel offers the experiments, as harness/kernel-host/host.ts probed it. */

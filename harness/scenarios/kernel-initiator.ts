@@ -5,12 +5,13 @@ import { pino, type Logger } from 'pino';
 import { TargetService } from '../../target/index.js';
 import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
+import { loadHostModules } from '../kernel-host/host-patches.js';
 import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
 import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
 import { freePort } from '../lab.js';
-import { startInProcessTarget } from '../nvme.js';
+import { startInProcessTarget, type InProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
-import type { Arm, InitiatorInfo, Report } from '../report/types.js';
+import type { Arm, Comparison, InitiatorInfo, Report } from '../report/types.js';
 import { median, round1, type ScenarioContext } from './types.js';
 
 /** The driver, what it reports about itself, and the address at which the host reaches our target. */
@@ -36,7 +37,7 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     if (missing !== undefined) throw new KernelHostUnavailable(missing);
     runner = localRunner(choice.env === undefined ? {} : { env: choice.env });
   } else {
-    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log });
+    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }) });
   }
   const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
   try {
@@ -51,6 +52,66 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     await host.disconnectAll().catch(() => undefined);
     await runner.close();
   }
+}
+
+/** An arm present in both passes of a --host-patches run, compared patched vs stock on `metric`. */
+export type CrossArm = readonly [arm: string, metric: string, better: 'higher' | 'lower'];
+
+/**
+ * A Linux-host scenario's report, from one pass (`run` with the kernel's modules) or, with a patch series'
+ * modules (--host-patches), two passes in one guest boot: `run` with the stock modules, then again after the guest
+ * loaded the series' modules (lab-host-modules). The passes' arms are named stock/ARM and SERIES/ARM; stock arms skipped
+ * because stock nvme-fabrics lacks the series' option are left out (a note names them); `cross` compares the arms
+ * both passes ran.
+ */
+export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = []): Promise<Report> {
+  const mods = ctx.kernelHost?.where === 'lab' ? ctx.kernelHost.hostModules : undefined;
+  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run);
+  return withKernelHost(ctx, targetPort, smp, async (k) => {
+    ctx.log(`stock modules (kernel ${k.initiator.kernel ?? '?'})`);
+    const stock = await run(k);
+    await k.host.disconnectAll();
+    ctx.log(`loading the ${mods.series} modules in the guest`);
+    await loadHostModules(k.host.runner, mods);
+    const host = new KernelHost(k.host.runner);
+    await host.offers();
+    const hostPatches = { series: mods.series, patches: mods.patches, base: mods.base, kver: mods.kver };
+    try {
+      const patched = await run({ ...k, host, initiator: { ...k.initiator, hostPatches } });
+      return mergePasses(stock, patched, mods.series, cross);
+    } finally {
+      await host.disconnectAll().catch(() => undefined);
+    }
+  });
+}
+
+/** One report of kernelPasses' two: arms prefixed stock/ and SERIES/, both passes' comparisons, the cross ones. */
+function mergePasses(stock: Report, patched: Report, series: string, cross: readonly CrossArm[]): Report {
+  const notAccepted = (a: Arm): boolean => a.skipped !== undefined && a.skipped.includes('nvme-fabrics does not accept');
+  const renamed = (r: Report, prefix: string, keep: (a: Arm) => boolean): { arms: Arm[]; comparisons: Comparison[] } => ({
+    arms: r.arms.filter(keep).map((a) => ({ ...a, name: `${prefix}/${a.name}` })),
+    comparisons: r.comparisons.map((c) => ({ ...c, label: `${prefix}: ${c.label}`, numerator: `${prefix}/${c.numerator}`, denominator: `${prefix}/${c.denominator}` })),
+  });
+  const s = renamed(stock, 'stock', (a) => !notAccepted(a));
+  const p = renamed(patched, series, () => true);
+  const arms = [...s.arms, ...p.arms];
+  const has = (n: string): boolean => arms.some((a) => a.name === n);
+  const crossed = cross.filter(([arm]) => has(`${series}/${arm}`) && has(`stock/${arm}`)).map(([arm, metric, better]) => compare(arms, `${series} vs stock: ${arm} ${metric}`, metric, `${series}/${arm}`, `stock/${arm}`, better));
+  const dropped = stock.arms.filter(notAccepted);
+  return {
+    ...patched,
+    createdAt: stock.createdAt,
+    title: `${patched.title}: stock vs ${series}`,
+    arms,
+    comparisons: [...crossed.filter((c) => c !== undefined), ...s.comparisons, ...p.comparisons],
+    verdict: `${series}: ${patched.verdict.replace(/\.?$/, '.')} Stock (same kernel, same guest boot): ${stock.verdict}`,
+    notes: [
+      `Two passes in one guest boot: the stock/ arms with the kernel's own nvme-core, nvme-fabrics and nvme-tcp, then the ${series}/ arms after the guest replaced them (rmmod, insmod of the modules built from the series; the kernel is tainted by unsigned out-of-tree modules).`,
+      ...(dropped.length === 0 ? [] : [`Not run on stock: ${dropped.map((a) => a.name).join(', ')} (${dropped[0]?.skipped ?? ''}).`]),
+      ...new Set([...patched.notes, ...stock.notes]),
+    ],
+    ok: stock.ok && patched.ok,
+  };
 }
 
 /**
@@ -102,7 +163,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
   try {
     const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
     await svc.addSubsystem({ nqn, maxIoQueues: PC_QUEUES, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '16M' }, blockSize: 512 }] });
-    return await withKernelHost(ctx, port, ctx.quick ? 4 : 8, async (k) => {
+    return await kernelPasses(ctx, port, ctx.quick ? 4 : 8, async (k) => {
       const arms: Arm[] = [];
       for (const lat of LATENCIES) {
         svc.setFaults(nqn, { connectLatencyMs: lat });
@@ -156,7 +217,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
         createdAt,
         k,
       );
-    });
+    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower']]);
   } finally {
     await svc.stop();
   }
@@ -391,14 +452,62 @@ async function workerCounts<T>(svc: TargetService, fn: () => Promise<T>): Promis
 /** A randread fio job on `dev` (queue-groups and match-hw-queues). */
 const randread = (dev: string, quick: boolean): FioJob => ({ name: 'randread', filename: dev, rw: 'randread', bs: '4k', iodepth: 64, runtimeS: quick ? 2 : 10, size: '64m' });
 
-/** Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. */
-async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean): Promise<Record<string, number>> {
+/**
+ * Connects, finds the block device, runs fio: an arm's body for the single-controller scenarios. With `svc` (our
+ * target) also the target's view of the controller fio ran on: its I/O queues and the commands each one carried; with
+ * `verify`, then a fio randwrite with verify=crc32c over 8 MiB on the same device (a mismatch fails the arm).
+ */
+async function connectAndFio(k: KernelRun, nqn: string, o: { nrIoQueues?: number; queuesPerHctx?: number }, quick: boolean, svc?: TargetService, verify = false): Promise<Record<string, number>> {
   const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, ctrlLossTmo: 2, ...o });
   const sub = await k.host.subsystem(c.device);
   const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
   if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
   const queues = await k.host.ioQueues(c.device);
-  return { ...fioMetrics(await k.host.fio(randread(dev, quick))), ...(queues === undefined ? {} : { ioQueues: queues }) };
+  const fio = fioMetrics(await k.host.fio(randread(dev, quick)));
+  const seen = svc === undefined ? {} : targetQueueCounts(svc, nqn);
+  const verified = verify ? { verifyIos: (await k.host.fio({ name: 'verify', filename: dev, rw: 'randwrite', bs: '4k', iodepth: 16, runtimeS: 60, size: '8m', verify: 'crc32c' })).ios } : {};
+  return { ...fio, ...(queues === undefined ? {} : { ioQueues: queues }), ...seen, ...verified };
+}
+
+/**
+ * Our target's view of the newest controller of `nqn`: targetIoQueues, the commands each I/O queue carried
+ * (targetQ<qid>Cmds) and targetQueueSpread, the least-used queue's commands over the busiest's (1: an even spread).
+ */
+function targetQueueCounts(svc: TargetService, nqn: string): Record<string, number> {
+  const ctrl = svc.listControllers().filter((c) => c.subnqn === nqn).sort((a, b) => b.cntlid - a.cntlid)[0];
+  const io = (ctrl?.queues ?? []).filter((q) => q.qid > 0).sort((a, b) => a.qid - b.qid);
+  if (io.length === 0) return {};
+  const cmds = io.map((q) => q.commands);
+  const out: Record<string, number> = { targetIoQueues: io.length, targetQueueSpread: Math.round((Math.min(...cmds) / Math.max(1, ...cmds)) * 1000) / 1000 };
+  for (const q of io) out[`targetQ${q.qid}Cmds`] = q.commands;
+  return out;
+}
+
+/**
+ * The NIC-aware RFC's own arm: connect with match_hw_queues (the kernel picks min(online CPUs, NIC queues) I/O
+ * queues), read its debugfs io_queue_info and match it queue by queue to what our target saw, then fio.
+ */
+async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues: number, quick: boolean): Promise<Record<string, number>> {
+  const cpus = Number((await k.host.runner.exec(['nproc'])).stdout.trim()) || 1;
+  const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2, matchHwQueues: true });
+  const info = await k.host.ioQueueInfo(c.device);
+  const seen = targetQueueCounts(target.service, target.nqn);
+  const targetQids = target.service.listControllers().filter((x) => x.subnqn === target.nqn).sort((a, b) => b.cntlid - a.cntlid)[0]?.queues.filter((q) => q.qid > 0).map((q) => q.qid) ?? [];
+  const infoQids = (info ?? []).map((q) => q.qid);
+  if (info !== undefined) k.host.notes.add(`match_hw_queues: debugfs io_queue_info of ${c.device}: ${info.map((q) => `qid ${q.qid} cpu ${q.cpu} ${q.srcIp}:${q.srcPort} -> ${q.dstIp}:${q.dstPort}`).join('; ')}; our target saw I/O queues qid ${targetQids.join(', ')}.`);
+  const sub = await k.host.subsystem(c.device);
+  const dev = sub?.blockDevice ?? `/dev/${c.device}n1`;
+  if (!(await k.host.waitBlock(dev))) throw new Error(`${dev} did not appear after nvme connect`);
+  const queues = await k.host.ioQueues(c.device);
+  return {
+    ...fioMetrics(await k.host.fio(randread(dev, quick))),
+    ...(queues === undefined ? {} : { ioQueues: queues }),
+    expectedIoQueues: Math.min(cpus, nicQueues),
+    onlineCpus: cpus,
+    ...seen,
+    queueInfoQueues: info?.length ?? 0,
+    queueInfoQidsMatchTarget: info !== undefined && infoQids.length === targetQids.length && infoQids.every((q, i) => q === targetQids[i]) ? 1 : 0,
+  };
 }
 
 /** The CPU the io-cpu arms pin fio to: the highest online one (CPU 0 takes most interrupts), 0 when unknown. */
@@ -433,11 +542,11 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await withKernelHost(ctx, target.port, 2, async (k) => {
+    return await kernelPasses(ctx, target.port, 2, async (k) => {
       const arms: Arm[] = [];
       for (const qph of [1, 2, 4]) {
         const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
-        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick)));
+        arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service, true)));
       }
       const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
       const ran = comparisons.filter((c) => c !== undefined);
@@ -449,13 +558,17 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           arms,
           comparisons,
           verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
-          notes: ['qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).', 'fio: 4k randread QD64, libaio, direct.'],
+          notes: [
+            'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
+            'fio: 4k randread QD64, libaio, direct; then 4k randwrite QD16 over 8 MiB with verify=crc32c on the same controller (verifyIos; a mismatch fails the arm).',
+            'ioQueues: the host\'s I/O queues (sysfs queue_count - 1); targetIoQueues: the I/O queues our target saw Connect for that controller; targetQ<qid>Cmds: the commands each carried (admin commands excluded), targetQueueSpread the least-used over the busiest (1 = even, as round-robin dispatch inside one hctx gives).',
+          ],
         },
         ctx,
         createdAt,
         k,
       );
-    });
+    }, [['qph1', 'iops', 'higher']]);
   } finally {
     await target.stop();
   }
@@ -469,7 +582,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await withKernelHost(ctx, target.port, 2, async (k) => {
+    return await kernelPasses(ctx, target.port, 2, async (k) => {
       const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
       const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
       const nicQueues = Number(rx.stdout.trim()) || 1;
@@ -477,6 +590,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const arms: Arm[] = [
         await kernelArm(ctx, k.host, 'baseline', { nr_io_queues: 'kernel default (one per CPU)' }, undefined, () => connectAndFio(k, target.nqn, {}, ctx.quick)),
         await kernelArm(ctx, k.host, 'matched', { nr_io_queues: nicQueues, nic, nicRxQueues: nicQueues }, k.host.needsOption('nr_io_queues'), () => connectAndFio(k, target.nqn, { nrIoQueues: nicQueues }, ctx.quick)),
+        await kernelArm(ctx, k.host, 'match_hw_queues', { match_hw_queues: 'on', nic, nicRxQueues: nicQueues }, k.host.needsOption('match_hw_queues'), () => matchHwQueuesArm(k, target, nicQueues, ctx.quick)),
         // Both io-cpu arms pin fio to one CPU; default leaves each queue's io_cpu where connect put it, submitter moves it there.
         await kernelArm(ctx, k.host, 'io-cpu-default', { io_cpu: 'connect-time choice', fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, false, ctx.quick)),
         await kernelArm(ctx, k.host, 'io-cpu-submitter', { io_cpu: `submitter CPU ${cpu}`, fioCpu: cpu }, undefined, () => ioCpuArm(k, target.nqn, cpu, true, ctx.quick)),
@@ -484,6 +598,8 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const c = compare(arms, 'matched vs baseline IOPS', 'iops', 'matched', 'baseline', 'higher');
       const io = compare(arms, `io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU ${cpu}`, 'iops', 'io-cpu-submitter', 'io-cpu-default', 'higher');
       const ioText = io === undefined ? '' : ` With fio on CPU ${cpu}, io_cpu set to that CPU ran at ${round1(io.ratio)}× the connect-time choice's IOPS.`;
+      const mh = arms.find((a) => a.name === 'match_hw_queues' && a.skipped === undefined && a.error === undefined)?.metrics;
+      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}.`;
       return report(
         {
           name: 'match-hw-queues',
@@ -491,10 +607,11 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
           hypothesis,
           arms,
           comparisons: [c, io],
-          verdict: (c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`) + ioText,
+          verdict: (c === undefined ? 'An arm did not run: see the arms.' : `nr_io_queues=${nicQueues} (the ${nic} rx queues) ran at ${round1(c.ratio)}× the kernel default's IOPS.`) + ioText + mhText,
           notes: [
             `The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`,
             'fio: 4k randread QD64, libaio, direct.',
+            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. Over the lab's user-mode network the flows' source ports are the guest's; the target sees socat's (guestfwd), so flows are matched by qid, not by port.`,
             `io-cpu arms: fio pinned to CPU ${cpu} (the highest online CPU; fio cpus_allowed). io-cpu-default keeps each queue's io_cpu as connect chose it (nvme_tcp_set_queue_io_cpu); io-cpu-submitter writes ${cpu} to every queue's io_cpu attribute and reads it back. queuesOnSubmitterCpu counts the queues whose io_cpu is CPU ${cpu}. Both are skipped where the kernel has no per-queue io_cpu attribute.`,
           ],
         },
@@ -502,7 +619,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
         createdAt,
         k,
       );
-    });
+    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']]);
   } finally {
     await target.stop();
   }

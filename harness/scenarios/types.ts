@@ -1,14 +1,16 @@
 // What a scenario is: a named experiment with a hypothesis, run as arms in one invocation, producing a Report.
 import type { ProgressInfo } from '../load/types.js';
 import type { Report } from '../report/types.js';
+import type { HostModules } from '../kernel-host/host-patches.js';
 import type { LabKernel } from '../kernel-host/runner.js';
 import type { TargetKind } from './placement.js';
 
 /**
  * The Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine as root (`local`; `env`
  * `root` and `uid` let tests put fake tools and a fake /sys in place) or in the qemu lab's guest (`lab`, 6.1 or newest).
+ * `hostModules` (lab): a patch series' modules, loaded in the guest after the stock arms ran (--host-patches).
  */
-export type KernelHostChoice = { where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel };
+export type KernelHostChoice = { where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel; hostModules?: HostModules };
 
 export interface ScenarioContext {
   /** Seconds rather than minutes: short runtimes, fewer repetitions; same arms. */

@@ -43,6 +43,8 @@ describe('nvme-tcp bench --initiator kernel: bad input', () => {
     [['job.fio', '--initiator', 'kernel', '--local', '--io-workers', '2'], /--io-workers is our initiator's: drop it with --initiator kernel/],
     [['job.fio', '--lab', '6.1'], /--lab needs --initiator kernel/],
     [['job.fio', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|newest or --local/],
+    [['job.fio', '--initiator', 'kernel', '--local', '--host-patches', 'queues-per-hctx'], /^nvme-tcp bench: --host-patches applies to --scenario with --initiator kernel --lab newest$/m],
+    [['--scenario', 'queue-groups', '--host-patches', 'queues-per-hctx'], /^nvme-tcp bench: --host-patches needs --initiator kernel --lab newest \(the series are built for the newest lab kernel\)$/m],
   ])('%j: one line, exit 2', async (argv, line) => {
     const r = await bench(argv);
     expect(r.code).toBe(2);

@@ -19,6 +19,17 @@ LAB_OUT=/var/tmp/nvme-lab-7 bash harness/lab/build-newest-kernel.sh >/dev/null
 # The TLS lab's trixie userland on that 7.x kernel for secure channel concatenation (tls-concat-kernel.test.ts).
 bash test/interop/tls7-lab.sh
 echo "labs: $((SECONDS - t0)) s"
+# The Linux host patch series (--host-patches, test/interop/host-patches.test.ts), built for the newest lab kernel and
+# cached by their hash (build-host-patches.sh): a cold build ~1 min (trixie build root included), ~0 s when cached.
+# Like SPDK, the series come from outside: $HOST_PATCHES_SRC (default ../shared/seed-patches).
+HOST_PATCHES_SRC="${HOST_PATCHES_SRC:-$(cd .. && pwd)/shared/seed-patches}"
+if [ -f "$HOST_PATCHES_SRC/queues-per-hctx/series" ]; then
+  t0=$SECONDS
+  for s in queues-per-hctx nic-aware-queues parallel-queue-setup; do bash harness/lab/build-host-patches.sh "$HOST_PATCHES_SRC/$s" >/dev/null; done
+  echo "host patch series: $((SECONDS - t0)) s"
+else
+  echo "host patch series not provided: no $HOST_PATCHES_SRC/queues-per-hctx/series; set HOST_PATCHES_SRC to the directory holding queues-per-hctx, nic-aware-queues and parallel-queue-setup, else host-patches.test.ts skips"
+fi
 SPDK_SRC="${SPDK_SRC:-$(cd .. && pwd)/shared/spdk}"
 if [ -f "$SPDK_SRC/build.sh" ]; then
   t0=$SECONDS
