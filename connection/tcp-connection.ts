@@ -3,7 +3,22 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { Fes, PduReader, PduType, dispatchPdu, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type PduHandlers, type ReceiverRole } from '../protocol/index.js';
+import {
+  Fes,
+  PduReader,
+  PduType,
+  encodePdu,
+  packDigests,
+  termReqFor,
+  type DataSink,
+  type FatalFinding,
+  type IcReqPdu,
+  type IcRespPdu,
+  type Pdu,
+  type PduFraming,
+  type TermReqPdu,
+  type ReceiverRole,
+} from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
 import { C2HPayload, PduBatch } from './pdu-batch.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
@@ -31,38 +46,39 @@ export interface ConnectionFatal extends FatalFinding {
 }
 
 /**
- * Received PDUs of the hot kinds without a PDU object, keyed by PDU type like ConnectionHandler.received (the reader's
- * fast paths, PduReaderOptions.onCapsuleCmd / onCapsuleResp / onC2HDataHeader+onC2HDataEnd). Each applies only where
- * the reader can take it (no digests: see PduReaderOptions); otherwise the kind comes through `received`. Only while
- * the connection is open; views valid only during the call.
+ * A data-path PDU as the reader hands it over (PduSink.header): `psh` is the view of its PDU-specific header (the SQE
+ * of a CapsuleCmd, the CQE of a CapsuleResp, the 16 bytes after the CH of an R2T or data PDU), valid only during the
+ * call; `flags` the CH flags. A PDU with data returns where its data goes (DataSink), or undefined after the handler
+ * ended the connection; ConnectionHandler.dataEnd follows once the data is in.
  */
-export interface DirectPduHandlers {
-  /** Controller role, no header digest: a CapsuleCmd without in-capsule data, as its SQE view. */
-  readonly [PduType.CAPSULE_CMD]?: (sqe: Buffer) => void;
-  /** Host role, no digests: a CapsuleResp as its CQE at `cqeOff` in `buf`. */
-  readonly [PduType.CAPSULE_RESP]?: (buf: Buffer, cqeOff: number) => void;
-  /**
-   * Host role, no digests: a C2HData as its header (the handler returns where its data goes, or undefined to get views
-   * through PduReaderOptions semantics) and its end. Needs the CAPSULE_RESP entry too (the reader takes both or none).
-   */
-  readonly [PduType.C2H_DATA]?: {
-    header(cccid: number, datao: number, datal: number, flags: number): Buffer | undefined;
-    end(cccid: number, datal: number, flags: number): void;
-  };
+export type HeaderHandler = (psh: Buffer, datal: number, flags: number) => DataSink | undefined;
+
+/**
+ * The one handler table of a connection, keyed by PDU type: the control PDUs (TCP 1.0 §3.6.2.2–5) as objects, every
+ * other kind as its header view (HeaderHandler), with or without digests. A kind without an entry is a PDU sequence
+ * error (TCP 1.0 §3.6.2.4/5, FES 2): the connection sends its TermReq and onFatal follows.
+ */
+export interface ReceivedHandlers {
+  readonly [PduType.IC_REQ]?: (pdu: IcReqPdu) => void;
+  readonly [PduType.IC_RESP]?: (pdu: IcRespPdu) => void;
+  readonly [PduType.H2C_TERM_REQ]?: (pdu: TermReqPdu) => void;
+  readonly [PduType.C2H_TERM_REQ]?: (pdu: TermReqPdu) => void;
+  readonly [PduType.CAPSULE_CMD]?: HeaderHandler;
+  readonly [PduType.CAPSULE_RESP]?: HeaderHandler;
+  readonly [PduType.H2C_DATA]?: HeaderHandler;
+  readonly [PduType.C2H_DATA]?: HeaderHandler;
+  readonly [PduType.R2T]?: HeaderHandler;
 }
 
 /** The role's side of a connection. Called on the event loop of the socket; none of them may keep received views. */
 export interface ConnectionHandler {
+  /** One entry per received PDU kind this role takes, only while the connection is open (ReceivedHandlers). */
+  readonly received: ReceivedHandlers;
   /**
-   * One typed event per received PDU kind while the connection is open (PduHandlers: each entry gets its own PDU
-   * shape; data views valid only during the call). A kind without an entry is a PDU sequence error (TCP 1.0 §3.6.2.4/5,
-   * FES 2): the connection sends its TermReq and onFatal follows.
+   * The data of a PDU whose HeaderHandler returned `sink` is in `sink.buf`. `digestOk` false: its data digest did not
+   * match (TCP 1.0 §3.6.1.4 leaves recovery to the command: the role fails that command, the connection stays).
    */
-  readonly received: PduHandlers;
-  /** The same kinds without PDU objects, where the reader can deliver them so (the hot path of each role). */
-  readonly direct?: DirectPduHandlers;
-  /** A PDU whose data digest did not match (TCP 1.0 §3.6.1.4 leaves recovery to the command). Unset: fatal (FES 3). */
-  onDataDigestError?(pdu: Pdu): void;
+  dataEnd?(sink: DataSink, digestOk: boolean): void;
   /** The connection terminates for `finding` (found by the reader, or passed to fatal()); its TermReq is already sent. Once. */
   onFatal(finding: ConnectionFatal): void;
   /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
@@ -128,17 +144,13 @@ export interface TcpConnectOptions {
 
 const EMPTY = Buffer.alloc(0);
 const DEFAULT_LINGER_MS = 1000;
-/**
- * Direct writes (writeToDescriptor in flush) on rxBuffer connections; NVME_TCP_DIRECT_WRITES=0 turns them off, for the
- * same-run ablation in bench/perf-target.ts (`--ts-env`).
- */
-const DIRECT_WRITES = process.env.NVME_TCP_DIRECT_WRITES !== '0';
 
 export class TcpConnection {
   readonly role: ConnectionRole;
   #state: ConnectionState;
   readonly #handler: ConnectionHandler;
-  readonly #received: PduHandlers;
+  /** ConnectionHandler.received's header handlers, by PDU type (a load per PDU, not a property lookup). */
+  readonly #headers: (HeaderHandler | undefined)[] = [];
   readonly #reader: PduReader;
   readonly #batch: PduBatch;
   readonly #reuse: boolean;
@@ -226,38 +238,16 @@ export class TcpConnection {
     this.#state = initial;
     this.#handler = opts.handler;
     this.#reuse = opts.rxBuffer !== undefined;
-    this.#direct = this.#reuse && DIRECT_WRITES;
+    this.#direct = this.#reuse;
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
     this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
     const h = opts.handler;
-    this.#received = h.received;
-    const d = h.direct;
-    const cmd = d?.[PduType.CAPSULE_CMD];
-    const resp = d?.[PduType.CAPSULE_RESP];
-    const c2h = d?.[PduType.C2H_DATA];
+    for (const t of [PduType.CAPSULE_CMD, PduType.CAPSULE_RESP, PduType.H2C_DATA, PduType.C2H_DATA, PduType.R2T] as const) this.#headers[t] = h.received[t];
     this.#reader = new PduReader({
       role: opts.role,
       onPdu: (pdu) => this.#onPdu(pdu),
       onFatal: (f) => this.fatal(f),
-      ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
-      ...(cmd !== undefined
-        ? {
-            onCapsuleCmd: (sqe: Buffer) => {
-              if (this.#state === 'open') cmd(sqe);
-            },
-          }
-        : {}),
-      ...(resp !== undefined && c2h !== undefined
-        ? {
-            onCapsuleResp: (buf: Buffer, at: number) => {
-              if (this.#state === 'open') resp(buf, at);
-            },
-            onC2HDataHeader: (cccid: number, datao: number, datal: number, flags: number) => (this.#state === 'open' ? c2h.header(cccid, datao, datal, flags) : undefined),
-            onC2HDataEnd: (cccid: number, datal: number, flags: number) => {
-              if (this.#state === 'open') c2h.end(cccid, datal, flags);
-            },
-          }
-        : {}),
+      sink: { header: (type, psh, datal, flags) => this.#onHeader(type, psh, datal, flags), end: (sink, ok) => this.#onDataEnd(sink, ok) },
       ...(opts.maxDataLength !== undefined ? { maxDataLength: opts.maxDataLength } : {}),
       ...(opts.maxInCapsuleData !== undefined ? { maxInCapsuleData: opts.maxInCapsuleData } : {}),
       reusesChunks: this.#reuse,
@@ -521,16 +511,32 @@ export class TcpConnection {
     }
   }
 
+  /** A control PDU (ICReq/ICResp, TermReq) from the reader. */
   #onPdu(pdu: Pdu): void {
     if (this.#priming) return;
     // After a TermReq the rest of the chunk is not acted on (TCP 1.0 §3.6.2.4/5: the connection is being torn down).
-    if (this.#state !== 'open' || dispatchPdu(this.#received, pdu)) return;
-    // A kind this role does not take here (the reader already refuses the other direction's types).
-    this.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
+    if (this.#state !== 'open') return;
+    const f = this.#handler.received[pdu.type as typeof PduType.IC_REQ] as ((p: Pdu) => void) | undefined;
+    if (f !== undefined) f(pdu);
+    else this.#unexpected(pdu.type);
   }
 
-  #onDataDigestError(pdu: Pdu): void {
-    if (this.#state === 'open') this.#handler.onDataDigestError?.(pdu);
+  /** Every other PDU: its header handler, which says where its data goes. */
+  #onHeader(type: PduType, psh: Buffer, datal: number, flags: number): DataSink | undefined {
+    if (this.#state !== 'open') return undefined;
+    const f = this.#headers[type];
+    if (f !== undefined) return f(psh, datal, flags);
+    this.#unexpected(type);
+    return undefined;
+  }
+
+  #onDataEnd(sink: DataSink, digestOk: boolean): void {
+    if (this.#state === 'open') this.#handler.dataEnd?.(sink, digestOk);
+  }
+
+  /** A kind this role does not take here (the reader already refuses the other direction's types). */
+  #unexpected(type: number): void {
+    this.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${type}`, header: Buffer.from([type]) });
   }
 
   #internalError(err: unknown): void {

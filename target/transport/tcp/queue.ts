@@ -7,26 +7,29 @@ import type { Logger } from 'pino';
 import {
   DATA_PDU_HLEN,
   DataPduOffset,
+  DataPshOffset,
   FABRICS_OPCODE,
   Fes,
   PDU_MAX_HEADER_BYTES,
+  PduFlag,
   PduType,
   Status,
   checkH2CData,
-  encodePduInto,
+  headerView,
+  writePduHeader,
   fesName,
   packDigests,
   setLongTimeout,
   unpackDigests,
   type C2HDataPdu,
+  type DataSink,
   type H2CDataPdu,
   type LongTimeout,
-  type Pdu,
-  type PduHandlers,
 } from '../../../protocol/index.js';
-import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
+import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ReceivedHandlers, type ResumedConnection } from '../../../connection/index.js';
 import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
+import { rd16, rd32 } from '../../../protocol/le.js';
 
 /**
  * Connection states: waiting for ICReq, waiting for Connect, connected (the core queue reported it went live), TermReq
@@ -92,11 +95,6 @@ export interface ResumeQueue {
   sqflowDisabled: boolean;
 }
 
-/** One owned copy of in-capsule data views (the receive buffer is reused after this read). */
-function ownedData(data: Buffer[]): Buffer[] {
-  return [data.length === 1 ? Buffer.from(data[0] as Buffer) : Buffer.concat(data)];
-}
-
 /**
  * Payloads up to this size are copied into the batch slab; larger ones go out as views of the backend's buffers
  * (zero-copy), except for the small payloads the adaptive policy below copies (COPY_BUDGET). Why a view of a RAM
@@ -124,6 +122,7 @@ const BATCH_SLAB = 256 * 1024;
 const TERM_LINGER_MS = 1000;
 
 const NO_DATA: Buffer[] = [];
+const NO_SQE = Buffer.alloc(0);
 
 /**
  * The controller side of one connection. It is the connection's ConnectionHandler itself (the on* methods), so a
@@ -294,16 +293,12 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
    * ConnectionHandler: one entry per PDU kind a controller takes (the reader refuses the controller-to-host types; the
    * connection core makes any other kind a sequence error).
    */
-  readonly received: PduHandlers = {
+  readonly received: ReceivedHandlers = {
     [PduType.IC_REQ]: (pdu) => {
       if (!this.#refusedDuringHandOff()) this.#handleIcReq(pdu.hpda, pdu.dgst);
     },
-    [PduType.CAPSULE_CMD]: (pdu) => {
-      if (!this.#refusedDuringHandOff()) this.#handleCapsule(pdu.sqe, pdu.data);
-    },
-    [PduType.H2C_DATA]: (pdu) => {
-      if (!this.#refusedDuringHandOff()) this.#handleH2CData(pdu, false);
-    },
+    [PduType.CAPSULE_CMD]: (sqe, datal) => (this.#refusedDuringHandOff() ? undefined : this.#capsuleHeader(sqe, datal)),
+    [PduType.H2C_DATA]: (psh, datal, flags) => (this.#refusedDuringHandOff() ? undefined : this.#h2cDataHeader(psh, datal, flags)),
     [PduType.H2C_TERM_REQ]: (pdu) => {
       if (this.#refusedDuringHandOff()) return;
       if (this.#hostLog.allow('h2c_term_req')) this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
@@ -311,12 +306,16 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     },
   };
 
-  /** ConnectionHandler: a CapsuleCmd without in-capsule data as its SQE (the reader's fast path; `received` otherwise). */
-  readonly direct: DirectPduHandlers = {
-    [PduType.CAPSULE_CMD]: (sqe) => {
-      if (!this.#refusedDuringHandOff()) this.#handleCapsule(sqe, NO_DATA);
-    },
-  };
+  /**
+   * ConnectionHandler: the data of a CapsuleCmd or H2CData is in its command's buffer (TcpCommand is the DataSink). A
+   * data digest mismatch fails that command, the connection stays (NVMe-TCP 1.0 §3.6.1.4).
+   */
+  dataEnd(sink: DataSink, digestOk: boolean): void {
+    const cmd = sink as TcpCommand;
+    // Only H2CData commands hold an R2T tag (1..0xfffe); a capsule's is 0.
+    if (cmd.ttag !== 0) this.#h2cDataEnd(cmd, digestOk);
+    else this.#capsuleDataEnd(cmd, digestOk);
+  }
 
   #handleIcReq(hpda: number, dgst: number): void {
     const { hdgst, ddgst } = unpackDigests(dgst);
@@ -350,17 +349,46 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     return c;
   }
 
-  #handleCapsule(sqe: Buffer, data: Buffer[]): void {
+  /**
+   * A CapsuleCmd (NVMe-TCP 1.0 §3.6.2.6): without in-capsule data it is submitted now; with some, its command takes the
+   * data in a buffer of its own (an async backend writes it after this read's buffer is reused) and keeps the SQE.
+   */
+  #capsuleHeader(sqe: Buffer, datal: number): TcpCommand | undefined {
     const cmd = this.#alloc();
+    if (datal === 0) {
+      this.#handleCapsule(cmd, sqe, undefined);
+      return undefined;
+    }
+    cmd.sqe = this.#reuse ? Buffer.from(sqe) : sqe;
+    cmd.buf = Buffer.allocUnsafe(datal);
+    cmd.at = 0;
+    return cmd;
+  }
+
+  #capsuleDataEnd(cmd: TcpCommand, digestOk: boolean): void {
+    const sqe = cmd.sqe;
+    cmd.sqe = NO_SQE;
+    if (digestOk) {
+      this.#handleCapsule(cmd, sqe, [cmd.buf]);
+      return;
+    }
+    this.target.stats.dataDigestErrors++;
+    const req = cmd.req;
+    req.load(sqe, undefined);
+    if (this.#hostLog.allow('data_digest')) this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
+    this.core.reject(req, Status.TRANSIENT_TRANSPORT);
+    this.#keepSqe(req);
+  }
+
+  #handleCapsule(cmd: TcpCommand, sqe: Buffer, data: Buffer[] | undefined): void {
     if (this.#parked.length > 0 || this.#overLimit()) {
       // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
       // the parked command does not pin the received chunk.
-      cmd.req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+      cmd.req.load(this.#reuse && data === undefined ? Buffer.from(sqe) : sqe, data);
       this.#parked.push(cmd);
       return;
     }
-    // In-capsule data is copied: an async backend (file) writes it after this read's buffer is reused.
-    cmd.req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+    cmd.req.load(sqe, data);
     this.#submit(cmd);
   }
 
@@ -431,76 +459,68 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#nextTtag = ttag >= 0xfffe ? 1 : ttag + 1;
     cmd.ttag = ttag;
     cmd.received = 0;
-    cmd.h2c = [];
     this.#r2t.set(ttag, cmd);
     this.#r2tBytes += req.dataLen;
     this.#conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
-  #handleH2CData(pdu: H2CDataPdu, digestBad: boolean): void {
-    // The offending header goes into the C2HTermReq; it is encoded only on these failure paths.
-    const cmd = this.#r2t.get(pdu.ttag);
+  /**
+   * H2CData (NVMe-TCP 1.0 §3.6.2.8): checked against its R2T (TTAG, CCCID, in-order range), then its data goes into
+   * the command's buffer at DATAO (one buffer per transfer, allocated by the first PDU), or undefined once the
+   * connection ends.
+   */
+  #h2cDataHeader(psh: Buffer, datal: number, flags: number): TcpCommand | undefined {
+    const ttag = rd16(psh, DataPshOffset.ttag);
+    const cccid = rd16(psh, DataPshOffset.cccid);
+    const datao = rd32(psh, DataPshOffset.datao);
+    const cmd = this.#r2t.get(ttag);
     if (cmd === undefined) {
-      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.ttag, reason: `H2CData with unknown ttag ${pdu.ttag}`, header: this.#h2cHeader(pdu) });
-      return;
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.ttag, reason: `H2CData with unknown ttag ${ttag}`, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
     const req = cmd.req;
-    if (req.cid !== pdu.cccid) {
-      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.cccid, reason: `H2CData cccid ${pdu.cccid} for ttag of cid ${req.cid}`, header: this.#h2cHeader(pdu) });
-      return;
+    if (req.cid !== cccid) {
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.cccid, reason: `H2CData cccid ${cccid} for ttag of cid ${req.cid}`, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
-    let len = 0;
-    for (const b of pdu.data) len += b.length;
-    const range = checkH2CData(pdu.datao, len, cmd.received, req.dataLen);
+    const range = checkH2CData(datao, datal, cmd.received, req.dataLen);
     if (range !== undefined) {
-      this.#conn.fatal({ ...range, header: this.#h2cHeader(pdu) });
-      return;
+      this.#conn.fatal({ ...range, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
-    // Copied: the data is gathered across reads and written by the backend later (the read buffer is reused).
-    if (this.#reuse) {
-      for (const b of pdu.data) cmd.h2c.push(b.length > 0 ? Buffer.from(b) : b);
-    } else {
-      for (const b of pdu.data) cmd.h2c.push(b);
-    }
-    cmd.received += len;
-    this.#r2tBytes -= len;
-    if (digestBad) cmd.dataDigestError = true;
+    if (cmd.received === 0) cmd.buf = Buffer.allocUnsafe(req.dataLen);
+    cmd.at = datao;
+    cmd.rxLen = datal;
+    return cmd;
+  }
+
+  #h2cDataEnd(cmd: TcpCommand, digestOk: boolean): void {
+    cmd.received += cmd.rxLen;
+    this.#r2tBytes -= cmd.rxLen;
+    if (!digestOk) cmd.dataDigestError = true;
+    const req = cmd.req;
     if (cmd.received < req.dataLen) return;
-    this.#r2t.delete(pdu.ttag);
+    this.#r2t.delete(cmd.ttag);
     if (cmd.dataDigestError) {
       // A data digest error completes the command with a transient transport error, so the host retries (TCP 1.0 §3.6.1.4).
       this.target.stats.dataDigestErrors++;
       this.core.complete(req, Status.TRANSIENT_TRANSPORT);
       return;
     }
-    req.data = cmd.h2c;
+    req.data = [cmd.buf];
     this.core.execute(req);
   }
 
   /**
    * The header of the H2CData in error for the C2HTermReq (NVMe-TCP 1.0 §3.6.2.5), with the PDO, PLEN and DATAL it
-   * arrived with: laid out again with its data (H2C data is aligned to our CPDA, 0). Only on these failure paths.
+   * arrived with: laid out again from its fields (H2C data is aligned to our CPDA, 0). Only on these failure paths.
    */
-  #h2cHeader(pdu: H2CDataPdu): Buffer {
+  #h2cHeader(psh: Buffer, datal: number, flags: number): Buffer {
     const f = this.#conn.framing;
     const head = Buffer.alloc(PDU_MAX_HEADER_BYTES);
-    encodePduInto(head, 0, pdu, { hdgst: f.hdgst, ddgst: f.ddgst, pda: 0 });
+    const pdu: H2CDataPdu = { type: PduType.H2C_DATA, cccid: rd16(psh, DataPshOffset.cccid), ttag: rd16(psh, DataPshOffset.ttag), datao: rd32(psh, DataPshOffset.datao), last: (flags & PduFlag.DATA_LAST) !== 0, data: NO_DATA };
+    writePduHeader(head, headerView(head), 0, pdu, { hdgst: f.hdgst, ddgst: f.ddgst, pda: 0 }, datal);
     return head.subarray(0, DATA_PDU_HLEN);
-  }
-
-  /** ConnectionHandler: a PDU whose data digest did not match (NVMe-TCP 1.0 §3.6.1.4: the command fails, the connection stays). */
-  onDataDigestError(pdu: Pdu): void {
-    if (pdu.type === PduType.H2C_DATA) return this.#handleH2CData(pdu, true);
-    if (pdu.type === PduType.CAPSULE_CMD) {
-      this.target.stats.dataDigestErrors++;
-      const req = this.#alloc().req;
-      req.load(pdu.sqe, undefined);
-      if (this.#hostLog.allow('data_digest')) this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
-      this.core.reject(req, Status.TRANSIENT_TRANSPORT);
-      this.#keepSqe(req);
-      return;
-    }
-    this.#conn.fatal({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest error' });
   }
 
   /** Completion from core: C2HData (split at c2hDataSize, SUCCESS only with SQ flow control off), then CapsuleResp. */
