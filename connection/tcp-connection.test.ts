@@ -5,8 +5,8 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as B from '../protocol/testing/pdu-builder.js';
-import { CH_SIZE, Fes, PduType, decodePduHeader, type DataSink, type Pdu } from '../protocol/index.js';
-import { CONNECTION_TRANSITIONS, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ConnectionState, type ReceivedHandlers, type TcpConnectionOptions } from './index.js';
+import { CH_SIZE, Fes, Lent, PduType, decodePduHeader, type DataSink, type Pdu } from '../protocol/index.js';
+import { CONNECTION_TRANSITIONS, TcpConnection, type Completion, type ConnectionFatal, type ConnectionHandler, type ConnectionState, type ReceivedHandlers, type TcpConnectionOptions } from './index.js';
 
 /**
  * A handler that records everything (an entry for every PDU kind; header views and their data are laid out again as
@@ -85,6 +85,9 @@ class Recorder implements ConnectionHandler {
     this.edges.push(`${from}->${to}`);
   }
 }
+
+/** A completion without data: CID and SQHD (status and Dwords 0). */
+const cqeOnly = (cid: number, sqhd: number): Completion => ({ cid, status: 0, dw0: 0, dw1: 0, sqhd, out: undefined, outLent: Lent.STABLE, outCrc: undefined });
 
 /** Bytes a raw peer socket received, with a wait for a given count. */
 class Collector {
@@ -251,7 +254,7 @@ describe('batch flush', () => {
     const { conn, accepted, peer } = await controllerPair(h);
     const write = vi.spyOn(accepted, 'write');
     conn.send({ type: PduType.R2T, cccid: 1, ttag: 1, r2to: 0, r2tl: 4096 });
-    conn.sendResponse(undefined, false, 0, 0, 1, 1, 7, 0);
+    conn.sendCompletion(cqeOnly(7, 1), 1, false);
     conn.send({ type: PduType.R2T, cccid: 2, ttag: 2, r2to: 0, r2tl: 512 });
     expect(write).not.toHaveBeenCalled();
     expect(conn.batchBytes).toBe(72);
@@ -279,7 +282,7 @@ describe('batch flush', () => {
     };
     h.pduHook = (pdu): void => {
       if (pdu.type === PduType.IC_REQ) conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: 0, maxh2cdata: 131072 });
-      if (pdu.type === PduType.CAPSULE_CMD) conn.sendResponse(undefined, false, 0, 0, 0, 0, 5, 0);
+      if (pdu.type === PduType.CAPSULE_CMD) conn.sendCompletion(cqeOnly(5, 0), 0, false);
     };
     client.write(Buffer.concat([ICREQ, B.capsuleCmd({ sqe: SQE }), B.capsuleCmd({ sqe: SQE })]));
     const got = await peer.bytesAtLeast(128 + 48);
@@ -492,7 +495,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     const write = vi.spyOn(net.Socket.prototype, 'write');
     const a = B.pattern(5000, 3);
     conn.send(c2h(1, a));
-    conn.sendResponse(undefined, false, 0, 0, 1, 1, 1, 0);
+    conn.sendCompletion(cqeOnly(1, 1), 1, false);
     await tick();
     expect(write.mock.contexts.filter((s) => s !== peer.socket && s !== accepted)).toHaveLength(0);
     expect(h.flushes).toEqual([[5000 + 24 + 24, 0]]);
@@ -532,7 +535,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     // Drained: the next batch is direct again.
     await peer.waitFor(() => conn.writableLength === 0);
     write.mockClear();
-    conn.sendResponse(undefined, false, 0, 0, 2, 1, 9, 0);
+    conn.sendCompletion(cqeOnly(9, 2), 1, false);
     await tick();
     expect(write.mock.calls.length).toBe(0);
     const last = await peer.bytesAtLeast(want.length + 24);
@@ -545,7 +548,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     client.resetAndDestroy();
     await new Promise((r) => setTimeout(r, 20));
     for (let i = 0; i < 3 && conn.state === 'open'; i++) {
-      conn.sendResponse(undefined, false, 0, 0, 1, 1, i, 0);
+      conn.sendCompletion(cqeOnly(i, 1), 1, false);
       await tick();
     }
     await h.closed;

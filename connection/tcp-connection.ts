@@ -5,6 +5,7 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import {
   Fes,
+  Lent,
   PduReader,
   PduType,
   encodePdu,
@@ -20,7 +21,7 @@ import {
   type ReceiverRole,
 } from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
-import { C2HPayload, PduBatch } from './pdu-batch.js';
+import { PduBatch, type Completion } from './pdu-batch.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
 /** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */
@@ -104,9 +105,15 @@ export interface TcpConnectionOptions {
   maxDataLength?: number;
   /** Largest in-capsule data accepted per CapsuleCmd; 0 or unset = unlimited. */
   maxInCapsuleData?: number;
-  /** PduBatch slab size (default 256 KiB) and largest payload copied into the slab (default 0: payloads as views). */
+  /**
+   * PduBatch slab size (default 256 KiB), largest payload copied into the slab (default 0: payloads as views) and the
+   * bytes of payloads lent STABLE a batch copies (default unlimited).
+   */
   batchSlab?: number;
   batchCopyMax?: number;
+  batchCopyBudget?: number;
+  /** Largest C2HData payload sendCompletion puts in one PDU (a controller's C2H data size); default 128 KiB. */
+  c2hDataMax?: number;
   /** After a TermReq or close() the peer gets this long to read what is queued before the socket is destroyed (default 1000 ms). */
   lingerMs?: number;
   /**
@@ -157,8 +164,7 @@ export class TcpConnection {
   readonly #lingerMs: number;
   #socket!: net.Socket;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
-  /** No digests and no padding before data: sendResponse may carry data. */
-  #plain = true;
+  readonly #c2hMax: number;
   #inChunk = false;
   #flushScheduled = false;
   #readPaused = false;
@@ -240,7 +246,8 @@ export class TcpConnection {
     this.#reuse = opts.rxBuffer !== undefined;
     this.#direct = this.#reuse;
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
-    this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
+    this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0, undefined, opts.batchCopyBudget ?? Infinity);
+    this.#c2hMax = opts.c2hDataMax ?? 128 * 1024;
     const h = opts.handler;
     for (const t of [PduType.CAPSULE_CMD, PduType.CAPSULE_RESP, PduType.H2C_DATA, PduType.C2H_DATA, PduType.R2T] as const) this.#headers[t] = h.received[t];
     this.#reader = new PduReader({
@@ -306,10 +313,6 @@ export class TcpConnection {
   get batchBytes(): number {
     return this.#batch.bytes;
   }
-  /** Payload bytes the current batch copied into its slab (for an adaptive copy policy). */
-  get batchCopied(): number {
-    return this.#batch.copied;
-  }
   get readingPaused(): boolean {
     return this.#readPaused;
   }
@@ -320,7 +323,6 @@ export class TcpConnection {
    */
   setFraming(hdgst: boolean, ddgst: boolean, txPda = 0, rxPda = 0): void {
     this.#framing = { hdgst, ddgst, pda: txPda };
-    this.#plain = !hdgst && !ddgst && txPda === 0;
     this.#reader.setFraming(hdgst, ddgst, rxPda);
   }
 
@@ -329,31 +331,24 @@ export class TcpConnection {
   }
 
   /**
-   * Queue a PDU in this tick's batch; `payload` (PduBatch.add) says whether its data goes out as a view, a copy or a
-   * snapshot. False when the connection no longer sends (terminating or closed).
+   * Queue a PDU in this tick's batch; `lent` says how long its data stays as it is (PduBatch.add). False when the
+   * connection no longer sends (terminating or closed).
    */
-  send(pdu: Pdu, payload: C2HPayload = C2HPayload.VIEW): boolean {
+  send(pdu: Pdu, lent: Lent = Lent.STABLE): boolean {
     if (this.#state !== 'open' && this.#state !== 'connecting') return false;
-    this.#batch.add(pdu, this.#framing, payload);
+    this.#batch.add(pdu, this.#framing, lent);
     this.#queued();
     return true;
   }
 
-  /** The framing adds no digest and no padding (a `sendResponse` with data needs it). */
-  get plainFraming(): boolean {
-    return this.#plain;
-  }
-
   /**
-   * A command's completion with the CQE fields written in place (`status` 15-bit), without a PDU object: the
-   * controller's per-command send. `data` undefined: the CapsuleResp only (PduBatch.addCapsuleRespCqe). `data` set
-   * (plainFraming only): C2HData with `data` copied when the batch is written, and the CapsuleResp unless `success`
-   * (PduBatch.addReadReply; NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7). False when the connection no longer sends.
+   * A command's completion (PduBatch.addCompletion): its data as C2HData, then its CapsuleResp unless the SUCCESS
+   * flag replaces it (`sqflowDisabled`; NVMe-TCP 1.0 §3.6.2.9). The controller's per-command send. False when the
+   * connection no longer sends.
    */
-  sendResponse(data: Buffer | undefined, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
+  sendCompletion(c: Completion, sqid: number, sqflowDisabled: boolean): boolean {
     if (this.#state !== 'open') return false;
-    if (data === undefined) this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
-    else this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    this.#batch.addCompletion(c, sqid, sqflowDisabled, this.#framing, this.#c2hMax);
     this.#queued();
     return true;
   }

@@ -21,13 +21,12 @@ import {
   packDigests,
   setLongTimeout,
   unpackDigests,
-  type C2HDataPdu,
   type DataSink,
   type H2CDataPdu,
   type LongTimeout,
 } from '../../../protocol/index.js';
-import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ReceivedHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ReceivedHandlers, type ResumedConnection } from '../../../connection/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type HostLogLimiter, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
 import { rd16, rd32 } from '../../../protocol/le.js';
 
@@ -96,24 +95,19 @@ export interface ResumeQueue {
 }
 
 /**
- * Payloads up to this size are copied into the batch slab; larger ones go out as views of the backend's buffers
- * (zero-copy), except for the small payloads the adaptive policy below copies (COPY_BUDGET). Why a view of a RAM
- * chunk is safe (send-before-mutate): the read's completion (CapsuleResp, or the SUCCESS flag) follows its data in
- * the same byte stream, so the host cannot observe the completion before the kernel holds a copy of the data; any
- * write ordered after the read therefore lands after the copy. Only a write the host issued while the read was still
- * outstanding can change queued bytes, and NVMe leaves the result of such overlapping commands undefined (either
- * version per block, no tearing: the JS copy and the kernel copy never interleave). With data digests on, that would
- * break digest/data agreement, so the payload is then snapshotted into the slab when the digest is computed.
+ * The send batch's copy policy (PduBatch copyMax / copyBudget): payloads up to FIRST_COPY_MAX are copied into the slab
+ * while the batch has copied less than COPY_BUDGET, so up to about QD32 of 4 KiB reads a batch leaves as one contiguous
+ * write, and deeper batches copy only their first 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying
+ * every payload (docs/performance.md, third pass: QD32 +2–5 %, QD128 +2–4 % IOPS same-run). Larger payloads go out as
+ * views of the backend's buffers (zero-copy). Why a view of a RAM chunk is safe (send-before-mutate): the read's
+ * completion (CapsuleResp, or the SUCCESS flag) follows its data in the same byte stream, so the host cannot observe
+ * the completion before the kernel holds a copy of the data; any write ordered after the read therefore lands after
+ * the copy. Only a write the host issued while the read was still outstanding can change queued bytes, and NVMe leaves
+ * the result of such overlapping commands undefined (either version per block, no tearing). With data digests on
+ * that would break digest/data agreement, so without the backend's CRC the payload is then snapshotted when the digest
+ * is computed (PduBatch.addCompletion).
  */
-const COPY_MAX = 0;
-/** Largest C2HData payload that #sendC2H copies into the batch slab (adaptive policy, see COPY_BUDGET). */
 const FIRST_COPY_MAX = 4096;
-/**
- * Payload bytes per batch copied into the slab before switching to views. Up to about QD32 of 4 KiB reads a batch
- * then leaves as one contiguous write (one buffer, no cork/writev bookkeeping); deeper batches copy only their first
- * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (docs/performance.md, third pass:
- * QD32 +2–5 %, QD128 +2–4 % IOPS same-run).
- */
 const COPY_BUDGET = 128 * 1024;
 
 /** Send batch slab per connection. */
@@ -142,9 +136,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #nextTtag = 1;
   /** Command records, each owning its core Request: reused so the data path allocates none per command. */
   readonly #pool: TcpCommand[] = [];
-  /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
-  readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
-  readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
   /** Per-queue in-flight data limit (port maxInFlightBytes) and what counts against it besides queued sends. */
   readonly #maxInFlight: number;
   /** Bytes of H2C data requested by R2T and not yet received. */
@@ -156,7 +147,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #pumpScheduled = false;
   /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
   #unsent = 0;
-  readonly #c2hMax: number;
   readonly #onClosed: (q: TargetTcpQueue) => void;
 
   constructor(
@@ -173,7 +163,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#reuse = opts.rxBuffer !== undefined;
     this.#onClosed = onClosed;
     this.#maxInFlight = port.maxInFlightBytes;
-    this.#c2hMax = port.c2hDataSize;
     this.core = new CoreQueue(target, port, this);
     this.#handOff = opts.handOff;
     const connOpts = {
@@ -182,7 +171,9 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       maxDataLength: port.maxH2CData,
       maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
       batchSlab: BATCH_SLAB,
-      batchCopyMax: COPY_MAX,
+      batchCopyMax: FIRST_COPY_MAX,
+      batchCopyBudget: COPY_BUDGET,
+      c2hDataMax: port.c2hDataSize,
       lingerMs: TERM_LINGER_MS,
       ...(opts.rxBuffer !== undefined ? { rxBuffer: opts.rxBuffer } : {}),
     };
@@ -531,36 +522,10 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       cmd.pendingRead = 0;
     }
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
-    const out = req.out;
-    const conn = this.#conn;
-    const sqid = this.core.qid < 0 ? 0 : this.core.qid;
-    const data = out !== undefined && req.status === 0 ? out : undefined;
-    // SUCCESS in the last C2HData replaces the CapsuleResp only with SQ flow control disabled (NVMe-TCP 1.0 §3.6.2.9).
-    const success = data !== undefined && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-    if (data !== undefined && this.#oneCopiedPayload(data, req.outLent)) {
-      // The common read: one small payload, no digests. Copied into the slab as #sendC2H would, in one call with its CQE.
-      conn.sendResponse(data[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
-    } else {
-      if (data !== undefined) this.#sendC2H(req.cid, data, success, req.outCrc, req.outLent);
-      if (!success) conn.sendResponse(undefined, false, req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
-    }
+    // The Request is the completion record: CQE fields, data and its lifetime (PduBatch.addCompletion).
+    this.#conn.sendCompletion(req, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled);
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
-  }
-
-  /** `out` is one payload, in one C2HData without digests or padding, that #sendC2H would copy into the slab. */
-  #oneCopiedPayload(out: Buffer[], lent: ReadLent): boolean {
-    if (out.length !== 1 || lent === ReadLent.CALL || !this.#conn.plainFraming) return false;
-    const len = (out[0] as Buffer).length;
-    return len > 0 && len <= this.#c2hMax && this.#copies(len, lent);
-  }
-
-  /**
-   * The copy policy for a payload of `total` bytes lent beyond the call: copied into the slab up to FIRST_COPY_MAX while
-   * the batch's copy budget lasts, or whatever the budget when lent for this task only (it cannot wait for the socket).
-   */
-  #copies(total: number, lent: ReadLent): boolean {
-    return total <= FIRST_COPY_MAX && (lent === ReadLent.TASK || this.#conn.batchCopied + total <= COPY_BUDGET);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
@@ -604,65 +569,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     if (!this.setState('live')) return;
     this.#timer?.clear();
     this.#timer = undefined;
-  }
-
-  /**
-   * `crc`: the backend's CRC32C of all of `out`, which also promises `out` never changes; otherwise, with data digests
-   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX). `lent` (ReadLent): CALL, the
-   * backend lends `out` only until this call returns, so every payload is snapshotted too; TASK, until this task
-   * ends, so a small payload is copied into the slab when the batch is written (PduBatch COPY) and a larger one now.
-   */
-  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined, lent: ReadLent): void {
-    const max = this.#c2hMax;
-    let total = 0;
-    for (const b of out) total += b.length;
-    const pdu = this.#c2h;
-    pdu.cccid = cid;
-    const conn = this.#conn;
-    const snapshot = lent === ReadLent.CALL || (conn.framing.ddgst && crc === undefined);
-    // A payload not copied into the slab goes out as a view only if it stays as it is until the socket is done with it.
-    const uncopied = snapshot || lent === ReadLent.TASK ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
-    if (total <= max) {
-      // Small payloads are copied into the slab (#copies): a lone read (QD1) or a QD32 batch then leaves as one
-      // contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
-      const copy = !snapshot && this.#copies(total, lent);
-      // Two reused objects, so that each keeps one shape (with and without a known digest).
-      const one = crc === undefined ? pdu : this.#c2hCrc;
-      one.cccid = cid;
-      one.datao = 0;
-      one.last = true;
-      one.success = success;
-      one.data = out;
-      if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.send(one, copy ? C2HPayload.COPY : uncopied);
-      one.data = NO_DATA;
-      return;
-    }
-    let datao = 0;
-    let piece: Buffer[] = [];
-    let pieceLen = 0;
-    const emit = (last: boolean): void => {
-      pdu.datao = datao;
-      pdu.last = last;
-      pdu.success = last && success;
-      pdu.data = piece;
-      conn.send(pdu, uncopied);
-      datao += pieceLen;
-      piece = [];
-      pieceLen = 0;
-    };
-    for (const b of out) {
-      let off = 0;
-      while (off < b.length) {
-        const n = Math.min(b.length - off, max - pieceLen);
-        piece.push(off === 0 && n === b.length ? b : b.subarray(off, off + n));
-        pieceLen += n;
-        off += n;
-        if (pieceLen === max) emit(datao + pieceLen === total);
-      }
-    }
-    if (pieceLen > 0) emit(true);
-    pdu.data = NO_DATA;
   }
 
   #release(cmd: TcpCommand): void {
