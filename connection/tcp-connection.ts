@@ -175,7 +175,7 @@ export class TcpConnection {
    * Batches go straight to the descriptor when the stream holds nothing (writeToDescriptor). Only with rxBuffer, which only
    * plain TCP sockets get (a TLSSocket's descriptor carries records: its bytes must go through the TLS stream).
    */
-  readonly #direct: boolean;
+  readonly #toDescriptor: boolean;
   /** resume(): the synthetic ICReq is being fed to the reader; it is not the handler's. */
   #priming = false;
   /** detach() took the socket: no further event reaches the handler. */
@@ -244,7 +244,7 @@ export class TcpConnection {
     this.#state = initial;
     this.#handler = opts.handler;
     this.#reuse = opts.rxBuffer !== undefined;
-    this.#direct = this.#reuse;
+    this.#toDescriptor = this.#reuse;
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
     this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0, undefined, opts.batchCopyBudget ?? Infinity);
     this.#c2hMax = opts.c2hDataMax ?? 128 * 1024;
@@ -374,7 +374,7 @@ export class TcpConnection {
       return;
     }
     this.#bytesOut += bytes;
-    if (this.#direct && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
+    if (this.#toDescriptor && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
       batch.recycle(false);
       this.#handler.onFlushed?.(bytes, 0);
       return;
