@@ -24,8 +24,10 @@ export class TcpCommand implements DataSink {
   at = 0;
   /** Bytes of the data PDU being received (its DATAL). */
   rxLen = 0;
-  /** The SQE of a capsule whose in-capsule data is still arriving (owned when the receive buffer is reused). */
+  /** The SQE of a capsule whose in-capsule data is still arriving (ownSqe when the receive buffer is reused). */
   sqe: Buffer = EMPTY;
+  /** This record's own SQE memory: a received SQE kept past its read is copied here, not into a new allocation. */
+  readonly ownSqe = Buffer.alloc(64);
   /**
    * An H2CData PDU of this command failed its data digest. The command still takes the rest of its data, then
    * completes with Transient Transport Error instead of executing (NVMe-TCP 1.0 §3.6.1.4).

@@ -350,7 +350,10 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       this.#handleCapsule(cmd, sqe, undefined);
       return undefined;
     }
-    cmd.sqe = this.#reuse ? Buffer.from(sqe) : sqe;
+    if (this.#reuse) {
+      cmd.ownSqe.set(sqe);
+      cmd.sqe = cmd.ownSqe;
+    } else cmd.sqe = sqe;
     cmd.buf = Buffer.allocUnsafe(datal);
     cmd.at = 0;
     return cmd;
@@ -385,7 +388,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
 
   /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
   #keepSqe(req: Request): void {
-    if (this.#reuse && (req.stateId === ReqStateId.EXEC || req.stateId === ReqStateId.NEED_DATA) && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
+    if (this.#reuse && (req.stateId === ReqStateId.EXEC || req.stateId === ReqStateId.NEED_DATA) && req.sqe.length > 0 && req.sqe !== TcpCommand.of(req).ownSqe) req.sqe = Buffer.from(req.sqe);
   }
 
   #submit(cmd: TcpCommand): void {
