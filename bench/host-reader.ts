@@ -80,7 +80,7 @@ async function makeRun(root: string): Promise<(reads: number) => number> {
             done++;
             return undefined;
           }
-          sink.buf = dests[psh.readUInt16LE(0)] as Buffer;
+          sink.buf = dests[(psh[0] as number) | ((psh[1] as number) << 8)] as Buffer;
           return sink;
         },
         end: () => undefined,

@@ -8,7 +8,7 @@ import { CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constan
 import { crc32c } from './crc32c.js';
 import { rd16, rd32 } from '../le.js';
 import type { Pdu } from './pdu.js';
-import { type FatalFinding, type ReceiverRole, validateDatal, validatePduHeader, validatePduSpecific } from './validate.js';
+import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
 
 export interface ReaderFatal extends FatalFinding {
   /** The offending header bytes as far as they were received (for the TermReq's error data). */
@@ -101,10 +101,8 @@ function i32(b: Buffer, o: number): number {
   return (b[o] as number) | ((b[o + 1] as number) << 8) | ((b[o + 2] as number) << 16) | ((b[o + 3] as number) << 24);
 }
 
-/** Control PDUs (ICReq/ICResp, TermReq) always reach onPdu as objects; the rest go to the sink when there is one. */
-function isControl(type: number): boolean {
-  return type === PduType.IC_REQ || type === PduType.IC_RESP || type === PduType.H2C_TERM_REQ || type === PduType.C2H_TERM_REQ;
-}
+/** By PDU type, 1 for the control PDUs (ICReq/ICResp, TermReq): they always reach onPdu as objects. */
+const CONTROL = Uint8Array.from({ length: 256 }, (_, t) => (t === PduType.IC_REQ || t === PduType.IC_RESP || t === PduType.H2C_TERM_REQ || t === PduType.C2H_TERM_REQ ? 1 : 0));
 
 /** Slots of the known-CH table (#recvCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
 const KNOWN_SLOTS = 16;
@@ -409,17 +407,24 @@ export class PduReader {
   #headerComplete(buf: Buffer, at: number, known: boolean): void {
     const type = buf[at] as number;
     const hlen = buf[at + 2] as number;
-    if (((buf[at + 1] as number) & PduFlag.HDGSTF) !== 0 && rd32(buf, at + hlen) !== crc32c(this.#viewOf(buf, at, hlen))) {
-      this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: `header digest mismatch on ${PDU_INFO[type as PduType].name}` }, buf.subarray(at, at + hlen));
-      return;
-    }
-    const specific = known ? (type === PduType.C2H_DATA || type === PduType.H2C_DATA ? validateDatal(buf, this.#dataLen, at) : undefined) : validatePduSpecific(buf, type, this.#dataLen, at);
-    if (specific !== undefined) {
-      this.#fail(specific, buf.subarray(at, at + hlen));
-      return;
+    if (((buf[at + 1] as number) & PduFlag.HDGSTF) !== 0 && !this.#headerDigestOk(buf, at, type, hlen)) return;
+    if (known ? (type === PduType.C2H_DATA || type === PduType.H2C_DATA) && rd32(buf, at + 16) !== this.#dataLen : true) {
+      // A new CH, or a known data PDU whose DATAL differs: the PDU-specific checks (validatePduSpecific).
+      const specific = validatePduSpecific(buf, type, this.#dataLen, at);
+      if (specific !== undefined) {
+        this.#fail(specific, buf.subarray(at, at + hlen));
+        return;
+      }
     }
     if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
     this.#dispatch(buf, at, type, hlen);
+  }
+
+  /** HDGST (§3.6.1.3) over the header view; a mismatch is fatal (FES 1). Apart: only digest-enabled streams call it. */
+  #headerDigestOk(buf: Buffer, at: number, type: number, hlen: number): boolean {
+    if (rd32(buf, at + hlen) === crc32c(this.#viewOf(buf, at, hlen))) return true;
+    this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: `header digest mismatch on ${PDU_INFO[type as PduType].name}` }, buf.subarray(at, at + hlen));
+    return false;
   }
 
   /**
@@ -430,7 +435,7 @@ export class PduReader {
     const datal = this.#dataLen;
     const sink = this.#sink;
     let dst: DataSink | undefined;
-    if (sink === undefined || isControl(type)) {
+    if (sink === undefined || CONTROL[type] === 1) {
       if (datal === 0) {
         this.#opts.onPdu(decodePduHeader(this.#viewOf(buf, at, hlen), [], 0));
         return;
