@@ -118,8 +118,9 @@ export interface TcpConnectionOptions {
   lingerMs?: number;
   /**
    * Buffer libuv reads into, reused for every read (it may be shared by all connections of one event loop: reads run
-   * one at a time). Received views are then valid only during the handler call (the reader copies what an incomplete
-   * PDU still needs). Unset: ordinary 'data' events. An accepted socket must come from a server with pauseOnConnect.
+   * one at a time). Header views are then valid only during the handler call (data goes to the role's sink as it
+   * arrives, and a header that straddles reads is gathered by the reader). Unset: ordinary 'data' events. An accepted
+   * socket must come from a server with pauseOnConnect.
    */
   rxBuffer?: Buffer;
 }
@@ -279,7 +280,7 @@ export class TcpConnection {
     return this.#framing;
   }
 
-  /** Received views point into a reused buffer (TcpConnectionOptions.rxBuffer): copy whatever outlives the handler call. */
+  /** Header views point into a reused buffer (TcpConnectionOptions.rxBuffer): copy whatever outlives the handler call. */
   get reusesChunks(): boolean {
     return this.#reuse;
   }

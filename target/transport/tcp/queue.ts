@@ -158,8 +158,8 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     resume?: ResumeQueue,
   ) {
     // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
-    // connection: the reader copies what an incomplete PDU still needs (reusesChunks), and everything a command keeps
-    // beyond the handler call is copied here (#handleCapsule, #handleH2CData, #keepSqe).
+    // connection: data goes into the command's own buffer as it arrives (TcpCommand is the DataSink), and an SQE a
+    // command keeps beyond the handler call is copied here (#capsuleHeader, #handleCapsule, #keepSqe).
     this.#reuse = opts.rxBuffer !== undefined;
     this.#onClosed = onClosed;
     this.#maxInFlight = port.maxInFlightBytes;
