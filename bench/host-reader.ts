@@ -1,5 +1,5 @@
 // Host read path of the PDU reader alone (docs/performance.md "Host path, fourth pass"): 4 KiB C2HData PDUs, each
-// followed by its CapsuleResp, pushed in 256 KiB reads through one reused buffer into the direct-copy callbacks, as a
+// followed by its CapsuleResp, pushed in 256 KiB reads through one reused buffer into the reader's sink, as a
 // socket with rxBuffer delivers them (the same Buffer object every read, its first n bytes new). Prints ns per PDU pair
 // (CPU time of the thread) for this tree and, with --before DIR[,DIR...], for other checkouts' readers in the same
 // process, rounds interleaved.
@@ -65,6 +65,7 @@ async function makeRun(root: string): Promise<(reads: number) => number> {
   const rx = Buffer.allocUnsafeSlow(RX);
   const dests = Array.from({ length: pairs }, () => Buffer.allocUnsafeSlow(BS));
   let done = 0;
+  const sink: { buf: Buffer; at: number } = { buf: rx, at: 0 };
   const make = (reuses: boolean): InstanceType<typeof PduReader> => {
     const r = new PduReader({
       role: 'host',
@@ -73,13 +74,19 @@ async function makeRun(root: string): Promise<(reads: number) => number> {
       onFatal: (f) => {
         throw new Error(f.reason);
       },
-      onCapsuleResp: () => {
-        done++;
+      sink: {
+        header: (type, psh) => {
+          if (type !== 0x07) {
+            done++;
+            return undefined;
+          }
+          sink.buf = dests[(psh[0] as number) | ((psh[1] as number) << 8)] as Buffer;
+          return sink;
+        },
+        end: () => undefined,
       },
-      onC2HDataHeader: (cccid) => dests[cccid],
-      onC2HDataEnd: () => undefined,
     });
-    // IC done, no digests: an ICResp as the first PDU switches the reader to its fast paths.
+    // IC done, no digests: an ICResp as the first PDU ends the IC exchange.
     const ic = Buffer.alloc(128);
     ic[0] = 0x01;
     ic[2] = 128;

@@ -9,7 +9,7 @@
 // (getrusage; client and target share the one pinned CPU, so IOPS follow the sum of the two), completions per client
 // read (the reply batch size), IOPS per target core and the data-digest cost. --ts-env adds one more TS target per
 // comma-separated item, started with those environment variables (an ablation in the same run, e.g.
-// NVME_TCP_DIRECT_WRITES=0). --warmup runs the client untimed for that many seconds against each target before its
+// NODE_OPTIONS=--max-semi-space-size=64). --warmup runs the client untimed for that many seconds against each target before its
 // first measured run of a case (JIT). --compare runs other checkouts, comma-separated, as further targets paired with
 // TS; a second checkout of this same tree among them is the A/A arm, what a checkout elsewhere reads as by itself
 // (docs/performance.md, "A/A arms"). --target-cpu pins every target to LIST instead of the client's CPU. --spdk adds

@@ -1,6 +1,6 @@
 // Public face of connection/: the NVMe/TCP connection core both transports build on.
 export { writeToDescriptor } from './fd-write.js';
-export { C2HPayload, PduBatch } from './pdu-batch.js';
+export { PduBatch, type Completion } from './pdu-batch.js';
 export { adoptReceivedWithUserBuffer, adoptWithUserBuffer, releaseFromServer } from './user-buffer-socket.js';
 export {
   CONNECTION_TRANSITIONS,
@@ -9,7 +9,8 @@ export {
   type ConnectionHandler,
   type ConnectionRole,
   type ConnectionState,
-  type DirectPduHandlers,
+  type HeaderHandler,
+  type ReceivedHandlers,
   type ResumedConnection,
   type TcpConnectOptions,
   type TcpConnectionOptions,

@@ -3,9 +3,15 @@
 import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PDU_MAX_HEADER_BYTES, PduType, encodePdu, encodePduInto, type Pdu, type PduFraming } from '../protocol/index.js';
+import { Lent, PDU_MAX_HEADER_BYTES, PduType, encodePdu, encodePduInto, type Pdu, type PduFraming } from '../protocol/index.js';
 import { CASES, FR } from '../protocol/testing/pdu-cases.js';
-import { C2HPayload, PduBatch } from './pdu-batch.js';
+import { PduBatch, type Completion } from './pdu-batch.js';
+
+/** c2hMax that never splits. */
+const ONE_PDU = 1 << 30;
+const completion = (cid: number, status: number, dw0: number, dw1: number, sqhd: number, out?: Buffer[], outLent: Lent = Lent.TASK): Completion => ({ cid, status, dw0, dw1, sqhd, out, outLent, outCrc: undefined });
+/** A CapsuleResp row's CQE as a completion record without data (phase bit 0) and its SQID. */
+const cqeCompletion = (c: Buffer): [Completion, number] => [completion(c.readUInt16LE(12), c.readUInt16LE(14) >> 1, c.readUInt32LE(0), c.readUInt32LE(4), c.readUInt16LE(8)), c.readUInt16LE(10)];
 
 const framingArb: fc.Arbitrary<PduFraming> = fc.record({ hdgst: fc.boolean(), ddgst: fc.boolean(), pda: fc.constantFrom(0, 0, 1, 7) });
 const dataArb = fc.array(fc.uint8Array({ minLength: 0, maxLength: 3000 }).map((a) => Buffer.from(a)), { maxLength: 3 });
@@ -21,16 +27,16 @@ const pduArb: fc.Arbitrary<Pdu> = fc.oneof(
 const expected = (pdus: Pdu[], framing: PduFraming): Buffer => Buffer.concat(pdus.flatMap((p) => encodePdu(p, framing)));
 
 describe('PduBatch', () => {
-  it('emits the bytes of encodePdu for any PDU sequence, copy threshold and payload mode', () => {
+  it('emits the bytes of encodePdu for any PDU sequence, copy threshold and payload lifetime', () => {
     fc.assert(
-      fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.constantFrom(C2HPayload.VIEW, C2HPayload.COPY, C2HPayload.SNAPSHOT), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, payload, slab) => {
+      fc.property(fc.array(pduArb, { minLength: 1, maxLength: 12 }), framingArb, fc.constantFrom(0, 512, 4096), fc.constantFrom(Lent.STABLE, Lent.TASK, Lent.CALL), fc.constantFrom(512, 4096, 65536), (pdus, framing, copyMax, payload, slab) => {
         const b = new PduBatch(slab, copyMax, 8192);
         for (const p of pdus) {
           if (p.type === PduType.CAPSULE_RESP) {
             // The field-wise writer cannot express a set phase bit (always 0 on NVMe/TCP): those go through add().
             const c = p.cqe;
             if ((c[14] as number) & 1) b.add(p, framing);
-            else b.addCapsuleRespCqe(c.readUInt32LE(0), c.readUInt32LE(4), c.readUInt16LE(8), c.readUInt16LE(10), c.readUInt16LE(12), c.readUInt16LE(14) >> 1, framing);
+            else b.addCompletion(...cqeCompletion(c), false, framing, ONE_PDU);
           } else b.add(p, framing, payload);
         }
         const out = Buffer.concat(b.take());
@@ -68,21 +74,21 @@ describe('PduBatch', () => {
       const src = Buffer.alloc(size, 0xaa);
       const want = Buffer.concat(encodePdu({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.from(src)] }, framing));
       const b = new PduBatch(64 * 1024, 0, 128 * 1024);
-      b.add({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, C2HPayload.SNAPSHOT);
+      b.add({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [src] }, framing, Lent.CALL);
       src.fill(0x55);
       expect(Buffer.concat(b.take()).equals(want)).toBe(true);
     }
   });
-  it('copies a COPY payload at take() (the source is lent until then) and a SNAPSHOT payload at the call', () => {
+  it('copies a payload lent TASK at take() (the source is lent until then) and one lent CALL at the call', () => {
     const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     const c2h = (cccid: number, src: Buffer): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid, datao: 0, last: true, success: false, data: [src] });
     // 4 KiB sources at odd offsets (spanning two pages, as RAM namespace blocks do).
     const mem = Buffer.alloc(64 * 1024);
     const srcs = [0, 1, 2].map((i) => mem.subarray(100 + i * 9000, 100 + i * 9000 + 4096).fill(i + 1));
-    const b = new PduBatch(256 * 1024);
-    b.add(c2h(0, srcs[0] as Buffer), framing, C2HPayload.COPY);
-    b.add(c2h(1, srcs[1] as Buffer), framing, C2HPayload.SNAPSHOT);
-    b.add(c2h(2, srcs[2] as Buffer), framing, C2HPayload.COPY);
+    const b = new PduBatch(256 * 1024, 4096);
+    b.add(c2h(0, srcs[0] as Buffer), framing, Lent.TASK);
+    b.add(c2h(1, srcs[1] as Buffer), framing, Lent.CALL);
+    b.add(c2h(2, srcs[2] as Buffer), framing, Lent.TASK);
     const atCall = srcs.map((s) => Buffer.from(s));
     for (const s of srcs) s.fill(0xee);
     const chunks = b.take();
@@ -93,18 +99,23 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
-  it('writes a read reply (addReadReply) as the C2HData and CapsuleResp bytes of the spec', () => {
-    const b = new PduBatch(4096);
+  it('writes completions (addCompletion) as the C2HData and CapsuleResp bytes of the spec', () => {
+    const b = new PduBatch(4096, 4096);
     const data = Buffer.from([1, 2, 3, 4, 5, 6, 7, 8]);
-    b.addReadReply(data, false, 0x11223344, 0x55667788, 5, 2, 0x1234, 0x4002);
-    b.addReadReply(data.subarray(0, 4), true, 0, 0, 0xffff, 2, 0xbeef, 0);
-    // Built by hand from NVMe-TCP 1.0 §3.6.2.9 (C2HData: LAST 04h, SUCCESS 08h, HLEN = PDO = 24) and §3.6.2.7.
+    const plain: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
+    b.addCompletion(completion(0x1234, 0, 0x11223344, 0x55667788, 5, [data]), 2, true, plain, ONE_PDU);
+    b.addCompletion(completion(0xbeef, 0, 0, 0, 0xffff, [data.subarray(0, 4)]), 2, true, plain, ONE_PDU);
+    // An error status: the CapsuleResp alone, whatever data the command had.
+    b.addCompletion(completion(0x0102, 0x4002, 0, 0, 6, [data]), 2, true, plain, ONE_PDU);
+    // Built by hand from NVMe-TCP 1.0 §3.6.2.9 (C2HData: LAST 04h, SUCCESS 08h, HLEN = PDO = 24) and §3.6.2.7:
+    // SUCCESS only where Dwords 0 and 1 are 0 (and SQ flow control is disabled), replacing the CapsuleResp.
     const want = Buffer.from([
       0x07, 0x04, 24, 24, 32, 0, 0, 0, 0x34, 0x12, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0,
       1, 2, 3, 4, 5, 6, 7, 8,
-      0x05, 0x00, 24, 0, 24, 0, 0, 0, 0x44, 0x33, 0x22, 0x11, 0x88, 0x77, 0x66, 0x55, 5, 0, 2, 0, 0x34, 0x12, 0x04, 0x80,
+      0x05, 0x00, 24, 0, 24, 0, 0, 0, 0x44, 0x33, 0x22, 0x11, 0x88, 0x77, 0x66, 0x55, 5, 0, 2, 0, 0x34, 0x12, 0, 0,
       0x07, 0x0c, 24, 24, 28, 0, 0, 0, 0xef, 0xbe, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0,
       1, 2, 3, 4,
+      0x05, 0x00, 24, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 2, 0, 0x02, 0x01, 0x04, 0x80,
     ]);
     expect(b.bytes).toBe(want.length);
     expect(b.copied).toBe(12);
@@ -112,24 +123,54 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
-  it('emits add(COPY) + addCapsuleRespCqe bytes for read replies in any batch, the payload copied at take() or at a rollover', () => {
+  it('splits a completion larger than c2hMax into C2HData PDUs at increasing DATAO, SUCCESS on the last only', () => {
+    fc.assert(
+      fc.property(
+        framingArb,
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: 3000 }).map((a) => Buffer.from(a)), { minLength: 1, maxLength: 4 }),
+        fc.constantFrom(512, 1000, 4096),
+        fc.constantFrom(Lent.STABLE, Lent.TASK, Lent.CALL),
+        fc.boolean(),
+        (framing, out, max, lent, sqflowDisabled) => {
+          const b = new PduBatch(4096, 2048);
+          b.addCompletion(completion(9, 0, 0, 0, 3, out, lent), 1, sqflowDisabled, framing, max);
+          const all = Buffer.concat(out);
+          const want: Buffer[] = [];
+          for (let o = 0; o < all.length; o += max) {
+            const last = o + max >= all.length;
+            want.push(...encodePdu({ type: PduType.C2H_DATA, cccid: 9, datao: o, last, success: last && sqflowDisabled, data: [all.subarray(o, Math.min(all.length, o + max))] }, framing));
+          }
+          const cqe = Buffer.alloc(16);
+          cqe.writeUInt16LE(3, 8);
+          cqe.writeUInt16LE(1, 10);
+          cqe.writeUInt16LE(9, 12);
+          if (!sqflowDisabled) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, framing));
+          expect(b.bytes).toBe(Buffer.concat(want).length);
+          expect(Buffer.concat(b.take()).equals(Buffer.concat(want))).toBe(true);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('emits add() + CapsuleResp bytes for completions lent TASK in any batch, the payload copied at take() or at a rollover', () => {
     const reply = fc.record({
       data: fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
       success: fc.boolean(),
-      dw0: fc.nat(),
-      dw1: fc.nat(),
+      dw0: fc.constantFrom(0, 0, 7, 0xffffffff),
+      dw1: fc.constantFrom(0, 0, 9),
       sqhd: fc.integer({ min: 0, max: 0xffff }),
       sqid: fc.integer({ min: 0, max: 0xffff }),
       cid: fc.integer({ min: 0, max: 0xffff }),
-      status: fc.integer({ min: 0, max: 0x7fff }),
+      status: fc.constantFrom(0, 0, 0, 1, 0x7fff),
     });
     const plain: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     fc.assert(
       fc.property(fc.array(reply, { minLength: 1, maxLength: 10 }), fc.constantFrom(512, 4096, 65536), (replies, slab) => {
-        const b = new PduBatch(slab);
+        const b = new PduBatch(slab, 8192);
         const want: Buffer[] = [];
         for (const r of replies) {
-          b.addReadReply(r.data, r.success, r.dw0, r.dw1, r.sqhd, r.sqid, r.cid, r.status);
+          b.addCompletion(completion(r.cid, r.status, r.dw0, r.dw1, r.sqhd, [r.data]), r.sqid, r.success, plain, ONE_PDU);
           const cqe = Buffer.alloc(16);
           cqe.writeUInt32LE(r.dw0, 0);
           cqe.writeUInt32LE(r.dw1, 4);
@@ -137,8 +178,9 @@ describe('PduBatch', () => {
           cqe.writeUInt16LE(r.sqid, 10);
           cqe.writeUInt16LE(r.cid, 12);
           cqe.writeUInt16LE(r.status << 1, 14);
-          want.push(...encodePdu({ type: PduType.C2H_DATA, cccid: r.cid, datao: 0, last: true, success: r.success, data: [Buffer.from(r.data)] }, plain));
-          if (!r.success) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, plain));
+          const success = r.success && r.status === 0 && r.dw0 === 0 && r.dw1 === 0;
+          if (r.status === 0) want.push(...encodePdu({ type: PduType.C2H_DATA, cccid: r.cid, datao: 0, last: true, success, data: [Buffer.from(r.data)] }, plain));
+          if (!success) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, plain));
         }
         // Lent until take(): what the sources hold then is what goes out.
         for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
@@ -146,19 +188,25 @@ describe('PduBatch', () => {
         for (const r of replies) r.data[0] = (r.data[0] as number) ^ 0xff;
         // A reply is copied at take(), or earlier when a later reply rolled the slab over (#room copies what is
         // pending then): so the replies that went out with the changed byte are those after the last rollover, a
-        // suffix that always holds the last reply.
+        // suffix that always holds the last reply with data.
         let o = 0;
         const atTake: boolean[] = [];
         for (const r of replies) {
+          if (r.status !== 0) {
+            o += 24;
+            continue;
+          }
           const at = o + 24;
           const orig = r.data[0] as number;
           expect([orig, orig ^ 0xff]).toContain(got[at]);
           atTake.push(got[at] !== orig);
           got[at] = orig;
-          o = at + r.data.length + (r.success ? 0 : 24);
+          o = at + r.data.length + (r.success && r.dw0 === 0 && r.dw1 === 0 ? 0 : 24);
         }
-        expect(atTake[atTake.length - 1]).toBe(true);
-        expect(atTake.slice(atTake.indexOf(true)).every((x) => x)).toBe(true);
+        if (atTake.length > 0) {
+          expect(atTake[atTake.length - 1]).toBe(true);
+          expect(atTake.slice(atTake.indexOf(true)).every((x) => x)).toBe(true);
+        }
         expect(got.equals(Buffer.concat(want))).toBe(true);
       }),
       { numRuns: 300 },
@@ -168,9 +216,9 @@ describe('PduBatch', () => {
   it('a read reply that rolls the slab over copies the replies pending before it then, and itself at take()', () => {
     // The case fast-check found: ten small replies, 513 bytes, in a batch of 512-byte slabs.
     const sizes = [1, 1, 1, 1, 1, 5, 12, 2, 7, 2];
-    const b = new PduBatch(512);
+    const b = new PduBatch(512, 4096);
     const data = sizes.map((n) => Buffer.alloc(n));
-    for (const d of data) b.addReadReply(d, false, 0, 0, 0, 0, 0, 0);
+    for (const d of data) b.addCompletion(completion(0, 0, 0, 0, 0, [d]), 0, false, { hdgst: false, ddgst: false, pda: 0 }, ONE_PDU);
     for (const d of data) d[0] = 0xff;
     const got = Buffer.concat(b.take());
     expect(got.length).toBe(sizes.reduce((t, n) => t + 48 + n, 0));
@@ -184,26 +232,28 @@ describe('PduBatch', () => {
     b.recycle(false);
   });
 
-  it('writes a read reply under any framing as encodePdu writes its C2HData and CapsuleResp', () => {
+  it('writes a completion under any framing as encodePdu writes its C2HData and CapsuleResp', () => {
     fc.assert(
       fc.property(
         framingArb,
         fc.uint8Array({ minLength: 1, maxLength: 5000 }).map((a) => Buffer.from(a)),
         fc.boolean(),
         fc.integer({ min: 0, max: 0xffff }),
-        fc.integer({ min: 0, max: 0x7fff }),
+        fc.constantFrom(0, 0, 1, 0x7fff),
+        fc.constantFrom(0, 7),
         fc.constantFrom(512, 4096, 65536),
-        (framing, data, success, cid, status, slab) => {
-          const b = new PduBatch(slab);
-          b.addReadReply(data, success, 7, 9, 3, 1, cid, status, framing);
+        (framing, data, sqflowDisabled, cid, status, dw, slab) => {
+          const b = new PduBatch(slab, 4096);
+          b.addCompletion(completion(cid, status, dw, dw, 3, [data]), 1, sqflowDisabled, framing, ONE_PDU);
           const cqe = Buffer.alloc(16);
-          cqe.writeUInt32LE(7, 0);
-          cqe.writeUInt32LE(9, 4);
+          cqe.writeUInt32LE(dw, 0);
+          cqe.writeUInt32LE(dw, 4);
           cqe.writeUInt16LE(3, 8);
           cqe.writeUInt16LE(1, 10);
           cqe.writeUInt16LE(cid, 12);
           cqe.writeUInt16LE(status << 1, 14);
-          const want = [...encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao: 0, last: true, success, data: [data] }, framing)];
+          const success = sqflowDisabled && status === 0 && dw === 0;
+          const want = status === 0 ? [...encodePdu({ type: PduType.C2H_DATA, cccid: cid, datao: 0, last: true, success, data: [data] }, framing)] : [];
           if (!success) want.push(...encodePdu({ type: PduType.CAPSULE_RESP, cqe }, framing));
           expect(b.bytes).toBe(Buffer.concat(want).length);
           expect(Buffer.concat(b.take()).equals(Buffer.concat(want))).toBe(true);
@@ -217,9 +267,9 @@ describe('PduBatch', () => {
     const framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
     const c2h = (n: number): Pdu & { type: typeof PduType.C2H_DATA } => ({ type: PduType.C2H_DATA, cccid: 1, datao: 0, last: true, success: false, data: [Buffer.alloc(n, 1)] });
     const b = new PduBatch(256 * 1024);
-    b.add(c2h(4096), framing, C2HPayload.SNAPSHOT);
-    b.add(c2h(512), framing, C2HPayload.VIEW);
-    b.add(c2h(1000), framing, C2HPayload.COPY);
+    b.add(c2h(4096), framing, Lent.CALL);
+    b.add(c2h(512), framing, Lent.STABLE);
+    b.add(c2h(1000), framing, Lent.TASK);
     expect(b.copied).toBe(5096);
     // One copied payload after another stays one contiguous chunk; the view in between cuts it.
     expect(b.take().length).toBe(3);
@@ -262,7 +312,7 @@ describe('PduBatch over the codec table (protocol/testing/pdu-cases.ts)', () => 
     expect(Buffer.concat(copying.take()).toString('hex')).toBe(Buffer.concat(CASES.map((c) => c.bytes)).toString('hex'));
   });
 
-  it.each([C2HPayload.VIEW, C2HPayload.COPY, C2HPayload.SNAPSHOT])('PduBatch.add of C2HData (payload mode %i) and addCapsuleRespCqe match the table', (payload) => {
+  it.each([Lent.STABLE, Lent.TASK, Lent.CALL])('PduBatch.add of C2HData (lent %i) and addCompletion match the table', (payload) => {
     const rows = CASES.filter((c) => c.fields.type === PduType.C2H_DATA || c.fields.type === PduType.CAPSULE_RESP);
     expect(rows.length).toBeGreaterThan(10);
     for (const copyMax of [0, 1 << 20]) {
@@ -273,7 +323,7 @@ describe('PduBatch over the codec table (protocol/testing/pdu-cases.ts)', () => 
           const q = c.fields.cqe;
           // The field-wise writer sends the phase bit as 0 (NVMe/TCP); a row with it set goes through add().
           if ((q[14] as number) & 1) batch.add(c.fields, c.framing);
-          else batch.addCapsuleRespCqe(q.readUInt32LE(0), q.readUInt32LE(4), q.readUInt16LE(8), q.readUInt16LE(10), q.readUInt16LE(12), q.readUInt16LE(14) >> 1, c.framing);
+          else batch.addCompletion(...cqeCompletion(q), false, c.framing, ONE_PDU);
         }
       }
       expect(Buffer.concat(batch.take()).toString('hex')).toBe(Buffer.concat(rows.map((c) => c.bytes)).toString('hex'));

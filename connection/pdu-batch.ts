@@ -9,6 +9,7 @@ import {
   NO_DIGESTS,
   PDU_MAX_HEADER_BYTES,
   PduFlag,
+  PduType,
   byteLength,
   crc32c,
   dataOffset,
@@ -17,6 +18,7 @@ import {
   writeC2HDataHeader,
   writeCapsuleRespHeader,
   writePduHeader,
+  Lent,
   type Pdu,
   type PduFraming,
   bufferView,
@@ -24,18 +26,32 @@ import {
 } from '../protocol/index.js';
 
 /**
- * How PduBatch.add treats a payload. VIEW: sent as the caller's buffer, which must stay unchanged until the
- * batch is written. COPY: copied into the batch slab, under the same promise, so the copy may wait for take().
- * SNAPSHOT: copied now (the source may change once the call returns; a data digest computed now must match).
+ * A command's completion as the send path takes it (the target core's Request is one): CQE fields (`status` the
+ * 15-bit status field), and the controller-to-host data with its lifetime and, when the backend gave it, the CRC32C of
+ * all of it (which also promises the data never changes: copy-on-write).
  */
-export const C2HPayload = { VIEW: 0, COPY: 1, SNAPSHOT: 2 } as const;
-export type C2HPayload = (typeof C2HPayload)[keyof typeof C2HPayload];
+export interface Completion {
+  readonly cid: number;
+  readonly status: number;
+  readonly dw0: number;
+  readonly dw1: number;
+  readonly sqhd: number;
+  readonly out: readonly Buffer[] | undefined;
+  readonly outLent: Lent;
+  readonly outCrc: number | undefined;
+}
+
+/** How a payload is sent: copied into the slab at take(), copied now, or as the caller's buffers. */
+const DEFER = 0;
+const SNAP = 1;
+const VIEW = 2;
 
 /** Snapshots up to this size share the batch slab; larger ones use a pooled buffer of their own. */
 const SNAPSHOT_IN_SLAB_MAX = 16 * 1024;
 /** Free buffers kept per pool (slabs, snapshots): bounds the memory a busy connection keeps. */
 const POOL_KEEP = 32;
 const INITIAL_SLAB = 16 * 1024;
+const LAST_SUCCESS = PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS;
 /** Placeholder for a consumed deferred-copy source (keeps the array of one element kind, releases the source). */
 const EMPTY = Buffer.alloc(0);
 
@@ -78,9 +94,17 @@ export class PduBatch {
 
   constructor(
     slabSize = 256 * 1024,
+    /** Largest payload copied into the slab (lent STABLE or TASK); larger ones go out as views or snapshots. */
     readonly copyMax = 0,
     /** Size of pooled snapshot buffers (the largest C2HData payload that is snapshotted without an allocation). */
     readonly snapshotSize = 128 * 1024,
+    /**
+     * STABLE payload bytes per batch copied into the slab before the rest go out as views: up to about QD32 of 4 KiB
+     * reads a batch then leaves as one contiguous write, and CPU per I/O at deeper queues does not grow with copying
+     * every payload (docs/performance.md, third pass). TASK payloads are copied whatever the budget (they cannot wait
+     * for the socket).
+     */
+    readonly copyBudget = Infinity,
   ) {
     this.#slabSize = Math.max(slabSize, PDU_MAX_HEADER_BYTES + DIGEST_SIZE);
     // Small at first (an idle or short-lived connection should not cost a large buffer); grows when a batch overflows.
@@ -92,71 +116,111 @@ export class PduBatch {
   }
 
   /**
-   * Append one PDU: its header by its type's writer (as encodePdu), then its data as `payload` (C2HPayload) says. VIEW
-   * sends the caller's buffers (copied into the slab only up to copyMax), COPY copies them into the slab at take(),
-   * SNAPSHOT copies them now (into the slab or a pooled buffer), so that the data digest computed now matches the
-   * bytes sent later even if the source buffer changes in between.
+   * Append one PDU: its header by its type's writer (as encodePdu), then its data as its lifetime (`lent`) and the
+   * copy policy say (#mode): copied into the slab at take(), copied now (so that a data digest computed now matches
+   * the bytes sent later), or sent as the caller's buffers.
    */
-  add(pdu: Pdu, framing: PduFraming = NO_DIGESTS, payload: C2HPayload = C2HPayload.VIEW): void {
+  add(pdu: Pdu, framing: PduFraming = NO_DIGESTS, lent: Lent = Lent.STABLE): void {
     const data = pduData(pdu);
     const datalen = data === undefined ? 0 : byteLength(data);
-    const snapshot = payload === C2HPayload.SNAPSHOT;
-    const copy = datalen > 0 && (datalen <= this.copyMax || payload === C2HPayload.COPY || (snapshot && datalen <= SNAPSHOT_IN_SLAB_MAX));
-    this.#room(PDU_MAX_HEADER_BYTES + (copy ? datalen : 0) + DIGEST_SIZE);
+    const mode = this.#mode(datalen, lent);
+    const inSlab = mode === DEFER || (mode === SNAP && datalen <= SNAPSHOT_IN_SLAB_MAX);
+    this.#room(PDU_MAX_HEADER_BYTES + (inSlab ? datalen : 0) + DIGEST_SIZE);
     const headLen = writePduHeader(this.#slab, this.#slabView, this.#pos, pdu, framing, datalen);
     this.#pos += headLen;
     this.bytes += headLen + datalen;
     if (datalen === 0 || data === undefined) return;
-    let crcOf = data;
-    if (copy && !snapshot) this.#deferCopies(data, datalen);
-    else if (copy) this.#copyNow(data, datalen);
-    else if (snapshot) crcOf = [this.#snapshot(data, datalen)];
-    else this.#views(data);
+    const crcOf = this.#payload(data, datalen, mode);
     if (framing.ddgst) this.#digest(pduDataDigest(pdu, crcOf));
   }
 
   /**
-   * The CapsuleResp of a completion from its CQE fields (status: the 15-bit status field, phase 0), so the
-   * per-command completion neither builds nor copies a CQE.
+   * A command's completion, the one writer of the controller's per-command reply (NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7):
+   * its data (when `status` is 0) as C2HData PDUs of at most `c2hMax` bytes, the last with SUCCESS when SQ flow
+   * control is disabled and Dwords 0 and 1 are 0, and then, unless SUCCESS replaced it, the CapsuleResp written from
+   * the record's fields (no CQE built or copied). A lone payload that fits one PDU is written with one room check:
+   * every 4 KiB read's reply (docs/performance.md, ninth pass).
    */
-  addCapsuleRespCqe(dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, framing: PduFraming = NO_DIGESTS): void {
-    this.#room(PDU_MAX_HEADER_BYTES);
-    this.#pos += this.#respCqe(this.#pos, dw0, dw1, sqhd, sqid, cid, status, framing.hdgst);
+  addCompletion(c: Completion, sqid: number, sqflowDisabled: boolean, framing: PduFraming, c2hMax: number): void {
+    const out = c.status === 0 ? c.out : undefined;
+    const success = out !== undefined && sqflowDisabled && c.dw0 === 0 && c.dw1 === 0;
+    const hd = framing.hdgst ? DIGEST_SIZE : 0;
+    if (out !== undefined) {
+      let total = 0;
+      for (const b of out) total += b.length;
+      // Without a CRC that promises the bytes stay, the digest computed now must cover the bytes sent: a snapshot.
+      const lent = framing.ddgst && c.outCrc === undefined ? Lent.CALL : c.outLent;
+      const mode = this.#mode(total, lent);
+      if (total <= c2hMax) {
+        const inSlab = mode === DEFER || (mode === SNAP && total <= SNAPSHOT_IN_SLAB_MAX);
+        const need = dataOffset(DATA_PDU_HLEN, framing.hdgst, framing.pda) + (inSlab ? total : 0) + DIGEST_SIZE + CAPSULE_RESP_HLEN + hd;
+        if (this.#slab.length - this.#pos < need) this.#room(need);
+        this.#c2hData(c.cid, 0, out, total, success ? LAST_SUCCESS : PduFlag.DATA_LAST, mode, framing, c.outCrc);
+      } else this.#c2hSplit(c.cid, out, total, success, mode, framing, c2hMax);
+    }
+    if (success) return;
+    if (this.#slab.length - this.#pos < CAPSULE_RESP_HLEN + hd) this.#room(CAPSULE_RESP_HLEN + hd);
+    const n = writeCapsuleRespHeader(this.#slab, this.#slabView, this.#pos, framing.hdgst, c.dw0, c.dw1, c.sqhd, sqid, c.cid, (c.status << 1) & 0xfffe);
+    this.#pos += n;
+    this.bytes += n;
   }
 
   /**
-   * The reply to a read of one payload: C2HData (LAST, and SUCCESS when `success`) with `data` copied at take() as
-   * add()'s COPY, then, unless `success`, the CapsuleResp of addCapsuleRespCqe: the same bytes as those two calls with
-   * one room check, because this is every 4 KiB read's reply (NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7; docs/performance.md,
-   * ninth pass). `data` is lent until take().
+   * The copy policy: a payload up to copyMax is copied into the slab at take() when lent STABLE within the batch's
+   * copy budget, or lent TASK; else one lent beyond this call is sent as a view, and one lent less long is copied now.
    */
-  addReadReply(data: Buffer, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, framing: PduFraming = NO_DIGESTS): void {
-    const len = data.length;
-    // Exactly what the two writers below produce, so a reply that fits never rolls the slab over (#room copies pending
-    // payloads early when it does).
-    const hd = framing.hdgst ? DIGEST_SIZE : 0;
-    const need = dataOffset(DATA_PDU_HLEN, framing.hdgst, framing.pda) + len + (framing.ddgst ? DIGEST_SIZE : 0) + (success ? 0 : CAPSULE_RESP_HLEN + hd);
-    if (this.#slab.length - this.#pos < need) this.#room(need);
-    const flags = success ? PduFlag.DATA_LAST | PduFlag.DATA_SUCCESS : PduFlag.DATA_LAST;
-    const start = this.#pos;
-    let o = start + writeC2HDataHeader(this.#slab, this.#slabView, start, cid, 0, len, flags, framing);
-    const n = this.#pendN;
-    this.#pendSrc[n] = data;
-    this.#pendAt[n] = o;
-    this.#pendN = n + 1;
-    o += len;
-    this.copied += len;
-    this.bytes += o - start;
-    this.#pos = o;
-    if (framing.ddgst) this.#digest(crc32c(data));
-    if (!success) this.#pos += this.#respCqe(this.#pos, dw0, dw1, sqhd, sqid, cid, status, framing.hdgst);
+  #mode(len: number, lent: Lent): number {
+    if (len === 0) return VIEW;
+    if (lent !== Lent.CALL && len <= this.copyMax && (lent === Lent.TASK || this.copied + len <= this.copyBudget)) return DEFER;
+    return lent === Lent.STABLE ? VIEW : SNAP;
   }
 
-  /** CapsuleResp at `o` in the slab, counted in `bytes`; returns its length. */
-  #respCqe(o: number, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number, hdgst: boolean): number {
-    const n = writeCapsuleRespHeader(this.#slab, this.#slabView, o, hdgst, dw0, dw1, sqhd, sqid, cid, (status << 1) & 0xfffe);
-    this.bytes += n;
-    return n;
+  /** The payload of the PDU whose header was just written, as `mode` says; returns the buffers its digest covers. */
+  #payload(data: readonly Buffer[], len: number, mode: number): readonly Buffer[] {
+    if (mode === DEFER) this.#deferCopies(data, len);
+    else if (mode === VIEW) this.#views(data);
+    else if (len <= SNAPSHOT_IN_SLAB_MAX) this.#copyNow(data, len);
+    else return [this.#snapshot(data, len)];
+    return data;
+  }
+
+  /** One C2HData (room already made for its header, slab payload and digest): header, payload, DDGST. */
+  #c2hData(cid: number, datao: number, data: readonly Buffer[], len: number, flags: number, mode: number, framing: PduFraming, crc: number | undefined): void {
+    const start = this.#pos;
+    this.#pos = start + writeC2HDataHeader(this.#slab, this.#slabView, start, cid, datao, len, flags, framing);
+    this.bytes += this.#pos - start + len;
+    const crcOf = this.#payload(data, len, mode);
+    if (!framing.ddgst) return;
+    if (datao === 0 && crc !== undefined && (flags & PduFlag.DATA_LAST) !== 0) this.#digest(crc);
+    else {
+      let d = 0;
+      for (const b of crcOf) d = crc32c(b, d);
+      this.#digest(d);
+    }
+  }
+
+  /** Data larger than one C2HData: pieces of `max` bytes at increasing DATAO (NVMe-TCP 1.0 §3.6.2.9), LAST on the last. */
+  #c2hSplit(cid: number, out: readonly Buffer[], total: number, success: boolean, mode: number, framing: PduFraming, max: number): void {
+    const inSlab = mode === DEFER || (mode === SNAP && max <= SNAPSHOT_IN_SLAB_MAX);
+    let datao = 0;
+    let piece: Buffer[] = [];
+    let pieceLen = 0;
+    for (const b of out) {
+      let off = 0;
+      while (off < b.length) {
+        const n = Math.min(b.length - off, max - pieceLen);
+        piece.push(off === 0 && n === b.length ? b : b.subarray(off, off + n));
+        pieceLen += n;
+        off += n;
+        if (pieceLen < max && datao + pieceLen < total) continue;
+        const last = datao + pieceLen === total;
+        this.#room(PDU_MAX_HEADER_BYTES + (inSlab ? pieceLen : 0) + DIGEST_SIZE);
+        this.#c2hData(cid, datao, piece, pieceLen, last ? (success ? LAST_SUCCESS : PduFlag.DATA_LAST) : 0, mode, framing, undefined);
+        datao += pieceLen;
+        piece = [];
+        pieceLen = 0;
+      }
+    }
   }
 
   /** DDGST at the slab position (§3.6.1.4). */

@@ -5,13 +5,29 @@ import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as B from '../protocol/testing/pdu-builder.js';
-import { Fes, PduType, type Pdu, type PduHandlers } from '../protocol/index.js';
-import { CONNECTION_TRANSITIONS, TcpConnection, type ConnectionFatal, type ConnectionHandler, type ConnectionState, type TcpConnectionOptions } from './index.js';
+import { CH_SIZE, Fes, Lent, PduType, decodePduHeader, type DataSink, type Pdu } from '../protocol/index.js';
+import { CONNECTION_TRANSITIONS, TcpConnection, type Completion, type ConnectionFatal, type ConnectionHandler, type ConnectionState, type ReceivedHandlers, type TcpConnectionOptions } from './index.js';
 
-/** A handler that records everything (an entry for every PDU kind); `pduHook` may be set per test. */
+/**
+ * A handler that records everything (an entry for every PDU kind; header views and their data are laid out again as
+ * PDU objects); `pduHook` may be set per test.
+ */
 class Recorder implements ConnectionHandler {
-  readonly received: PduHandlers = Object.fromEntries(Object.values(PduType).map((t) => [t, (pdu: Pdu) => this.#onPdu(pdu)]));
+  readonly received: ReceivedHandlers = {
+    [PduType.IC_REQ]: (pdu) => this.#onPdu(pdu),
+    [PduType.IC_RESP]: (pdu) => this.#onPdu(pdu),
+    [PduType.H2C_TERM_REQ]: (pdu) => this.#onPdu(pdu),
+    [PduType.C2H_TERM_REQ]: (pdu) => this.#onPdu(pdu),
+    [PduType.CAPSULE_CMD]: (psh, datal, flags) => this.#header(PduType.CAPSULE_CMD, psh, datal, flags),
+    [PduType.CAPSULE_RESP]: (psh, datal, flags) => this.#header(PduType.CAPSULE_RESP, psh, datal, flags),
+    [PduType.H2C_DATA]: (psh, datal, flags) => this.#header(PduType.H2C_DATA, psh, datal, flags),
+    [PduType.C2H_DATA]: (psh, datal, flags) => this.#header(PduType.C2H_DATA, psh, datal, flags),
+    [PduType.R2T]: (psh, datal, flags) => this.#header(PduType.R2T, psh, datal, flags),
+  };
   pdus: Pdu[] = [];
+  /** PDUs whose data digest did not match (dataEnd with digestOk false). */
+  digestErrors: Pdu[] = [];
+  #head = Buffer.alloc(0);
   fatals: ConnectionFatal[] = [];
   internal: unknown[] = [];
   edges: string[] = [];
@@ -28,6 +44,24 @@ class Recorder implements ConnectionHandler {
   #onPdu(pdu: Pdu): void {
     this.pdus.push(pdu);
     this.pduHook?.(pdu);
+  }
+  #header(type: PduType, psh: Buffer, datal: number, flags: number): DataSink | undefined {
+    const head = Buffer.alloc(CH_SIZE + psh.length);
+    head[0] = type;
+    head[1] = flags;
+    head[2] = head.length;
+    psh.copy(head, CH_SIZE);
+    if (datal === 0) {
+      this.#onPdu(decodePduHeader(head, [], 0));
+      return undefined;
+    }
+    this.#head = head;
+    return { buf: Buffer.alloc(datal), at: 0 };
+  }
+  dataEnd(sink: DataSink, digestOk: boolean): void {
+    const pdu = decodePduHeader(this.#head, [sink.buf], sink.buf.length);
+    if (digestOk) this.#onPdu(pdu);
+    else this.digestErrors.push(pdu);
   }
   onFatal(f: ConnectionFatal): void {
     this.fatals.push(f);
@@ -51,6 +85,9 @@ class Recorder implements ConnectionHandler {
     this.edges.push(`${from}->${to}`);
   }
 }
+
+/** A completion without data: CID and SQHD (status and Dwords 0). */
+const cqeOnly = (cid: number, sqhd: number): Completion => ({ cid, status: 0, dw0: 0, dw1: 0, sqhd, out: undefined, outLent: Lent.STABLE, outCrc: undefined });
 
 /** Bytes a raw peer socket received, with a wait for a given count. */
 class Collector {
@@ -217,7 +254,7 @@ describe('batch flush', () => {
     const { conn, accepted, peer } = await controllerPair(h);
     const write = vi.spyOn(accepted, 'write');
     conn.send({ type: PduType.R2T, cccid: 1, ttag: 1, r2to: 0, r2tl: 4096 });
-    conn.sendResponse(undefined, false, 0, 0, 1, 1, 7, 0);
+    conn.sendCompletion(cqeOnly(7, 1), 1, false);
     conn.send({ type: PduType.R2T, cccid: 2, ttag: 2, r2to: 0, r2tl: 512 });
     expect(write).not.toHaveBeenCalled();
     expect(conn.batchBytes).toBe(72);
@@ -245,7 +282,7 @@ describe('batch flush', () => {
     };
     h.pduHook = (pdu): void => {
       if (pdu.type === PduType.IC_REQ) conn.send({ type: PduType.IC_RESP, pfv: 0, cpda: 0, dgst: 0, maxh2cdata: 131072 });
-      if (pdu.type === PduType.CAPSULE_CMD) conn.sendResponse(undefined, false, 0, 0, 0, 0, 5, 0);
+      if (pdu.type === PduType.CAPSULE_CMD) conn.sendCompletion(cqeOnly(5, 0), 0, false);
     };
     client.write(Buffer.concat([ICREQ, B.capsuleCmd({ sqe: SQE }), B.capsuleCmd({ sqe: SQE })]));
     const got = await peer.bytesAtLeast(128 + 48);
@@ -432,11 +469,10 @@ describe('shared receive buffer and reading control', () => {
     expect(conn.readingPaused).toBe(false);
   });
 
-  it('a data digest mismatch goes to onDataDigestError when the handler has one', async () => {
+  it('a data digest mismatch reaches dataEnd with digestOk false; the connection stays', async () => {
     const h = new Recorder();
-    const digestErrors: Pdu[] = [];
-    const handler: ConnectionHandler = Object.assign(h, { onDataDigestError: (pdu: Pdu) => digestErrors.push(pdu) });
-    const { conn, client, peer } = await controllerPair(handler);
+    const digestErrors = h.digestErrors;
+    const { conn, client, peer } = await controllerPair(h);
     h.pduHook = (pdu): void => {
       if (pdu.type === PduType.IC_REQ) conn.setFraming(false, true);
     };
@@ -459,7 +495,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     const write = vi.spyOn(net.Socket.prototype, 'write');
     const a = B.pattern(5000, 3);
     conn.send(c2h(1, a));
-    conn.sendResponse(undefined, false, 0, 0, 1, 1, 1, 0);
+    conn.sendCompletion(cqeOnly(1, 1), 1, false);
     await tick();
     expect(write.mock.contexts.filter((s) => s !== peer.socket && s !== accepted)).toHaveLength(0);
     expect(h.flushes).toEqual([[5000 + 24 + 24, 0]]);
@@ -499,7 +535,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     // Drained: the next batch is direct again.
     await peer.waitFor(() => conn.writableLength === 0);
     write.mockClear();
-    conn.sendResponse(undefined, false, 0, 0, 2, 1, 9, 0);
+    conn.sendCompletion(cqeOnly(9, 2), 1, false);
     await tick();
     expect(write.mock.calls.length).toBe(0);
     const last = await peer.bytesAtLeast(want.length + 24);
@@ -512,7 +548,7 @@ describe('direct writes (rxBuffer connections write batches to the descriptor)',
     client.resetAndDestroy();
     await new Promise((r) => setTimeout(r, 20));
     for (let i = 0; i < 3 && conn.state === 'open'; i++) {
-      conn.sendResponse(undefined, false, 0, 0, 1, 1, i, 0);
+      conn.sendCompletion(cqeOnly(i, 1), 1, false);
       await tick();
     }
     await h.closed;

@@ -3,9 +3,25 @@
 // (ConnectionHandler); FreeBSD lib/libnvmf/nvmf_tcp.c likewise serves host and controller from one connection type.
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
-import { Fes, PduReader, PduType, dispatchPdu, encodePdu, packDigests, termReqFor, type FatalFinding, type Pdu, type PduFraming, type PduHandlers, type ReceiverRole } from '../protocol/index.js';
+import {
+  Fes,
+  Lent,
+  PduReader,
+  PduType,
+  encodePdu,
+  packDigests,
+  termReqFor,
+  type DataSink,
+  type FatalFinding,
+  type IcReqPdu,
+  type IcRespPdu,
+  type Pdu,
+  type PduFraming,
+  type TermReqPdu,
+  type ReceiverRole,
+} from '../protocol/index.js';
 import { writeToDescriptor } from './fd-write.js';
-import { C2HPayload, PduBatch } from './pdu-batch.js';
+import { PduBatch, type Completion } from './pdu-batch.js';
 import { adoptReceivedWithUserBuffer, adoptWithUserBuffer } from './user-buffer-socket.js';
 
 /** The side this end plays: 'controller' receives H2C PDUs and sends C2HTermReq, 'host' the reverse. */
@@ -31,38 +47,39 @@ export interface ConnectionFatal extends FatalFinding {
 }
 
 /**
- * Received PDUs of the hot kinds without a PDU object, keyed by PDU type like ConnectionHandler.received (the reader's
- * fast paths, PduReaderOptions.onCapsuleCmd / onCapsuleResp / onC2HDataHeader+onC2HDataEnd). Each applies only where
- * the reader can take it (no digests: see PduReaderOptions); otherwise the kind comes through `received`. Only while
- * the connection is open; views valid only during the call.
+ * A data-path PDU as the reader hands it over (PduSink.header): `psh` is the view of its PDU-specific header (the SQE
+ * of a CapsuleCmd, the CQE of a CapsuleResp, the 16 bytes after the CH of an R2T or data PDU), valid only during the
+ * call; `flags` the CH flags. A PDU with data returns where its data goes (DataSink), or undefined after the handler
+ * ended the connection; ConnectionHandler.dataEnd follows once the data is in.
  */
-export interface DirectPduHandlers {
-  /** Controller role, no header digest: a CapsuleCmd without in-capsule data, as its SQE view. */
-  readonly [PduType.CAPSULE_CMD]?: (sqe: Buffer) => void;
-  /** Host role, no digests: a CapsuleResp as its CQE at `cqeOff` in `buf`. */
-  readonly [PduType.CAPSULE_RESP]?: (buf: Buffer, cqeOff: number) => void;
-  /**
-   * Host role, no digests: a C2HData as its header (the handler returns where its data goes, or undefined to get views
-   * through PduReaderOptions semantics) and its end. Needs the CAPSULE_RESP entry too (the reader takes both or none).
-   */
-  readonly [PduType.C2H_DATA]?: {
-    header(cccid: number, datao: number, datal: number, flags: number): Buffer | undefined;
-    end(cccid: number, datal: number, flags: number): void;
-  };
+export type HeaderHandler = (psh: Buffer, datal: number, flags: number) => DataSink | undefined;
+
+/**
+ * The one handler table of a connection, keyed by PDU type: the control PDUs (TCP 1.0 §3.6.2.2–5) as objects, every
+ * other kind as its header view (HeaderHandler), with or without digests. A kind without an entry is a PDU sequence
+ * error (TCP 1.0 §3.6.2.4/5, FES 2): the connection sends its TermReq and onFatal follows.
+ */
+export interface ReceivedHandlers {
+  readonly [PduType.IC_REQ]?: (pdu: IcReqPdu) => void;
+  readonly [PduType.IC_RESP]?: (pdu: IcRespPdu) => void;
+  readonly [PduType.H2C_TERM_REQ]?: (pdu: TermReqPdu) => void;
+  readonly [PduType.C2H_TERM_REQ]?: (pdu: TermReqPdu) => void;
+  readonly [PduType.CAPSULE_CMD]?: HeaderHandler;
+  readonly [PduType.CAPSULE_RESP]?: HeaderHandler;
+  readonly [PduType.H2C_DATA]?: HeaderHandler;
+  readonly [PduType.C2H_DATA]?: HeaderHandler;
+  readonly [PduType.R2T]?: HeaderHandler;
 }
 
 /** The role's side of a connection. Called on the event loop of the socket; none of them may keep received views. */
 export interface ConnectionHandler {
+  /** One entry per received PDU kind this role takes, only while the connection is open (ReceivedHandlers). */
+  readonly received: ReceivedHandlers;
   /**
-   * One typed event per received PDU kind while the connection is open (PduHandlers: each entry gets its own PDU
-   * shape; data views valid only during the call). A kind without an entry is a PDU sequence error (TCP 1.0 §3.6.2.4/5,
-   * FES 2): the connection sends its TermReq and onFatal follows.
+   * The data of a PDU whose HeaderHandler returned `sink` is in `sink.buf`. `digestOk` false: its data digest did not
+   * match (TCP 1.0 §3.6.1.4 leaves recovery to the command: the role fails that command, the connection stays).
    */
-  readonly received: PduHandlers;
-  /** The same kinds without PDU objects, where the reader can deliver them so (the hot path of each role). */
-  readonly direct?: DirectPduHandlers;
-  /** A PDU whose data digest did not match (TCP 1.0 §3.6.1.4 leaves recovery to the command). Unset: fatal (FES 3). */
-  onDataDigestError?(pdu: Pdu): void;
+  dataEnd?(sink: DataSink, digestOk: boolean): void;
   /** The connection terminates for `finding` (found by the reader, or passed to fatal()); its TermReq is already sent. Once. */
   onFatal(finding: ConnectionFatal): void;
   /** A handler threw while handling received data; the connection is destroyed right after (no other one is touched). */
@@ -88,15 +105,22 @@ export interface TcpConnectionOptions {
   maxDataLength?: number;
   /** Largest in-capsule data accepted per CapsuleCmd; 0 or unset = unlimited. */
   maxInCapsuleData?: number;
-  /** PduBatch slab size (default 256 KiB) and largest payload copied into the slab (default 0: payloads as views). */
+  /**
+   * PduBatch slab size (default 256 KiB), largest payload copied into the slab (default 0: payloads as views) and the
+   * bytes of payloads lent STABLE a batch copies (default unlimited).
+   */
   batchSlab?: number;
   batchCopyMax?: number;
+  batchCopyBudget?: number;
+  /** Largest C2HData payload sendCompletion puts in one PDU (a controller's C2H data size); default 128 KiB. */
+  c2hDataMax?: number;
   /** After a TermReq or close() the peer gets this long to read what is queued before the socket is destroyed (default 1000 ms). */
   lingerMs?: number;
   /**
    * Buffer libuv reads into, reused for every read (it may be shared by all connections of one event loop: reads run
-   * one at a time). Received views are then valid only during the handler call (the reader copies what an incomplete
-   * PDU still needs). Unset: ordinary 'data' events. An accepted socket must come from a server with pauseOnConnect.
+   * one at a time). Header views are then valid only during the handler call (data goes to the role's sink as it
+   * arrives, and a header that straddles reads is gathered by the reader). Unset: ordinary 'data' events. An accepted
+   * socket must come from a server with pauseOnConnect.
    */
   rxBuffer?: Buffer;
 }
@@ -128,25 +152,20 @@ export interface TcpConnectOptions {
 
 const EMPTY = Buffer.alloc(0);
 const DEFAULT_LINGER_MS = 1000;
-/**
- * Direct writes (writeToDescriptor in flush) on rxBuffer connections; NVME_TCP_DIRECT_WRITES=0 turns them off, for the
- * same-run ablation in bench/perf-target.ts (`--ts-env`).
- */
-const DIRECT_WRITES = process.env.NVME_TCP_DIRECT_WRITES !== '0';
 
 export class TcpConnection {
   readonly role: ConnectionRole;
   #state: ConnectionState;
   readonly #handler: ConnectionHandler;
-  readonly #received: PduHandlers;
+  /** ConnectionHandler.received's header handlers, by PDU type (a load per PDU, not a property lookup). */
+  readonly #headers: (HeaderHandler | undefined)[] = [];
   readonly #reader: PduReader;
   readonly #batch: PduBatch;
   readonly #reuse: boolean;
   readonly #lingerMs: number;
   #socket!: net.Socket;
   #framing: PduFraming = { hdgst: false, ddgst: false, pda: 0 };
-  /** No digests and no padding before data: sendResponse may carry data. */
-  #plain = true;
+  readonly #c2hMax: number;
   #inChunk = false;
   #flushScheduled = false;
   #readPaused = false;
@@ -157,7 +176,7 @@ export class TcpConnection {
    * Batches go straight to the descriptor when the stream holds nothing (writeToDescriptor). Only with rxBuffer, which only
    * plain TCP sockets get (a TLSSocket's descriptor carries records: its bytes must go through the TLS stream).
    */
-  readonly #direct: boolean;
+  readonly #toDescriptor: boolean;
   /** resume(): the synthetic ICReq is being fed to the reader; it is not the handler's. */
   #priming = false;
   /** detach() took the socket: no further event reaches the handler. */
@@ -226,38 +245,17 @@ export class TcpConnection {
     this.#state = initial;
     this.#handler = opts.handler;
     this.#reuse = opts.rxBuffer !== undefined;
-    this.#direct = this.#reuse && DIRECT_WRITES;
+    this.#toDescriptor = this.#reuse;
     this.#lingerMs = opts.lingerMs ?? DEFAULT_LINGER_MS;
-    this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0);
+    this.#batch = new PduBatch(opts.batchSlab ?? 256 * 1024, opts.batchCopyMax ?? 0, undefined, opts.batchCopyBudget ?? Infinity);
+    this.#c2hMax = opts.c2hDataMax ?? 128 * 1024;
     const h = opts.handler;
-    this.#received = h.received;
-    const d = h.direct;
-    const cmd = d?.[PduType.CAPSULE_CMD];
-    const resp = d?.[PduType.CAPSULE_RESP];
-    const c2h = d?.[PduType.C2H_DATA];
+    for (const t of [PduType.CAPSULE_CMD, PduType.CAPSULE_RESP, PduType.H2C_DATA, PduType.C2H_DATA, PduType.R2T] as const) this.#headers[t] = h.received[t];
     this.#reader = new PduReader({
       role: opts.role,
       onPdu: (pdu) => this.#onPdu(pdu),
       onFatal: (f) => this.fatal(f),
-      ...(h.onDataDigestError !== undefined ? { onDataDigestError: (pdu: Pdu) => this.#onDataDigestError(pdu) } : {}),
-      ...(cmd !== undefined
-        ? {
-            onCapsuleCmd: (sqe: Buffer) => {
-              if (this.#state === 'open') cmd(sqe);
-            },
-          }
-        : {}),
-      ...(resp !== undefined && c2h !== undefined
-        ? {
-            onCapsuleResp: (buf: Buffer, at: number) => {
-              if (this.#state === 'open') resp(buf, at);
-            },
-            onC2HDataHeader: (cccid: number, datao: number, datal: number, flags: number) => (this.#state === 'open' ? c2h.header(cccid, datao, datal, flags) : undefined),
-            onC2HDataEnd: (cccid: number, datal: number, flags: number) => {
-              if (this.#state === 'open') c2h.end(cccid, datal, flags);
-            },
-          }
-        : {}),
+      sink: { header: (type, psh, datal, flags) => this.#onHeader(type, psh, datal, flags), end: (sink, ok) => this.#onDataEnd(sink, ok) },
       ...(opts.maxDataLength !== undefined ? { maxDataLength: opts.maxDataLength } : {}),
       ...(opts.maxInCapsuleData !== undefined ? { maxInCapsuleData: opts.maxInCapsuleData } : {}),
       reusesChunks: this.#reuse,
@@ -282,7 +280,7 @@ export class TcpConnection {
     return this.#framing;
   }
 
-  /** Received views point into a reused buffer (TcpConnectionOptions.rxBuffer): copy whatever outlives the handler call. */
+  /** Header views point into a reused buffer (TcpConnectionOptions.rxBuffer): copy whatever outlives the handler call. */
   get reusesChunks(): boolean {
     return this.#reuse;
   }
@@ -316,10 +314,6 @@ export class TcpConnection {
   get batchBytes(): number {
     return this.#batch.bytes;
   }
-  /** Payload bytes the current batch copied into its slab (for an adaptive copy policy). */
-  get batchCopied(): number {
-    return this.#batch.copied;
-  }
   get readingPaused(): boolean {
     return this.#readPaused;
   }
@@ -330,7 +324,6 @@ export class TcpConnection {
    */
   setFraming(hdgst: boolean, ddgst: boolean, txPda = 0, rxPda = 0): void {
     this.#framing = { hdgst, ddgst, pda: txPda };
-    this.#plain = !hdgst && !ddgst && txPda === 0;
     this.#reader.setFraming(hdgst, ddgst, rxPda);
   }
 
@@ -339,31 +332,24 @@ export class TcpConnection {
   }
 
   /**
-   * Queue a PDU in this tick's batch; `payload` (PduBatch.add) says whether its data goes out as a view, a copy or a
-   * snapshot. False when the connection no longer sends (terminating or closed).
+   * Queue a PDU in this tick's batch; `lent` says how long its data stays as it is (PduBatch.add). False when the
+   * connection no longer sends (terminating or closed).
    */
-  send(pdu: Pdu, payload: C2HPayload = C2HPayload.VIEW): boolean {
+  send(pdu: Pdu, lent: Lent = Lent.STABLE): boolean {
     if (this.#state !== 'open' && this.#state !== 'connecting') return false;
-    this.#batch.add(pdu, this.#framing, payload);
+    this.#batch.add(pdu, this.#framing, lent);
     this.#queued();
     return true;
   }
 
-  /** The framing adds no digest and no padding (a `sendResponse` with data needs it). */
-  get plainFraming(): boolean {
-    return this.#plain;
-  }
-
   /**
-   * A command's completion with the CQE fields written in place (`status` 15-bit), without a PDU object: the
-   * controller's per-command send. `data` undefined: the CapsuleResp only (PduBatch.addCapsuleRespCqe). `data` set
-   * (plainFraming only): C2HData with `data` copied when the batch is written, and the CapsuleResp unless `success`
-   * (PduBatch.addReadReply; NVMe-TCP 1.0 §3.6.2.9, §3.6.2.7). False when the connection no longer sends.
+   * A command's completion (PduBatch.addCompletion): its data as C2HData, then its CapsuleResp unless the SUCCESS
+   * flag replaces it (`sqflowDisabled`; NVMe-TCP 1.0 §3.6.2.9). The controller's per-command send. False when the
+   * connection no longer sends.
    */
-  sendResponse(data: Buffer | undefined, success: boolean, dw0: number, dw1: number, sqhd: number, sqid: number, cid: number, status: number): boolean {
+  sendCompletion(c: Completion, sqid: number, sqflowDisabled: boolean): boolean {
     if (this.#state !== 'open') return false;
-    if (data === undefined) this.#batch.addCapsuleRespCqe(dw0, dw1, sqhd, sqid, cid, status, this.#framing);
-    else this.#batch.addReadReply(data, success, dw0, dw1, sqhd, sqid, cid, status, this.#framing);
+    this.#batch.addCompletion(c, sqid, sqflowDisabled, this.#framing, this.#c2hMax);
     this.#queued();
     return true;
   }
@@ -389,7 +375,7 @@ export class TcpConnection {
       return;
     }
     this.#bytesOut += bytes;
-    if (this.#direct && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
+    if (this.#toDescriptor && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
       batch.recycle(false);
       this.#handler.onFlushed?.(bytes, 0);
       return;
@@ -528,16 +514,32 @@ export class TcpConnection {
     }
   }
 
+  /** A control PDU (ICReq/ICResp, TermReq) from the reader. */
   #onPdu(pdu: Pdu): void {
     if (this.#priming) return;
     // After a TermReq the rest of the chunk is not acted on (TCP 1.0 §3.6.2.4/5: the connection is being torn down).
-    if (this.#state !== 'open' || dispatchPdu(this.#received, pdu)) return;
-    // A kind this role does not take here (the reader already refuses the other direction's types).
-    this.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${pdu.type}`, header: Buffer.from([pdu.type]) });
+    if (this.#state !== 'open') return;
+    const f = this.#handler.received[pdu.type as typeof PduType.IC_REQ] as ((p: Pdu) => void) | undefined;
+    if (f !== undefined) f(pdu);
+    else this.#unexpected(pdu.type);
   }
 
-  #onDataDigestError(pdu: Pdu): void {
-    if (this.#state === 'open') this.#handler.onDataDigestError?.(pdu);
+  /** Every other PDU: its header handler, which says where its data goes. */
+  #onHeader(type: PduType, psh: Buffer, datal: number, flags: number): DataSink | undefined {
+    if (this.#state !== 'open') return undefined;
+    const f = this.#headers[type];
+    if (f !== undefined) return f(psh, datal, flags);
+    this.#unexpected(type);
+    return undefined;
+  }
+
+  #onDataEnd(sink: DataSink, digestOk: boolean): void {
+    if (this.#state === 'open') this.#handler.dataEnd?.(sink, digestOk);
+  }
+
+  /** A kind this role does not take here (the reader already refuses the other direction's types). */
+  #unexpected(type: number): void {
+    this.fatal({ fes: Fes.PDU_SEQUENCE_ERROR, fei: 0, reason: `unexpected PDU type ${type}`, header: Buffer.from([type]) });
   }
 
   #internalError(err: unknown): void {

@@ -9,7 +9,6 @@ import {
   SqeOffset,
   encodeDsmCmd,
   encodeDsmRanges,
-  encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
   RESV_REPORT_EDS,
@@ -236,8 +235,11 @@ export class Namespace implements IoSqeBuilder {
     if (lba + blocks > this.#capacity) throw this.#beyond(lba, blocks);
   }
 
+  /** A Read/Write-family SQE of its own for the promise path (SubmitSpec), by the one writer both APIs use (#writeRw). */
   #rw(opcode: number, lba: number, blocks: number, fua: boolean): Buffer {
-    return encodeRwCmd({ opcode, cid: 0, nsid: this.info.nsid, slba: BigInt(lba), nlb: blocks, fua });
+    const sqe = Buffer.allocUnsafe(64);
+    this.#writeRw(sqe, opcode, lba, blocks, fua);
+    return sqe;
   }
 
   /** Run [lba, lba+blocks) as commands of at most maxBlocksPerCommand, all in flight at once. */
@@ -306,17 +308,25 @@ export class Namespace implements IoSqeBuilder {
 
   /** IoSqeBuilder: Read/Write SQE (NVM Command Set 1.0 §3.2.4/§3.2.6) written in place, no allocation. */
   buildIoSqe(sqe: Buffer, io: IoRequest): number {
-    // TypedArray set and plain byte stores: Buffer.fill and writeUInt32LE's argument checks were ~3 % of the host's
-    // CPU per I/O (docs/performance.md, "Host path, third pass").
+    this.#writeRw(sqe, io.write ? NvmOpcode.WRITE : NvmOpcode.READ, io.lba, io.blocks, io.fua === true);
+    return io.blocks * this.info.blockSize;
+  }
+
+  /**
+   * The initiator's one Read/Write-family SQE writer (NVM Command Set 1.0 §3.2.4/§3.2.6; Compare shares the layout):
+   * all 64 bytes but CID and SGL, which the queue fills in (QueuePair: CID, setSgl). TypedArray set and plain byte
+   * stores: Buffer.fill and writeUInt32LE's argument checks were ~3 % of the host's CPU per I/O (docs/performance.md,
+   * "Host path, third pass").
+   */
+  #writeRw(sqe: Buffer, opcode: number, lba: number, blocks: number, fua: boolean): void {
     sqe.set(ZERO_SQE);
-    sqe[SqeOffset.opcode] = io.write ? NvmOpcode.WRITE : NvmOpcode.READ;
+    sqe[SqeOffset.opcode] = opcode;
     sqe[SqeOffset.flags] = PSDT_SGL;
     wr32(sqe, SqeOffset.nsid, this.info.nsid);
     // SLBA is CDW11:CDW10; wr32 stores the low 32 bits, exact for any safe integer split this way.
-    wr32(sqe, SqeOffset.cdw10, io.lba >>> 0);
-    wr32(sqe, SqeOffset.cdw11, Math.floor(io.lba / 0x1_0000_0000));
-    wr32(sqe, SqeOffset.cdw12, ((io.blocks - 1) & RwCdw12.NLB_MASK) | (io.fua === true ? RwCdw12.FUA : 0));
-    return io.blocks * this.info.blockSize;
+    wr32(sqe, SqeOffset.cdw10, lba >>> 0);
+    wr32(sqe, SqeOffset.cdw11, Math.floor(lba / 0x1_0000_0000));
+    wr32(sqe, SqeOffset.cdw12, ((blocks - 1) & RwCdw12.NLB_MASK) | (fua ? RwCdw12.FUA : 0));
   }
 
   /** Write `data` (a whole number of blocks) at `lba`. */

@@ -6,7 +6,9 @@ import { Buffer } from 'node:buffer';
 import { TcpConnection, type ConnectionFatal, type ConnectionHandler } from '../../connection/index.js';
 import {
   ConnectionClosedError,
+  CqeOffset,
   DataPduOffset,
+  DataPshOffset,
   Fes,
   PduFlag,
   PduType,
@@ -17,8 +19,8 @@ import {
   fesName,
   packDigests,
 } from '../../protocol/index.js';
-import type { C2HDataPdu, CapsuleCmdPdu, H2CDataPdu, IcRespPdu, Pdu, R2TPdu } from '../../protocol/index.js';
-import { rd16 } from '../../protocol/le.js';
+import type { CapsuleCmdPdu, DataSink, H2CDataPdu, IcRespPdu } from '../../protocol/index.js';
+import { rd16, rd32 } from '../../protocol/le.js';
 import { tlsConnect, type TlsQueueCredentials } from '../tls.js';
 
 /** A command as the transport needs to see it: where its data comes from or goes to. */
@@ -86,8 +88,6 @@ const ALLOWED: Readonly<Record<QueueState, readonly QueueState[]>> = {
 };
 
 const NO_DATA: Buffer[] = [];
-/** Command Identifier in a CQE (NVMe Base 2.0 §4.2.1, Dword 3 bits 15:0). */
-const CQE_CID = 12;
 const EMPTY = Buffer.alloc(0);
 /** Receive buffer: large enough for a 128 KiB C2HData PDU per read. */
 const RX_BUFFER = 256 * 1024;
@@ -110,29 +110,20 @@ export class HostTcpQueue {
   #closeErr: Error | undefined;
   /** The host role's side of the connection core (one object per queue). */
   readonly #handler: ConnectionHandler = {
-    // One entry per PDU kind a host takes; the connection core makes any other kind a sequence error.
+    // One entry per PDU kind a host takes; the connection core makes any other kind a sequence error. The data-path
+    // kinds arrive as header views, nothing allocated per I/O, with or without digests.
     received: {
       [PduType.IC_RESP]: (pdu) => this.#handleIcResp(pdu),
-      [PduType.CAPSULE_RESP]: (pdu) => {
-        const cid = rd16(pdu.cqe, CQE_CID);
-        this.#handlers?.onResponse(pdu.cqe, 0, this.#handlers.command(cid), cid);
+      [PduType.CAPSULE_RESP]: (cqe) => {
+        const cid = rd16(cqe, CqeOffset.cid);
+        this.#handlers?.onResponse(cqe, 0, this.#handlers.command(cid), cid);
+        return undefined;
       },
-      [PduType.C2H_DATA]: (pdu) => this.#handleC2HData(pdu),
-      [PduType.R2T]: (pdu) => this.#handleR2T(pdu),
+      [PduType.C2H_DATA]: (psh, datal, flags) => this.#c2hDataHeader(rd16(psh, DataPshOffset.cccid), rd32(psh, DataPshOffset.datao), datal, flags),
+      [PduType.R2T]: (psh) => this.#handleR2T(rd16(psh, DataPshOffset.cccid), rd16(psh, DataPshOffset.ttag), rd32(psh, DataPshOffset.r2to), rd32(psh, DataPshOffset.r2tl)),
       [PduType.C2H_TERM_REQ]: (pdu) => this.#fail(new TransportFatalError(`${this.#label()}: controller sent C2HTermReq: ${fesName(pdu.fes)} (fei ${pdu.fei})`, pdu.fes, pdu.fei)),
     },
-    // The read path without PDU objects (PduReaderOptions.onCapsuleResp / onC2HData*): nothing allocated per I/O.
-    direct: {
-      [PduType.CAPSULE_RESP]: (buf, at) => {
-        const cid = rd16(buf, at + CQE_CID);
-        this.#handlers?.onResponse(buf, at, this.#handlers.command(cid), cid);
-      },
-      [PduType.C2H_DATA]: {
-        header: (cccid, datao, datal) => this.#c2hDataHeader(cccid, datao, datal),
-        end: (cccid, _datal, flags) => this.#c2hDataEnd(cccid, flags),
-      },
-    },
-    onDataDigestError: (pdu) => this.#handleDataDigestError(pdu),
+    dataEnd: (_sink, digestOk) => this.#c2hDataEnd(digestOk),
     onFatal: (f) => this.#onFatal(f),
     onInternalError: (err) => this.#fail(new ConnectionClosedError(`${this.#label()}: internal error handling received data`, { cause: err })),
     // TCP connected (connecting → open): the IC exchange starts (TCP 1.0 §3.3).
@@ -146,9 +137,12 @@ export class HostTcpQueue {
           : new ConnectionClosedError(`${this.#label()}: connection closed by ${this.#opts.host}:${this.#opts.port}`),
       ),
   };
-  /** The command a direct C2HData is being copied for, and where its data ends. */
+  /** The C2HData whose data is arriving: its command, CCCID, where its data ends, its CH flags, and its sink. */
   #dataCmd: HostCommand | undefined;
+  #dataCid = 0;
   #dataEnd = 0;
+  #dataFlags = 0;
+  readonly #sink: DataSink = { buf: EMPTY, at: 0 };
 
   constructor(opts: TcpQueueOptions) {
     this.#opts = opts;
@@ -266,28 +260,11 @@ export class HostTcpQueue {
   }
 
   /**
-   * C2HData as a PDU object (digests on, or a reader without the direct path): the same checks and completion as the
-   * direct path (#c2hDataHeader, #c2hDataEnd), with the data copied from the received views.
+   * The C2HData checks (TCP 1.0 §3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data): a read command with
+   * this CID, in-order offsets within its buffer. Returns where its data goes (the command's buffer at DATAO), or
+   * undefined once the connection ends. A C2HData without data (SUCCESS only) completes at once (#c2hDataEnd).
    */
-  #handleC2HData(pdu: C2HDataPdu): void {
-    let len = 0;
-    for (const d of pdu.data) len += d.length;
-    const dst = this.#c2hDataHeader(pdu.cccid, pdu.datao, len);
-    if (dst === undefined) return;
-    let off = pdu.datao;
-    for (const d of pdu.data) {
-      d.copy(dst, off);
-      off += d.length;
-    }
-    this.#c2hDataEnd(pdu.cccid, pdu.success ? PduFlag.DATA_SUCCESS : 0);
-  }
-
-  /**
-   * The C2HData checks, once for both paths (TCP 1.0 §3.6.2.9; Linux nvme_tcp_handle_c2h_data / nvme_tcp_recv_data):
-   * a read command with this CID, in-order offsets within its buffer. Returns the buffer to copy into, or undefined
-   * once the connection ends.
-   */
-  #c2hDataHeader(cccid: number, datao: number, datal: number): Buffer | undefined {
+  #c2hDataHeader(cccid: number, datao: number, datal: number, flags: number): DataSink | undefined {
     const cmd = this.#c2hCommand(cccid);
     if (cmd === undefined || cmd.c2h === undefined) return undefined;
     const finding = checkC2HData(datao, datal, cmd.c2hReceived, cmd.c2h.length);
@@ -296,20 +273,28 @@ export class HostTcpQueue {
       return undefined;
     }
     this.#dataCmd = cmd;
+    this.#dataCid = cccid;
     this.#dataEnd = datao + datal;
-    return cmd.c2h;
+    this.#dataFlags = flags;
+    const sink = this.#sink;
+    sink.buf = cmd.c2h;
+    sink.at = datao;
+    return sink;
   }
 
   /**
    * The data of the C2HData #c2hDataHeader accepted has arrived. TCP 1.0 §3.6.2.9: SUCCESS completes the command
    * without a CapsuleResp, with the data that came (SPDK ends an Authentication Receive short of its buffer; checkC2HData).
+   * A data digest mismatch fails the command with DATA_XFER_ERROR once it completes (Linux nvme_tcp_ddgst_error path).
    */
-  #c2hDataEnd(cccid: number, flags: number): void {
+  #c2hDataEnd(digestOk: boolean): void {
     const cmd = this.#dataCmd;
     this.#dataCmd = undefined;
+    this.#sink.buf = EMPTY;
     if (cmd === undefined) return;
     cmd.c2hReceived = this.#dataEnd;
-    if ((flags & PduFlag.DATA_SUCCESS) !== 0) this.#handlers?.onResponse(undefined, 0, cmd, cccid);
+    if (!digestOk) cmd.transportStatus = DATA_XFER_ERROR;
+    if ((this.#dataFlags & PduFlag.DATA_SUCCESS) !== 0) this.#handlers?.onResponse(undefined, 0, cmd, this.#dataCid);
   }
 
   /** The read command a C2HData's CCCID names; otherwise H2CTermReq (FEI: the CCCID field) and undefined. */
@@ -321,13 +306,13 @@ export class HostTcpQueue {
   }
 
   /** R2T (TCP 1.0 §3.6.2.10; Linux nvme_tcp_handle_r2t): answer with H2CData chunks ≤ MAXH2CDATA, DATA_LAST on the last one. */
-  #handleR2T(pdu: R2TPdu): void {
-    const cmd = this.#handlers?.command(pdu.cccid);
+  #handleR2T(cccid: number, ttag: number, r2to: number, r2tl: number): undefined {
+    const cmd = this.#handlers?.command(cccid);
     if (cmd === undefined || cmd.h2c === undefined) {
-      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `R2T for unknown or non-write cid 0x${pdu.cccid.toString(16)}`);
+      this.#protocolError(Fes.INVALID_HEADER_FIELD, DataPduOffset.cccid, `R2T for unknown or non-write cid 0x${cccid.toString(16)}`);
       return;
     }
-    const finding = checkR2T(pdu.r2to, pdu.r2tl, cmd.h2cSent, cmd.h2c.length);
+    const finding = checkR2T(r2to, r2tl, cmd.h2cSent, cmd.h2c.length);
     if (finding !== undefined) {
       this.#conn?.fatal(finding);
       return;
@@ -335,13 +320,13 @@ export class HostTcpQueue {
     const conn = this.#conn;
     if (conn === undefined) return;
     const max = this.#params?.maxh2cdata ?? 4096;
-    const end = pdu.r2to + pdu.r2tl;
+    const end = r2to + r2tl;
     const h2c = this.#h2c;
     const data = this.#h2cData;
-    h2c.cccid = pdu.cccid;
-    h2c.ttag = pdu.ttag;
+    h2c.cccid = cccid;
+    h2c.ttag = ttag;
     h2c.data = data;
-    for (let off = pdu.r2to; off < end; ) {
+    for (let off = r2to; off < end; ) {
       const n = Math.min(max, end - off);
       h2c.datao = off;
       h2c.last = off + n === end;
@@ -352,21 +337,6 @@ export class HostTcpQueue {
     // Not pinning the command's buffer once its data is queued.
     data[0] = EMPTY;
     cmd.h2cSent = end;
-  }
-
-  /** Linux nvme_tcp_ddgst_error path: the command completes with DATA_XFER_ERROR once its response arrives. */
-  #handleDataDigestError(pdu: Pdu): void {
-    if (pdu.type !== PduType.C2H_DATA) {
-      this.#protocolError(Fes.HEADER_DIGEST_ERROR, 0, 'data digest error');
-      return;
-    }
-    const cmd = this.#c2hCommand(pdu.cccid);
-    if (cmd === undefined) return;
-    let len = 0;
-    for (const d of pdu.data) len += d.length;
-    cmd.c2hReceived = pdu.datao + len;
-    cmd.transportStatus = DATA_XFER_ERROR;
-    if (pdu.success) this.#handlers?.onResponse(undefined, 0, cmd, pdu.cccid);
   }
 
   /** A target broke the protocol: H2CTermReq with the finding, then close (TCP 1.0 §3.6.2.4); onFatal follows. */

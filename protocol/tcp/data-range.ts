@@ -5,6 +5,11 @@ import type { FatalFinding } from './validate.js';
 
 /** Byte offsets of the data PDU header fields a finding points at (TCP 1.0 §3.6.2.8–10, Figures 29–31). */
 export const DataPduOffset = { flags: 1, cccid: 8, ttag: 10, datao: 12, datal: 16, r2to: 12, r2tl: 16 } as const;
+/**
+ * The same fields in the PDU-specific header view a reader's sink gets (PduSink.header): DataPduOffset less the 8-byte
+ * CH (§3.6.1, Figure 17).
+ */
+export const DataPshOffset = { cccid: 0, ttag: 2, datao: 4, datal: 8, r2to: 4, r2tl: 8 } as const;
 
 /**
  * H2CData received by a controller (TCP 1.0 §3.6.2.8): its data must continue the R2T's range in order, at

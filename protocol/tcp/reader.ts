@@ -1,57 +1,74 @@
 // Incremental PDU receiver (TCP 1.0 §3.6): CH(8) → rest of header(+HDGST+pad) → DATA → DDGST, over chunks of any size.
-// Header bytes are copied only when a header straddles chunks; payload is handed out as views.
+// One route per PDU: its header view goes to the role's sink (PduSink), which says where its data goes; the data is
+// copied there as it arrives, digest verified on the way. Control PDUs, and every PDU of a reader without a sink
+// (harness peers, tests), become objects through the reader's own sink. Header bytes are copied only when a header
+// straddles chunks.
 import { Buffer } from 'node:buffer';
-import { CAPSULE_CMD_HLEN, CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
+import { CH_SIZE, DIGEST_SIZE, Fes, PDU_INFO, PduFlag, PduType } from './constants.js';
 import { crc32c } from './crc32c.js';
 import { rd16, rd32 } from '../le.js';
 import type { Pdu } from './pdu.js';
-import { type FatalFinding, type ReceiverRole, validateDatal, validatePduHeader, validatePduSpecific } from './validate.js';
+import { type FatalFinding, type ReceiverRole, validatePduHeader, validatePduSpecific } from './validate.js';
 
 export interface ReaderFatal extends FatalFinding {
   /** The offending header bytes as far as they were received (for the TermReq's error data). */
   header: Buffer;
 }
 
+/**
+ * Where the data of one received PDU goes: copied into `buf` from `at` as it arrives, across chunks, with its data
+ * digest computed over the same bytes (Linux nvme_tcp_recv_data copies straight into the request). The role owns the
+ * object (usually one reused per connection, or the command record itself), so nothing is allocated per PDU.
+ */
+export interface DataSink {
+  buf: Buffer;
+  at: number;
+}
+
+/**
+ * A role's side of the data path: every PDU but the control ones (ICReq/ICResp, TermReq), with or without digests.
+ * One call per PDU, then one more for a PDU that carries data.
+ */
+export interface PduSink {
+  /**
+   * A valid header (CH checked, header digest verified when on): `psh` is a view of its PDU-specific header (the SQE
+   * of a CapsuleCmd, the CQE of a CapsuleResp, the 16 bytes after the CH of an R2T or data PDU), valid only during
+   * the call; `flags` the CH flags. A PDU with data (`datal` > 0) returns where its data goes; undefined means the
+   * role ended the connection, and the reader stops ('failed'). Without data the return value only says whether
+   * `end` follows (a C2HData may carry none).
+   */
+  header(type: PduType, psh: Buffer, datal: number, flags: number): DataSink | undefined;
+  /** The data of the PDU whose header returned `sink` is in `sink.buf`; `digestOk` false: its DDGST did not match. */
+  end(sink: DataSink, digestOk: boolean): void;
+}
+
 export interface PduReaderOptions {
   role: ReceiverRole;
-  /** Called for every complete, valid PDU. Data buffers are views into the received chunks. */
+  /**
+   * PDUs as objects, built from the same header view and a data sink of the reader's own: the control PDUs
+   * (ICReq/ICResp, TermReq) always, every kind when `sink` is unset (harness peers, tests). Data is owned by the PDU.
+   */
   onPdu: (pdu: Pdu) => void;
   /** Called once on the first fatal finding; the reader then ignores all further input. */
   onFatal: (finding: ReaderFatal) => void;
   /**
-   * Called instead of onPdu when a PDU's data digest does not match (TCP 1.0 §3.6.1.4 leaves recovery to the
-   * command: Linux hosts complete it with DATA_XFER_ERROR). Without a handler it is fatal (FES 3, as SPDK does).
+   * A PDU object whose data digest does not match (TCP 1.0 §3.6.1.4 leaves recovery to the command: Linux hosts
+   * complete it with DATA_XFER_ERROR). Without a handler it is fatal (FES 3, as SPDK does). A `sink` hears it in end().
    */
   onDataDigestError?: (pdu: Pdu) => void;
+  /** The role's data path (PduSink): every PDU but the control ones. */
+  sink?: PduSink;
   /** Largest data length accepted per H2CData/C2HData PDU (MAXH2CDATA); 0 = unlimited. */
   maxDataLength?: number;
   /** Largest in-capsule data accepted in one CapsuleCmd; 0 = unlimited. */
   maxInCapsuleData?: number;
   /**
    * The caller reuses each chunk's memory after push() returns (a socket reading into one static buffer,
-   * docs/performance.md, Baseline facts). The reader then copies the header and data views of a PDU left incomplete at the end of a
-   * chunk; views handed to onPdu stay valid only during that call, as always.
+   * docs/performance.md, Baseline facts). Data never stays in a chunk (it goes to its sink as it arrives) and a header
+   * that straddles chunks is gathered in the reader's own buffer, so this only lets the reader keep its views of the
+   * chunk (#viewOf): header views handed to `header` are valid only during that call, as always.
    */
   reusesChunks?: boolean;
-  /**
-   * Controller role, no header digest: a CapsuleCmd without in-capsule data is handed over as its SQE view (valid only
-   * during the call) instead of a PDU object wrapping it. Hot path: every command arrives this way.
-   */
-  onCapsuleCmd?: (sqe: Buffer) => void;
-  /**
-   * Host role, no digests: a CapsuleResp is handed over as the chunk and the CQE's offset in it instead of a PDU
-   * object and a view (valid only during the call). Hot path: nothing is allocated per response.
-   */
-  onCapsuleResp?: (buf: Buffer, cqeOff: number) => void;
-  /**
-   * Host role, no digests: a C2HData header asks for the buffer its data goes to; the reader copies the data there
-   * at `datao` as it arrives (across chunks, no view and no staging copy: Linux nvme_tcp_recv_data copies straight
-   * into the request), then calls onC2HDataEnd. The callee checks the PDU against its command (TCP 1.0 §3.6.2.9)
-   * and returns undefined after it ended the connection; the reader then stops. `flags` are the CH flags (LAST,
-   * SUCCESS).
-   */
-  onC2HDataHeader?: (cccid: number, datao: number, datal: number, flags: number) => Buffer | undefined;
-  onC2HDataEnd?: (cccid: number, datal: number, flags: number) => void;
 }
 
 /**
@@ -79,24 +96,13 @@ export const RX_STATE_NAMES: readonly PduReaderState[] = ['ch', 'head', 'data', 
 /** PDU_READER_TRANSITIONS as one bit per allowed next state, by state id: a per-PDU edge is a load and an AND. */
 const RX_EDGES = Uint8Array.from(RX_STATE_NAMES, (s) => PDU_READER_TRANSITIONS[s].reduce((m, n) => m | (1 << RX_STATE_NAMES.indexOf(n)), 0));
 
-/**
- * Direct handlers (#wholeHeader), as #checkCh decides them for a CH and #knownDirect keeps them: no header digest,
- * and a CapsuleCmd without data with onCapsuleCmd set, a CapsuleResp with onCapsuleResp set, a C2HData on the direct
- * C2HData path (#fastData). 0: none, the PDU takes #headerComplete.
- */
-const DIRECT_CMD = 1;
-const DIRECT_RESP = 2;
-const DIRECT_C2H = 3;
-
-/** The direct callbacks a reader without them holds; never called (#checkCh gives no DIRECT_* for them). */
-function noDirect(): undefined {
-  return undefined;
-}
-
 /** The 32-bit little-endian word at `o` as an int32 (what the known-CH table stores): bit operations only. */
 function i32(b: Buffer, o: number): number {
   return (b[o] as number) | ((b[o + 1] as number) << 8) | ((b[o + 2] as number) << 16) | ((b[o + 3] as number) << 24);
 }
+
+/** By PDU type, 1 for the control PDUs (ICReq/ICResp, TermReq): they always reach onPdu as objects. */
+const CONTROL = Uint8Array.from({ length: 256 }, (_, t) => (t === PduType.IC_REQ || t === PduType.IC_RESP || t === PduType.H2C_TERM_REQ || t === PduType.C2H_TERM_REQ ? 1 : 0));
 
 /** Slots of the known-CH table (#recvCh): PDU types are 0x00–0x09 (§3.6.1 Figure 17). */
 const KNOWN_SLOTS = 16;
@@ -105,16 +111,24 @@ const KNOWN_SLOTS = 16;
  * for the 72-byte capsules of a QD32 batch.
  */
 const VIEW_SLOTS = 1024;
+const NO_HEAD = Buffer.alloc(0);
+
+/**
+ * The reader's own sink for PDUs handed over as objects (PduReaderOptions.onPdu): the header copied, the data into
+ * a buffer of its own. Not on the data path of either role.
+ */
+class ObjectSink implements DataSink {
+  buf: Buffer = NO_HEAD;
+  at = 0;
+  head: Buffer = NO_HEAD;
+}
 
 export class PduReader {
   #state: RxState = RxState.CH;
   #opts: PduReaderOptions;
-  /** PduReaderOptions.reusesChunks and the direct callbacks, read once: push() and its receive methods load fields. */
+  /** PduReaderOptions.reusesChunks and the sink, read once: push() and its receive methods load fields. */
   readonly #reuses: boolean;
-  readonly #onCapsuleCmd: (sqe: Buffer) => void;
-  readonly #onCapsuleResp: (buf: Buffer, cqeOff: number) => void;
-  readonly #onC2HDataHeader: NonNullable<PduReaderOptions['onC2HDataHeader']>;
-  readonly #onC2HDataEnd: NonNullable<PduReaderOptions['onC2HDataEnd']>;
+  readonly #sink: PduSink | undefined;
   #icDone = false;
   /**
    * The known-CH table (#recvCh): a CH identical to one validatePduHeader accepted in this context (same framing and
@@ -126,16 +140,14 @@ export class PduReader {
   readonly #knownPlen = new Int32Array(KNOWN_SLOTS).fill(-1);
   readonly #knownHead = new Int32Array(KNOWN_SLOTS).fill(0x7fffffff);
   readonly #knownData = new Int32Array(KNOWN_SLOTS);
-  /** By PDU type, the known CH's direct handler (DIRECT_*, 0 for none; #checkCh decides it once per CH). */
-  readonly #knownDirect = new Uint8Array(KNOWN_SLOTS);
-  /** Host role, IC done, no digests, PDA 0, and the onC2HData* callbacks set: the direct C2HData path applies. */
-  #fastData = false;
-  /** Direct C2HData in progress: where its data goes, the PDU's datao, cccid and flags. */
-  #direct: Buffer | undefined;
-  #directAt = 0;
-  #directCid = 0;
-  #directFlags = 0;
-  /** Views of the reused receive buffer (SQEs, direct C2HData copies), by offset slot (#viewOf). */
+  /** Data in progress: the sink it goes to, that sink's buffer and where this PDU's data starts in it. */
+  #dst: DataSink | undefined;
+  #dstBuf: Buffer = NO_HEAD;
+  #dstAt = 0;
+  /** The data in progress belongs to a PDU object (#objectSink), not to the role's sink. */
+  #toObject = false;
+  readonly #objectSink = new ObjectSink();
+  /** Views of the reused receive buffer (header views, data copies' sources), by offset slot (#viewOf). */
   readonly #views: (Buffer | undefined)[] = new Array<Buffer | undefined>(VIEW_SLOTS).fill(undefined);
   /** The receive buffer those views are of, and its byteOffset; another buffer empties the cache (checked once per push). */
   #viewsOf: Buffer | undefined;
@@ -145,21 +157,15 @@ export class PduReader {
   #pda = 0;
   readonly #ch = Buffer.alloc(CH_SIZE);
   #chHave = 0;
+  /** A header that straddles chunks, gathered (never a view of a chunk). */
   #head: Buffer = this.#ch;
   #headHave = 0;
   #headLen = 0;
   #dataLen = 0;
   #dataHave = 0;
-  #data: Buffer[] = [];
+  /** The data in progress carries a DDGST (§3.6.1.4; TermReq data has none). */
+  #wantsDdgst = false;
   #crc = 0;
-  /**
-   * With reusesChunks, where the data of a PDU that spans reads accumulates (one buffer per reader, grown to the
-   * largest such PDU and reused): copying each partial view into a fresh Buffer cost a zero-filled allocation per
-   * read, 22 % of the host's CPU at 128 KiB reads (docs/performance.md). Handlers copy out during onPdu, as they must
-   * for views of the reused chunk, so reusing this buffer is as safe.
-   */
-  #stage: Buffer | undefined;
-  #staging = false;
   readonly #ddgstBuf = Buffer.alloc(DIGEST_SIZE);
   #ddgstHave = 0;
   /** Bytes consumed over the connection's life (for diagnostics). */
@@ -169,18 +175,13 @@ export class PduReader {
     // A copy: setMaxDataLength must not write into an options object the caller may share between connections.
     this.#opts = { ...opts };
     this.#reuses = opts.reusesChunks === true;
-    // Called only where #checkCh found the option set (DIRECT_*).
-    this.#onCapsuleCmd = opts.onCapsuleCmd ?? noDirect;
-    this.#onCapsuleResp = opts.onCapsuleResp ?? noDirect;
-    this.#onC2HDataHeader = opts.onC2HDataHeader ?? noDirect;
-    this.#onC2HDataEnd = opts.onC2HDataEnd ?? noDirect;
+    this.#sink = opts.sink;
   }
 
   /** Apply the digests negotiated by ICReq/ICResp and the receiver's alignment; call from onPdu of the IC PDU. */
   setFraming(hdgst: boolean, ddgst: boolean, pda = 0): void {
     // The CHs accepted so far were accepted under the old framing.
     this.#knownWord.fill(-1);
-    this.#fastData = this.#icDone && this.#opts.role === 'host' && !hdgst && !ddgst && pda === 0 && this.#opts.onC2HDataHeader !== undefined && this.#opts.onC2HDataEnd !== undefined;
     this.#hdgst = hdgst;
     this.#ddgst = ddgst;
     this.#pda = pda;
@@ -237,8 +238,6 @@ export class PduReader {
       else if (state === RxState.DDGST) off = this.#recvDdgst(chunk, off, n);
       else return;
     }
-    // Only a PDU left incomplete in views of the chunk needs copying out (#detach); the check spares the call.
-    if (this.#reuses && this.#state >= RxState.DATA && this.#direct === undefined) this.#detach(chunk);
   }
 
   /** A new receive buffer: the view cache (#viewOf) is of the previous one. */
@@ -258,7 +257,8 @@ export class PduReader {
     if (this.#chHave === 0 && type < KNOWN_SLOTS && n - off >= (this.#knownHead[type] as number) && this.#knownWord[type] === i32(chunk, off) && this.#knownPlen[type] === i32(chunk, off + 4)) {
       this.#headLen = this.#knownHead[type] as number;
       this.#dataLen = this.#knownData[type] as number;
-      return this.#wholeHeader(chunk, off, this.#knownDirect[type] as number);
+      this.#headerComplete(chunk, off, true);
+      return off + this.#headLen;
     }
     return this.#newCh(chunk, off, n);
   }
@@ -266,10 +266,12 @@ export class PduReader {
   /** A CH to validate (or one that straddles chunks): then the rest of its header from this chunk or in 'head'. */
   #newCh(chunk: Buffer, off: number, n: number): number {
     if (this.#chHave > 0 || n - off < CH_SIZE) return this.#gatherCh(chunk, off, n);
-    const direct = this.#checkCh(chunk.subarray(off, off + CH_SIZE));
-    if (direct < 0) return n;
+    if (!this.#checkCh(chunk.subarray(off, off + CH_SIZE))) return n;
     const headLen = this.#headLen;
-    if (n - off >= headLen) return this.#wholeHeader(chunk, off, direct);
+    if (n - off >= headLen) {
+      this.#headerComplete(chunk, off, false);
+      return off + headLen;
+    }
     this.#head = Buffer.allocUnsafe(headLen);
     chunk.copy(this.#head, 0, off, n);
     this.#headHave = n - off;
@@ -285,12 +287,12 @@ export class PduReader {
     off += take;
     if (this.#chHave < CH_SIZE) return off;
     this.#chHave = 0;
-    if (this.#checkCh(this.#ch) < 0) return n;
+    if (!this.#checkCh(this.#ch)) return n;
     this.#head = Buffer.allocUnsafe(this.#headLen);
     this.#ch.copy(this.#head, 0);
     this.#headHave = CH_SIZE;
     this.#go(RxState.HEAD);
-    if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
+    if (this.#headHave === this.#headLen) this.#gathered();
     return off;
   }
 
@@ -299,38 +301,32 @@ export class PduReader {
     const take = Math.min(this.#headLen - this.#headHave, n - off);
     chunk.copy(this.#head, this.#headHave, off, off + take);
     this.#headHave += take;
-    if (this.#headHave === this.#headLen && !this.#headerComplete()) return n;
+    if (this.#headHave === this.#headLen) this.#gathered();
     return off + take;
+  }
+
+  /** A gathered header is complete: handled as one found whole in a chunk; the reader then forgets it. */
+  #gathered(): void {
+    const head = this.#head;
+    this.#head = this.#ch;
+    this.#headerComplete(head, 0, false);
+    if (this.#state === RxState.HEAD) this.#go(RxState.CH);
   }
 
   /**
-   * Data: a direct C2HData's is copied to the buffer onC2HDataHeader gave, at datao, then onC2HDataEnd; any other
-   * PDU's is kept as views (#keepViews). A kept view of a reused chunk (#viewOf) spares the view Buffer.copy makes of
-   * part of a buffer.
+   * Data: copied into its sink at its offset as it arrives, the data digest computed over the same view. A view of a
+   * reused chunk (#viewOf) spares the view Buffer.copy makes of part of a buffer.
    */
   #recvData(chunk: Buffer, off: number, n: number): number {
     const take = Math.min(this.#dataLen - this.#dataHave, n - off);
-    const direct = this.#direct;
-    if (direct === undefined) return this.#keepViews(chunk, off, take);
-    if (this.#reuses) direct.set(this.#viewOf(chunk, off, take), this.#directAt + this.#dataHave);
-    else chunk.copy(direct, this.#directAt + this.#dataHave, off, off + take);
+    const src = this.#viewOf(chunk, off, take);
+    this.#dstBuf.set(src, this.#dstAt + this.#dataHave);
+    if (this.#wantsDdgst) this.#crc = crc32c(src, this.#crc);
     this.#dataHave += take;
     if (this.#dataHave === this.#dataLen) {
-      this.#direct = undefined;
-      this.#go(RxState.CH);
-      this.#onC2HDataEnd(this.#directCid, this.#dataLen, this.#directFlags);
+      if (this.#wantsDdgst) this.#go(RxState.DDGST);
+      else this.#end(true);
     }
-    return off + take;
-  }
-
-  /** Data of a PDU handed to onPdu: kept as views of the chunks, or staged (#detach) when the chunk is reused. */
-  #keepViews(chunk: Buffer, off: number, take: number): number {
-    const view = chunk.subarray(off, off + take);
-    if (this.#staging) view.copy(this.#stage as Buffer, this.#dataHave);
-    else this.#data.push(view);
-    if (this.#wantsDdgst()) this.#crc = crc32c(view, this.#crc);
-    this.#dataHave += take;
-    if (this.#dataHave === this.#dataLen) this.#dataComplete();
     return off + take;
   }
 
@@ -339,40 +335,8 @@ export class PduReader {
     const take = Math.min(DIGEST_SIZE - this.#ddgstHave, n - off);
     chunk.copy(this.#ddgstBuf, this.#ddgstHave, off, off + take);
     this.#ddgstHave += take;
-    if (this.#ddgstHave === DIGEST_SIZE) this.#finish(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
+    if (this.#ddgstHave === DIGEST_SIZE) this.#end(this.#ddgstBuf.readUInt32LE(0) === this.#crc);
     return off + take;
-  }
-
-  /**
-   * The whole header is in this chunk. A CH with a direct handler (`direct`, DIRECT_*: no header digest, and the
-   * handler set) skips the header view and the PDU object: a CapsuleCmd without data goes to onCapsuleCmd as its SQE,
-   * a CapsuleResp to onCapsuleResp in place, a C2HData into its direct copy once its datal holds (as #headerComplete
-   * would check). Everything else, and any finding, takes #headerComplete.
-   */
-  #wholeHeader(chunk: Buffer, off: number, direct: number): number {
-    const end = off + this.#headLen;
-    if (direct === DIRECT_RESP) this.#onCapsuleResp(chunk, off + CH_SIZE);
-    else if (direct === DIRECT_CMD) this.#onCapsuleCmd(this.#viewOf(chunk, off + CH_SIZE, CAPSULE_CMD_HLEN - CH_SIZE));
-    else if (direct === DIRECT_C2H && validateDatal(chunk, this.#dataLen, off) === undefined) this.#startDirect(chunk, off, this.#dataLen);
-    else {
-      this.#head = chunk.subarray(off, end);
-      // On a finding the state is 'failed' and push() stops.
-      this.#headerComplete();
-    }
-    return end;
-  }
-
-  /** Copy what an incomplete PDU still points at in `chunk`, which the caller is about to overwrite. */
-  #detach(chunk: Buffer): void {
-    if (this.#state !== RxState.DATA && this.#state !== RxState.DDGST) return;
-    if (this.#direct !== undefined) return;
-    if (this.#head.buffer === chunk.buffer) this.#head = Buffer.from(this.#head);
-    if (this.#staging) return;
-    if (this.#stage === undefined || this.#stage.length < this.#dataLen) this.#stage = Buffer.allocUnsafeSlow(this.#dataLen);
-    let at = 0;
-    for (const d of this.#data) at += d.copy(this.#stage, at);
-    this.#data = [];
-    this.#staging = true;
   }
 
   /**
@@ -380,11 +344,11 @@ export class PduReader {
    * makes one per call too (~100 bytes of garbage and half the copy's cost at 4 KiB, docs/performance.md "Host path,
    * fourth pass"). A reused receive buffer puts the PDUs of a steady stream at the same few offsets read after read,
    * so with reusesChunks the views are kept, one per offset slot (push() empties them when another buffer arrives): a
-   * CapsuleCmd's SQE or a direct copy's source then costs no construction. Handlers already treat views of a reused
-   * chunk as valid only during their call, so a kept view handed out again later is as safe as a fresh one.
+   * header view or a data copy's source then costs no construction. Handlers already treat views of a reused chunk
+   * as valid only during their call, so a kept view handed out again later is as safe as a fresh one.
    */
   #viewOf(chunk: Buffer, off: number, len: number): Buffer {
-    if (!this.#reuses) return chunk.subarray(off, off + len);
+    if (!this.#reuses || chunk !== this.#viewsOf) return chunk.subarray(off, off + len);
     const v = this.#views[(off >>> 2) & (VIEW_SLOTS - 1)];
     return v !== undefined && v.byteOffset === this.#viewsBase + off && v.length === len ? v : this.#newView(chunk, off, len);
   }
@@ -396,39 +360,16 @@ export class PduReader {
     return v;
   }
 
-  /**
-   * A direct C2HData begins: onC2HDataHeader checks it against its command and gives its destination, or undefined
-   * after it ended the connection, and the reader then stops ('failed').
-   */
-  #startDirect(head: Buffer, at: number, datal: number): void {
-    const cccid = rd16(head, at + 8);
-    const datao = rd32(head, at + 12);
-    const flags = head[at + 1] as number;
-    const dst = this.#onC2HDataHeader(cccid, datao, datal, flags);
-    if (dst === undefined) {
-      this.#go(RxState.FAILED);
-      return;
-    }
-    this.#direct = dst;
-    this.#directAt = datao;
-    this.#directCid = cccid;
-    this.#directFlags = flags;
-    this.#dataLen = datal;
-    this.#dataHave = 0;
-    this.#go(RxState.DATA);
-  }
-
   #fail(f: FatalFinding, header: Buffer): void {
     if (!this.setState(RxState.FAILED)) return;
     this.#opts.onFatal({ ...f, header: Buffer.from(header.subarray(0, Math.min(header.length, 128))) });
   }
 
   /**
-   * Validates the CH (validatePduHeader, the one place its rules live); on success sets #headLen/#dataLen, remembers
-   * the CH in the known-CH table once the IC exchange is done, and returns its direct handler (DIRECT_*, 0 for none),
-   * else fails and returns -1.
+   * Validates the CH (validatePduHeader, the one place its rules live); on success sets #headLen/#dataLen and
+   * remembers the CH in the known-CH table once the IC exchange is done, else fails and returns false.
    */
-  #checkCh(ch: Buffer): number {
+  #checkCh(ch: Buffer): boolean {
     const type = ch[0] as number;
     const verdict = validatePduHeader(ch, {
       role: this.#opts.role,
@@ -440,104 +381,112 @@ export class PduReader {
     });
     if (!verdict.ok) {
       this.#fail(verdict, ch);
-      return -1;
+      return false;
     }
     if (type === PduType.CAPSULE_CMD && (this.#opts.maxInCapsuleData ?? 0) > 0 && verdict.dataLen > (this.#opts.maxInCapsuleData ?? 0)) {
       this.#fail({ fes: Fes.DATA_LIMIT_EXCEEDED, fei: 4, reason: `in-capsule data ${verdict.dataLen} exceeds ${this.#opts.maxInCapsuleData}` }, ch);
-      return -1;
+      return false;
     }
     this.#headLen = verdict.headLen;
     this.#dataLen = verdict.dataLen;
-    const plain = ((ch[1] as number) & PduFlag.HDGSTF) === 0;
-    const cmd = type === PduType.CAPSULE_CMD && verdict.dataLen === 0 && this.#opts.onCapsuleCmd !== undefined;
-    const resp = type === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined;
-    const data = type === PduType.C2H_DATA && this.#fastData;
-    const direct = !plain ? 0 : cmd ? DIRECT_CMD : resp ? DIRECT_RESP : data ? DIRECT_C2H : 0;
     // Before the IC exchange the same CH is judged differently afterwards (§3.3): only what comes after is kept.
     if (this.#icDone) {
       this.#knownWord[type] = i32(ch, 0);
       this.#knownPlen[type] = i32(ch, 4);
       this.#knownHead[type] = verdict.headLen;
       this.#knownData[type] = verdict.dataLen;
-      this.#knownDirect[type] = direct;
     }
-    return direct;
+    return true;
   }
 
-  #wantsDdgst(): boolean {
-    const type = this.#head[0] as number;
-    return this.#ddgst && type !== PduType.H2C_TERM_REQ && type !== PduType.C2H_TERM_REQ;
-  }
-
-  /** Header (and HDGST) received: verify, then move to data or emit. Returns false when the reader failed. */
-  #headerComplete(): boolean {
-    const head = this.#head;
-    const type = head[0] as number;
-    const hlen = head[2] as number;
-    if (((head[1] as number) & PduFlag.HDGSTF) !== 0) {
-      const got = head.readUInt32LE(hlen);
-      if (got !== crc32c(head.subarray(0, hlen))) {
-        this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: `header digest mismatch on ${PDU_INFO[type as PduType].name}` }, head.subarray(0, hlen));
-        return false;
+  /**
+   * The whole header is at `at` in `buf` (a chunk, or the gathered #head): header digest, the PDU-specific checks (a
+   * known CH, #recvCh, only needs DATAL checked: the rest of its CH was accepted before), then the PDU goes to its
+   * sink (#dispatch). On a finding the state is 'failed' and push() stops.
+   */
+  #headerComplete(buf: Buffer, at: number, known: boolean): void {
+    const type = buf[at] as number;
+    const hlen = buf[at + 2] as number;
+    if (((buf[at + 1] as number) & PduFlag.HDGSTF) !== 0 && !this.#headerDigestOk(buf, at, type, hlen)) return;
+    if (known ? (type === PduType.C2H_DATA || type === PduType.H2C_DATA) && rd32(buf, at + 16) !== this.#dataLen : true) {
+      // A new CH, or a known data PDU whose DATAL differs: the PDU-specific checks (validatePduSpecific).
+      const specific = validatePduSpecific(buf, type, this.#dataLen, at);
+      if (specific !== undefined) {
+        this.#fail(specific, buf.subarray(at, at + hlen));
+        return;
       }
     }
-    const specific = validatePduSpecific(head, type, this.#dataLen);
-    if (specific !== undefined) {
-      this.#fail(specific, head.subarray(0, hlen));
-      return false;
-    }
     if (type === PduType.IC_REQ || type === PduType.IC_RESP) this.#icDone = true;
-    if (this.#fastData && type === PduType.C2H_DATA) {
-      // A C2HData header that straddled reads: validated above, now the direct copy as in #directHeader.
-      this.#startDirect(head, 0, this.#dataLen);
-      this.#head = this.#ch;
-      return this.#state !== RxState.FAILED;
+    this.#dispatch(buf, at, type, hlen);
+  }
+
+  /** HDGST (§3.6.1.3) over the header view; a mismatch is fatal (FES 1). Apart: only digest-enabled streams call it. */
+  #headerDigestOk(buf: Buffer, at: number, type: number, hlen: number): boolean {
+    if (rd32(buf, at + hlen) === crc32c(this.#viewOf(buf, at, hlen))) return true;
+    this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: `header digest mismatch on ${PDU_INFO[type as PduType].name}` }, buf.subarray(at, at + hlen));
+    return false;
+  }
+
+  /**
+   * One header, one sink: the role's (PduSink.header) for every PDU but the control ones, else the reader's own,
+   * which builds a PDU object. A PDU with data then takes the 'data' state into that sink.
+   */
+  #dispatch(buf: Buffer, at: number, type: number, hlen: number): void {
+    const datal = this.#dataLen;
+    const sink = this.#sink;
+    let dst: DataSink | undefined;
+    if (sink === undefined || CONTROL[type] === 1) {
+      if (datal === 0) {
+        this.#opts.onPdu(decodePduHeader(this.#viewOf(buf, at, hlen), [], 0));
+        return;
+      }
+      const o = this.#objectSink;
+      o.head = Buffer.from(buf.subarray(at, at + hlen));
+      o.buf = Buffer.allocUnsafe(datal);
+      o.at = 0;
+      dst = o;
+      this.#toObject = true;
+    } else {
+      dst = sink.header(type as PduType, this.#viewOf(buf, at + CH_SIZE, hlen - CH_SIZE), datal, buf[at + 1] as number);
+      this.#toObject = false;
+      if (datal === 0) {
+        if (dst !== undefined) sink.end(dst, true);
+        return;
+      }
+      if (dst === undefined) {
+        // The role ended the connection (its TermReq is on the way): nothing more is read.
+        this.#go(RxState.FAILED);
+        return;
+      }
     }
-    this.#data = [];
-    this.#staging = false;
+    this.#wantsDdgst = this.#ddgst && type !== PduType.H2C_TERM_REQ && type !== PduType.C2H_TERM_REQ;
+    this.#dst = dst;
+    this.#dstBuf = dst.buf;
+    this.#dstAt = dst.at;
     this.#dataHave = 0;
     this.#crc = 0;
     this.#ddgstHave = 0;
-    if (this.#dataLen > 0) {
-      this.#go(RxState.DATA);
-      return true;
-    }
-    this.#finish(true);
-    return this.#state !== RxState.FAILED;
+    this.#go(RxState.DATA);
   }
 
-  #dataComplete(): void {
-    if (this.#wantsDdgst()) {
-      this.#go(RxState.DDGST);
-      return;
-    }
-    this.#finish(true);
-  }
-
-  #finish(dataDigestOk: boolean): void {
-    const head = this.#head;
-    if (this.#staging) {
-      this.#data = [(this.#stage as Buffer).subarray(0, this.#dataLen)];
-      this.#staging = false;
-    }
-    if (dataDigestOk && head[0] === PduType.CAPSULE_RESP && this.#opts.onCapsuleResp !== undefined) {
-      // A CapsuleResp that straddled reads (or carries a header digest, already checked): the same in-place call.
-      this.#go(RxState.CH);
-      this.#head = this.#ch;
-      this.#data = [];
-      this.#opts.onCapsuleResp(head, CH_SIZE);
-      return;
-    }
-    const pdu = decodePduHeader(head, this.#data, this.#dataLen);
+  /** The data (and its DDGST) of the PDU in progress is in: its sink hears it, or its object goes to onPdu. */
+  #end(digestOk: boolean): void {
+    const dst = this.#dst as DataSink;
+    this.#dst = undefined;
+    this.#dstBuf = NO_HEAD;
     this.#go(RxState.CH);
-    this.#head = this.#ch;
-    this.#data = [];
-    if (!dataDigestOk) {
-      if (this.#opts.onDataDigestError !== undefined) this.#opts.onDataDigestError(pdu);
-      else this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest mismatch' }, head.subarray(0, head[2] as number));
+    if (!this.#toObject) {
+      (this.#sink as PduSink).end(dst, digestOk);
       return;
     }
-    this.#opts.onPdu(pdu);
+    const o = this.#objectSink;
+    const pdu = decodePduHeader(o.head, [o.buf], this.#dataLen);
+    const head = o.head;
+    o.head = NO_HEAD;
+    o.buf = NO_HEAD;
+    if (digestOk) this.#opts.onPdu(pdu);
+    else if (this.#opts.onDataDigestError !== undefined) this.#opts.onDataDigestError(pdu);
+    else this.#fail({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest mismatch' }, head.subarray(0, head[2] as number));
   }
 }
 

@@ -101,10 +101,9 @@ export function validatePduHeader(ch: Buffer, ctx: HeaderContext): HeaderVerdict
 
 /**
  * H2CData / C2HData PSH (TCP 1.0 §3.6.2.7, §3.6.2.8): datal must equal the data the PDU carries (nvmet: no padding
- * accepted). Apart from validatePduSpecific, and its finding apart again, so the host reader's direct C2HData path
- * calls a check small enough for V8 to inline (docs/performance.md).
+ * accepted). The reader compares DATAL itself for a CH it knows and comes here only on a mismatch.
  */
-export function validateDatal(head: Buffer, dataLen: number, at = 0): FatalFinding | undefined {
+function validateDatal(head: Buffer, dataLen: number, at = 0): FatalFinding | undefined {
   return rd32(head, at + 16) === dataLen ? undefined : datalFinding(head, dataLen, at);
 }
 

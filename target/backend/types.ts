@@ -1,5 +1,6 @@
 // NamespaceBackend: what a namespace stores its blocks in. Backends see byte offsets and buffers, never PDUs
 // (Linux nvmet io-cmd-file.c / io-cmd-bdev.c play this role).
+import type { Lent as ReadLent } from '../../protocol/tcp/lent.js';
 
 /** Completion of a write-type operation; `err` set when the medium failed. */
 export type IoCallback = (err: Error | null) => void;
@@ -12,13 +13,10 @@ export type ReadCallback = (err: Error | null, data: Buffer[], crc?: number, len
 
 /**
  * How long the buffers of a read stay as they are (ReadCallback's `lent`; a backend that does not say defaults to
- * CALL with transientReads, STABLE otherwise). STABLE: as long as the caller keeps them. TASK: until the current
- * event-loop task ends (the target workers' read cache: only a message from another worker can change its bytes), so
- * a transport may copy them when it writes this task's batch. CALL: until the read callback returns (one buffer reused
- * for every read).
+ * CALL with transientReads, STABLE otherwise): the send path's one lifetime type (protocol Lent), under the name the
+ * backends and the core use. A read's CALL lasts until the read callback returns.
  */
-export const ReadLent = { STABLE: 0, TASK: 1, CALL: 2 } as const;
-export type ReadLent = (typeof ReadLent)[keyof typeof ReadLent];
+export { Lent as ReadLent } from '../../protocol/tcp/lent.js';
 
 /**
  * Told of every write and Write Zeroes a cached opener made (after the file has it), with the callback that completes

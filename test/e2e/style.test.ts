@@ -71,12 +71,6 @@ export function envReads(fileName: string, text: string): string[] {
   return found;
 }
 
-/**
- * Library files that still read the environment, each with why. connection/tcp-connection.ts's NVME_TCP_DIRECT_WRITES
- * belongs to the connection core's rewrite (issue 44 item 2), which turns it into an option.
- */
-const ENV_READERS: ReadonlySet<string> = new Set(['connection/tcp-connection.ts']);
-
 describe('library code takes options; the bin reads the environment (docs/target.md "Environment")', () => {
   it('finds process.env and process["env"], and not a comment or another object', () => {
     const text = ["const a = process.env.X;", "const b = process['env'];", '// process.env in a comment', 'const c = other.env;'].join('\n');
@@ -86,7 +80,7 @@ describe('library code takes options; the bin reads the environment (docs/target
   it('no process.env under protocol/, connection/, target/ or initiator/', () => {
     const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', 'protocol', 'connection', 'target', 'initiator'], { cwd: repoRoot, encoding: 'utf8' })
       .split('\n')
-      .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && !ENV_READERS.has(f));
+      .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
     expect(files.length).toBeGreaterThan(100);
     const reads = files.flatMap((f) => envReads(f, readFileSync(path.join(repoRoot, f), 'utf8')).map((l) => `${f}: ${l}`));
     expect(reads).toEqual([]);

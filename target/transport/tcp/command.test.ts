@@ -21,12 +21,13 @@ describe('TcpCommand', () => {
     c.ttag = 7;
     c.received = 4096;
     c.pendingRead = 512;
-    c.h2c.push(Buffer.alloc(1));
+    c.buf = Buffer.alloc(1);
+    c.sqe = Buffer.alloc(64);
     c.dataDigestError = true;
     c.req.status = 1;
     c.req.errorLoc = 24;
     c.reset();
-    expect([c.ttag, c.received, c.pendingRead, c.h2c.length, c.dataDigestError]).toEqual([0, 0, 0, 0, false]);
+    expect([c.ttag, c.received, c.pendingRead, c.buf.length, c.sqe.length, c.dataDigestError]).toEqual([0, 0, 0, 0, 0, false]);
     expect([c.req.status, c.req.errorLoc]).toEqual([0, NO_ERROR_LOCATION]);
     expect(TcpCommand.of(c.req)).toBe(c);
   });
@@ -36,9 +37,10 @@ describe('TcpCommand', () => {
     c.req.out = [Buffer.alloc(1)];
     c.req.data = [Buffer.alloc(1)];
     c.req.inCapsule = [Buffer.alloc(1)];
-    c.h2c.push(Buffer.alloc(1));
+    c.buf = Buffer.alloc(1);
+    c.sqe = Buffer.alloc(64);
     expect(c.req.setState(ReqStateId.EXEC) && c.req.setState(ReqStateId.DONE)).toBe(true);
     c.release();
-    expect([c.req.out, c.req.data, c.req.inCapsule, c.h2c.length, c.req.state]).toEqual([undefined, undefined, undefined, 0, 'free']);
+    expect([c.req.out, c.req.data, c.req.inCapsule, c.buf.length, c.sqe.length, c.req.state]).toEqual([undefined, undefined, undefined, 0, 0, 'free']);
   });
 });

@@ -1,9 +1,16 @@
 // One command as the NVMe/TCP transport tracks it (nvmet_tcp_cmd): the core Request it owns, plus the fields only the
 // transport reads (R2T tag, H2C progress, data digest outcome). Pooled per connection together with its Request.
-import type { Buffer } from 'node:buffer';
+import { Buffer } from 'node:buffer';
+import type { DataSink } from '../../../protocol/index.js';
 import { ReqStateId, Request } from '../../core/index.js';
 
-export class TcpCommand {
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * It is also where its received data goes (DataSink): the reader copies in-capsule data or H2CData straight into `buf`
+ * at `at`, so a command's data is one buffer of its own whatever the reads were.
+ */
+export class TcpCommand implements DataSink {
   readonly req = new Request();
   /** R2T transfer tag while host data is awaited (NVMe-TCP 1.0 §3.6.2, R2T TTAG). */
   ttag = 0;
@@ -11,8 +18,16 @@ export class TcpCommand {
   received = 0;
   /** Read bytes counted in the connection's in-flight total while an asynchronous backend read runs. */
   pendingRead = 0;
-  /** H2CData payloads gathered for req.data. */
-  h2c: Buffer[] = [];
+  /** Where received data goes (DataSink): the in-capsule data, or the whole H2C transfer (req.data once complete). */
+  buf: Buffer = EMPTY;
+  /** DataSink: where the data of the PDU being received starts in `buf` (its DATAO; 0 for in-capsule data). */
+  at = 0;
+  /** Bytes of the data PDU being received (its DATAL). */
+  rxLen = 0;
+  /** The SQE of a capsule whose in-capsule data is still arriving (ownSqe when the receive buffer is reused). */
+  sqe: Buffer = EMPTY;
+  /** This record's own SQE memory: a received SQE kept past its read is copied here, not into a new allocation. */
+  readonly ownSqe = Buffer.alloc(64);
   /**
    * An H2CData PDU of this command failed its data digest. The command still takes the rest of its data, then
    * completes with Transient Transport Error instead of executing (NVMe-TCP 1.0 §3.6.1.4).
@@ -34,7 +49,8 @@ export class TcpCommand {
     this.ttag = 0;
     this.received = 0;
     this.pendingRead = 0;
-    if (this.h2c.length > 0) this.h2c = [];
+    this.buf = EMPTY;
+    this.sqe = EMPTY;
     this.dataDigestError = false;
   }
 
@@ -45,6 +61,7 @@ export class TcpCommand {
     req.out = undefined;
     req.data = undefined;
     req.inCapsule = undefined;
-    if (this.h2c.length > 0) this.h2c = [];
+    this.buf = EMPTY;
+    this.sqe = EMPTY;
   }
 }

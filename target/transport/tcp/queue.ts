@@ -7,26 +7,29 @@ import type { Logger } from 'pino';
 import {
   DATA_PDU_HLEN,
   DataPduOffset,
+  DataPshOffset,
   FABRICS_OPCODE,
+  Lent,
   Fes,
   PDU_MAX_HEADER_BYTES,
+  PduFlag,
   PduType,
   Status,
   checkH2CData,
-  encodePduInto,
+  headerView,
+  writePduHeader,
   fesName,
   packDigests,
   setLongTimeout,
   unpackDigests,
-  type C2HDataPdu,
+  type DataSink,
   type H2CDataPdu,
   type LongTimeout,
-  type Pdu,
-  type PduHandlers,
 } from '../../../protocol/index.js';
-import { C2HPayload, TcpConnection, type ConnectionFatal, type ConnectionHandler, type DirectPduHandlers, type ResumedConnection } from '../../../connection/index.js';
-import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type IcReqFault, type HostLogLimiter, ReadLent, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
+import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ReceivedHandlers, type ResumedConnection } from '../../../connection/index.js';
+import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type IcReqFault, type HostLogLimiter, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
+import { rd16, rd32 } from '../../../protocol/le.js';
 
 /**
  * Connection states: waiting for ICReq, waiting for Connect, connected (the core queue reported it went live), TermReq
@@ -92,30 +95,20 @@ export interface ResumeQueue {
   sqflowDisabled: boolean;
 }
 
-/** One owned copy of in-capsule data views (the receive buffer is reused after this read). */
-function ownedData(data: Buffer[]): Buffer[] {
-  return [data.length === 1 ? Buffer.from(data[0] as Buffer) : Buffer.concat(data)];
-}
-
 /**
- * Payloads up to this size are copied into the batch slab; larger ones go out as views of the backend's buffers
- * (zero-copy), except for the small payloads the adaptive policy below copies (COPY_BUDGET). Why a view of a RAM
- * chunk is safe (send-before-mutate): the read's completion (CapsuleResp, or the SUCCESS flag) follows its data in
- * the same byte stream, so the host cannot observe the completion before the kernel holds a copy of the data; any
- * write ordered after the read therefore lands after the copy. Only a write the host issued while the read was still
- * outstanding can change queued bytes, and NVMe leaves the result of such overlapping commands undefined (either
- * version per block, no tearing: the JS copy and the kernel copy never interleave). With data digests on, that would
- * break digest/data agreement, so the payload is then snapshotted into the slab when the digest is computed.
+ * The send batch's copy policy (PduBatch copyMax / copyBudget): payloads up to FIRST_COPY_MAX are copied into the slab
+ * while the batch has copied less than COPY_BUDGET, so up to about QD32 of 4 KiB reads a batch leaves as one contiguous
+ * write, and deeper batches copy only their first 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying
+ * every payload (docs/performance.md, third pass: QD32 +2–5 %, QD128 +2–4 % IOPS same-run). Larger payloads go out as
+ * views of the backend's buffers (zero-copy). Why a view of a RAM chunk is safe (send-before-mutate): the read's
+ * completion (CapsuleResp, or the SUCCESS flag) follows its data in the same byte stream, so the host cannot observe
+ * the completion before the kernel holds a copy of the data; any write ordered after the read therefore lands after
+ * the copy. Only a write the host issued while the read was still outstanding can change queued bytes, and NVMe leaves
+ * the result of such overlapping commands undefined (either version per block, no tearing). With data digests on
+ * that would break digest/data agreement, so without the backend's CRC the payload is then snapshotted when the digest
+ * is computed (PduBatch.addCompletion).
  */
-const COPY_MAX = 0;
-/** Largest C2HData payload that #sendC2H copies into the batch slab (adaptive policy, see COPY_BUDGET). */
 const FIRST_COPY_MAX = 4096;
-/**
- * Payload bytes per batch copied into the slab before switching to views. Up to about QD32 of 4 KiB reads a batch
- * then leaves as one contiguous write (one buffer, no cork/writev bookkeeping); deeper batches copy only their first
- * 128 KiB, so CPU per I/O at QD128 does not grow as it did with copying every payload (docs/performance.md, third pass:
- * QD32 +2–5 %, QD128 +2–4 % IOPS same-run).
- */
 const COPY_BUDGET = 128 * 1024;
 
 /** Send batch slab per connection. */
@@ -124,6 +117,7 @@ const BATCH_SLAB = 256 * 1024;
 const TERM_LINGER_MS = 1000;
 
 const NO_DATA: Buffer[] = [];
+const NO_SQE = Buffer.alloc(0);
 
 /**
  * The controller side of one connection. It is the connection's ConnectionHandler itself (the on* methods), so a
@@ -143,9 +137,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #nextTtag = 1;
   /** Command records, each owning its core Request: reused so the data path allocates none per command. */
   readonly #pool: TcpCommand[] = [];
-  /** Reused PDU objects for the per-command replies (the batch copies what it needs before returning). */
-  readonly #c2h: C2HDataPdu = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [] };
-  readonly #c2hCrc: C2HDataPdu & { ddgst: number } = { type: PduType.C2H_DATA, cccid: 0, datao: 0, last: true, success: false, data: [], ddgst: 0 };
   /** Per-queue in-flight data limit (port maxInFlightBytes) and what counts against it besides queued sends. */
   readonly #maxInFlight: number;
   /** Bytes of H2C data requested by R2T and not yet received. */
@@ -157,7 +148,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   #pumpScheduled = false;
   /** socket.writableLength as of the last flush or drain (a getter through the stream prototypes: not per command). */
   #unsent = 0;
-  readonly #c2hMax: number;
   readonly #onClosed: (q: TargetTcpQueue) => void;
 
   constructor(
@@ -169,12 +159,11 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     resume?: ResumeQueue,
   ) {
     // Received bytes land in the listener's shared buffer (opts.rxBuffer), overwritten by the next read of any
-    // connection: the reader copies what an incomplete PDU still needs (reusesChunks), and everything a command keeps
-    // beyond the handler call is copied here (#handleCapsule, #handleH2CData, #keepSqe).
+    // connection: data goes into the command's own buffer as it arrives (TcpCommand is the DataSink), and an SQE a
+    // command keeps beyond the handler call is copied here (#capsuleHeader, #handleCapsule, #keepSqe).
     this.#reuse = opts.rxBuffer !== undefined;
     this.#onClosed = onClosed;
     this.#maxInFlight = port.maxInFlightBytes;
-    this.#c2hMax = port.c2hDataSize;
     this.core = new CoreQueue(target, port, this);
     this.#handOff = opts.handOff;
     const connOpts = {
@@ -183,7 +172,9 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       maxDataLength: port.maxH2CData,
       maxInCapsuleData: Math.max(port.inlineDataSize, FABRICS_IN_CAPSULE_MAX),
       batchSlab: BATCH_SLAB,
-      batchCopyMax: COPY_MAX,
+      batchCopyMax: FIRST_COPY_MAX,
+      batchCopyBudget: COPY_BUDGET,
+      c2hDataMax: port.c2hDataSize,
       lingerMs: TERM_LINGER_MS,
       ...(opts.rxBuffer !== undefined ? { rxBuffer: opts.rxBuffer } : {}),
     };
@@ -294,16 +285,12 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
    * ConnectionHandler: one entry per PDU kind a controller takes (the reader refuses the controller-to-host types; the
    * connection core makes any other kind a sequence error).
    */
-  readonly received: PduHandlers = {
+  readonly received: ReceivedHandlers = {
     [PduType.IC_REQ]: (pdu) => {
       if (!this.#refusedDuringHandOff()) this.#handleIcReq(pdu.hpda, pdu.dgst);
     },
-    [PduType.CAPSULE_CMD]: (pdu) => {
-      if (!this.#refusedDuringHandOff()) this.#handleCapsule(pdu.sqe, pdu.data);
-    },
-    [PduType.H2C_DATA]: (pdu) => {
-      if (!this.#refusedDuringHandOff()) this.#handleH2CData(pdu, false);
-    },
+    [PduType.CAPSULE_CMD]: (sqe, datal) => (this.#refusedDuringHandOff() ? undefined : this.#capsuleHeader(sqe, datal)),
+    [PduType.H2C_DATA]: (psh, datal, flags) => (this.#refusedDuringHandOff() ? undefined : this.#h2cDataHeader(psh, datal, flags)),
     [PduType.H2C_TERM_REQ]: (pdu) => {
       if (this.#refusedDuringHandOff()) return;
       if (this.#hostLog.allow('h2c_term_req')) this.#log.warn({ fes: pdu.fes, fei: pdu.fei, reason: fesName(pdu.fes) }, 'host sent H2CTermReq; closing');
@@ -311,12 +298,16 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     },
   };
 
-  /** ConnectionHandler: a CapsuleCmd without in-capsule data as its SQE (the reader's fast path; `received` otherwise). */
-  readonly direct: DirectPduHandlers = {
-    [PduType.CAPSULE_CMD]: (sqe) => {
-      if (!this.#refusedDuringHandOff()) this.#handleCapsule(sqe, NO_DATA);
-    },
-  };
+  /**
+   * ConnectionHandler: the data of a CapsuleCmd or H2CData is in its command's buffer (TcpCommand is the DataSink). A
+   * data digest mismatch fails that command, the connection stays (NVMe-TCP 1.0 §3.6.1.4).
+   */
+  dataEnd(sink: DataSink, digestOk: boolean): void {
+    const cmd = sink as TcpCommand;
+    // Only H2CData commands hold an R2T tag (1..0xfffe); a capsule's is 0.
+    if (cmd.ttag !== 0) this.#h2cDataEnd(cmd, digestOk);
+    else this.#capsuleDataEnd(cmd, digestOk);
+  }
 
   #handleIcReq(hpda: number, dgst: number): void {
     const faults = this.target.faults;
@@ -372,23 +363,55 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     return c;
   }
 
-  #handleCapsule(sqe: Buffer, data: Buffer[]): void {
+  /**
+   * A CapsuleCmd (NVMe-TCP 1.0 §3.6.2.6): without in-capsule data it is submitted now; with some, its command takes the
+   * data in a buffer of its own (an async backend writes it after this read's buffer is reused) and keeps the SQE.
+   */
+  #capsuleHeader(sqe: Buffer, datal: number): TcpCommand | undefined {
     const cmd = this.#alloc();
+    if (datal === 0) {
+      this.#handleCapsule(cmd, sqe, undefined);
+      return undefined;
+    }
+    if (this.#reuse) {
+      cmd.ownSqe.set(sqe);
+      cmd.sqe = cmd.ownSqe;
+    } else cmd.sqe = sqe;
+    cmd.buf = Buffer.allocUnsafe(datal);
+    cmd.at = 0;
+    return cmd;
+  }
+
+  #capsuleDataEnd(cmd: TcpCommand, digestOk: boolean): void {
+    const sqe = cmd.sqe;
+    cmd.sqe = NO_SQE;
+    if (digestOk) {
+      this.#handleCapsule(cmd, sqe, [cmd.buf]);
+      return;
+    }
+    this.target.stats.dataDigestErrors++;
+    const req = cmd.req;
+    req.load(sqe, undefined);
+    if (this.#hostLog.allow('data_digest')) this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
+    this.core.reject(req, Status.TRANSIENT_TRANSPORT);
+    this.#keepSqe(req);
+  }
+
+  #handleCapsule(cmd: TcpCommand, sqe: Buffer, data: Buffer[] | undefined): void {
     if (this.#parked.length > 0 || this.#overLimit()) {
       // Over the in-flight limit: the command waits (in order) instead of adding more data; a copy of the SQE so
       // the parked command does not pin the received chunk.
-      cmd.req.load(Buffer.from(sqe), data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+      cmd.req.load(this.#reuse && data === undefined ? Buffer.from(sqe) : sqe, data);
       this.#parked.push(cmd);
       return;
     }
-    // In-capsule data is copied: an async backend (file) writes it after this read's buffer is reused.
-    cmd.req.load(sqe, data.length > 0 ? (this.#reuse ? ownedData(data) : data) : undefined);
+    cmd.req.load(sqe, data);
     this.#submit(cmd);
   }
 
   /** A command still running (R2T wait, async backend) reads its SQE later: give it its own copy. */
   #keepSqe(req: Request): void {
-    if (this.#reuse && (req.stateId === ReqStateId.EXEC || req.stateId === ReqStateId.NEED_DATA) && req.sqe.length > 0) req.sqe = Buffer.from(req.sqe);
+    if (this.#reuse && (req.stateId === ReqStateId.EXEC || req.stateId === ReqStateId.NEED_DATA) && req.sqe.length > 0 && req.sqe !== TcpCommand.of(req).ownSqe) req.sqe = Buffer.from(req.sqe);
   }
 
   #submit(cmd: TcpCommand): void {
@@ -453,76 +476,68 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#nextTtag = ttag >= 0xfffe ? 1 : ttag + 1;
     cmd.ttag = ttag;
     cmd.received = 0;
-    cmd.h2c = [];
     this.#r2t.set(ttag, cmd);
     this.#r2tBytes += req.dataLen;
     this.#conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
-  #handleH2CData(pdu: H2CDataPdu, digestBad: boolean): void {
-    // The offending header goes into the C2HTermReq; it is encoded only on these failure paths.
-    const cmd = this.#r2t.get(pdu.ttag);
+  /**
+   * H2CData (NVMe-TCP 1.0 §3.6.2.8): checked against its R2T (TTAG, CCCID, in-order range), then its data goes into
+   * the command's buffer at DATAO (one buffer per transfer, allocated by the first PDU), or undefined once the
+   * connection ends.
+   */
+  #h2cDataHeader(psh: Buffer, datal: number, flags: number): TcpCommand | undefined {
+    const ttag = rd16(psh, DataPshOffset.ttag);
+    const cccid = rd16(psh, DataPshOffset.cccid);
+    const datao = rd32(psh, DataPshOffset.datao);
+    const cmd = this.#r2t.get(ttag);
     if (cmd === undefined) {
-      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.ttag, reason: `H2CData with unknown ttag ${pdu.ttag}`, header: this.#h2cHeader(pdu) });
-      return;
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.ttag, reason: `H2CData with unknown ttag ${ttag}`, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
     const req = cmd.req;
-    if (req.cid !== pdu.cccid) {
-      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.cccid, reason: `H2CData cccid ${pdu.cccid} for ttag of cid ${req.cid}`, header: this.#h2cHeader(pdu) });
-      return;
+    if (req.cid !== cccid) {
+      this.#conn.fatal({ fes: Fes.INVALID_HEADER_FIELD, fei: DataPduOffset.cccid, reason: `H2CData cccid ${cccid} for ttag of cid ${req.cid}`, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
-    let len = 0;
-    for (const b of pdu.data) len += b.length;
-    const range = checkH2CData(pdu.datao, len, cmd.received, req.dataLen);
+    const range = checkH2CData(datao, datal, cmd.received, req.dataLen);
     if (range !== undefined) {
-      this.#conn.fatal({ ...range, header: this.#h2cHeader(pdu) });
-      return;
+      this.#conn.fatal({ ...range, header: this.#h2cHeader(psh, datal, flags) });
+      return undefined;
     }
-    // Copied: the data is gathered across reads and written by the backend later (the read buffer is reused).
-    if (this.#reuse) {
-      for (const b of pdu.data) cmd.h2c.push(b.length > 0 ? Buffer.from(b) : b);
-    } else {
-      for (const b of pdu.data) cmd.h2c.push(b);
-    }
-    cmd.received += len;
-    this.#r2tBytes -= len;
-    if (digestBad) cmd.dataDigestError = true;
+    if (cmd.received === 0) cmd.buf = Buffer.allocUnsafe(req.dataLen);
+    cmd.at = datao;
+    cmd.rxLen = datal;
+    return cmd;
+  }
+
+  #h2cDataEnd(cmd: TcpCommand, digestOk: boolean): void {
+    cmd.received += cmd.rxLen;
+    this.#r2tBytes -= cmd.rxLen;
+    if (!digestOk) cmd.dataDigestError = true;
+    const req = cmd.req;
     if (cmd.received < req.dataLen) return;
-    this.#r2t.delete(pdu.ttag);
+    this.#r2t.delete(cmd.ttag);
     if (cmd.dataDigestError) {
       // A data digest error completes the command with a transient transport error, so the host retries (TCP 1.0 §3.6.1.4).
       this.target.stats.dataDigestErrors++;
       this.core.complete(req, Status.TRANSIENT_TRANSPORT);
       return;
     }
-    req.data = cmd.h2c;
+    req.data = [cmd.buf];
     this.core.execute(req);
   }
 
   /**
    * The header of the H2CData in error for the C2HTermReq (NVMe-TCP 1.0 §3.6.2.5), with the PDO, PLEN and DATAL it
-   * arrived with: laid out again with its data (H2C data is aligned to our CPDA, 0). Only on these failure paths.
+   * arrived with: laid out again from its fields (H2C data is aligned to our CPDA, 0). Only on these failure paths.
    */
-  #h2cHeader(pdu: H2CDataPdu): Buffer {
+  #h2cHeader(psh: Buffer, datal: number, flags: number): Buffer {
     const f = this.#conn.framing;
     const head = Buffer.alloc(PDU_MAX_HEADER_BYTES);
-    encodePduInto(head, 0, pdu, { hdgst: f.hdgst, ddgst: f.ddgst, pda: 0 });
+    const pdu: H2CDataPdu = { type: PduType.H2C_DATA, cccid: rd16(psh, DataPshOffset.cccid), ttag: rd16(psh, DataPshOffset.ttag), datao: rd32(psh, DataPshOffset.datao), last: (flags & PduFlag.DATA_LAST) !== 0, data: NO_DATA };
+    writePduHeader(head, headerView(head), 0, pdu, { hdgst: f.hdgst, ddgst: f.ddgst, pda: 0 }, datal);
     return head.subarray(0, DATA_PDU_HLEN);
-  }
-
-  /** ConnectionHandler: a PDU whose data digest did not match (NVMe-TCP 1.0 §3.6.1.4: the command fails, the connection stays). */
-  onDataDigestError(pdu: Pdu): void {
-    if (pdu.type === PduType.H2C_DATA) return this.#handleH2CData(pdu, true);
-    if (pdu.type === PduType.CAPSULE_CMD) {
-      this.target.stats.dataDigestErrors++;
-      const req = this.#alloc().req;
-      req.load(pdu.sqe, undefined);
-      if (this.#hostLog.allow('data_digest')) this.#log.warn({ cid: req.cid }, 'data digest error on in-capsule data');
-      this.core.reject(req, Status.TRANSIENT_TRANSPORT);
-      this.#keepSqe(req);
-      return;
-    }
-    this.#conn.fatal({ fes: Fes.HEADER_DIGEST_ERROR, fei: 0, reason: 'data digest error' });
   }
 
   /** Completion from core: C2HData (split at c2hDataSize, SUCCESS only with SQ flow control off), then CapsuleResp. */
@@ -533,36 +548,10 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       cmd.pendingRead = 0;
     }
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
-    const out = req.out;
-    const conn = this.#conn;
-    const sqid = this.core.qid < 0 ? 0 : this.core.qid;
-    const data = out !== undefined && req.status === 0 ? out : undefined;
-    // SUCCESS in the last C2HData replaces the CapsuleResp only with SQ flow control disabled (NVMe-TCP 1.0 §3.6.2.9).
-    const success = data !== undefined && this.core.sqflowDisabled && req.dw0 === 0 && req.dw1 === 0;
-    if (data !== undefined && this.#oneCopiedPayload(data, req.outLent)) {
-      // The common read: one small payload, no digests. Copied into the slab as #sendC2H would, in one call with its CQE.
-      conn.sendResponse(data[0] as Buffer, success, req.dw0, req.dw1, req.sqhd, sqid, req.cid, 0);
-    } else {
-      if (data !== undefined) this.#sendC2H(req.cid, data, success, req.outCrc, req.outLent);
-      if (!success) conn.sendResponse(undefined, false, req.dw0, req.dw1, req.sqhd, sqid, req.cid, req.status);
-    }
+    // The Request is the completion record: CQE fields, data and its lifetime (PduBatch.addCompletion).
+    this.#conn.sendCompletion(req, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled);
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
-  }
-
-  /** `out` is one payload, in one C2HData without digests or padding, that #sendC2H would copy into the slab. */
-  #oneCopiedPayload(out: Buffer[], lent: ReadLent): boolean {
-    if (out.length !== 1 || lent === ReadLent.CALL || !this.#conn.plainFraming) return false;
-    const len = (out[0] as Buffer).length;
-    return len > 0 && len <= this.#c2hMax && this.#copies(len, lent);
-  }
-
-  /**
-   * The copy policy for a payload of `total` bytes lent beyond the call: copied into the slab up to FIRST_COPY_MAX while
-   * the batch's copy budget lasts, or whatever the budget when lent for this task only (it cannot wait for the socket).
-   */
-  #copies(total: number, lent: ReadLent): boolean {
-    return total <= FIRST_COPY_MAX && (lent === ReadLent.TASK || this.#conn.batchCopied + total <= COPY_BUDGET);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
@@ -608,65 +597,6 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     this.#timer = undefined;
   }
 
-  /**
-   * `crc`: the backend's CRC32C of all of `out`, which also promises `out` never changes; otherwise, with data digests
-   * on, each payload is snapshotted so its digest matches the bytes sent (see COPY_MAX). `lent` (ReadLent): CALL, the
-   * backend lends `out` only until this call returns, so every payload is snapshotted too; TASK, until this task
-   * ends, so a small payload is copied into the slab when the batch is written (PduBatch COPY) and a larger one now.
-   */
-  #sendC2H(cid: number, out: Buffer[], success: boolean, crc: number | undefined, lent: ReadLent): void {
-    const max = this.#c2hMax;
-    let total = 0;
-    for (const b of out) total += b.length;
-    const pdu = this.#c2h;
-    pdu.cccid = cid;
-    const conn = this.#conn;
-    const snapshot = lent === ReadLent.CALL || (conn.framing.ddgst && crc === undefined);
-    // A payload not copied into the slab goes out as a view only if it stays as it is until the socket is done with it.
-    const uncopied = snapshot || lent === ReadLent.TASK ? C2HPayload.SNAPSHOT : C2HPayload.VIEW;
-    if (total <= max) {
-      // Small payloads are copied into the slab (#copies): a lone read (QD1) or a QD32 batch then leaves as one
-      // contiguous write instead of a cork/writev of many pieces; deeper batches continue as views.
-      const copy = !snapshot && this.#copies(total, lent);
-      // Two reused objects, so that each keeps one shape (with and without a known digest).
-      const one = crc === undefined ? pdu : this.#c2hCrc;
-      one.cccid = cid;
-      one.datao = 0;
-      one.last = true;
-      one.success = success;
-      one.data = out;
-      if (crc !== undefined) this.#c2hCrc.ddgst = crc;
-      conn.send(one, copy ? C2HPayload.COPY : uncopied);
-      one.data = NO_DATA;
-      return;
-    }
-    let datao = 0;
-    let piece: Buffer[] = [];
-    let pieceLen = 0;
-    const emit = (last: boolean): void => {
-      pdu.datao = datao;
-      pdu.last = last;
-      pdu.success = last && success;
-      pdu.data = piece;
-      conn.send(pdu, uncopied);
-      datao += pieceLen;
-      piece = [];
-      pieceLen = 0;
-    };
-    for (const b of out) {
-      let off = 0;
-      while (off < b.length) {
-        const n = Math.min(b.length - off, max - pieceLen);
-        piece.push(off === 0 && n === b.length ? b : b.subarray(off, off + n));
-        pieceLen += n;
-        off += n;
-        if (pieceLen === max) emit(datao + pieceLen === total);
-      }
-    }
-    if (pieceLen > 0) emit(true);
-    pdu.data = NO_DATA;
-  }
-
   #release(cmd: TcpCommand): void {
     cmd.release();
     if (this.#pool.length < 256) this.#pool.push(cmd);
@@ -698,7 +628,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   /** A fault rule's duplicate: one more CapsuleResp carrying these CQE fields (NVMe-TCP 1.0 §3.6.2.7). */
   sendCqe(cid: number, status: number, dw0: number, dw1: number, sqhd: number): void {
     if (this.state === 'closing' || this.state === 'closed') return;
-    this.#conn.sendResponse(undefined, false, dw0, dw1, sqhd, this.core.qid < 0 ? 0 : this.core.qid, cid, status);
+    this.#conn.sendCompletion({ cid, status, dw0, dw1, sqhd, out: undefined, outLent: Lent.STABLE, outCrc: undefined }, this.core.qid < 0 ? 0 : this.core.qid, false);
   }
 
   /** Core/teardown-initiated close: what is batched goes out, then the socket is destroyed. */

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AdminOpcode, DNR, PduType, Status, decodeChangedNsList, decodeDiscoveryLog, decodeIdentifyController, encodeSqe } from '../../../protocol/index.js';
+import { AdminOpcode, DNR, PduType, Status, decodeChangedNsList, decodeDiscoveryLog, decodeIdentifyController, encodePdu, encodeSqe } from '../../../protocol/index.js';
 import { HOSTNQN, SUBNQN, adminCmd, bringUpAdmin, connectIo, defaultSubsystem, expectOk, getLog, identify, readCmd, setFeatures, startTarget, writeCmd, type Harness, type RawPeer } from './fixture.js';
 
 const DISC = 'nqn.2014-08.org.nvmexpress.discovery';
@@ -204,6 +204,32 @@ describe('data path', () => {
     expect(resp.type === PduType.CAPSULE_RESP && resp.cqe.readUInt16LE(14) >> 1).toBe(Status.TRANSIENT_TRANSPORT);
     expectOk(await io.command(readCmd(1, 0n, 1)));
     expect(h.svc.stats().dataDigestErrors).toBe(1);
+  });
+
+  it('a data digest error in one H2CData of an R2T transfer: the rest is taken, then TRANSIENT_TRANSPORT; the queue stays', async () => {
+    h = await startTarget();
+    const dg = { hdgst: true, ddgst: true };
+    const { io } = await ioQueue(h, { digests: dg });
+    const d = Buffer.from(Buffer.alloc(8192).map((_, i) => (i * 7) & 0xff));
+    io.send({ type: PduType.CAPSULE_CMD, sqe: writeCmd(1, 40n, 16), data: [] });
+    const r2t = await io.nextPdu();
+    if (r2t.type !== PduType.R2T) throw new Error(`expected R2T, got ${r2t.type}`);
+    expect([r2t.r2to, r2t.r2tl]).toEqual([0, 8192]);
+    // Two H2CData PDUs of 4 KiB; the first one's DDGST (its last 4 bytes) flipped.
+    const first = Buffer.concat(encodePdu({ type: PduType.H2C_DATA, cccid: r2t.cccid, ttag: r2t.ttag, datao: 0, last: false, data: [d.subarray(0, 4096)] }, { ...dg, pda: 0 }));
+    first[first.length - 1] = (first[first.length - 1] as number) ^ 0xff;
+    const second = Buffer.concat(encodePdu({ type: PduType.H2C_DATA, cccid: r2t.cccid, ttag: r2t.ttag, datao: 4096, last: true, data: [d.subarray(4096)] }, { ...dg, pda: 0 }));
+    // Split mid-PDU, so the data and its digest arrive across reads.
+    io.sendRaw(Buffer.concat([first, second]).subarray(0, 3000));
+    await new Promise((r) => setTimeout(r, 10));
+    io.sendRaw(Buffer.concat([first, second]).subarray(3000));
+    const resp = await io.nextPdu();
+    expect(resp.type === PduType.CAPSULE_RESP && resp.cqe.readUInt16LE(14) >> 1).toBe(Status.TRANSIENT_TRANSPORT);
+    expect(h.svc.stats().dataDigestErrors).toBe(1);
+    // Nothing was written (the RAM namespace starts zeroed), and the queue goes on.
+    expect((await io.command(readCmd(1, 40n, 16))).data.equals(Buffer.alloc(8192))).toBe(true);
+    expectOk(await io.command(writeCmd(1, 40n, 16), { data: d, maxh2cdata: 4096 }));
+    expect((await io.command(readCmd(1, 40n, 16))).data.equals(d)).toBe(true);
   });
 
   it('write zeroes, DSM deallocate, compare, flush all, FUA', async () => {

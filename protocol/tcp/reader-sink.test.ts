@@ -1,9 +1,9 @@
-// PduReader's host read path without PDU objects (onCapsuleResp, onC2HDataHeader/End): data copied straight into the
-// command's buffer across any chunking, the same findings as the general path for malformed headers, and the
-// general path whenever digests are on. Bytes come from the independent test builder.
+// PduReader's one data path (PduSink): header views, data copied straight into the sink the role gives across any
+// chunking, with or without digests (the data digest checked over the same bytes), the same findings for a CH seen
+// before as for a new one, and control PDUs as objects. Bytes come from the independent test builder.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { Fes, PduFlag, PduReader, PduType } from './index.js';
+import { DataPshOffset, Fes, PduFlag, PduReader, PduType, type DataSink } from './index.js';
 import * as B from '../testing/pdu-builder.js';
 
 interface Seen {
@@ -12,24 +12,39 @@ interface Seen {
   headers: number[][];
   ends: number[][];
   resps: number[];
+  /** dataEnd's digestOk per C2HData. */
+  digests: boolean[];
 }
 
-function reader(dest: Buffer | undefined, opts: { ddgst?: boolean } = {}): { r: PduReader; seen: Seen } {
-  const seen: Seen = { pdus: [], fatals: [], headers: [], ends: [], resps: [] };
+function reader(dest: Buffer | undefined, opts: { hdgst?: boolean; ddgst?: boolean } = {}): { r: PduReader; seen: Seen } {
+  const seen: Seen = { pdus: [], fatals: [], headers: [], ends: [], resps: [], digests: [] };
+  const sink: DataSink & { cccid: number; datal: number; flags: number } = { buf: Buffer.alloc(0), at: 0, cccid: 0, datal: 0, flags: 0 };
   const r: PduReader = new PduReader({
     role: 'host',
     reusesChunks: true,
     onPdu: (p) => {
       seen.pdus.push(p.type);
-      if (p.type === PduType.IC_RESP) r.setFraming(false, opts.ddgst ?? false, 0);
+      if (p.type === PduType.IC_RESP) r.setFraming(opts.hdgst ?? false, opts.ddgst ?? false, 0);
     },
     onFatal: (f) => seen.fatals.push([f.fes, f.fei]),
-    onCapsuleResp: (buf, at) => seen.resps.push(buf.readUInt16LE(at + 12)),
-    onC2HDataHeader: (cccid, datao, datal, flags) => {
-      seen.headers.push([cccid, datao, datal, flags]);
-      return dest;
+    sink: {
+      header: (type, psh, datal, flags) => {
+        if (type === PduType.CAPSULE_RESP) {
+          seen.resps.push(psh.readUInt16LE(12));
+          return undefined;
+        }
+        const cccid = psh.readUInt16LE(DataPshOffset.cccid);
+        const datao = psh.readUInt32LE(DataPshOffset.datao);
+        seen.headers.push([cccid, datao, datal, flags]);
+        if (dest === undefined) return undefined;
+        Object.assign(sink, { buf: dest, at: datao, cccid, datal, flags });
+        return sink;
+      },
+      end: (_s, digestOk) => {
+        seen.ends.push([sink.cccid, sink.datal, sink.flags]);
+        seen.digests.push(digestOk);
+      },
     },
-    onC2HDataEnd: (cccid, datal, flags) => seen.ends.push([cccid, datal, flags]),
   });
   return { r, seen };
 }
@@ -44,7 +59,7 @@ function feed(r: PduReader, bytes: Buffer, size: number): void {
   }
 }
 
-describe('PduReader direct host read path', () => {
+describe('PduReader data path (PduSink), host role', () => {
   const a = B.pattern(300, 1, 3);
   const b = B.pattern(200, 5, 11);
   const stream = Buffer.concat([
@@ -74,6 +89,7 @@ describe('PduReader direct host read path', () => {
     // Reads 1–2 through one buffer, read 3 through another: every PDU lands at an offset an earlier read used too,
     // with other data and, for the second PDU, other lengths.
     const dests = [Buffer.alloc(64), Buffer.alloc(64)];
+    const sink: DataSink = { buf: Buffer.alloc(0), at: 0 };
     const r = new PduReader({
       role: 'host',
       reusesChunks: true,
@@ -83,8 +99,13 @@ describe('PduReader direct host read path', () => {
       onFatal: (f) => {
         throw new Error(`fatal ${f.fes}`);
       },
-      onC2HDataHeader: (cccid) => dests[cccid],
-      onC2HDataEnd: () => undefined,
+      sink: {
+        header: (_type, psh) => {
+          sink.buf = dests[psh.readUInt16LE(DataPshOffset.cccid)] as Buffer;
+          return sink;
+        },
+        end: () => undefined,
+      },
     });
     r.push(B.icResp({}));
     const rxA = Buffer.alloc(256);
@@ -104,7 +125,7 @@ describe('PduReader direct host read path', () => {
     }
   });
 
-  it('a malformed C2HData header leaves the direct path and fails as the general path does', () => {
+  it('a malformed C2HData header never reaches the sink: the finding the header names', () => {
     const cases: Array<[Buffer, [number, number]]> = [
       [B.c2hData({ cccid: 3, datao: 0, success: true, data: a }), [Fes.INVALID_HEADER_FIELD, 1]],
       [B.c2hData({ cccid: 3, datao: 0, datal: 299, data: a }), [Fes.INVALID_HEADER_FIELD, 16]],
@@ -119,8 +140,8 @@ describe('PduReader direct host read path', () => {
   });
 
   it('a C2HData whose CH is one already seen still gets its header checked: datal against the data it carries', () => {
-    // Same CH as the first PDU (type, flags, hlen, pdo, plen), so the known-CH table sends it straight to the direct
-    // copy; its datal field alone is wrong (TCP 1.0 §3.6.2.9), the finding the general path gives.
+    // Same CH as the first PDU (type, flags, hlen, pdo, plen), so the known-CH table spares validating it again; its
+    // datal field alone is wrong (TCP 1.0 §3.6.2.9), the finding a new CH gets.
     const { r, seen } = reader(Buffer.alloc(500));
     r.push(Buffer.concat([B.icResp({}), B.c2hData({ cccid: 3, datao: 0, data: a }), B.c2hData({ cccid: 3, datao: 0, datal: 299, data: a })]));
     expect(seen.headers).toEqual([[3, 0, 300, 0]]);
@@ -128,7 +149,7 @@ describe('PduReader direct host read path', () => {
     expect(seen.fatals).toEqual([[Fes.INVALID_HEADER_FIELD, 16]]);
   });
 
-  it('stops reading when the header callback ends the connection (returns no buffer)', () => {
+  it('stops reading when the header handler ends the connection (returns no sink)', () => {
     const { r, seen } = reader(undefined);
     r.push(stream);
     expect(seen.headers).toHaveLength(1);
@@ -137,11 +158,43 @@ describe('PduReader direct host read path', () => {
     expect(r.failed).toBe(true);
   });
 
-  it('with data digests C2HData takes the general path (the digest is checked there)', () => {
+  for (const size of [1, 7, 23, 4096]) {
+    it(`with header and data digests the same sink gets the data and the digest verdict, in ${size}-byte reads`, () => {
+      const dg = { hdgst: true, ddgst: true };
+      const wire = Buffer.concat([
+        B.icResp({ dgst: 3 }),
+        B.c2hData({ cccid: 3, datao: 0, data: a }, dg),
+        B.c2hData({ cccid: 3, datao: 300, last: true, success: true, data: b }, dg),
+        B.capsuleResp({ cqe: B.cqe({ cid: 5 }) }, dg),
+      ]);
+      const dest = Buffer.alloc(500);
+      const { r, seen } = reader(dest, dg);
+      feed(r, wire, size);
+      expect(seen.fatals).toEqual([]);
+      expect(seen.pdus).toEqual([PduType.IC_RESP]);
+      expect(dest.equals(Buffer.concat([a, b]))).toBe(true);
+      expect(seen.digests).toEqual([true, true]);
+      expect(seen.resps).toEqual([5]);
+    });
+  }
+
+  it('a data digest mismatch is the sink\'s to handle: end() says so and reading goes on', () => {
+    const bad = B.c2hData({ cccid: 3, datao: 0, last: true, data: a }, { ddgst: true });
+    bad.writeUInt8((bad.at(-1) as number) ^ 0xff, bad.length - 1);
     const { r, seen } = reader(Buffer.alloc(500), { ddgst: true });
-    r.push(Buffer.concat([B.icResp({ dgst: 2 }), B.c2hData({ cccid: 3, datao: 0, last: true, data: a }, { ddgst: true })]));
+    r.push(Buffer.concat([B.icResp({ dgst: 2 }), bad, B.capsuleResp({ cqe: B.cqe({ cid: 3 }) })]));
     expect(seen.fatals).toEqual([]);
-    expect(seen.headers).toEqual([]);
-    expect(seen.pdus).toEqual([PduType.IC_RESP, PduType.C2H_DATA]);
+    expect(seen.digests).toEqual([false]);
+    expect(seen.resps).toEqual([3]);
+  });
+
+  it('a header digest mismatch on a CH seen before is still found (FES 1)', () => {
+    const dg = { hdgst: true };
+    const badResp = B.capsuleResp({ cqe: B.cqe({ cid: 9 }) }, dg);
+    badResp.writeUInt8((badResp.at(-1) as number) ^ 0xff, badResp.length - 1);
+    const { r, seen } = reader(Buffer.alloc(500), dg);
+    r.push(Buffer.concat([B.icResp({ dgst: 1 }), B.capsuleResp({ cqe: B.cqe({ cid: 8 }) }, dg), badResp]));
+    expect(seen.resps).toEqual([8]);
+    expect(seen.fatals).toEqual([[Fes.HEADER_DIGEST_ERROR, 0]]);
   });
 });
