@@ -8,6 +8,7 @@ import type { NamespaceConfig } from '../config/types.js';
 import { TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { checkMaskHost, checkNamespace, openBackend, sameJson, workerCache } from './config-translation.js';
 import type { Replication } from './replication.js';
+import { ZoneStateFile, zoneStatePath } from '../zone-state.js';
 import type { ReservationStore } from './reservations-store.js';
 
 export class Namespaces {
@@ -219,6 +220,7 @@ export class Namespaces {
         });
       }
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${cfg.blockSize ?? 512}-byte block`);
+      await restoreZones(ns, cfg, reuse !== undefined ? replacing : undefined);
       for (const other of this.#core.allNamespaces()) {
         if (other === replacing) continue;
         if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
@@ -229,4 +231,19 @@ export class Namespaces {
       throw err;
     }
   }
+}
+
+/**
+ * The zones a zoned namespace starts with: those of the namespace it replaces on the same backend, else a file
+ * namespace's zone-state file (which it keeps saving to), else all empty.
+ */
+async function restoreZones(ns: TargetNamespace, cfg: NamespaceConfig, replacing: TargetNamespace | undefined): Promise<void> {
+  const zones = ns.zones;
+  if (zones === undefined) return;
+  const store = cfg.backend.type === 'file' ? new ZoneStateFile(zoneStatePath(cfg.backend.path)) : undefined;
+  const snap = replacing?.zones?.snapshot() ?? (await store?.load());
+  if (snap !== undefined && !zones.restore(snap)) {
+    throw new InvalidArgumentError('namespaces.zoned', `the saved zones (${snap.zones.length} of ${snap.zoneSize} blocks) do not match this geometry; use the same zoneSize and zoneCapacity, or remove ${store?.path ?? 'the old namespace'} to start with empty zones`);
+  }
+  ns.zoneStore = store;
 }
