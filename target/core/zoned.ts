@@ -97,8 +97,6 @@ export class ZoneSet {
   readonly nrZones: number;
   readonly maxOpen: number;
   readonly maxActive: number;
-  /** log2(zoneSize): the zone of an LBA is one shift (zoneSize is a power of two, as the Linux host requires). */
-  readonly #shift: number;
   readonly #state: Uint8Array;
   readonly #wp: Float64Array;
   #open = 0;
@@ -112,7 +110,6 @@ export class ZoneSet {
     this.nrZones = g.nrZones;
     this.maxOpen = g.maxOpen;
     this.maxActive = g.maxActive;
-    this.#shift = Math.log2(g.zoneSize);
     this.#state = new Uint8Array(g.nrZones);
     this.#wp = new Float64Array(g.nrZones);
     for (let z = 0; z < g.nrZones; z++) this.#wp[z] = z * g.zoneSize;
@@ -233,7 +230,7 @@ export class ZoneSet {
    * pointer moves. 0 or the status (no state changes on a refusal).
    */
   write(slba: number, nlb: number): number {
-    const z = slba >>> 0 === slba ? slba >>> this.#shift : this.zoneOf(slba);
+    const z = this.zoneOf(slba);
     if (this.zoneOf(slba + nlb - 1) !== z) return Status.ZONE_BOUNDARY_ERROR | DNR;
     const bad = this.#writable(z);
     if (bad !== 0) return bad;
@@ -374,7 +371,7 @@ export const DEFAULT_ZONE_SIZE = 16 * 1024 * 1024;
 export function zoneGeometry(z: { zoneSize: number; zoneCapacity?: number; maxOpen?: number; maxActive?: number }, blockSize: number, bytes: number): ZoneGeometry | { field: string; problem: string } {
   const zs = z.zoneSize;
   // The Linux host refuses a zone size that is not a power of two (nvme_query_zone_info: "invalid zone size").
-  if (zs < blockSize || (zs & (zs - 1)) !== 0 || !Number.isSafeInteger(zs)) return { field: 'zoned.zoneSize', problem: `${zs} bytes is not a power of two of at least one ${blockSize}-byte block; use e.g. 16M` };
+  if (zs < blockSize || !Number.isSafeInteger(zs) || !Number.isInteger(Math.log2(zs))) return { field: 'zoned.zoneSize', problem: `${zs} bytes is not a power of two of at least one ${blockSize}-byte block; use e.g. 16M` };
   if (bytes % zs !== 0 || bytes < zs) return { field: 'zoned.zoneSize', problem: `the namespace's ${bytes} bytes are not a whole number of ${zs}-byte zones; make the size a multiple of the zone size` };
   const cap = z.zoneCapacity ?? zs;
   if (cap < blockSize || cap > zs || cap % blockSize !== 0) return { field: 'zoned.zoneCapacity', problem: `${cap} bytes is not a whole number of blocks between one block and the zone size ${zs}` };
