@@ -183,6 +183,12 @@ export class Namespaces {
   async #addNs(sub: Subsystem, cfg: NamespaceConfig, notify: boolean): Promise<void> {
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
     const ns = await this.#buildNs(sub, cfg, undefined, undefined);
+    // Zone state lives in this process only, and queues already on workers would not see it (tcp/queue.ts keeps the
+    // queues of a subsystem with a zoned namespace here from their Connect on).
+    if (ns.zones !== undefined && this.#workers.pool?.servesSubsystem(sub.nqn) === true) {
+      await ns.backend.close();
+      throw new InvalidArgumentError('namespaces.zoned', `${sub.nqn} has I/O queues on target workers, which cannot serve a zoned namespace; add it to another subsystem or before its hosts connect`);
+    }
     sub.addNamespace(ns);
     this.#resv.restore(sub, cfg.nsid);
     if (notify) {
