@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AdminOpcode, DNR, NvmOpcode, Status, encodeGetLogPageCmd, encodeRwCmd, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
+import { AdminOpcode, DNR, NvmOpcode, Status, encodeGetLogPageCmd, encodeResvCmd, encodeResvKeys, encodeRwCmd, encodeSglInto, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
 import type { SubsystemConfig } from '../../../target/config/types.js';
 import { SUBNQN, bringUpAdmin, connectIo, expectOk, identify, nextCid, propGet, propSet, readCmd, setFeatures, startTarget, type Harness, type RawPeer } from './fixture.js';
 
@@ -258,6 +258,38 @@ describe('zoned RAM namespace', () => {
     await expect(startTarget({ subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '192K' }, zoned: { zoneSize: '128K' } }] }] })).rejects.toThrow(/not a whole number of 131072-byte zones/);
     await expect(startTarget({ subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '256K' }, zoned: { zoneSize: '64K', zoneCapacity: '65K' } }] }] })).rejects.toThrow(/zoned\.zoneCapacity/);
     await expect(startTarget({ subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '256K' }, zoned: { zoneSize: '64K', maxOpen: 3, maxActive: 2 } }] }] })).rejects.toThrow(/zoned\.maxOpen: 3 is more than maxActive 2/);
+  });
+});
+
+describe('zoned namespaces under ANA and reservations', () => {
+  it('ANA states and the reservation access table apply to the zoned commands as to Write and Read', async () => {
+    h = await startTarget({ subsystems: [zonedSubsystem()] });
+    const { io } = await queues(h);
+    h.svc.setAnaState(1, 1, 'inaccessible');
+    expect(await status(io, ...write(0, 1, NvmOpcode.ZONE_APPEND))).toBe(Status.ANA_INACCESSIBLE);
+    expect(await status(io, zms(0n, 3))).toBe(Status.ANA_INACCESSIBLE);
+    expect(await status(io, zmr(0n, 128))).toBe(Status.ANA_INACCESSIBLE);
+    h.svc.setAnaState(1, 1, 'optimized');
+    // Another host (its own host ID) registers and takes Write Exclusive: this host may report zones, not change them.
+    const admin2 = await h.peer();
+    const other = 'nqn.2014-08.org.nvmexpress:uuid:6c61622d-6e76-6d65-7463-700000000002';
+    const c2 = await admin2.connect({ subnqn: SUBNQN, hostnqn: other, hostid: Buffer.alloc(16, 0x22), kato: 5000 });
+    const cntlid2 = (c2.cqe?.dw0 ?? 0) & 0xffff;
+    expectOk(await admin2.command(propSet(0x14, 0x460001)));
+    expectOk(await admin2.command(setFeatures(0x07, 0x10001)));
+    const io2 = await h.peer();
+    expectOk(await io2.connect({ subnqn: SUBNQN, hostnqn: other, hostid: Buffer.alloc(16, 0x22), qid: 1, cntlid: cntlid2, sqsize: 127 }));
+    const resv = (opcode: number, cdw10: number, data: Buffer): Promise<number> => {
+      const sqe = encodeResvCmd({ opcode, cid: nextCid(), nsid: 1, cdw10 });
+      encodeSglInto(sqe, 24, sglInCapsule(data.length));
+      return status(io2, sqe, { data, inCapsule: true });
+    };
+    expect(await resv(NvmOpcode.RESV_REGISTER, 0, encodeResvKeys(0n, 7n))).toBe(0);
+    expect(await resv(NvmOpcode.RESV_ACQUIRE, 1 << 8, encodeResvKeys(7n, 0n))).toBe(0);
+    expect(await status(io, zms(0n, 3))).toBe(Status.RESERVATION_CONFLICT | DNR);
+    expect(await status(io, ...write(0, 1, NvmOpcode.ZONE_APPEND))).toBe(Status.RESERVATION_CONFLICT | DNR);
+    expect(zonesOf((await io.command(zmr(0n, 128))).data).nr).toBe(4);
+    expect(await status(io2, zms(0n, 3))).toBe(0);
   });
 });
 
