@@ -35,13 +35,8 @@ const CODE: Readonly<Record<ZoneState, number>> = {
   'read-only': ZoneStateCode.READ_ONLY,
   offline: ZoneStateCode.OFFLINE,
 };
-const EMPTY = 0;
-const IMP_OPEN = 1;
-const EXP_OPEN = 2;
-const CLOSED = 3;
-const FULL = 4;
-const READ_ONLY = 5;
-const OFFLINE = 6;
+/** A zone's state is kept as its index in STATES, one byte per zone. */
+const [EMPTY, IMP_OPEN, EXP_OPEN, CLOSED, FULL, READ_ONLY, OFFLINE] = [0, 1, 2, 3, 4, 5, 6] as const;
 const isOpen = (s: number): boolean => s === IMP_OPEN || s === EXP_OPEN;
 const isActive = (s: number): boolean => s === IMP_OPEN || s === EXP_OPEN || s === CLOSED;
 

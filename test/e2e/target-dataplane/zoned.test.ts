@@ -11,12 +11,12 @@ import type { SubsystemConfig } from '../../../target/config/types.js';
 import { SUBNQN, bringUpAdmin, connectIo, expectOk, identify, nextCid, propGet, propSet, readCmd, setFeatures, startTarget, type Harness, type RawPeer } from './fixture.js';
 
 let h: Harness | undefined;
-let tmp: string | undefined;
+/** The file namespace's directory, removed after its target stopped. */
+const dirs: string[] = [];
 afterEach(async () => {
   await h?.close();
   h = undefined;
-  if (tmp !== undefined) await fs.rm(tmp, { recursive: true, force: true });
-  tmp = undefined;
+  for (const d of dirs.splice(0)) await fs.rm(d, { recursive: true, force: true });
 });
 
 /** 4 zones of 64 KiB (128 blocks of 512 bytes), at most 2 open and 3 active; NSID 2 conventional. */
@@ -295,7 +295,8 @@ describe('zoned namespaces under ANA and reservations', () => {
 
 describe('zoned file namespace', () => {
   it('zone states and write pointers survive a restart; zone capacity below the zone size', async () => {
-    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'zns-'));
+    const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'zns-'));
+    dirs.push(tmp);
     const file = path.join(tmp, 'z.img');
     const sub = (): SubsystemConfig => ({ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '256K' }, zoned: { zoneSize: '64K', zoneCapacity: '32K' } }] });
     h = await startTarget({ subsystems: [sub()] });
