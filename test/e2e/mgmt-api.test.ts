@@ -145,6 +145,13 @@ describe('management API: validation and errors', () => {
     expect(badSize.json).toMatchObject({ path: 'backend.size' });
     expect((badSize.json as { error: string }).error).toMatch(/backend\.size/);
 
+    const badZones = await call(api, 'POST', `/subsystems/${seg(NQN)}/namespaces`, { nsid: 3, backend: { type: 'ram', size: '3M' }, zoned: { zoneSize: '2M' } });
+    expect(badZones).toMatchObject({ status: 400, json: { path: 'zoned.zoneSize' } });
+    expect((badZones.json as { error: string }).error).toMatch(/not a whole number of 2097152-byte zones/);
+    expect((await call(api, 'POST', `/subsystems/${seg(NQN)}/namespaces`, { nsid: 3, backend: { type: 'ram', size: '4M' }, zoned: { zoneSize: '2M' } })).status).toBe(201);
+    expect(t.zones(NQN, 3)?.map((z) => z.state)).toEqual(['empty', 'empty']);
+    await call(api, 'DELETE', `/subsystems/${seg(NQN)}/namespaces/3`);
+
     const typo = await call(api, 'POST', '/ports', { id: 2, addr: '127.0.0.1', port: 0, inlineDataSzie: 4096 });
     expect(typo.status).toBe(400);
     expect((typo.json as { error: string }).error).toMatch(/did you mean "inlineDataSize"/);
