@@ -85,6 +85,9 @@ describe('ZoneSet rules', () => {
     ]);
     expect([again.openCount, again.activeCount]).toEqual([0, 1]);
     expect(new ZoneSet({ ...geometry, zoneCap: 16 }).restore(zs.snapshot())).toBe(false);
+    const bad = zs.snapshot();
+    (bad.zones[1] as [number, number])[1] = 16 + 13;
+    expect(new ZoneSet(geometry).restore(bad)).toBe(false);
   });
 
   it('geometry: power-of-two zone size, whole zones, capacity within the zone, open within active', () => {

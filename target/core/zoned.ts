@@ -113,6 +113,8 @@ export class ZoneSet {
   /** Restores states and write pointers saved by snapshot(); false (nothing changed) when the geometry differs. */
   restore(s: ZoneSnapshot): boolean {
     if (s.zoneSize !== this.zoneSize || s.zoneCap !== this.zoneCap || s.zones.length !== this.nrZones) return false;
+    // A write pointer outside its zone's writable range is not a state this set could have saved.
+    if (s.zones.some(([, wp], z) => !Number.isInteger(wp) || wp < z * this.zoneSize || wp > z * this.zoneSize + this.zoneCap)) return false;
     s.zones.forEach(([code, wp], z) => {
       const i = STATES.findIndex((n) => CODE[n] === code);
       // An open zone comes back closed: opening is a controller's state, and a restart is a new controller (as a

@@ -249,7 +249,7 @@ async function restoreZones(ns: TargetNamespace, cfg: NamespaceConfig, replacing
   const store = cfg.backend.type === 'file' ? new ZoneStateFile(zoneStatePath(cfg.backend.path)) : undefined;
   const snap = replacing?.zones?.snapshot() ?? (await store?.load());
   if (snap !== undefined && !zones.restore(snap)) {
-    throw new InvalidArgumentError('namespaces.zoned', `the saved zones (${snap.zones.length} of ${snap.zoneSize} blocks) do not match this geometry; use the same zoneSize and zoneCapacity, or remove ${store?.path ?? 'the old namespace'} to start with empty zones`);
+    throw new InvalidArgumentError('namespaces.zoned', `the saved zones (${snap.zones.length} of ${snap.zoneSize} blocks) do not fit this geometry (another zoneSize or zoneCapacity, or a damaged file); use the same zoneSize and zoneCapacity, or remove ${store?.path ?? 'the old namespace'} to start with empty zones`);
   }
   ns.zoneStore = store;
 }

@@ -330,6 +330,6 @@ describe('zoned file namespace', () => {
     expect(await status(q.io, ...write(ZS, 1))).toBe(Status.ZONE_INVALID_WRITE | DNR);
     await h.close();
     h = undefined;
-    await expect(startTarget({ subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '256K' }, zoned: { zoneSize: '128K' } }] }] })).rejects.toThrow(/do not match this geometry/);
+    await expect(startTarget({ subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '256K' }, zoned: { zoneSize: '128K' } }] }] })).rejects.toThrow(/do not fit this geometry/);
   });
 });
