@@ -212,6 +212,8 @@ export class Namespaces {
    */
   async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: TargetNamespace | undefined): Promise<TargetNamespace> {
     checkNamespace(this.#log, sub, cfg);
+    // Zone state lives in one target process; the gateways of a group would each keep their own write pointers.
+    if (cfg.zoned !== undefined && this.writeFence !== undefined) throw new InvalidArgumentError('namespaces.zoned', 'a gateway group cannot serve a zoned namespace (each gateway would keep its own write pointers); serve it from a target outside the group');
     const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled, this.writeFence));
     try {
       const ns = new TargetNamespace(sub.nqn, cfg, backend);

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AdminOpcode, DNR, NvmOpcode, Status, encodeGetLogPageCmd, encodeResvCmd, encodeResvKeys, encodeRwCmd, encodeSglInto, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
 import type { SubsystemConfig } from '../../../target/config/types.js';
+import { TargetService } from '../../../target/service.js';
 import { SUBNQN, bringUpAdmin, connectIo, expectOk, identify, nextCid, propGet, propSet, readCmd, setFeatures, startTarget, type Harness, type RawPeer } from './fixture.js';
 
 let h: Harness | undefined;
@@ -290,6 +291,19 @@ describe('zoned namespaces under ANA and reservations', () => {
     expect(await status(io, ...write(0, 1, NvmOpcode.ZONE_APPEND))).toBe(Status.RESERVATION_CONFLICT | DNR);
     expect(zonesOf((await io.command(zmr(0n, 128))).data).nr).toBe(4);
     expect(await status(io2, zms(0n, 3))).toBe(0);
+  });
+});
+
+describe('zoned namespaces where zone state could not have one owner', () => {
+  it('a gateway group refuses a zoned namespace before it joins', async () => {
+    const svc = new TargetService();
+    try {
+      // etcd at a port nothing listens on: the refusal must come first, from the namespace.
+      const cfg = { ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [zonedSubsystem()], gateway: { group: 'g', etcd: ['http://127.0.0.1:9'], id: 'a' } };
+      await expect(svc.apply(cfg)).rejects.toThrow(/namespaces\.zoned: a gateway group cannot serve a zoned namespace/);
+    } finally {
+      await svc.stop();
+    }
   });
 });
 
