@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, runLabScript, killLabGroup, type StepResult } from '../../harness/lab.js';
+import { byLine, checkLabReady, labDir, parseSteps, runLabScript, killLabGroup, type StepResult } from '../../harness/lab.js';
 import { REPO_ROOT } from '../../harness/nvme.js';
 import { TargetService } from '../../target/index.js';
 
@@ -54,19 +54,12 @@ describe.skipIf(!existsSync(path.join(LAB7, 'vmlinuz')))('newest Linux host: zon
       const args = [path.join(labDir(), 'run.sh'), '--timeout', '540', '--hostfwd', 'none', '--append', 'nvme_core.multipath=N', '--guestfwd', `10.0.2.100:4420:${port}`];
       for (const e of [`ZNS_NQN=${NQN}`, `ZONE_SECTORS=${ZONE / 512}`, `NR_ZONES=${SIZE / ZONE}`]) args.push('--env', e);
       args.push(GUEST_SCRIPT);
-      let pending = '';
       const run = runLabScript(
         args,
-        (chunk) => {
-          pending += chunk;
-          let i;
-          while ((i = pending.indexOf('\n')) >= 0) {
-            const line = pending.slice(0, i).trim();
-            pending = pending.slice(i + 1);
-            const m = /^@@ZONES (\S+) (.*)$/.exec(line);
-            if (m) seen.push({ label: m[1] as string, json: m[2] as string, ours: { 1: svc?.zones(NQN, 1), 2: svc?.zones(NQN, 2) } });
-          }
-        },
+        byLine((line) => {
+          const m = /^@@ZONES (\S+) (.*)$/.exec(line);
+          if (m) seen.push({ label: m[1] as string, json: m[2] as string, ours: { 1: svc?.zones(NQN, 1), 2: svc?.zones(NQN, 2) } });
+        }),
         { LAB_OUT: LAB7 },
       );
       hold.child = run.child;
