@@ -36,6 +36,8 @@ describe('parseTargetArgs rejects bad flags with one line naming the flag and th
     [['--ram', '1X'], '--ram 1X: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
     [['--null', 'big'], '--null big: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
     [['--block-size', '1024'], '--block-size 1024: not supported; use 512 or 4096'],
+    [['--ram', '64M', '--zoned', '16Q'], '--zoned 16Q: not a size; use bytes or a K/M/G/T suffix (e.g. 1G)'],
+    [['--zoned'], '--zoned: applies to namespaces given with --ram/--file/--null, and there are none; add one or set "zoned" in the config'],
     [['--nqn', ''], '--nqn "": cannot name a subsystem or host (empty); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1'],
     [['--allow-host', 'h'.repeat(224)], `--allow-host "${'h'.repeat(224)}": cannot name a subsystem or host (too long: 224 bytes, at most 223); use 1..223 bytes, e.g. nqn.2024-01.io.example:disk1`],
     [['--advertise', 'gateway'], '--advertise gateway: not an IP address; use ADDR or ADDR:PORT (e.g. 10.0.2.100 or 10.0.2.100:4420)'],
@@ -100,6 +102,15 @@ describe('buildTargetConfig', () => {
       { nsid: 3, backend: { type: 'null', size: '1G' }, blockSize: 4096 },
       { nsid: 4, backend: { type: 'ram', size: '1M' }, blockSize: 4096 },
     ]);
+  });
+
+  it('--zoned makes the flag namespaces zoned, with its zone size or the default', async () => {
+    const c = await build(['--ram', '64M', '--zoned', '4M', '--ram', '32M']);
+    expect(c.subsystems[0]?.namespaces).toEqual([
+      { nsid: 1, backend: { type: 'ram', size: '64M' }, zoned: { zoneSize: '4M' } },
+      { nsid: 2, backend: { type: 'ram', size: '32M' }, zoned: { zoneSize: '4M' } },
+    ]);
+    expect((await build(['--ram', '64M', '--zoned'])).subsystems[0]?.namespaces).toEqual([{ nsid: 1, backend: { type: 'ram', size: '64M' }, zoned: {} }]);
   });
 
   it('--nqn renames the default subsystem; --allow-host restricts it; --block-size alone applies to the default namespace', async () => {

@@ -49,6 +49,8 @@ one 1 GiB RAM namespace, any host.
                            Namespace flags get nsids 1, 2, ... in command-line order (after the config's own);
                            without a config they replace the default RAM namespace
   --block-size 512|4096    LBA size of the namespaces given by flags (default 512)
+  --zoned [ZONE-SIZE]      make the namespaces given by flags zoned (ZNS), zones of ZONE-SIZE (a power of two,
+                           default 16M; the namespace size must be a multiple)
   --allow-host NQN         allow only these hosts on that subsystem (repeatable; default: any host)
   --dhchap-key HOSTNQN=SECRET
                            require DH-HMAC-CHAP from that host with this host key ("DHHC-1:..:..:", as printed
@@ -106,6 +108,7 @@ const FLAGS: readonly (readonly [string, boolean])[] = [
   ['--file <path[:size]>', true],
   ['--null <size>', true],
   ['--block-size <n>', false],
+  ['--zoned [zone-size]', false],
   ['--allow-host <nqn>', true],
   ['--dhchap-key <hostnqn=secret>', true],
   ['--dhchap-ctrl-key <hostnqn=secret>', true],
@@ -134,6 +137,7 @@ interface TargetFlags {
   listen?: string[];
   nqn?: string;
   'block-size'?: string;
+  zoned?: string | boolean;
   'allow-host'?: string[];
   'dhchap-key'?: string[];
   'dhchap-ctrl-key'?: string[];
@@ -176,6 +180,8 @@ export interface TargetArgs {
   nqn?: string;
   namespaces: NamespaceFlag[];
   blockSize?: 512 | 4096;
+  /** --zoned: the zone size given, or '' for the default. */
+  zoned?: string;
   allowHosts: string[];
   /** --dhchap-key / --dhchap-ctrl-key, merged per host NQN (secrets as given; never printed). */
   dhchapKeys: DhchapFlag[];
@@ -296,6 +302,11 @@ function parseNamespaceFlags(v: TargetFlags, order: readonly { name: 'ram' | 'nu
     const bs = v['block-size'];
     if (bs !== '512' && bs !== '4096') throw new ConfigError(`--block-size ${bs}: not supported; use 512 or 4096`);
     args.blockSize = bs === '512' ? 512 : 4096;
+  }
+  if (v.zoned !== undefined) {
+    if (typeof v.zoned === 'string') flagValue(() => sizeArg('zoned', v.zoned as string));
+    args.zoned = typeof v.zoned === 'string' ? v.zoned : '';
+    if (order.length === 0) throw new ConfigError('--zoned: applies to namespaces given with --ram/--file/--null, and there are none; add one or set "zoned" in the config');
   }
   // Namespace flags keep their command-line order across --ram/--file/--null.
   for (const t of order) {
@@ -537,6 +548,7 @@ export async function buildTargetConfig(args: TargetArgs): Promise<BuiltConfig> 
     for (const f of args.namespaces) {
       const ns: NamespaceConfig = { nsid: nsid++, backend: await backendFor(f, bs) };
       if (args.blockSize !== undefined) ns.blockSize = args.blockSize;
+      if (args.zoned !== undefined) ns.zoned = args.zoned === '' ? {} : { zoneSize: args.zoned };
       namespaces.push(ns);
     }
     sub.namespaces = namespaces;

@@ -92,6 +92,19 @@ export function runLabScript(args: string[], onStdout?: (chunk: string, out: str
   return { child, done };
 }
 
+/** A runLabScript `onStdout` that calls `onLine` with each whole stdout line, trimmed (a guest's requests and markers). */
+export function byLine(onLine: (line: string) => void): (chunk: string) => void {
+  let pending = '';
+  return (chunk) => {
+    pending += chunk;
+    let i;
+    while ((i = pending.indexOf('\n')) >= 0) {
+      onLine(pending.slice(0, i).trim());
+      pending = pending.slice(i + 1);
+    }
+  };
+}
+
 /** Ends a suite's lab run: the qemu process group, then the target child (SIGKILL after 10 s), then its temp dir. */
 export async function stopLab(
   labChild: ChildProcess | undefined,

@@ -8,6 +8,7 @@ export type { AnaStateName } from '../protocol/index.js';
 export { Namespace } from './namespace.js';
 export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
 export { NamespaceReservation } from './namespace.js';
+export { NamespaceZones, type ZoneFilterName, type ZoneReportOptions } from './zones.js';
 export type { ResvAcquireOptions, ResvRegisterOptions, ResvReleaseOptions, ResvReport, ResvReportOptions } from './namespace.js';
 export { ResvType, ResvRegisterAction, ResvAcquireAction, ResvReleaseAction, Cptpl } from '../protocol/index.js';
 export type { ConnectOptions } from './options.js';

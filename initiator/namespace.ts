@@ -25,6 +25,7 @@ import {
 import { InvalidArgumentError } from './errors.js';
 import { wr32 } from '../protocol/le.js';
 import type { Completion, IoRequest, IoSqeBuilder, SubmitSpec } from './queue-pair.js';
+import { NamespaceZones } from './zones.js';
 
 /** All-zero SQE that buildIoSqe starts from. */
 const ZERO_SQE = new Uint8Array(64);
@@ -185,11 +186,23 @@ export class Namespace implements IoSqeBuilder {
   anaState: AnaStateName = 'optimized';
   /** Reservation Register / Acquire / Release / Report on this namespace (NVMe Base 2.0 §8.19). */
   readonly reservation: NamespaceReservation;
+  /** Zone reports, actions and Zone Append (ZNS 1.1 §3.4); a conventional namespace answers them Invalid Opcode. */
+  readonly zones: NamespaceZones;
 
   constructor(exec: IoExecutor, info: NamespaceInfo) {
     this.#exec = exec;
     this.info = info;
     this.reservation = new NamespaceReservation(this, exec);
+    const self = this;
+    this.zones = new NamespaceZones({
+      get nsid() {
+        return self.nsid;
+      },
+      get blockSize() {
+        return self.blockSize;
+      },
+      execIo: (build, write) => exec.execIo(() => ({ ...build(), timeoutMs: exec.ioTimeoutMs }), { write }),
+    });
   }
 
   get info(): NamespaceInfo {

@@ -8,3 +8,4 @@ export * from './log-pages.js';
 export * from './features.js';
 export * from './uuid.js';
 export * from './reservation.js';
+export * from './zns.js';

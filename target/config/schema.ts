@@ -7,6 +7,7 @@ import { TlsKeyError, parseTlsKey } from '../../protocol/tls/index.js';
 import { ANA_STATE_NAMES, DISCOVERY_NQN, NvmeTcpError, validateNqn, validateNvmetName } from '../../protocol/index.js';
 import { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS } from '../model/placement.js';
 import { ipFamily, parseHostPort, parseSize } from '../../protocol/values/index.js';
+import { zoneGeometry, zonedBytes } from '../core/zoned.js';
 import type {
   AnaStateName,
   BackendConfig,
@@ -274,6 +275,15 @@ export const namespaceSchema = obj({
   readOnly: opt(bool),
   enabled: opt(bool),
   hosts: opt(list(nvmetNameSchema)),
+  zoned: opt(
+    obj({
+      zoneSize: opt(sizeSchema),
+      zoneCapacity: opt(sizeSchema),
+      // MOR / MAR are 32-bit and 0's based (ZNS 1.1 Figure 48); 0 here means no limit.
+      maxOpen: opt(int(0, 0xffff_ffff, 'a zone count')),
+      maxActive: opt(int(0, 0xffff_ffff, 'a zone count')),
+    }),
+  ),
 }).check(
   z.superRefine((ns, ctx) => {
     if (!('size' in ns.backend) || ns.backend.size === undefined) return;
@@ -282,6 +292,9 @@ export const namespaceSchema = obj({
     if (bytes === undefined) return;
     if (bytes < bs || bytes % bs !== 0) {
       ctx.addIssue({ code: 'custom', path: ['backend', 'size'], message: `${show(ns.backend.size)} (${bytes} bytes) is not a positive multiple of the block size ${bs}` });
+    } else if (ns.zoned !== undefined) {
+      const g = zoneGeometry(zonedBytes(ns.zoned), bs, bytes);
+      if ('problem' in g) ctx.addIssue({ code: 'custom', path: g.field.split('.'), message: g.problem });
     }
   }),
 );

@@ -14,8 +14,9 @@ import type { AenKind, ControllerState, ErrorRecord, QueueHandle, Transitions } 
 export const Csts = { RDY: encodeCsts({ rdy: true }), CFS: encodeCsts({ cfs: true }), SHST_CMPLT: encodeCsts({ shst: CstsShst.COMPLETE }) } as const;
 /**
  * VS 1.4.0 (NVMe Base 2.0 §3.1.3.2): what the controller advertises is NVMe 1.4's (CTRATT TBKAS, ANA reporting), so
- * a 1.3 version would contradict CTRATT. Not 2.0: the Linux host asks a 2.0 controller for the I/O Command Set
- * Independent Identify Namespace (CNS 08h), which this controller does not implement.
+ * a 1.3 version would contradict CTRATT. Not 2.0: the command-set Identify structures are here (cmd/iocs.ts), but a
+ * 2.0 controller also has CRTO and CAP.CRMS and the Supported Log Pages log, which this one does not (docs/target.md,
+ * "Why VS stays 1.4").
  */
 export const NVME_VS = NvmeVersion.V1_4;
 /** AERL 3 → four outstanding AERs (nvmet NVMET_ASYNC_EVENTS). */

@@ -1,10 +1,11 @@
 // A namespace: NSID, LBA format, identifiers and the backend holding its blocks (nvmet_ns).
 import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
-import { parseUuid } from '../../protocol/index.js';
+import { InvalidArgumentError, parseUuid } from '../../protocol/index.js';
 import type { NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../model/config.js';
 import { ReservationState, type ResvEvents } from './reservation.js';
+import { ZoneSet, zoneGeometry, zonedBytes, type ZoneStore } from './zoned.js';
 
 /** Events of a namespace not (yet) in a subsystem: nobody to notify, nothing to persist. */
 const DETACHED_EVENTS: ResvEvents = { notify: () => undefined, changed: () => undefined };
@@ -51,6 +52,10 @@ export class TargetNamespace {
    * the data path reads it per command. Only Subsystem.setNamespaceHosts changes it after construction.
    */
   hostMask: Set<string> | undefined;
+  /** The zones of a zoned namespace (ZNS 1.1, CSI 02h); undefined: a conventional NVM namespace. */
+  readonly zones: ZoneSet | undefined;
+  /** Where the zone state persists (file namespaces; set by the service once restored); undefined: in memory only. */
+  zoneStore: ZoneStore | undefined;
 
   constructor(
     readonly subnqn: string,
@@ -60,6 +65,11 @@ export class TargetNamespace {
     this.blockSize = config.blockSize ?? 512;
     this.lbaShift = this.blockSize === 4096 ? 12 : 9;
     this.nsze = Math.floor(backend.size / this.blockSize);
+    if (config.zoned !== undefined) {
+      const g = zoneGeometry(zonedBytes(config.zoned), this.blockSize, this.nsze * this.blockSize);
+      if ('problem' in g) throw new InvalidArgumentError(`namespaces.${g.field}`, g.problem);
+      this.zones = new ZoneSet(g);
+    }
     // NGUID/UUID must be globally unique and must not change across restarts (NVMe Base 2.0 §4.7.1) → hash of (subnqn, nsid).
     const h = createHash('sha256').update(`${subnqn}\0${config.nsid}`).digest();
     this.uuid = config.uuid !== undefined ? parseUuid(config.uuid) : uuidFromHash(h.subarray(0, 16));

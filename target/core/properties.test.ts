@@ -43,14 +43,13 @@ function ok(c: Completion): Completion {
 }
 
 describe('Property Get', () => {
-  it('CAP (8 bytes): MQES from maxQueueSize, TO 7.5 s, NVM command set only, 4 KiB pages', () => {
+  it('CAP (8 bytes): MQES from maxQueueSize, TO 7.5 s, NVM and I/O command sets, 4 KiB pages', () => {
     const { admin } = connected({ maxQueueSize: 256 });
     const c = ok(admin.propertyGet(PropertyOffset.CAP));
     const cap = decodeCap(cqeResult64(c));
     expect(cap.mqes).toBe(255);
     expect(cap.to).toBe(15);
-    expect(cap.css).toBe(CapCss.NVM);
-    expect(cap.css & CapCss.IO_CMD_SETS).toBe(0);
+    expect(cap.css).toBe(CapCss.NVM | CapCss.IO_CMD_SETS);
     expect(cap.mpsmin).toBe(0);
     expect(cap.mpsmax).toBe(0);
     expect(cap.dstrd).toBe(0);

@@ -105,6 +105,20 @@ export interface NamespaceConfig {
    * list, Identify Namespace zeros, Invalid Namespace for I/O). Omitted: visible to every allowed host.
    */
   hosts?: string[];
+  /** Zoned namespace (ZNS 1.1); absent: conventional. docs/target.md, zoned namespaces. */
+  zoned?: ZonedConfig;
+}
+
+/** A zoned namespace's geometry and resources (ZNS 1.1 §2.1); sizes in bytes like backend sizes. */
+export interface ZonedConfig {
+  /** Zone size, a power of two of at least one block (default 16M); the namespace size must be a multiple. */
+  zoneSize?: SizeSpec;
+  /** Writable blocks per zone, at most the zone size (default: the zone size). */
+  zoneCapacity?: SizeSpec;
+  /** Most zones open at once (MOR + 1); 0 or absent: no limit. */
+  maxOpen?: number;
+  /** Most zones active (open or closed) at once (MAR + 1); 0 or absent: no limit. */
+  maxActive?: number;
 }
 
 export interface FaultConfig {

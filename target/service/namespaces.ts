@@ -8,6 +8,7 @@ import type { NamespaceConfig } from '../model/config.js';
 import { TargetNamespace, type Subsystem, type TargetCore } from '../core/index.js';
 import { checkMaskHost, checkNamespace, openBackend, sameJson, workerCache } from './config-translation.js';
 import type { Replication } from './replication.js';
+import { ZoneStateFile, zoneStatePath } from './zone-state.js';
 import type { ReservationStore } from './reservations-store.js';
 
 export class Namespaces {
@@ -182,6 +183,12 @@ export class Namespaces {
   async #addNs(sub: Subsystem, cfg: NamespaceConfig, notify: boolean): Promise<void> {
     if (sub.namespaces.has(cfg.nsid)) throw new InvalidArgumentError('namespaces.nsid', `NSID ${cfg.nsid} already exists in ${sub.nqn}`);
     const ns = await this.#buildNs(sub, cfg, undefined, undefined);
+    // Zone state lives in this process only, and queues already on workers would not see it (tcp/queue.ts keeps the
+    // queues of a subsystem with a zoned namespace here from their Connect on).
+    if (ns.zones !== undefined && this.#workers.pool?.servesSubsystem(sub.nqn) === true) {
+      await ns.backend.close();
+      throw new InvalidArgumentError('namespaces.zoned', `${sub.nqn} has I/O queues on target workers, which cannot serve a zoned namespace; add it to another subsystem or before its hosts connect`);
+    }
     sub.addNamespace(ns);
     this.#resv.restore(sub, cfg.nsid);
     if (notify) {
@@ -205,6 +212,8 @@ export class Namespaces {
    */
   async #buildNs(sub: Subsystem, cfg: NamespaceConfig, reuse: NamespaceBackend | undefined, replacing: TargetNamespace | undefined): Promise<TargetNamespace> {
     checkNamespace(this.#log, sub, cfg);
+    // Zone state lives in one target process; the gateways of a group would each keep their own write pointers.
+    if (cfg.zoned !== undefined && this.writeFence !== undefined) throw new InvalidArgumentError('namespaces.zoned', 'a gateway group cannot serve a zoned namespace (each gateway would keep its own write pointers); serve it from a target outside the group');
     const backend = reuse ?? (await openBackend(cfg, this.#workers.enabled, this.writeFence));
     try {
       const ns = new TargetNamespace(sub.nqn, cfg, backend);
@@ -219,6 +228,7 @@ export class Namespaces {
         });
       }
       if (ns.nsze === 0) throw new InvalidArgumentError('namespaces.backend.size', `smaller than one ${cfg.blockSize ?? 512}-byte block`);
+      await restoreZones(ns, cfg, reuse !== undefined ? replacing : undefined);
       for (const other of this.#core.allNamespaces()) {
         if (other === replacing) continue;
         if (other.nguid.equals(ns.nguid) || other.uuid.equals(ns.uuid)) throw new InvalidArgumentError('namespaces.uuid', `NGUID/UUID of ${sub.nqn} nsid ${cfg.nsid} collides with ${other.subnqn} nsid ${other.nsid}`);
@@ -229,4 +239,19 @@ export class Namespaces {
       throw err;
     }
   }
+}
+
+/**
+ * The zones a zoned namespace starts with: those of the namespace it replaces on the same backend, else a file
+ * namespace's zone-state file (which it keeps saving to), else all empty.
+ */
+async function restoreZones(ns: TargetNamespace, cfg: NamespaceConfig, replacing: TargetNamespace | undefined): Promise<void> {
+  const zones = ns.zones;
+  if (zones === undefined) return;
+  const store = cfg.backend.type === 'file' ? new ZoneStateFile(zoneStatePath(cfg.backend.path)) : undefined;
+  const snap = replacing?.zones?.snapshot() ?? (await store?.load());
+  if (snap !== undefined && !zones.restore(snap)) {
+    throw new InvalidArgumentError('namespaces.zoned', `the saved zones (${snap.zones.length} of ${snap.zoneSize} blocks) do not fit this geometry (another zoneSize or zoneCapacity, or a damaged file); use the same zoneSize and zoneCapacity, or remove ${store?.path ?? 'the old namespace'} to start with empty zones`);
+  }
+  ns.zoneStore = store;
 }

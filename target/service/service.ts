@@ -6,7 +6,7 @@ import { InvalidArgumentError, validateNqn } from '../../protocol/index.js';
 import type { FaultRule } from '../config/fault-rules.js';
 import type { AnaStateName, FaultConfig, HostConfig, NamespaceConfig, PortConfig, ReferralConfig, SubsystemConfig, TargetConfig } from '../model/config.js';
 import type { AuthStats, HostAuthView } from '../core/auth.js';
-import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type FaultRuleView } from '../core/index.js';
+import { CorePort, Subsystem, TargetCore, WELL_KNOWN_DISCOVERY_NQN, type FaultRuleView, type TargetNamespace } from '../core/index.js';
 import type { PersistedResv } from '../core/reservation.js';
 import { TcpListener, type TlsStats } from '../transport/tcp/index.js';
 import type { Placement, WorkerView } from '../workers/index.js';
@@ -17,6 +17,8 @@ import { Replication } from './replication.js';
 import { ReservationStore } from './reservations-store.js';
 import { Namespaces } from './namespaces.js';
 import { GatewayPart, type GatewayStats, type GroupView } from './gateway.js';
+import { setZoneCondition, zoneView, type ZoneView } from './zone-state.js';
+import { saveZones } from '../core/cmd/zns.js';
 
 export type { GatewayStats, GroupView } from './gateway.js';
 export type { ControllerInfo, DebugCounts, LatencyStats, NamespaceStats, QueueInfo, TargetStats } from './reports.js';
@@ -422,6 +424,19 @@ export class TargetService {
     return this.#ns.namespaceHosts(subnqn, nsid);
   }
 
+  /** The zones of a zoned namespace as Zone Management Receive reports them; undefined for a conventional one. */
+  zones(subnqn: string, nsid: number): ZoneView[] | undefined {
+    return zoneView(this.#nsOf(subnqn, nsid));
+  }
+
+  /**
+   * A zone's medium condition (ZNS 1.1 §2.1.1.6–7): read only, or offline, as a drive reports a failing zone. The
+   * zone state table refuses what a medium cannot do (an offline zone never comes back).
+   */
+  setZoneCondition(subnqn: string, nsid: number, zone: number, cond: 'read-only' | 'offline'): void {
+    setZoneCondition(this.#nsOf(subnqn, nsid), zone, cond);
+  }
+
   setDiscoveryNqn(nqn: string): void {
     const v = validateNqn(nqn);
     if (!v.ok) throw new InvalidArgumentError('discoveryNqn', v.reason);
@@ -473,7 +488,11 @@ export class TargetService {
     for (const s of [this.#core.discovery, ...this.#core.subsystems.values()]) for (const c of [...s.controllers.values()]) c.teardown('target stopping');
     for (const l of listeners) for (const q of [...l.queues]) q.close('target stopping');
     await Promise.all(closing);
-    for (const ns of this.#core.allNamespaces()) await ns.backend.close();
+    for (const ns of this.#core.allNamespaces()) {
+      // A zoned file namespace's zones as they are at stop (target/zone-state.ts); a failed save leaves the last one.
+      await new Promise<void>((resolve) => saveZones(ns, () => resolve()));
+      await ns.backend.close();
+    }
     this.#core.ports.clear();
     this.#log.info('target stopped');
   }
@@ -482,6 +501,12 @@ export class TargetService {
     const s = this.#core.subsystems.get(nqn);
     if (s === undefined) throw new InvalidArgumentError('subnqn', `no subsystem ${nqn}`);
     return s;
+  }
+
+  #nsOf(subnqn: string, nsid: number): TargetNamespace {
+    const ns = this.#subsys(subnqn).namespaces.get(nsid);
+    if (ns === undefined) throw new InvalidArgumentError('nsid', `no namespace ${nsid} in ${subnqn}`);
+    return ns;
   }
 
   #port(id: number): CorePort {

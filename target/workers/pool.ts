@@ -503,6 +503,12 @@ export class WorkerPool implements QueueHandOff {
     return -1;
   }
 
+  /** Whether a worker serves an I/O queue of subsystem `nqn` now. */
+  servesSubsystem(nqn: string): boolean {
+    for (const r of this.#remote.values()) if (r.h.subnqn === nqn) return true;
+    return false;
+  }
+
   accept(_h: HandedOffQueue): boolean {
     return !this.#stopping && this.#workers.some((w) => w.state === 'ready');
   }

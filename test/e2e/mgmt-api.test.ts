@@ -145,6 +145,21 @@ describe('management API: validation and errors', () => {
     expect(badSize.json).toMatchObject({ path: 'backend.size' });
     expect((badSize.json as { error: string }).error).toMatch(/backend\.size/);
 
+    const badZones = await call(api, 'POST', `/subsystems/${seg(NQN)}/namespaces`, { nsid: 3, backend: { type: 'ram', size: '3M' }, zoned: { zoneSize: '2M' } });
+    expect(badZones).toMatchObject({ status: 400, json: { path: 'zoned.zoneSize' } });
+    expect((badZones.json as { error: string }).error).toMatch(/not a whole number of 2097152-byte zones/);
+    expect((await call(api, 'POST', `/subsystems/${seg(NQN)}/namespaces`, { nsid: 3, backend: { type: 'ram', size: '4M' }, zoned: { zoneSize: '2M' } })).status).toBe(201);
+    expect(t.zones(NQN, 3)?.map((z) => z.state)).toEqual(['empty', 'empty']);
+    const zonesPath = `/subsystems/${seg(NQN)}/namespaces/3/zones`;
+    expect(await call(api, 'GET', zonesPath)).toMatchObject({ status: 200, json: [{ zslba: 0, zcap: 4096, wp: 0, state: 'empty' }, { zslba: 4096, state: 'empty' }] });
+    expect(await call(api, 'PUT', `${zonesPath}/1`, { condition: 'read-only' })).toMatchObject({ status: 200, json: { zslba: 4096, state: 'read-only' } });
+    expect(await call(api, 'PUT', `${zonesPath}/1`, { condition: 'broken' })).toMatchObject({ status: 400, json: { path: 'condition' } });
+    const past = await call(api, 'PUT', `${zonesPath}/2`, { condition: 'offline' });
+    expect(past.status).toBe(400);
+    expect((past.json as { error: string }).error).toMatch(/zone: 2 is not a zone of namespace 3; use 0\.\.1/);
+    expect((await call(api, 'GET', `/subsystems/${seg(NQN)}/namespaces/1/zones`)).status).toBe(404);
+    await call(api, 'DELETE', `/subsystems/${seg(NQN)}/namespaces/3`);
+
     const typo = await call(api, 'POST', '/ports', { id: 2, addr: '127.0.0.1', port: 0, inlineDataSzie: 4096 });
     expect(typo.status).toBe(400);
     expect((typo.json as { error: string }).error).toMatch(/did you mean "inlineDataSize"/);

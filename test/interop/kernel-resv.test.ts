@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+import { byLine, checkLabReady, labDir, parseSteps, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
 import { REPO_ROOT, startChildTarget, type ChildTarget } from '../../harness/nvme.js';
 
 const GUEST_SCRIPT = path.join(REPO_ROOT, 'test', 'interop', 'guest', 'kernel-resv.sh');
@@ -181,20 +181,13 @@ async function bootResv(labOut: string, env: string[], port: number | undefined,
   args.push('--guestfwd', port === undefined ? 'none' : `${GUEST_ADDR}:${GUEST_PORT}:${port}`);
   for (const e of env) args.push('--env', e);
   args.push(GUEST_SCRIPT);
-  let pending = '';
   const acts: Promise<void>[] = [];
   const run = runLabScript(
     args,
-    (chunk) => {
-      pending += chunk;
-      let i;
-      while ((i = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, i);
-        pending = pending.slice(i + 1);
-        const m = /^@@HOST (.*)$/.exec(line.trim());
-        if (m) acts.push(onHost(m[1] as string));
-      }
-    },
+    byLine((line) => {
+      const m = /^@@HOST (.*)$/.exec(line);
+      if (m) acts.push(onHost(m[1] as string));
+    }),
     { LAB_OUT: labOut },
   );
   hold.child = run.child;

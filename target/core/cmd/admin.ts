@@ -1,10 +1,11 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, Cns, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { TargetNamespace } from '../namespace.js';
+import { RESCAP_ALL, effectsLogFor, nsCsi, parseCsIdentify, setIocsProfile } from './iocs.js';
 
 /** ANAGRPMAX / NANAGRPID, like nvmet NVMET_MAX_ANAGRPS. */
 export const MAX_ANA_GROUPS = 128;
@@ -89,24 +90,17 @@ export function parseIdentify(ctrl: TargetController, req: Request): number {
           encodeNsDescList([
             { nidt: NidType.UUID, nid: ns.uuid },
             { nidt: NidType.NGUID, nid: ns.nguid },
-            { nidt: NidType.CSI, nid: Buffer.from([0]) },
+            { nidt: NidType.CSI, nid: Buffer.from([nsCsi(ns)]) },
           ]),
         );
       return 0;
     }
-    case Cns.CS_CTRL: {
-      // I/O command set specific controller data, CSI 0 (NVM): no extra limits to report.
-      const csi = req.sqe.readUInt32LE(SqeOffset.cdw11) >>> 24;
-      if (csi !== Csi.NVM) {
-        req.errorLoc = SqeOffset.cdw11;
-        return Status.INVALID_FIELD | DNR;
-      }
-      req.execute = (r) => replyData(r, encodeIdentifyNvmController({}));
-      return 0;
-    }
-    default:
+    default: {
+      const st = parseCsIdentify(ctrl, req, cns, replyData);
+      if (st !== undefined) return st;
       req.errorLoc = SqeOffset.cdw10;
       return Status.INVALID_FIELD | DNR;
+    }
   }
 }
 
@@ -179,8 +173,6 @@ export function identifyController(ctrl: TargetController): Buffer {
   });
 }
 
-const RESCAP_ALL = Rescap.PTPL | Rescap.WRITE_EXCLUSIVE | Rescap.EXCLUSIVE_ACCESS | Rescap.WRITE_EXCLUSIVE_REG_ONLY | Rescap.EXCLUSIVE_ACCESS_REG_ONLY | Rescap.WRITE_EXCLUSIVE_ALL_REGS | Rescap.EXCLUSIVE_ACCESS_ALL_REGS | Rescap.IEKEY_X;
-
 /** Identify Namespace; an inactive NSID returns zeros with success (NVMe Base 2.0 §5.17.2.1, CNS 00h). */
 export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefined): Buffer {
   if (ns === undefined) return Buffer.alloc(IDENTIFY_DATA_SIZE);
@@ -198,7 +190,6 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     dlfeat: 0x09,
     anagrpid: ctrl.subsys.ana ? ns.anaGroup : 0,
     nsattr: ns.readOnly ? 1 : 0,
-    // All six reservation types, persistence through power loss, IEKEY as from revision 1.3 (NVM Command Set 1.0).
     rescap: ctrl.subsys.reservationsSupported ? RESCAP_ALL : 0,
     nguid: ns.nguid,
     lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
@@ -266,9 +257,16 @@ function parseGetLogPage(ctrl: TargetController, req: Request): number {
     case LogPageId.CHANGED_NS:
       build = () => encodeChangedNsList([...ctrl.changedNs].sort((x, y) => x - y));
       break;
-    case LogPageId.CMD_EFFECTS:
-      build = () => effectsLog();
+    case LogPageId.CMD_EFFECTS: {
+      // CSI in CDW14 bits 31:24 (NVMe Base 2.0 Figure 199): one log per command set.
+      const log = effectsLogFor(req.sqe.readUInt32LE(SqeOffset.cdw14) >>> 24, ADMIN_SUPPORTED, ctrl.subsys.reservationsSupported);
+      if (log === undefined) {
+        req.errorLoc = SqeOffset.cdw14;
+        return Status.INVALID_FIELD | DNR;
+      }
+      build = () => log;
       break;
+    }
     case LogPageId.RESV_NOTIF:
       // Each read takes the oldest entry off this controller's queue (NVMe Base 2.0 §5.16.1.24).
       build = () => encodeResvNotifLog(ctrl.resvLog.take());
@@ -323,20 +321,6 @@ function smartLog(ctrl: TargetController, nsid: number): Buffer {
     powerOnHours: u128((Date.now() - ctrl.target.startedAt) / 3_600_000),
     numErrLogEntries: ctrl.errorCount,
   });
-}
-
-function effectsLog(): Buffer {
-  const acs: number[] = [];
-  const iocs: number[] = [];
-  for (const op of ADMIN_SUPPORTED) acs[op] = CmdEffects.CSUPP;
-  iocs[NvmOpcode.FLUSH] = CmdEffects.CSUPP;
-  iocs[NvmOpcode.READ] = CmdEffects.CSUPP;
-  iocs[NvmOpcode.COMPARE] = CmdEffects.CSUPP;
-  iocs[NvmOpcode.WRITE] = CmdEffects.CSUPP | CmdEffects.LBCC;
-  iocs[NvmOpcode.WRITE_ZEROES] = CmdEffects.CSUPP | CmdEffects.LBCC;
-  iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
-  for (const op of [NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE]) iocs[op] = CmdEffects.CSUPP;
-  return encodeCmdEffectsLog({ acs, iocs });
 }
 
 /** ANA log for the controller's port: group 1 always, plus every group holding a namespace (nvmet_execute_get_log_page_ana). */
@@ -421,6 +405,8 @@ function setFeature(ctrl: TargetController, req: Request): number {
     case FeatureId.HOST_ID:
       req.errorLoc = SqeOffset.cdw10;
       return Status.CMD_SEQ_ERROR | DNR;
+    case FeatureId.IOCS_PROFILE:
+      return setIocsProfile(ctrl, req, v);
     case FeatureId.RESV_MASK: {
       // Reservation Notification Mask (NVMe Base 2.0 §5.27.1.22): per namespace, or every namespace with NSID FFFFFFFFh.
       if (ctrl.discovery || !ctrl.subsys.reservationsSupported || (v & ~RESV_NOTIF_MASK_ALL) !== 0) {
@@ -480,6 +466,10 @@ export function parseGetFeatures(ctrl: TargetController, req: Request): number {
       break;
     case FeatureId.KATO:
       dw0 = ctrl.katoMs;
+      break;
+    case FeatureId.IOCS_PROFILE:
+      // The one I/O Command Set Combination, index 0 (iocs.ts IOCS_VECTOR).
+      dw0 = ctrl.discovery ? undefined : 0;
       break;
     case FeatureId.HOST_ID:
       if ((v & 1) === 0) {

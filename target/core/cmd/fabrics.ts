@@ -317,9 +317,10 @@ function setupQueueAuth(q: QueueModel, ctrl: TargetController, qid: number): { a
 
 function capValue(q: QueueModel): bigint {
   const ctrl = q.ctrl as TargetController;
-  // CSS: NVM only (bit37), never "I/O command sets" (bit43: the Linux host would then use the CSI Identify paths,
-  // NVMe Base 2.0 §3.1.3.1); MPSMIN/MPSMAX 0 (4 KiB).
-  return encodeCap({ mqes: ctrl.subsys.maxQueueSize - 1, to: CAP_TO, css: CapCss.NVM });
+  // CSS: NVM (bit 37) and "one or more I/O command sets" (bit 43, NVMe Base 2.0 Figure 36), as nvmet sets both: the
+  // Linux host then selects CC.CSS 110b and takes a namespace's command set from its CSI descriptor (a zoned one is
+  // skipped without it, nvme_scan_ns). MPSMIN/MPSMAX 0 (4 KiB).
+  return encodeCap({ mqes: ctrl.subsys.maxQueueSize - 1, to: CAP_TO, css: CapCss.NVM | CapCss.IO_CMD_SETS });
 }
 
 function executePropertyGet(req: Request): void {

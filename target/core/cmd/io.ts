@@ -8,6 +8,7 @@ import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
 import type { TargetNamespace } from '../namespace.js';
 import { parseResvCmd } from './reservation.js';
+import { parseZoneCmd, saveZones, zoneReadStatus, zoneWriteLba } from './zns.js';
 
 /** SLBA, CDW10–11 of a Read/Write/Compare/Write Zeroes SQE (NVM Command Set 1.0 §3.2.4). */
 function sqeSlba(sqe: Buffer): number {
@@ -15,7 +16,7 @@ function sqeSlba(sqe: Buffer): number {
 }
 
 /** Which SQE checks an opcode needs before it may run (NVM Command Set 1.0 §3). */
-type IoCheck = 'rw' | 'lba' | 'dsm' | 'none' | 'resv';
+type IoCheck = 'rw' | 'lba' | 'dsm' | 'none' | 'resv' | 'zone';
 
 /**
  * What the target does with an NVM opcode it implements (any other is Invalid Command Opcode), as
@@ -49,6 +50,10 @@ const IO_OPS: readonly (IoOp | undefined)[] = opTable({
   [NvmOpcode.RESV_REPORT]: RESV_OP,
   [NvmOpcode.RESV_ACQUIRE]: RESV_OP,
   [NvmOpcode.RESV_RELEASE]: RESV_OP,
+  // Zoned namespaces only (ZNS 1.1 §3.4; cmd/zns.ts): Zone Append is a Write whose LBA the zone picks.
+  [NvmOpcode.ZONE_MGMT_SEND]: op('zone', undefined, undefined, true),
+  [NvmOpcode.ZONE_MGMT_RECV]: op('zone', undefined, undefined, false),
+  [NvmOpcode.ZONE_APPEND]: op('zone', executeWrite, 'h2c', true),
 });
 
 function opTable(byOpcode: Readonly<Record<number, IoOp>>): (IoOp | undefined)[] {
@@ -85,10 +90,14 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
   if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
   const access = accessStatus(ctrl, req, ns, io.writes);
   if (access !== 0) return access;
-  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : 0;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : io.check === 'zone' ? parseZoneCmd(ctrl, req, ns, checkRw) : 0;
   if (st !== 0) return st;
+  if (ns.zones !== undefined && io.check === 'rw' && !io.writes) {
+    const zst = zoneReadStatus(req, ns.zones, sqeNlb(req.sqe));
+    if (zst !== 0) return zst;
+  }
   if (io.dir !== undefined) req.dir = io.dir;
-  req.execute = io.execute;
+  if (io.execute !== undefined) req.execute = io.execute;
   return 0;
 }
 
@@ -274,20 +283,28 @@ function writeFailed(ns: TargetNamespace, err: Error): number {
 function executeWrite(req: Request): void {
   if (stoppedBeforeRun(req)) return;
   const ns = req.ns as TargetNamespace;
-  const off = sqeSlba(req.sqe) * ns.blockSize;
+  const lba = ns.zones === undefined ? sqeSlba(req.sqe) : zoneWriteLba(req, ns.zones, sqeSlba(req.sqe), sqeNlb(req.sqe));
+  if (lba < 0) return deliver(req, -lba);
+  const off = lba * ns.blockSize;
   const fua = (rd32(req.sqe, SqeOffset.cdw12) & RwCdw12.FUA) !== 0;
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
-    ns.counters.writes++;
-    ns.counters.bytesWritten += len;
-    const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
-    if (ctrl !== undefined) {
-      ctrl.smart.writeCmds++;
-      ctrl.smart.bytesWritten += len;
-    }
-    deliver(req, 0);
+    // A FUA write on a zoned file namespace is durable with its write pointer (target/zone-state.ts).
+    if (fua && ns.zoneStore !== undefined) return saveZones(ns, (e2) => (e2 ? deliver(req, Status.WRITE_FAULT) : writeDone(req, ns, len)));
+    writeDone(req, ns, len);
   });
+}
+
+function writeDone(req: Request, ns: TargetNamespace, len: number): void {
+  ns.counters.writes++;
+  ns.counters.bytesWritten += len;
+  const ctrl = (req.queueRef as QueueModel | undefined)?.ctrl;
+  if (ctrl !== undefined) {
+    ctrl.smart.writeCmds++;
+    ctrl.smart.bytesWritten += len;
+  }
+  deliver(req, 0);
 }
 
 function executeCompare(req: Request): void {
@@ -304,13 +321,19 @@ function executeCompare(req: Request): void {
 function executeFlush(req: Request): void {
   const ns = req.ns as TargetNamespace;
   ns.backend.flush((err) => {
-    if (err) {
-      ns.counters.errors++;
-      return deliver(req, Status.WRITE_FAULT);
-    }
-    ns.counters.flushes++;
-    deliver(req, 0);
+    // The zone state is as durable as the data a Flush makes durable (target/zone-state.ts).
+    if (!err && ns.zoneStore !== undefined) return saveZones(ns, (e2) => flushDone(req, ns, e2));
+    flushDone(req, ns, err);
   });
+}
+
+function flushDone(req: Request, ns: TargetNamespace, err: Error | null): void {
+  if (err) {
+    ns.counters.errors++;
+    return deliver(req, Status.WRITE_FAULT);
+  }
+  ns.counters.flushes++;
+  deliver(req, 0);
 }
 
 function executeFlushAll(req: Request): void {
@@ -325,7 +348,10 @@ function executeFlushAll(req: Request): void {
     ns.counters.flushes++;
     ns.backend.flush((err) => {
       if (err) status = Status.WRITE_FAULT;
-      if (--left === 0) deliver(req, status);
+      saveZones(ns, (e2) => {
+        if (e2) status = Status.WRITE_FAULT;
+        if (--left === 0) deliver(req, status);
+      });
     });
   }
 }
@@ -338,6 +364,10 @@ function executeWriteZeroes(req: Request): void {
   const cdw12 = sqe.readUInt32LE(48);
   const nlb = (cdw12 & 0xffff) + 1;
   const fua = (cdw12 & RwCdw12.FUA) !== 0;
+  if (ns.zones !== undefined) {
+    const zst = ns.zones.write(slba, nlb);
+    if (zst !== 0) return deliver(req, zst);
+  }
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
     if (fua) return ns.backend.flush((e2) => deliver(req, e2 ? Status.WRITE_FAULT : 0));

@@ -1,7 +1,12 @@
-// Routes of a subsystem's namespaces: add, show, enable/disable or re-map, remove, and host masking.
+// Routes of a subsystem's namespaces: add, show, enable/disable or re-map, remove, host masking, and the zones of a
+// zoned one.
+import { z } from 'zod';
 import { namespaceSchema, parseWith } from '../../config/schema.js';
 import { HttpError } from '../http.js';
-import { created, hostBodySchema, namespaceOf, noContent, nsidParam, ok, subsystemOf, type RouteEntry } from './route.js';
+import { created, hostBodySchema, intParam, namespaceOf, noContent, nsidParam, ok, subsystemOf, type RouteEntry } from './route.js';
+
+/** `{condition}`: the medium condition to give a zone (TargetService.setZoneCondition). */
+const zoneConditionSchema = z.strictObject({ condition: z.enum(['read-only', 'offline'], { error: (iss) => `${JSON.stringify(iss.input)} is not a zone condition; use "read-only" or "offline"` }) });
 
 export const namespaceRoutes: readonly RouteEntry[] = [
   { method: 'GET', path: '/subsystems/:nqn/namespaces', handler: ({ service, params }) => ok(subsystemOf(service, params.nqn).namespaces ?? []) },
@@ -79,6 +84,31 @@ export const namespaceRoutes: readonly RouteEntry[] = [
       if (cur !== undefined && !cur.includes(h)) throw new HttpError(404, `namespace ${nsid} is not attached to ${h}`);
       await service.detachNamespaceHost(s.nqn, nsid, h);
       return noContent;
+    },
+  },
+  // Zoned namespaces (docs/target.md, zoned namespaces): every zone's start, capacity, write pointer and state.
+  {
+    method: 'GET',
+    path: '/subsystems/:nqn/namespaces/:nsid/zones',
+    handler: ({ service, params }) => {
+      const s = subsystemOf(service, params.nqn);
+      const nsid = namespaceOf(s, nsidParam(params)).nsid;
+      const zones = service.zones?.(s.nqn, nsid);
+      if (zones === undefined) throw new HttpError(404, `namespace ${nsid} of ${s.nqn} is not zoned`);
+      return ok(zones);
+    },
+  },
+  {
+    method: 'PUT',
+    path: '/subsystems/:nqn/namespaces/:nsid/zones/:zone',
+    handler: async ({ service, params, body }) => {
+      const s = subsystemOf(service, params.nqn);
+      const nsid = namespaceOf(s, nsidParam(params)).nsid;
+      const zone = intParam(params.zone, 'zone');
+      const { condition } = parseWith(zoneConditionSchema, await body(), 'body');
+      if (service.setZoneCondition === undefined || service.zones?.(s.nqn, nsid) === undefined) throw new HttpError(404, `namespace ${nsid} of ${s.nqn} is not zoned`);
+      service.setZoneCondition(s.nqn, nsid, zone, condition);
+      return ok(service.zones?.(s.nqn, nsid)?.[zone]);
     },
   },
 ];

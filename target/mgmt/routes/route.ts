@@ -47,7 +47,9 @@ export type WorkerService = Partial<Pick<TargetService, 'workers' | 'setPlacemen
 /** Gateway-group views and moves (target/gateway); optional so a target outside a group still fits (409 with the fix). */
 export type GroupService = Partial<Pick<TargetService, 'groupView' | 'groupFailover' | 'groupFailback' | 'setGatewayDraining'>>;
 
-export type RouteService = MgmtService & WorkerService & GroupService;
+/** Zones of zoned namespaces (docs/target.md, zoned namespaces); optional so a stand-in without them still fits. */
+export type ZoneService = Partial<Pick<TargetService, 'zones' | 'setZoneCondition'>>;
+export type RouteService = MgmtService & WorkerService & GroupService & ZoneService;
 
 export type Params = Record<string, string>;
 

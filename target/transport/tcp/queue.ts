@@ -563,6 +563,9 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     if (ctrl === undefined || core.auth !== undefined || this.tls || core.state !== 'live') return;
     // A worker resumes with the digests only (HandedOffQueue): a queue padding its C2HData to the host's HPDA stays.
     if (this.#conn.framing.pda !== 0) return;
+    // Zone state (write pointers, open zones) has one owner, this process (target/core/zoned.ts): the queues of a
+    // subsystem with a zoned namespace stay here.
+    for (const ns of ctrl.subsys.namespaces.values()) if (ns.zones !== undefined) return;
     const h: HandedOffQueue = {
       portId: this.port.id,
       subnqn: ctrl.subsys.nqn,

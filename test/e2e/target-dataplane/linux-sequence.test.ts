@@ -43,9 +43,10 @@ describe('Linux host connect sequence', () => {
     expect(Number(capv & 0xffffn)).toBe(1023);
     expect(Number((capv >> 24n) & 0xffn)).toBe(15);
     expect((capv >> 37n) & 1n).toBe(1n);
-    expect((capv >> 43n) & 1n).toBe(0n);
-    expectOk(await admin.command(propSet(0x14, 0x460000)));
-    expectOk(await admin.command(propSet(0x14, 0x460001)));
+    // CSS bit 43, I/O command sets: the Linux host then writes CC.CSS 110b (nvme_enable_ctrl).
+    expect((capv >> 43n) & 1n).toBe(1n);
+    expectOk(await admin.command(propSet(0x14, 0x460060)));
+    expectOk(await admin.command(propSet(0x14, 0x460061)));
     expect((await admin.command(propGet(0x1c))).cqe?.dw0).toBe(1);
     expect((await admin.command(propGet(0x08))).cqe?.dw0).toBe(0x10400);
 
