@@ -2,7 +2,7 @@
 import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { parseUuid } from '../../protocol/index.js';
-import type { NamespaceBackend } from '../backend/index.js';
+import { PersistedLbaRanges, type NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
 import { ReservationState, type ResvEvents } from './reservation.js';
 
@@ -32,7 +32,18 @@ export class TargetNamespace {
   readonly uuid: Buffer;
   readonly nguid: Buffer;
   readonly anaGroup: number;
-  readonly readOnly: boolean;
+  /**
+   * Writes are refused with Namespace is Write Protected: the config's readOnly, or a Namespace Write Protection
+   * Config the host set (FID 84h). A field: parseIoCmd reads it per command. Only setWriteProtect changes it.
+   */
+  readOnly: boolean;
+  /** Write Protection State the host set with FID 84h (NVMe Base 2.0 §5.27.1.25; NwpState). */
+  writeProtect = 0;
+  /**
+   * Blocks Write Uncorrectable marked (NVM Command Set 1.0 §3.2.7): they read back Unrecovered Read Error until
+   * written. Beside a file namespace's data so they survive a restart.
+   */
+  readonly uncor: PersistedLbaRanges;
   readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0, fenced: 0 };
   /**
    * Attached to the subsystem's controllers (nvmet_ns.enabled). A field, not a getter over the config: parseIoCmd
@@ -66,9 +77,16 @@ export class TargetNamespace {
     this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
     this.anaGroup = config.anaGroup ?? 1;
     this.readOnly = config.readOnly ?? false;
+    this.uncor = new PersistedLbaRanges(config.backend.type === 'file' ? `${config.backend.path}.uncor` : undefined);
     this.enabled = config.enabled ?? true;
     this.resv = new ReservationState(config.nsid, DETACHED_EVENTS);
     this.hostMask = config.hosts === undefined ? undefined : new Set(config.hosts);
+  }
+
+  /** Sets the host's Write Protection State (FID 84h); the config's readOnly stays in force whatever it is. */
+  setWriteProtect(wps: number): void {
+    this.writeProtect = wps;
+    this.readOnly = (this.config.readOnly ?? false) || wps !== 0;
   }
 
   /** Whether host `hostnqn` may see this namespace at all (masking), enabled or not. */

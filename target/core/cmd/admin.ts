@@ -1,6 +1,6 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages } from '../../../protocol/index.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -163,9 +163,11 @@ export function identifyController(ctrl: TargetController): Buffer {
     cqes: 0x44,
     maxcmd: s.maxQueueSize,
     nn,
-    // Compare, Dataset Management, Write Zeroes, Reservations.
-    oncs: 0x01 | 0x04 | 0x08 | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
+    // Write Uncorrectable only where its marks live in one process (Subsystem.mediaStateLocal).
+    oncs: Oncs.COMPARE | Oncs.DSM | Oncs.WRITE_ZEROES | Oncs.VERIFY | (s.mediaStateLocal ? Oncs.WRITE_UNCOR : 0) | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
     vwc: 0x01,
+    // FID 84h where the state lives in one process; no Permanent Write Protect (a target restart is the power cycle).
+    nwpc: s.mediaStateLocal ? Nwpc.WRITE_PROTECT | Nwpc.UNTIL_POWER_CYCLE : 0,
     sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
     mnan: s.ana ? nn : 0,
     subnqn: s.nqn,
@@ -249,6 +251,12 @@ function parseGetLogPage(ctrl: TargetController, req: Request): number {
   req.dataLen = a.length;
   let build: (() => Buffer) | undefined;
   switch (a.lid) {
+    case LogPageId.SUPPORTED:
+      build = () => encodeSupportedLogPages(supportedLogs(ctrl));
+      break;
+    case LogPageId.FEATURE_EFFECTS:
+      build = () => encodeFeatureEffectsLog(featureEffects(ctrl));
+      break;
     case LogPageId.ERROR:
       build = () => encodeErrorLog(ctrl.errors, 128);
       break;
@@ -335,6 +343,8 @@ function effectsLog(): Buffer {
   iocs[NvmOpcode.WRITE] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.WRITE_ZEROES] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.VERIFY] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.WRITE_UNCOR] = CmdEffects.CSUPP | CmdEffects.LBCC;
   for (const op of [NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE]) iocs[op] = CmdEffects.CSUPP;
   return encodeCmdEffectsLog({ acs, iocs });
 }
@@ -421,6 +431,10 @@ function setFeature(ctrl: TargetController, req: Request): number {
     case FeatureId.HOST_ID:
       req.errorLoc = SqeOffset.cdw10;
       return Status.CMD_SEQ_ERROR | DNR;
+    case FeatureId.HOST_BEHAVIOR:
+      return setHostBehavior(ctrl, req);
+    case FeatureId.WRITE_PROTECT:
+      return setWriteProtect(ctrl, req, v);
     case FeatureId.RESV_MASK: {
       // Reservation Notification Mask (NVMe Base 2.0 §5.27.1.22): per namespace, or every namespace with NSID FFFFFFFFh.
       if (ctrl.discovery || !ctrl.subsys.reservationsSupported || (v & ~RESV_NOTIF_MASK_ALL) !== 0) {
@@ -490,6 +504,19 @@ export function parseGetFeatures(ctrl: TargetController, req: Request): number {
       req.dataLen = 16;
       req.execute = (r) => replyData(r, Buffer.from(ctrl.hostid));
       return 0;
+    case FeatureId.HOST_BEHAVIOR:
+      if (ctrl.discovery) break;
+      req.dir = 'c2h';
+      req.dataLen = HOST_BEHAVIOR_SIZE;
+      req.execute = (r) => replyData(r, Buffer.from(ctrl.hostBehavior));
+      return 0;
+    case FeatureId.WRITE_PROTECT: {
+      const ns = writeProtectNs(ctrl, req);
+      if (typeof ns === 'number') return ns;
+      // The config's readOnly reads as Write Protect; the host cannot lift it (setWriteProtect).
+      dw0 = ns.writeProtect === NwpState.NONE && ns.readOnly ? NwpState.WRITE_PROTECT : ns.writeProtect;
+      break;
+    }
     case FeatureId.RESV_MASK:
     case FeatureId.RESV_PERSIST: {
       const ns = resvFeatureNs(ctrl, req);
@@ -577,4 +604,107 @@ function resvFeatureNs(ctrl: TargetController, req: Request): TargetNamespace | 
     return Status.INVALID_NS | DNR;
   }
   return ns;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Supported Log Pages (LID 00h), Feature Identifiers Supported and Effects (LID 12h), FID 16h and FID 84h
+
+/** The log pages parseGetLogPage answers on an I/O controller (NVMe Base 2.0 §5.16.1.1; nvmet_execute_get_supported_log_pages). */
+function supportedLogs(ctrl: TargetController): number[] {
+  const lids: number[] = [LogPageId.SUPPORTED, LogPageId.ERROR, LogPageId.SMART, LogPageId.FW_SLOT, LogPageId.CHANGED_NS, LogPageId.CMD_EFFECTS, LogPageId.FEATURE_EFFECTS];
+  if (ctrl.subsys.ana) lids.push(LogPageId.ANA);
+  if (ctrl.subsys.reservationsSupported) lids.push(LogPageId.RESV_NOTIF);
+  return lids;
+}
+
+/**
+ * The features Get/Set Features answer on an I/O controller, with their scope and what a Set changes (NVMe Base 2.0
+ * §5.16.1.17). Get-only ones (temperature threshold, volatile write cache, ...) are supported all the same.
+ */
+function featureEffects(ctrl: TargetController): number[] {
+  const ctrlScope = FeatureEffects.FSUPP | FeatureEffects.CTRLSCP;
+  const nsScope = FeatureEffects.FSUPP | FeatureEffects.NSCPE;
+  const out: number[] = [];
+  for (const fid of [FeatureId.ARBITRATION, FeatureId.POWER_MGMT, FeatureId.TEMP_THRESH, FeatureId.ERR_RECOVERY, FeatureId.VOLATILE_WC, FeatureId.NUM_QUEUES, FeatureId.IRQ_COALESCE, FeatureId.IRQ_CONFIG, FeatureId.WRITE_ATOMIC, FeatureId.ASYNC_EVENT, FeatureId.KATO, FeatureId.HOST_BEHAVIOR, FeatureId.HOST_ID]) out[fid] = ctrlScope;
+  if (ctrl.subsys.reservationsSupported) {
+    out[FeatureId.RESV_MASK] = nsScope;
+    out[FeatureId.RESV_PERSIST] = nsScope;
+  }
+  // Write protection changes what the namespace accepts (NCC), announced by the Namespace Attribute Changed notice.
+  if (ctrl.subsys.mediaStateLocal) out[FeatureId.WRITE_PROTECT] = nsScope | FeatureEffects.NCC;
+  return out;
+}
+
+/**
+ * Set Features Host Behavior Support (FID 16h, NVMe Base 2.0 §5.27.1.18): the host's 512-byte structure, kept per
+ * controller for Get Features. ACRE, ETDAS and LBAFEE are each 0 or 1 (SPDK's nvmf_ctrlr_set_features_host_behavior
+ * refuses other values the same way); this controller retries nothing itself, so they change no behaviour here.
+ */
+function setHostBehavior(ctrl: TargetController, req: Request): number {
+  if (ctrl.discovery) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  req.dir = 'h2c';
+  req.dataLen = HOST_BEHAVIOR_SIZE;
+  req.execute = (r) => {
+    const data = Buffer.concat(r.data ?? [], HOST_BEHAVIOR_SIZE);
+    for (const off of Object.values(HostBehaviorOffset)) {
+      if ((data[off] as number) > 1) return done(r, Status.INVALID_FIELD | DNR);
+    }
+    data.copy(ctrl.hostBehavior);
+    done(r, 0);
+  };
+  return 0;
+}
+
+/**
+ * The namespace FID 84h names, or the status that refuses it: Invalid Field where write protection is not offered
+ * (Subsystem.mediaStateLocal), Invalid Namespace for any NSID that is not one namespace this host sees (the broadcast
+ * NSID included, as nvmet_set_feat_write_protect finds no namespace for it).
+ */
+function writeProtectNs(ctrl: TargetController, req: Request): TargetNamespace | number {
+  if (ctrl.discovery || !ctrl.subsys.mediaStateLocal) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  const ns = ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
+  if (ns === undefined) {
+    req.errorLoc = SqeOffset.nsid;
+    return Status.INVALID_NS | DNR;
+  }
+  return ns;
+}
+
+/**
+ * Set Features Namespace Write Protection Config (FID 84h; NVMe Base 2.0 §5.27.1.25 and "Namespace Write Protection"): No Write Protect, Write Protect, or
+ * Write Protect Until Power Cycle (here: until the target restarts). Permanent Write Protect is not offered (NWPC), and
+ * neither a namespace in Write Protect Until Power Cycle nor one the config makes read-only may change (Feature Not
+ * Changeable). Completed writes are flushed before the namespace turns read-only, as nvmet_write_protect_flush_sync;
+ * every controller that sees the namespace gets the Namespace Attribute Changed notice (NSATTR changed).
+ */
+function setWriteProtect(ctrl: TargetController, req: Request, v: number): number {
+  const ns = writeProtectNs(ctrl, req);
+  if (typeof ns === 'number') return ns;
+  const wps = v & 0x7;
+  if (wps !== NwpState.NONE && wps !== NwpState.WRITE_PROTECT && wps !== NwpState.UNTIL_POWER_CYCLE) {
+    req.errorLoc = SqeOffset.cdw11;
+    return Status.INVALID_FIELD | DNR;
+  }
+  if (ns.writeProtect === NwpState.UNTIL_POWER_CYCLE || (ns.config.readOnly ?? false)) {
+    req.errorLoc = SqeOffset.cdw11;
+    return Status.FEATURE_NOT_CHANGEABLE | DNR;
+  }
+  req.execute = (r) => {
+    const apply = (): void => {
+      const changed = ns.writeProtect !== wps;
+      ns.setWriteProtect(wps);
+      if (changed) ctrl.target.nsChanged(ctrl.subsys, ns.nsid);
+      r.dw0 = wps;
+      done(r, 0);
+    };
+    if (wps === NwpState.NONE) return apply();
+    ns.backend.flush((err) => (err ? done(r, Status.WRITE_FAULT) : apply()));
+  };
+  return 0;
 }

@@ -1,4 +1,5 @@
-// NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM.
+// NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM, Verify,
+// Write Uncorrectable.
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
@@ -37,6 +38,8 @@ interface IoOp {
 const op = (check: IoCheck, execute: IoOp['execute'], dir: IoOp['dir'], writes: boolean): IoOp => ({ check, execute, dir, writes });
 /** Reservation commands (NVMe Base 2.0 §8.19): only where reservations are on, and exempt from the access table. */
 const RESV_OP = op('resv', undefined, undefined, false);
+/** Write Uncorrectable (NVM Command Set 1.0 §3.2.7): only where the marked blocks live in one process (mediaStateLocal). */
+const WRITE_UNCOR_OP = op('lba', executeWriteUncor, undefined, true);
 
 /** By opcode; a dense array so the lookup is one indexed load. */
 const IO_OPS: readonly (IoOp | undefined)[] = opTable({
@@ -46,6 +49,8 @@ const IO_OPS: readonly (IoOp | undefined)[] = opTable({
   [NvmOpcode.FLUSH]: op('none', executeFlush, undefined, false),
   [NvmOpcode.WRITE_ZEROES]: op('lba', executeWriteZeroes, undefined, true),
   [NvmOpcode.DSM]: op('dsm', executeDsm, 'h2c', true),
+  [NvmOpcode.VERIFY]: op('lba', executeVerify, undefined, false),
+  [NvmOpcode.WRITE_UNCOR]: WRITE_UNCOR_OP,
   [NvmOpcode.RESV_REGISTER]: RESV_OP,
   [NvmOpcode.RESV_REPORT]: RESV_OP,
   [NvmOpcode.RESV_ACQUIRE]: RESV_OP,
@@ -67,7 +72,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
     return 0;
   }
   const io = IO_OPS[code];
-  if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported)) {
+  if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported) || (io === WRITE_UNCOR_OP && !subsys.mediaStateLocal)) {
     req.errorLoc = SqeOffset.opcode;
     return Status.INVALID_OPCODE | DNR;
   }
@@ -238,6 +243,7 @@ function completeIo(q: QueueModel, req: Request, status: number): void {
 
 function executeRead(req: Request): void {
   const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
@@ -312,6 +318,7 @@ function executeWrite(req: Request): void {
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
+    if (ns.uncor.set.size !== 0 && rewritten(req, ns, sqeSlba(req.sqe), sqeNlb(req.sqe))) return;
     if (faulted(req)) return;
     ns.counters.writes++;
     ns.counters.bytesWritten += len;
@@ -326,6 +333,7 @@ function executeWrite(req: Request): void {
 
 function executeCompare(req: Request): void {
   const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
     if (err) return finish(req, Status.READ_ERROR);
@@ -375,6 +383,7 @@ function executeWriteZeroes(req: Request): void {
   const fua = (cdw12 & RwCdw12.FUA) !== 0;
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
     if (err) return finish(req, writeFailed(ns, err));
+    if (ns.uncor.set.size !== 0 && rewritten(req, ns, slba, nlb)) return;
     if (fua) return ns.backend.flush((e2) => finish(req, e2 ? Status.WRITE_FAULT : 0));
     finish(req, 0);
   });
@@ -400,8 +409,81 @@ function executeDsm(req: Request): void {
   }
   const next = (i: number): void => {
     const r = ranges[i];
-    if (r === undefined) return finish(req, 0);
+    if (r === undefined) {
+      // Deallocated blocks read as zeroes (DLFEAT), no longer as the Unrecovered Read Error of a marked block.
+      let cleared = false;
+      for (const d of ranges) cleared = ns.uncor.set.remove(d.off / ns.blockSize, d.len / ns.blockSize) || cleared;
+      if (!cleared) return finish(req, 0);
+      return ns.uncor.save((e) => finish(req, e ? writeFailed(ns, e) : 0));
+    }
     ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? finish(req, writeFailed(ns, err)) : next(i + 1)));
   };
   next(0);
+}
+
+/**
+ * Read, Compare and Verify of a range that holds a block Write Uncorrectable marked: Unrecovered Read Error (NVM
+ * Command Set 1.0 §3.2.7), with DNR since reading it again meets the same mark. Completes it and returns true.
+ */
+function unrecovered(req: Request, ns: TargetNamespace): boolean {
+  if (ns.uncor.set.firstIn(sqeSlba(req.sqe), sqeNlb(req.sqe)) < 0) return false;
+  ns.counters.errors++;
+  req.out = undefined;
+  deliver(req, Status.READ_ERROR | DNR);
+  return true;
+}
+
+/**
+ * A Write or Write Zeroes over marked blocks clears their mark (NVM Command Set 1.0 §3.2.7); on a file namespace the
+ * command completes once the smaller set is saved, so a restart does not bring the mark back over new data. Returns
+ * true when it took over the completion.
+ */
+function rewritten(req: Request, ns: TargetNamespace, slba: number, nlb: number): boolean {
+  if (!ns.uncor.set.remove(slba, nlb)) return false;
+  ns.uncor.save((err) => {
+    if (err) return deliver(req, writeFailed(ns, err));
+    if (req.opcode === NvmOpcode.WRITE) {
+      ns.counters.writes++;
+      ns.counters.bytesWritten += req.dataLen;
+    }
+    finish(req, 0);
+  });
+  return true;
+}
+
+/**
+ * Verify (NVM Command Set 1.0 §3.2.9): reads the range without returning it, so a marked block or a medium error
+ * shows. In pieces of VERIFY_CHUNK bytes, one after another: NLB reaches 65,536 blocks (256 MiB of 4 KiB blocks),
+ * which no single read should hold in memory.
+ */
+const VERIFY_CHUNK = 1 << 20;
+
+function executeVerify(req: Request): void {
+  const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
+  const start = sqeSlba(req.sqe) * ns.blockSize;
+  const end = start + sqeNlb(req.sqe) * ns.blockSize;
+  const next = (off: number): void => {
+    if (off >= end) return finish(req, 0);
+    const len = Math.min(VERIFY_CHUNK, end - off);
+    ns.backend.read(off, len, (err) => {
+      if (err) {
+        ns.counters.errors++;
+        return finish(req, Status.READ_ERROR);
+      }
+      next(off + len);
+    });
+  };
+  next(start);
+}
+
+/**
+ * Write Uncorrectable (NVM Command Set 1.0 §3.2.7): marks the range so that reads of it fail until it is written
+ * again. The data stays where it is; only the mark changes, saved beside a file namespace's data before completion.
+ */
+function executeWriteUncor(req: Request): void {
+  if (stoppedBeforeRun(req)) return;
+  const ns = req.ns as TargetNamespace;
+  ns.uncor.set.add(sqeSlba(req.sqe), sqeNlb(req.sqe));
+  ns.uncor.save((err) => finish(req, err ? writeFailed(ns, err) : 0));
 }
