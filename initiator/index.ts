@@ -9,7 +9,7 @@ export { Namespace } from './namespace.js';
 export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
 export { NamespaceReservation } from './namespace.js';
 export type { ResvAcquireOptions, ResvRegisterOptions, ResvReleaseOptions, ResvReport, ResvReportOptions } from './namespace.js';
-export { ResvType, ResvRegisterAction, ResvAcquireAction, ResvReleaseAction, Cptpl } from '../protocol/index.js';
+export { ResvType, ResvRegisterAction, ResvAcquireAction, ResvReleaseAction, Cptpl, NwpState, FeatureEffects, HostBehaviorOffset } from '../protocol/index.js';
 export type { ConnectOptions } from './options.js';
 export { Hctx, mapQueues } from './dispatch/hctx.js';
 export type { HctxType, QueueMap } from './dispatch/hctx.js';

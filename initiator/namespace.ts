@@ -344,19 +344,34 @@ export class Namespace implements IoSqeBuilder {
   /** Write Zeroes (NVM Command Set 1.0 §3.2.8); `deac` asks the controller to deallocate (CDW12 bit 25). */
   async writeZeroes(lba: number, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
     this.#check(lba, blocks);
+    await this.#noData(lba, blocks, opts, (l, n) => encodeWriteZeroesCmd({ cid: 0, nsid: this.info.nsid, slba: BigInt(l), nlb: n, deac: flags.deac === true, fua: opts.fua === true }));
+  }
+
+  /**
+   * Verify (NVM Command Set 1.0 §3.2.9): the controller reads the range and returns nothing; a block it cannot read
+   * (one Write Uncorrectable marked, a medium error) rejects with NvmeStatusError READ_ERROR (0x281).
+   */
+  async verify(lba: number, blocks: number, opts: IoOptions = {}): Promise<void> {
+    this.#check(lba, blocks);
+    await this.#noData(lba, blocks, { ...opts, write: false }, (l, n) => this.#rw(NvmOpcode.VERIFY, l, n, false));
+  }
+
+  /**
+   * Write Uncorrectable (NVM Command Set 1.0 §3.2.7): marks the range so that reading it fails with READ_ERROR until
+   * it is written again (Write, Write Zeroes, deallocate). For testing a host's error path.
+   */
+  async writeUncorrectable(lba: number, blocks: number, opts: IoOptions = {}): Promise<void> {
+    this.#check(lba, blocks);
+    await this.#noData(lba, blocks, opts, (l, n) => this.#rw(NvmOpcode.WRITE_UNCOR, l, n, false));
+  }
+
+  /** A command without data over [lba, lba+blocks), as commands of at most 65,536 blocks (NLB), all in flight at once. */
+  async #noData(lba: number, blocks: number, opts: IoOptions & { write?: boolean }, sqe: (lba: number, blocks: number) => Buffer): Promise<void> {
     const parts: Promise<unknown>[] = [];
     for (let done = 0; done < blocks; done += MAX_NLB) {
       const n = Math.min(MAX_NLB, blocks - done);
-      const l = BigInt(lba + done);
-      parts.push(
-        this.#exec.execIo(
-          () => ({
-            sqe: encodeWriteZeroesCmd({ cid: 0, nsid: this.info.nsid, slba: l, nlb: n, deac: flags.deac === true, fua: opts.fua === true }),
-            timeoutMs: this.#exec.ioTimeoutMs,
-          }),
-          { ...opts, write: true },
-        ),
-      );
+      const l = lba + done;
+      parts.push(this.#exec.execIo(() => ({ sqe: sqe(l, n), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: opts.write ?? true }));
     }
     await Promise.all(parts);
   }

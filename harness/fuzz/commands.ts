@@ -10,6 +10,7 @@ import {
   FABRICS_OPCODE,
   FabricsType,
   FeatureId,
+  NwpState,
   NvmOpcode,
   PduFlag,
   PduType,
@@ -184,6 +185,9 @@ export class CommandGenerator {
       cdw10 = fid | (r.chance(0.2) ? 0x80000000 : 0) | (opcode === AdminOpcode.GET_FEATURES ? r.int(4) << 8 : 0);
       h2c = opcode === AdminOpcode.SET_FEATURES;
       len = r.pick([0, 8, 16, 512, 4096]);
+      // Write Protect Until Power Cycle (WPS 2, 6 reserved) would keep the RAM namespace read-only through the verified
+      // pass; the other states are sent, and the pass lifts Write Protect first.
+      if (h2c && fid === FeatureId.WRITE_PROTECT) cdw11 &= ~0x2;
     }
     const { sgl, data } = this.sgl(len, h2c);
     return {
@@ -670,6 +674,8 @@ export class CommandFuzz {
         const ns = c.namespace(RAM_NS);
         // What the fuzzed reservations left (this host's registration, a reservation it holds) must not refuse the writes.
         await ns.reservation.register({ rrega: ResvRegisterAction.UNREGISTER, iekey: true }).catch(() => undefined);
+        // And a Write Protect the fuzzed Set Features left (FID 84h).
+        await c.setWriteProtect(RAM_NS, NwpState.NONE).catch(() => undefined);
         const rng = new Rng(this.seed ^ 0x5eed);
         for (let i = 0; i < 64; i++) {
           const lba = rng.int(4096) * 8;

@@ -1,0 +1,59 @@
+// Log pages and features a host reads or sets on demand (not during bring-up): Supported Log Pages (LID 00h), Feature
+// Identifiers Supported and Effects (LID 12h), Host Behavior Support (FID 16h), Namespace Write Protection Config
+// (FID 84h). As nvme-cli's `supported-log-pages`, `fid-support-effects-log`, `get-feature` / `set-feature` send them.
+import { Buffer } from 'node:buffer';
+import {
+  FEATURE_EFFECTS_LOG_SIZE,
+  FeatureId,
+  HOST_BEHAVIOR_SIZE,
+  LogPageId,
+  NwpState,
+  SUPPORTED_LOG_SIZE,
+  decodeFeatureEffectsLog,
+  decodeSupportedLogPages,
+  encodeGetFeaturesCmd,
+  encodeGetLogPageCmd,
+  encodeSetFeaturesCmd,
+} from '../protocol/index.js';
+import type { AdminChannel } from './admin.js';
+import { InvalidArgumentError } from './errors.js';
+
+async function wholeLog(admin: AdminChannel, lid: number, length: number): Promise<Buffer> {
+  const buf = Buffer.alloc(length);
+  await admin.adminCmd({ sqe: encodeGetLogPageCmd({ cid: 0, lid, length, nsid: 0 }), c2h: buf });
+  return buf;
+}
+
+/** The LIDs the controller reports in its Supported Log Pages log (NVMe Base 2.0 §5.16.1.1). */
+export async function readSupportedLogPages(admin: AdminChannel): Promise<number[]> {
+  return decodeSupportedLogPages(await wholeLog(admin, LogPageId.SUPPORTED, SUPPORTED_LOG_SIZE));
+}
+
+/** The 256 entries of the Feature Identifiers Supported and Effects log (NVMe Base 2.0 §5.16.1.17), by FID. */
+export async function readFeatureEffects(admin: AdminChannel): Promise<number[]> {
+  return decodeFeatureEffectsLog(await wholeLog(admin, LogPageId.FEATURE_EFFECTS, FEATURE_EFFECTS_LOG_SIZE));
+}
+
+/** The Host Behavior Support structure (FID 16h, NVMe Base 2.0 §5.27.1.18) as the controller holds it. */
+export async function getHostBehavior(admin: AdminChannel): Promise<Buffer> {
+  const buf = Buffer.alloc(HOST_BEHAVIOR_SIZE);
+  await admin.adminCmd({ sqe: encodeGetFeaturesCmd({ cid: 0, fid: FeatureId.HOST_BEHAVIOR }), c2h: buf });
+  return buf;
+}
+
+/** Sets the Host Behavior Support structure; `data` is the whole 512 bytes. */
+export async function setHostBehavior(admin: AdminChannel, data: Buffer): Promise<void> {
+  if (data.length !== HOST_BEHAVIOR_SIZE) throw new InvalidArgumentError('data', `must be ${HOST_BEHAVIOR_SIZE} bytes, got ${data.length}`);
+  await admin.adminCmd({ sqe: encodeSetFeaturesCmd({ cid: 0, fid: FeatureId.HOST_BEHAVIOR, cdw11: 0 }), h2c: data });
+}
+
+/** A namespace's Write Protection State (FID 84h; NwpState). */
+export async function getWriteProtect(admin: AdminChannel, nsid: number): Promise<number> {
+  const c = await admin.adminCmd({ sqe: encodeGetFeaturesCmd({ cid: 0, fid: FeatureId.WRITE_PROTECT, nsid }) });
+  return c.dw0 & 0x7;
+}
+
+/** Sets a namespace's Write Protection State (FID 84h); the controller's Namespace Attribute Changed notice follows. */
+export async function setWriteProtect(admin: AdminChannel, nsid: number, state: NwpState): Promise<void> {
+  await admin.adminCmd({ sqe: encodeSetFeaturesCmd({ cid: 0, fid: FeatureId.WRITE_PROTECT, nsid, cdw11: state }) });
+}

@@ -1,0 +1,249 @@
+// Verify, Write Uncorrectable, Supported Log Pages (LID 00h), Feature Identifiers Supported and Effects (LID 12h),
+// Host Behavior Support (FID 16h) and Namespace Write Protection Config (FID 84h), as raw PDUs over real sockets: each
+// status edge, and the host-controlled fields at 0, the maximum, 2^31 and 2^32−1.
+import { Buffer } from 'node:buffer';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AdminOpcode, DNR, NvmOpcode, PduType, Status, decodeChangedNsList, decodeIdentifyController, decodeIdentifyNamespace, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
+import { adminCmd, bringUpAdmin, connectIo, defaultSubsystem, expectOk, getLog, identify, nextCid, readCmd, setFeatures, startTarget, writeCmd, type Harness, type RawPeer } from './fixture.js';
+
+let h: Harness | undefined;
+let tmp: string | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+  if (tmp !== undefined) await fs.rm(tmp, { recursive: true, force: true });
+  tmp = undefined;
+});
+
+async function ioQueue(hh: Harness): Promise<{ admin: RawPeer; io: RawPeer }> {
+  const admin = await hh.peer();
+  const cntlid = await bringUpAdmin(admin);
+  expectOk(await admin.command(setFeatures(0x07, 0)));
+  const io = await hh.peer();
+  expectOk(await connectIo(io, cntlid, 1));
+  return { admin, io };
+}
+
+/** An NVM command with SLBA in CDW10–11 and CDW12 as given (NLB 0's based in bits 15:0), no data. */
+function lbaCmd(opcode: number, slba: bigint, cdw12: number, nsid = 1): Buffer {
+  return encodeSqe({ opcode, cid: nextCid(), nsid, cdw10: Number(slba & 0xffff_ffffn), cdw11: Number(slba >> 32n), cdw12 });
+}
+
+async function status(p: RawPeer, sqe: Buffer, data?: Buffer): Promise<number> {
+  const r = await p.command(sqe, data !== undefined ? { data } : {});
+  return r.cqe?.status ?? 0;
+}
+
+/** Status of a one-block read at `lba`. */
+async function readStatus(io: RawPeer, lba: bigint): Promise<number> {
+  return (await io.command(readCmd(1, lba, 1))).cqe?.status ?? 0;
+}
+
+const NS_BLOCKS = 64n * 2048n; // the fixture's 64 MiB RAM namespace in 512-byte blocks
+
+describe('Verify (NVM Command Set 1.0 §3.2.9)', () => {
+  it('reads the range without data; LBA Out of Range at every SLBA/NLB edge past the end', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 0n, 0))).toBe(0);
+    // NLB at its maximum (65,536 blocks, 32 MiB) and the last block of the namespace.
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 0n, 0xffff))).toBe(0);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, NS_BLOCKS - 1n, 0))).toBe(0);
+    for (const [slba, nlb] of [
+      [NS_BLOCKS, 0],
+      [NS_BLOCKS - 1n, 1],
+      [NS_BLOCKS - 0xffffn, 0xffff],
+      [0x8000_0000n, 0],
+      [0xffff_ffffn, 0],
+      [0xffff_ffff_ffff_ffffn, 0xffff],
+    ] as const) {
+      expect(await status(io, lbaCmd(NvmOpcode.VERIFY, slba, nlb)), `${slba}+${nlb}`).toBe(Status.LBA_RANGE | DNR);
+    }
+  });
+});
+
+describe('Write Uncorrectable (NVM Command Set 1.0 §3.2.7)', () => {
+  it('marks exactly its range: Read, Compare and Verify fail there, neighbours read; a write clears it', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 100n, 3))).toBe(0); // LBAs 100..103
+    for (const lba of [99n, 104n, 0n]) expect(await readStatus(io, lba), `lba ${lba}`).toBe(0);
+    for (const lba of [100n, 101n, 103n]) expect(await readStatus(io, lba), `lba ${lba}`).toBe(Status.READ_ERROR | DNR);
+    // A read that only straddles the range fails too.
+    expect((await io.command(readCmd(1, 96n, 5))).cqe?.status).toBe(Status.READ_ERROR | DNR);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 90n, 10))).toBe(Status.READ_ERROR | DNR);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 90n, 9))).toBe(0);
+    const cmp = encodeSqe({ opcode: NvmOpcode.COMPARE, cid: nextCid(), nsid: 1, sgl: sglTransport(512), cdw10: 101, cdw12: 0 });
+    expect(await status(io, cmp, Buffer.alloc(512))).toBe(Status.READ_ERROR | DNR);
+    // Writing LBA 101 clears only LBA 101.
+    expectOk(await io.command(writeCmd(1, 101n, 1), { data: Buffer.alloc(512, 7) }));
+    expect(await readStatus(io, 101n)).toBe(0);
+    expect(await readStatus(io, 100n)).toBe(Status.READ_ERROR | DNR);
+    expect(await readStatus(io, 102n)).toBe(Status.READ_ERROR | DNR);
+    // Write Zeroes clears 102; deallocate (DSM AD) clears 100 and 103.
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_ZEROES, 102n, 0))).toBe(0);
+    expect(await readStatus(io, 102n)).toBe(0);
+    const ranges = Buffer.alloc(32);
+    ranges.writeUInt32LE(1, 4);
+    ranges.writeUInt32LE(100, 8);
+    ranges.writeUInt32LE(1, 16 + 4);
+    ranges.writeUInt32LE(103, 16 + 8);
+    const dsm = encodeSqe({ opcode: NvmOpcode.DSM, cid: nextCid(), nsid: 1, sgl: sglInCapsule(32), cdw10: 1, cdw11: 0x4 });
+    expect((await io.command(dsm, { data: ranges, inCapsule: true })).cqe?.status ?? 0).toBe(0);
+    for (const lba of [100n, 103n]) expect(await readStatus(io, lba), `lba ${lba}`).toBe(0);
+  });
+
+  it('range edges, the write-protected namespace, and ONCS / effects log advertise it', async () => {
+    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '64M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
+    const { admin, io } = await ioQueue(h);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, NS_BLOCKS - 0x10000n, 0xffff))).toBe(0);
+    expect(await readStatus(io, NS_BLOCKS - 1n)).toBe(Status.READ_ERROR | DNR);
+    for (const [slba, nlb] of [
+      [NS_BLOCKS, 0],
+      [0x8000_0000n, 0],
+      [0xffff_ffffn, 0xffff],
+      [0xffff_ffff_ffff_ffffn, 0],
+    ] as const) {
+      expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, slba, nlb)), `${slba}+${nlb}`).toBe(Status.LBA_RANGE | DNR);
+    }
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 0n, 0, 2))).toBe(Status.NS_WRITE_PROTECTED);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 0n, 0, 3))).toBe(Status.INVALID_NS | DNR);
+    const idc = decodeIdentifyController((await admin.command(identify(1))).data);
+    expect(idc.oncs & 0x82).toBe(0x82); // Write Uncorrectable (bit 1), Verify (bit 7)
+    const fx = (await admin.command(getLog(0x05, 4096))).data;
+    expect(fx.readUInt32LE(1024 + NvmOpcode.WRITE_UNCOR * 4)).toBe(0x3);
+    expect(fx.readUInt32LE(1024 + NvmOpcode.VERIFY * 4)).toBe(0x1);
+  });
+
+  it('a file namespace keeps its marks across a restart; clearing them removes the file', async () => {
+    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-uncor-'));
+    const file = path.join(tmp, 'ns1.img');
+    const sub = defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '1M' } }] });
+    h = await startTarget({ subsystems: [sub] });
+    let { io } = await ioQueue(h);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 10n, 1))).toBe(0);
+    expect(JSON.parse(await fs.readFile(`${file}.uncor`, 'utf8'))).toEqual([{ lba: 10, count: 2 }]);
+    await h.close();
+    h = await startTarget({ subsystems: [sub] });
+    ({ io } = await ioQueue(h));
+    expect(await readStatus(io, 11n)).toBe(Status.READ_ERROR | DNR);
+    expect(await readStatus(io, 12n)).toBe(0);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_ZEROES, 10n, 1))).toBe(0);
+    await expect(fs.stat(`${file}.uncor`)).rejects.toMatchObject({ code: 'ENOENT' });
+    await h.close();
+    h = await startTarget({ subsystems: [sub] });
+    ({ io } = await ioQueue(h));
+    expect(await readStatus(io, 11n)).toBe(0);
+  });
+
+  it('a damaged marks file refuses the namespace with the field and the fix', async () => {
+    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-uncor-'));
+    const file = path.join(tmp, 'ns1.img');
+    await fs.writeFile(`${file}.uncor`, '[{"lba":-1,"count":1}]');
+    await expect(startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '1M' } }] })] })).rejects.toThrow(/namespaces\.backend\.path.*fix or delete it/);
+  });
+});
+
+describe('Supported Log Pages (LID 00h) and Feature Identifiers Supported and Effects (LID 12h)', () => {
+  it('list exactly the pages and features this controller answers', async () => {
+    h = await startTarget();
+    const admin = await h.peer();
+    await bringUpAdmin(admin);
+    const sup = (await admin.command(getLog(0x00, 1024))).data;
+    const lids: number[] = [];
+    for (let i = 0; i < 256; i++) if ((sup.readUInt32LE(i * 4) & 1) !== 0) lids.push(i);
+    expect(lids).toEqual([0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x0c, 0x12, 0x80]);
+    // Every listed page reads; an unlisted one is Invalid Log Page.
+    for (const lid of lids) expect((await admin.command(getLog(lid, 512))).cqe?.status ?? 0, `lid ${lid}`).toBe(0);
+    expect((await admin.command(getLog(0x06, 512))).cqe?.status).toBe(Status.INVALID_LOG_PAGE | DNR);
+    const fx = (await admin.command(getLog(0x12, 1024))).data;
+    const entry = (fid: number): number => fx.readUInt32LE(fid * 4);
+    expect(entry(0x07)).toBe(0x1 | (1 << 21)); // Number of Queues: supported, controller scope
+    expect(entry(0x16)).toBe(0x1 | (1 << 21));
+    expect(entry(0x84)).toBe(0x1 | 0x4 | (1 << 20)); // write protection: namespace scope, NCC
+    expect(entry(0x82)).toBe(0x1 | (1 << 20));
+    expect(entry(0x03)).toBe(0); // LBA Range Type: not supported
+    // A window at LPO 0x210 (FID 84h) is the same bytes.
+    const win = (await admin.command(getLog(0x12, 4, { lpo: 0x210n }))).data;
+    expect(win.readUInt32LE(0)).toBe(entry(0x84));
+  });
+});
+
+describe('Host Behavior Support (FID 16h)', () => {
+  const getHbs = (): Buffer => encodeSqe({ opcode: AdminOpcode.GET_FEATURES, cid: nextCid(), sgl: sglTransport(512), cdw10: 0x16 });
+  const setHbs = (len = 512): Buffer => encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), sgl: sglInCapsule(len), cdw10: 0x16 });
+
+  it('Get returns what Set stored; ACRE/ETDAS/LBAFEE above 1 are Invalid Field; a short SGL is refused', async () => {
+    h = await startTarget();
+    const admin = await h.peer();
+    await bringUpAdmin(admin);
+    expect((await admin.command(getHbs())).data.equals(Buffer.alloc(512))).toBe(true);
+    const hbs = Buffer.alloc(512);
+    hbs[0] = 1; // ACRE
+    hbs[2] = 1; // LBAFEE
+    hbs[511] = 0xff; // reserved: kept, not checked
+    expect((await admin.command(setHbs(), { data: hbs, inCapsule: true })).cqe?.status).toBe(0);
+    expect((await admin.command(getHbs())).data.equals(hbs)).toBe(true);
+    for (const off of [0, 1, 2]) {
+      for (const v of [2, 0x80, 0xff]) {
+        const bad = Buffer.alloc(512);
+        bad[off] = v;
+        expect((await admin.command(setHbs(), { data: bad, inCapsule: true })).cqe?.status, `byte ${off} = ${v}`).toBe(Status.INVALID_FIELD | DNR);
+      }
+    }
+    expect((await admin.command(getHbs())).data.equals(hbs)).toBe(true);
+    expect((await admin.command(setHbs(256), { data: Buffer.alloc(256), inCapsule: true })).cqe?.status).toBe(Status.SGL_INVALID_DATA | DNR);
+  });
+});
+
+describe('Namespace Write Protection Config (FID 84h)', () => {
+  const setWp = (nsid: number, cdw11: number): Buffer => encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), nsid, cdw10: 0x84, cdw11 });
+  const getWp = (nsid: number): Buffer => encodeSqe({ opcode: AdminOpcode.GET_FEATURES, cid: nextCid(), nsid, cdw10: 0x84 });
+
+  it('Write Protect refuses writes, sets NSATTR and sends the namespace-changed AEN; No Write Protect lifts it', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    expect(decodeIdentifyController((await admin.command(identify(1))).data).nwpc).toBe(0x3);
+    admin.send({ type: PduType.CAPSULE_CMD, sqe: adminCmd(AdminOpcode.ASYNC_EVENT, { cid: 31 }), data: [] });
+    expect((await admin.command(setWp(1, 1))).cqe?.status).toBe(0);
+    // The notice completes the AER before the Set Features itself completes.
+    expect(admin.stray().map((c) => [c.cid, c.dw0])).toEqual([[31, 0x00040002]]);
+    expect(decodeChangedNsList((await admin.command(getLog(0x04, 4096))).data).nsids).toEqual([1]);
+    expect((await admin.command(getWp(1))).cqe?.dw0).toBe(1);
+    expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).nsattr).toBe(1);
+    expect((await io.command(writeCmd(1, 0n, 1), { data: Buffer.alloc(512) })).cqe?.status).toBe(Status.NS_WRITE_PROTECTED);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_ZEROES, 0n, 0))).toBe(Status.NS_WRITE_PROTECTED);
+    expect(await readStatus(io, 0n)).toBe(0);
+    // Setting the state it already has changes nothing and sends no notice.
+    expect((await admin.command(setWp(1, 1))).cqe?.status).toBe(0);
+    expect(decodeChangedNsList((await admin.command(getLog(0x04, 4096, { rae: true }))).data).nsids).toEqual([]);
+    admin.send({ type: PduType.CAPSULE_CMD, sqe: adminCmd(AdminOpcode.ASYNC_EVENT, { cid: 30 }), data: [] });
+    expect(admin.stray()).toEqual([]);
+    expect((await admin.command(setWp(1, 0))).cqe?.status).toBe(0);
+    expect(admin.stray().map((c) => [c.cid, c.dw0])).toEqual([[30, 0x00040002]]);
+    expectOk(await io.command(writeCmd(1, 0n, 1), { data: Buffer.alloc(512) }));
+    expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).nsattr).toBe(0);
+  });
+
+  it('Until Power Cycle is final; Permanent, reserved states, unknown and broadcast NSIDs are refused', async () => {
+    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
+    const { admin, io } = await ioQueue(h);
+    for (const wps of [3, 4, 7]) expect((await admin.command(setWp(1, wps))).cqe?.status, `wps ${wps}`).toBe(Status.INVALID_FIELD | DNR);
+    for (const nsid of [0, 5, 0x8000_0000, 0xffff_ffff]) {
+      expect((await admin.command(setWp(nsid, 1))).cqe?.status, `nsid ${nsid}`).toBe(Status.INVALID_NS | DNR);
+      expect((await admin.command(getWp(nsid))).cqe?.status, `nsid ${nsid}`).toBe(Status.INVALID_NS | DNR);
+    }
+    // Bits 31:3 are reserved: 0xfffffff8 | 0 is No Write Protect.
+    expect((await admin.command(setWp(1, 0xffff_fff8))).cqe?.status).toBe(0);
+    // The config's read-only namespace reads as Write Protect and cannot be lifted.
+    expect((await admin.command(getWp(2))).cqe?.dw0).toBe(1);
+    expect((await admin.command(setWp(2, 0))).cqe?.status).toBe(Status.FEATURE_NOT_CHANGEABLE | DNR);
+    expect((await admin.command(setWp(1, 2))).cqe?.status).toBe(0);
+    expect((await admin.command(getWp(1))).cqe?.dw0).toBe(2);
+    for (const wps of [0, 1, 2]) expect((await admin.command(setWp(1, wps))).cqe?.status, `wps ${wps}`).toBe(Status.FEATURE_NOT_CHANGEABLE | DNR);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 0n, 0))).toBe(Status.NS_WRITE_PROTECTED);
+  });
+});
