@@ -43,7 +43,7 @@ const EDGE16 = [0, 1, 2, 0x7f, 0xff, 0x7fff, 0x8000, 0xfffe, 0xffff];
 /** SGL descriptor types (byte 15): transport data block 5Ah, data block offset 01h, data block address 00h, bit bucket, segments, nonsense. */
 const SGL_TYPES = [0x5a, 0x01, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x5b, 0x0f, 0xff];
 const ADMIN_OPS = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.KEEP_ALIVE, AdminOpcode.ASYNC_EVENT];
-const IO_OPS = [NvmOpcode.READ, NvmOpcode.WRITE, NvmOpcode.COMPARE, NvmOpcode.FLUSH, NvmOpcode.WRITE_ZEROES, NvmOpcode.DSM, NvmOpcode.VERIFY, NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE, NvmOpcode.COPY];
+const IO_OPS = [NvmOpcode.READ, NvmOpcode.WRITE, NvmOpcode.COMPARE, NvmOpcode.FLUSH, NvmOpcode.WRITE_ZEROES, NvmOpcode.DSM, NvmOpcode.VERIFY, NvmOpcode.WRITE_UNCOR, NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE, NvmOpcode.COPY];
 /** Property offsets (NVMe Base 2.0 §3.1.3): CAP, VS, INTMS, CC, CSTS, NSSR, AQA and beyond. */
 const PROPERTY_OFFSETS = [0x00, 0x08, 0x0c, 0x10, 0x14, 0x1c, 0x20, 0x24, 0x28, 0x30, 0xfff, 0xffffffff];
 /** CC as every queue's prefix sets it (EN, IOSQES 6, IOCQES 4): Property Set writes only this (a reset is not fuzzed). */
