@@ -6,7 +6,7 @@ export { Controller } from './controller.js';
 export type { AsyncEvent, ControllerState, DiscoveryEntry, IoWorkerInfo, QueueInfo } from './controller.js';
 export type { AnaStateName } from '../protocol/index.js';
 export { Namespace } from './namespace.js';
-export type { DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
+export type { CopySourceRange, DeallocateRange, IoOptions, NamespaceInfo } from './namespace.js';
 export { NamespaceReservation } from './namespace.js';
 export type { ResvAcquireOptions, ResvRegisterOptions, ResvReleaseOptions, ResvReport, ResvReportOptions } from './namespace.js';
 export { ResvType, ResvRegisterAction, ResvAcquireAction, ResvReleaseAction, Cptpl, NwpState, FeatureEffects, HostBehaviorOffset } from '../protocol/index.js';

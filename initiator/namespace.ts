@@ -9,6 +9,8 @@ import {
   SqeOffset,
   encodeDsmCmd,
   encodeDsmRanges,
+  encodeCopyCmd,
+  encodeCopyRanges,
   encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
@@ -81,6 +83,9 @@ export interface DeallocateRange {
   lba: number;
   blocks: number;
 }
+
+/** One source range of Namespace.copy: `blocks` from `lba` (1..65,536 blocks, the 16-bit NLB). */
+export type CopySourceRange = DeallocateRange;
 
 /** Reservation Register (NVMe Base 2.0 §7.3): action 0 register, 1 unregister, 2 replace (nvme-cli --rrega). */
 export interface ResvRegisterOptions {
@@ -399,6 +404,28 @@ export class Namespace implements IoSqeBuilder {
       );
     }
     await Promise.all(parts);
+  }
+
+  /**
+   * Copy (NVM Command Set 1.0 §3.2.2): the source ranges, in order, to consecutive blocks from `dest`, in one command
+   * with Descriptor Format `format` (0: 32-byte entries, 1: 40-byte; no protection information). The controller's
+   * limits (Identify Namespace MSSRL, MCL, MSRC) are its to enforce: past them it answers Command Size Limit Exceeded.
+   */
+  async copy(sources: readonly CopySourceRange[], dest: number, o: { format?: 0 | 1 } & IoOptions = {}): Promise<void> {
+    if (sources.length === 0 || sources.length > 256) throw new InvalidArgumentError('sources', `1 to 256 ranges, got ${sources.length}`);
+    let total = 0;
+    for (const r of sources) {
+      if (r.blocks > 65536) throw new InvalidArgumentError('sources', `range of ${r.blocks} blocks exceeds the 16-bit NLB (65536)`);
+      this.#check(r.lba, r.blocks);
+      total += r.blocks;
+    }
+    this.#check(dest, total);
+    const format = o.format ?? 0;
+    const data = encodeCopyRanges(sources.map((r) => ({ slba: BigInt(r.lba), nlb: r.blocks })), format);
+    await this.#exec.execIo(
+      () => ({ sqe: encodeCopyCmd({ cid: 0, nsid: this.info.nsid, sdlba: BigInt(dest), count: sources.length, format, fua: o.fua === true }), h2c: data, timeoutMs: this.#exec.ioTimeoutMs }),
+      { ...o, write: true },
+    );
   }
 
   #blocksOf(data: Buffer): number {

@@ -57,6 +57,31 @@ describe('initiator NVM commands', () => {
     await ns.verify(0, blocks);
   });
 
+  it('copy: ranges in order to the destination, in both descriptor formats; limits answered by the target', async () => {
+    const c = await open();
+    const ns = c.namespace(1);
+    const a = pattern(2 * 512, 11);
+    const b = pattern(3 * 512, 12);
+    await ns.write(10, a);
+    await ns.write(40, b);
+    for (const format of [0, 1] as const) {
+      const dest = 1000 + format * 100;
+      await ns.copy(
+        [
+          { lba: 40, blocks: 3 },
+          { lba: 10, blocks: 2 },
+        ],
+        dest,
+        { format },
+      );
+      expect((await ns.read(dest, 5)).equals(Buffer.concat([b, a]))).toBe(true);
+    }
+    expect(await statusOf(ns.copy([{ lba: 0, blocks: 1025 }], 5000))).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    await expect(ns.copy([], 0)).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(ns.copy([{ lba: 0, blocks: 65537 }], 0)).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(ns.copy([{ lba: 0, blocks: 2 }], Number(ns.blocks) - 1)).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
   it('reads the supported log pages and feature effects; sets and reads Host Behavior Support', async () => {
     const c = await open();
     expect(await c.supportedLogPages()).toEqual(expect.arrayContaining([0x00, 0x05, 0x12]));

@@ -1,6 +1,7 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages, Ocfs } from '../../../protocol/index.js';
+import { COPY_MCL, COPY_MSRC, COPY_MSSRL } from './io.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -164,10 +165,12 @@ export function identifyController(ctrl: TargetController): Buffer {
     maxcmd: s.maxQueueSize,
     nn,
     // Write Uncorrectable only where its marks live in one process (Subsystem.mediaStateLocal).
-    oncs: Oncs.COMPARE | Oncs.DSM | Oncs.WRITE_ZEROES | Oncs.VERIFY | (s.mediaStateLocal ? Oncs.WRITE_UNCOR : 0) | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
+    oncs: Oncs.COMPARE | Oncs.DSM | Oncs.WRITE_ZEROES | Oncs.VERIFY | Oncs.COPY | (s.mediaStateLocal ? Oncs.WRITE_UNCOR : 0) | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
     vwc: 0x01,
     // FID 84h where the state lives in one process; no Permanent Write Protect (a target restart is the power cycle).
     nwpc: s.mediaStateLocal ? Nwpc.WRITE_PROTECT | Nwpc.UNTIL_POWER_CYCLE : 0,
+    // Copy Descriptor Formats 0h and 1h (executeCopy, target/core/cmd/io.ts).
+    ocfs: Ocfs.FORMAT0 | Ocfs.FORMAT1,
     sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
     mnan: s.ana ? nn : 0,
     subnqn: s.nqn,
@@ -203,6 +206,9 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     // All six reservation types, persistence through power loss, IEKEY as from revision 1.3 (NVM Command Set 1.0).
     rescap: ctrl.subsys.reservationsSupported ? RESCAP_ALL : 0,
     nguid: ns.nguid,
+    mssrl: COPY_MSSRL,
+    mcl: COPY_MCL,
+    msrc: COPY_MSRC,
     lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
   });
 }
@@ -345,6 +351,7 @@ function effectsLog(): Buffer {
   iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.VERIFY] = CmdEffects.CSUPP;
   iocs[NvmOpcode.WRITE_UNCOR] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.COPY] = CmdEffects.CSUPP | CmdEffects.LBCC;
   for (const op of [NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE]) iocs[op] = CmdEffects.CSUPP;
   return encodeCmdEffectsLog({ acs, iocs });
 }

@@ -1,9 +1,9 @@
 // NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM, Verify,
-// Write Uncorrectable.
+// Write Uncorrectable, Copy.
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, setLongTimeout, NSID_BROADCAST } from '../../../protocol/index.js';
+import { COPY_RANGE_SIZE, CopyCdw12, CopyRangeOffset, DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, setLongTimeout, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -17,7 +17,7 @@ function sqeSlba(sqe: Buffer): number {
 }
 
 /** Which SQE checks an opcode needs before it may run (NVM Command Set 1.0 §3). */
-type IoCheck = 'rw' | 'lba' | 'dsm' | 'none' | 'resv';
+type IoCheck = 'rw' | 'lba' | 'dsm' | 'copy' | 'none' | 'resv';
 
 /**
  * What the target does with an NVM opcode it implements (any other is Invalid Command Opcode), as
@@ -51,6 +51,7 @@ const IO_OPS: readonly (IoOp | undefined)[] = opTable({
   [NvmOpcode.DSM]: op('dsm', executeDsm, 'h2c', true),
   [NvmOpcode.VERIFY]: op('lba', executeVerify, undefined, false),
   [NvmOpcode.WRITE_UNCOR]: WRITE_UNCOR_OP,
+  [NvmOpcode.COPY]: op('copy', executeCopy, 'h2c', true),
   [NvmOpcode.RESV_REGISTER]: RESV_OP,
   [NvmOpcode.RESV_REPORT]: RESV_OP,
   [NvmOpcode.RESV_ACQUIRE]: RESV_OP,
@@ -91,7 +92,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
   if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
   const access = accessStatus(ctrl, req, ns, io.writes);
   if (access !== 0) return access;
-  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : 0;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : io.check === 'copy' ? checkCopy(ctrl, req) : 0;
   if (st !== 0) return st;
   if (io.dir !== undefined) req.dir = io.dir;
   req.execute = io.execute;
@@ -161,10 +162,16 @@ function checkLbaRange(req: Request, ns: TargetNamespace): number {
 
 /** Dataset Management: the SGL holds the NR+1 ranges; sets the data length. */
 function checkDsm(ctrl: TargetController, req: Request): number {
-  const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-  // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
-  // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
-  if (req.sglLen < nr) {
+  return checkRangeList(ctrl, req, ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16);
+}
+
+/**
+ * A list of ranges a command carries as its data (DSM, Copy): the SGL must hold `need` bytes. nvmet_check_data_len_lte:
+ * it may be longer (Linux 6.1 always sends a 4096-byte range buffer for DSM whatever NR says), and only the first
+ * ranges count. Sets the data length.
+ */
+function checkRangeList(ctrl: TargetController, req: Request, need: number): number {
+  if (req.sglLen < need) {
     req.errorLoc = Sgl1Offset.length;
     return Status.SGL_INVALID_DATA | DNR;
   }
@@ -175,6 +182,33 @@ function checkDsm(ctrl: TargetController, req: Request): number {
   }
   req.dataLen = req.sglLen;
   return 0;
+}
+
+/**
+ * Copy limits of every namespace (Identify Namespace MSSRL, MCL, MSRC; NVM Command Set 1.0 §4.1.5.1): up to 128 source
+ * ranges of up to 1,024 blocks each, 4,096 blocks in all. executeCopy holds every source block in memory before it
+ * writes any (so a destination overlapping a source still gets the source's old data), at most 16 MiB with 4 KiB
+ * blocks.
+ */
+export const COPY_MSSRL = 1024;
+export const COPY_MCL = 4096;
+/** 0's based: 128 ranges. */
+export const COPY_MSRC = 127;
+
+/** Copy: the Descriptor Format (0 and 1 offered, OCFS), the range count against MSRC, and the SGL holding the ranges. */
+function checkCopy(ctrl: TargetController, req: Request): number {
+  const cdw12 = rd32(req.sqe, SqeOffset.cdw12);
+  const format = (cdw12 & CopyCdw12.DESC_FORMAT_MASK) >>> CopyCdw12.DESC_FORMAT_SHIFT;
+  if (format > 1) {
+    req.errorLoc = SqeOffset.cdw12;
+    return Status.INVALID_FIELD | DNR;
+  }
+  const nr = cdw12 & CopyCdw12.NR_MASK;
+  if (nr > COPY_MSRC) {
+    req.errorLoc = SqeOffset.cdw12;
+    return Status.CMD_SIZE_LIMIT_EXCEEDED | DNR;
+  }
+  return checkRangeList(ctrl, req, (nr + 1) * (COPY_RANGE_SIZE[format as 0 | 1]));
 }
 
 /** Completion with the I/O fault knobs (failNext, commandLatencyUs) applied. */
@@ -486,4 +520,65 @@ function executeWriteUncor(req: Request): void {
   const ns = req.ns as TargetNamespace;
   ns.uncor.set.add(sqeSlba(req.sqe), sqeNlb(req.sqe));
   ns.uncor.save((err) => finish(req, err ? writeFailed(ns, err) : 0));
+}
+
+/**
+ * Copy (NVM Command Set 1.0 §3.2.2), Descriptor Formats 0 and 1 without protection information: every source range
+ * is checked (MSSRL, MCL: Command Size Limit Exceeded; past NSZE: LBA Out of Range) and read before the destination
+ * is written, in source order from SDLBA. A marked source block (Write Uncorrectable) is Unrecovered Read Error;
+ * destination blocks lose their marks as a Write's do.
+ */
+function executeCopy(req: Request): void {
+  if (stoppedBeforeRun(req)) return;
+  const ns = req.ns as TargetNamespace;
+  const sqe = req.sqe;
+  const cdw12 = rd32(sqe, SqeOffset.cdw12);
+  const size = COPY_RANGE_SIZE[((cdw12 & CopyCdw12.DESC_FORMAT_MASK) >>> CopyCdw12.DESC_FORMAT_SHIFT) as 0 | 1];
+  const nr = (cdw12 & CopyCdw12.NR_MASK) + 1;
+  const data = Buffer.concat(req.data ?? [], nr * size);
+  const sources: Array<{ slba: number; nlb: number }> = [];
+  let total = 0;
+  for (let i = 0; i < nr; i++) {
+    const o = i * size;
+    const hi = data.readUInt32LE(o + CopyRangeOffset.slba + 4);
+    const slba = data.readUInt32LE(o + CopyRangeOffset.slba) + hi * 0x1_0000_0000;
+    const nlb = data.readUInt16LE(o + CopyRangeOffset.nlb) + 1;
+    if (nlb > COPY_MSSRL) return finish(req, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    if (hi >= 0x20_0000 || slba + nlb > ns.nsze) return finish(req, Status.LBA_RANGE | DNR);
+    total += nlb;
+    sources.push({ slba, nlb });
+  }
+  if (total > COPY_MCL) return finish(req, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+  const sdlba = sqeSlba(sqe);
+  if (rd32(sqe, 44) >= 0x20_0000 || sdlba + total > ns.nsze) {
+    req.errorLoc = SqeOffset.cdw10;
+    return finish(req, Status.LBA_RANGE | DNR);
+  }
+  if (ns.uncor.set.size !== 0 && sources.some((r) => ns.uncor.set.firstIn(r.slba, r.nlb) >= 0)) {
+    ns.counters.errors++;
+    return finish(req, Status.READ_ERROR | DNR);
+  }
+  const bs = ns.blockSize;
+  const held: Buffer[] = [];
+  const readNext = (i: number): void => {
+    const r = sources[i];
+    if (r === undefined) return write();
+    ns.backend.read(r.slba * bs, r.nlb * bs, (err, bufs) => {
+      if (err) {
+        ns.counters.errors++;
+        return finish(req, Status.READ_ERROR);
+      }
+      // A copy: a backend may lend its read buffers only until this callback returns (ReadLent).
+      held.push(Buffer.concat(bufs, r.nlb * bs));
+      readNext(i + 1);
+    });
+  };
+  const write = (): void => {
+    ns.backend.write(sdlba * bs, held, (cdw12 & CopyCdw12.FUA) !== 0, (err) => {
+      if (err) return finish(req, writeFailed(ns, err));
+      if (ns.uncor.set.size !== 0 && ns.uncor.set.remove(sdlba, total)) return ns.uncor.save((e) => finish(req, e ? writeFailed(ns, e) : 0));
+      finish(req, 0);
+    });
+  };
+  readNext(0);
 }

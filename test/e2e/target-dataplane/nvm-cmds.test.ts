@@ -147,6 +147,111 @@ describe('Write Uncorrectable (NVM Command Set 1.0 §3.2.7)', () => {
   });
 });
 
+describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
+  /** Source Range Entries built by hand: format 0 is 32 bytes, format 1 is 40; SLBA at byte 8, NLB (0's based) at 16. */
+  function entries(format: 0 | 1, ranges: Array<[bigint, number]>): Buffer {
+    const size = format === 0 ? 32 : 40;
+    const b = Buffer.alloc(ranges.length * size, 0);
+    ranges.forEach(([slba, nlb0], i) => {
+      b.writeBigUInt64LE(slba, i * size + 8);
+      b.writeUInt16LE(nlb0, i * size + 16);
+    });
+    return b;
+  }
+  const copyCmd = (sdlba: bigint, nr0: number, format: number, len: number): Buffer =>
+    encodeSqe({ opcode: NvmOpcode.COPY, cid: nextCid(), nsid: 1, sgl: sglTransport(len), cdw10: Number(sdlba & 0xffff_ffffn), cdw11: Number(sdlba >> 32n), cdw12: nr0 | (format << 8) });
+
+  async function fill(io: RawPeer, lba: bigint, blocks: number, seed: number): Promise<Buffer> {
+    const data = Buffer.alloc(blocks * 512);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7 + seed) & 0xff;
+    expectOk(await io.command(writeCmd(1, lba, blocks), { data }));
+    return data;
+  }
+
+  it('formats 0 and 1 copy the sources in order to SDLBA; Identify reports the limits', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    const a = await fill(io, 10n, 2, 1);
+    const b = await fill(io, 40n, 3, 2);
+    for (const format of [0, 1] as const) {
+      const dest = format === 0 ? 1000n : 2000n;
+      const list = entries(format, [
+        [40n, 2],
+        [10n, 1],
+      ]);
+      expect(await status(io, copyCmd(dest, 1, format, list.length), list)).toBe(0);
+      const back = (await io.command(readCmd(1, dest, 5))).data;
+      expect(back.equals(Buffer.concat([b, a]))).toBe(true);
+    }
+    const idc = decodeIdentifyController((await admin.command(identify(1))).data);
+    expect(idc.oncs & 0x100).toBe(0x100);
+    expect(idc.ocfs).toBe(0x3);
+    const idn = decodeIdentifyNamespace((await admin.command(identify(0, 1))).data);
+    expect([idn.mssrl, idn.mcl, idn.msrc]).toEqual([1024, 4096, 127]);
+  });
+
+  it('a destination overlapping a source gets the source as it was before the copy', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    const a = await fill(io, 100n, 4, 3);
+    const list = entries(0, [[100n, 3]]);
+    expect(await status(io, copyCmd(102n, 0, 0, list.length), list)).toBe(0);
+    expect((await io.command(readCmd(1, 102n, 4))).data.equals(a)).toBe(true);
+  });
+
+  it('each limit and field at its edges', async () => {
+    h = await startTarget();
+    const { io } = await ioQueue(h);
+    const one = entries(0, [[0n, 0]]);
+    // Descriptor Formats 2..15 are not offered.
+    for (const format of [2, 0xf]) expect(await status(io, copyCmd(0n, 0, format, 40), Buffer.alloc(40)), `format ${format}`).toBe(Status.INVALID_FIELD | DNR);
+    // NR: MSRC + 1 = 128 ranges pass, 129 and 256 are Command Size Limit Exceeded.
+    const max = entries(0, Array.from({ length: 128 }, (_, i) => [BigInt(i), 0] as [bigint, number]));
+    expect(await status(io, copyCmd(5000n, 127, 0, max.length), max)).toBe(0);
+    expect(await status(io, copyCmd(5000n, 128, 0, 129 * 32), Buffer.alloc(129 * 32))).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    expect(await status(io, copyCmd(5000n, 255, 0, 256 * 32), Buffer.alloc(256 * 32))).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    // An SGL shorter than NR+1 entries: SGL Data Block Invalid.
+    expect(await status(io, copyCmd(0n, 1, 0, 32), one)).toBe(Status.SGL_INVALID_DATA | DNR);
+    expect(await status(io, copyCmd(0n, 0, 1, 32), one)).toBe(Status.SGL_INVALID_DATA | DNR);
+    // MSSRL: 1024 blocks in one range pass, 1025 and 65,536 do not.
+    for (const [nlb0, want] of [
+      [1023, 0],
+      [1024, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR],
+      [0xffff, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR],
+    ] as const) {
+      const l = entries(0, [[0n, nlb0]]);
+      expect(await status(io, copyCmd(10_000n, 0, 0, l.length), l), `nlb ${nlb0 + 1}`).toBe(want);
+    }
+    // MCL: 4 × 1024 = 4096 blocks pass, one more does not.
+    const full = entries(0, [0n, 1024n, 2048n, 3072n].map((s) => [s, 1023] as [bigint, number]));
+    expect(await status(io, copyCmd(10_000n, 3, 0, full.length), full)).toBe(0);
+    const over = entries(0, [...[0n, 1024n, 2048n, 3072n].map((s) => [s, 1023] as [bigint, number]), [5000n, 0]]);
+    expect(await status(io, copyCmd(10_000n, 4, 0, over.length), over)).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    // Source and destination past the end, at 2^31, 2^32−1 and 2^64−1.
+    for (const slba of [NS_BLOCKS, 0x8000_0000n, 0xffff_ffffn, 0xffff_ffff_ffff_ffffn]) {
+      const l = entries(0, [[slba, 0]]);
+      expect(await status(io, copyCmd(0n, 0, 0, l.length), l), `source ${slba}`).toBe(Status.LBA_RANGE | DNR);
+      expect(await status(io, copyCmd(slba, 0, 0, one.length), one), `dest ${slba}`).toBe(Status.LBA_RANGE | DNR);
+    }
+    const two = entries(0, [[0n, 1]]);
+    expect(await status(io, copyCmd(NS_BLOCKS - 1n, 0, 0, two.length), two)).toBe(Status.LBA_RANGE | DNR);
+    expect(await status(io, copyCmd(NS_BLOCKS - 2n, 0, 0, two.length), two)).toBe(0);
+  });
+
+  it('a marked source is Unrecovered Read Error; a copy over marked blocks clears them; write protection refuses it', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 50n, 0))).toBe(0);
+    const from50 = entries(1, [[49n, 1]]);
+    expect(await status(io, copyCmd(300n, 0, 1, from50.length), from50)).toBe(Status.READ_ERROR | DNR);
+    const onto50 = entries(1, [[0n, 0]]);
+    expect(await status(io, copyCmd(50n, 0, 1, onto50.length), onto50)).toBe(0);
+    expect(await readStatus(io, 50n)).toBe(0);
+    expect((await admin.command(encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), nsid: 1, cdw10: 0x84, cdw11: 1 }))).cqe?.status).toBe(0);
+    expect(await status(io, copyCmd(60n, 0, 1, onto50.length), onto50)).toBe(Status.NS_WRITE_PROTECTED);
+  });
+});
+
 describe('Supported Log Pages (LID 00h) and Feature Identifiers Supported and Effects (LID 12h)', () => {
   it('list exactly the pages and features this controller answers', async () => {
     h = await startTarget();
