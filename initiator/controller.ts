@@ -15,7 +15,7 @@ import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
-import { getHostBehavior, getWriteProtect, readFeatureEffects, readSupportedLogPages, setHostBehavior, setWriteProtect } from './features.js';
+import { abortCommand, getHostBehavior, getWriteProtect, readFeatureEffects, readSupportedLogPages, setHostBehavior, setWriteProtect } from './features.js';
 import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { propertyGetCmd, propertySetCmd, type DiscoveryEntry } from './fabrics-cmds.js';
 import { FabricsConnector, type AuthInfo } from './fabrics.js';
@@ -753,6 +753,11 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
 
   // ---------------------------------------------------------------------------------------------
   // Discovery and information
+
+  /** Abort command `cid` of submission queue `sqid` (0 = admin); true when the controller aborted it. */
+  async abort(sqid: number, cid: number): Promise<boolean> {
+    return abortCommand(this.#host, sqid, cid);
+  }
 
   /** LIDs of the Supported Log Pages log (LID 00h). */
   async supportedLogPages(): Promise<number[]> {

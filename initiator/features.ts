@@ -1,8 +1,11 @@
 // Log pages and features a host reads or sets on demand (not during bring-up): Supported Log Pages (LID 00h), Feature
 // Identifiers Supported and Effects (LID 12h), Host Behavior Support (FID 16h), Namespace Write Protection Config
-// (FID 84h). As nvme-cli's `supported-log-pages`, `fid-support-effects-log`, `get-feature` / `set-feature` send them.
+// (FID 84h), Abort. As nvme-cli's `supported-log-pages`, `fid-support-effects-log`, `get-feature` / `set-feature` send them.
 import { Buffer } from 'node:buffer';
 import {
+  ABORT_NOT_ABORTED,
+  AdminOpcode,
+  encodeSqe,
   FEATURE_EFFECTS_LOG_SIZE,
   FeatureId,
   HOST_BEHAVIOR_SIZE,
@@ -56,4 +59,15 @@ export async function getWriteProtect(admin: AdminChannel, nsid: number): Promis
 /** Sets a namespace's Write Protection State (FID 84h); the controller's Namespace Attribute Changed notice follows. */
 export async function setWriteProtect(admin: AdminChannel, nsid: number, state: NwpState): Promise<void> {
   await admin.adminCmd({ sqe: encodeSetFeaturesCmd({ cid: 0, fid: FeatureId.WRITE_PROTECT, nsid, cdw11: state }) });
+}
+
+/**
+ * Abort (NVMe Base 2.0 §5.1) of command `cid` on submission queue `sqid`: true when the controller says it aborted
+ * it (dw0 bit 0 clear); the aborted command then completes with ABORT_REQ.
+ */
+export async function abortCommand(admin: AdminChannel, sqid: number, cid: number): Promise<boolean> {
+  if (!Number.isInteger(sqid) || sqid < 0 || sqid > 0xffff) throw new InvalidArgumentError('sqid', `must be 0..65535, got ${sqid}`);
+  if (!Number.isInteger(cid) || cid < 0 || cid > 0xffff) throw new InvalidArgumentError('cid', `must be 0..65535, got ${cid}`);
+  const c = await admin.adminCmd({ sqe: encodeSqe({ opcode: AdminOpcode.ABORT, cid: 0, cdw10: ((cid << 16) | sqid) >>> 0 }) });
+  return (c.dw0 & ABORT_NOT_ABORTED) === 0;
 }

@@ -337,4 +337,8 @@ export class CoreQueue implements QueueModel {
   closeTransport(reason: string): void {
     this.ops.close(reason);
   }
+
+  abortWaiting(cid: number): boolean {
+    return this.ops.abortWaiting?.(cid) ?? false;
+  }
 }

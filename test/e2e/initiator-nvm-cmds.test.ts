@@ -98,6 +98,14 @@ describe('initiator NVM commands', () => {
     await expect(c.setHostBehavior(Buffer.alloc(511))).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 
+  it('abort: nothing waiting is "not aborted"; SQID and CID outside 16 bits are caught before sending', async () => {
+    const c = await open();
+    expect(await c.abort(1, 0xffff)).toBe(false);
+    expect(await c.abort(0, 0)).toBe(false);
+    await expect(c.abort(0x1_0000, 0)).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(c.abort(0, -1)).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
   it('write protection: writes fail NS_WRITE_PROTECTED while set, reads go on', async () => {
     const c = await open();
     const ns = c.namespace(1);

@@ -34,14 +34,24 @@ const ADMIN: Readonly<Record<number, Handler>> = {
   [AdminOpcode.GET_FEATURES]: parseGetFeatures,
   [AdminOpcode.ASYNC_EVENT]: parseAsyncEvent,
   [AdminOpcode.KEEP_ALIVE]: parseKeepAlive,
-  [AdminOpcode.ABORT]: (_c, req) => {
-    req.execute = (r) => {
-      r.dw0 = ABORT_NOT_ABORTED;
-      done(r, 0);
-    };
-    return 0;
-  },
+  [AdminOpcode.ABORT]: parseAbort,
 };
+
+/**
+ * Abort (NVMe Base 2.0 §5.1): CDW10 SQID bits 15:0, CID bits 31:16. A command still waiting in its queue's transport
+ * (for R2T data, or parked over the in-flight limit) is aborted: it completes with Command Abort Requested and never
+ * runs, and the Abort's dw0 bit 0 is 0. Any other command (running, done, unknown, on a queue served by a target
+ * worker) is not aborted (bit 0 set), as nvmet answers every Abort; SPDK aborts waiting commands the same way.
+ */
+function parseAbort(ctrl: TargetController, req: Request): number {
+  const cdw10 = req.sqe.readUInt32LE(SqeOffset.cdw10);
+  req.execute = (r) => {
+    const aborted = ctrl.queues.get(cdw10 & 0xffff)?.abortWaiting?.(cdw10 >>> 16) ?? false;
+    r.dw0 = aborted ? 0 : ABORT_NOT_ABORTED;
+    done(r, 0);
+  };
+  return 0;
+}
 
 export function done(req: Request, status: number): void {
   (req.queueRef as QueueModel).complete(req, status);

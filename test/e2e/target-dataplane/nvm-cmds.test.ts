@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AdminOpcode, DNR, NvmOpcode, PduType, Status, decodeChangedNsList, decodeIdentifyController, decodeIdentifyNamespace, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
+import { AdminOpcode, DNR, NvmOpcode, PduType, Status, decodeCqe, decodeChangedNsList, decodeIdentifyController, decodeIdentifyNamespace, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
 import { adminCmd, bringUpAdmin, connectIo, defaultSubsystem, expectOk, getLog, identify, nextCid, readCmd, setFeatures, startTarget, writeCmd, type Harness, type RawPeer } from './fixture.js';
 
 let h: Harness | undefined;
@@ -350,5 +350,55 @@ describe('Namespace Write Protection Config (FID 84h)', () => {
     expect((await admin.command(getWp(1))).cqe?.dw0).toBe(2);
     for (const wps of [0, 1, 2]) expect((await admin.command(setWp(1, wps))).cqe?.status, `wps ${wps}`).toBe(Status.FEATURE_NOT_CHANGEABLE | DNR);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 0n, 0))).toBe(Status.NS_WRITE_PROTECTED);
+  });
+});
+
+describe('Abort (NVMe Base 2.0 §5.1)', () => {
+  const abort = (sqid: number, cid: number): Buffer => encodeSqe({ opcode: AdminOpcode.ABORT, cid: nextCid(), cdw10: ((cid << 16) | sqid) >>> 0 });
+
+  it('aborts a command parked over the in-flight limit and one waiting for its R2T data; neither runs', async () => {
+    h = await startTarget({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, maxInFlightBytes: 4096, inlineDataSize: 0 }] });
+    const { admin, io } = await ioQueue(h);
+    const write = writeCmd(1, 0n, 8); // 4 KiB by R2T: fills the queue's in-flight budget
+    const wcid = write.readUInt16LE(2);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: write, data: [] });
+    const r2t = await io.nextPdu();
+    if (r2t.type !== PduType.R2T) throw new Error(`expected R2T, got ${r2t.type}`);
+    const read = readCmd(1, 0n, 1);
+    const rcid = read.readUInt16LE(2);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: read, data: [] }); // parked behind the write's data
+    await new Promise((r) => setTimeout(r, 20));
+    const parked = await admin.command(abort(1, rcid));
+    expect([parked.cqe?.status, parked.cqe?.dw0]).toEqual([0, 0]);
+    const rresp = await io.nextPdu();
+    expect(rresp.type === PduType.CAPSULE_RESP && [decodeCqe(rresp.cqe).cid, decodeCqe(rresp.cqe).status]).toEqual([rcid, Status.ABORT_REQ]);
+    // The write waits for its data: aborted, and a second Abort of it finds nothing left to abort.
+    expect((await admin.command(abort(1, wcid))).cqe?.dw0).toBe(0);
+    expect((await admin.command(abort(1, wcid))).cqe?.dw0).toBe(1);
+    io.send({ type: PduType.H2C_DATA, cccid: wcid, ttag: r2t.ttag, datao: 0, last: true, data: [Buffer.alloc(4096, 0xaa)] });
+    const wresp = await io.nextPdu();
+    expect(wresp.type === PduType.CAPSULE_RESP && [decodeCqe(wresp.cqe).cid, decodeCqe(wresp.cqe).status]).toEqual([wcid, Status.ABORT_REQ]);
+    expect((await io.command(readCmd(1, 0n, 8))).data.equals(Buffer.alloc(4096))).toBe(true);
+    // The queue goes on: the same write with its data now runs.
+    expectOk(await io.command(writeCmd(1, 0n, 8), { data: Buffer.alloc(4096, 0xbb) }));
+    expect((await io.command(readCmd(1, 0n, 8))).data.equals(Buffer.alloc(4096, 0xbb))).toBe(true);
+  });
+
+  it('answers "not aborted" for a finished, unknown or running command and for any SQID without that command', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    const done = readCmd(1, 0n, 1);
+    expectOk(await io.command(done));
+    for (const [sqid, cid] of [
+      [1, done.readUInt16LE(2)],
+      [0, 0],
+      [1, 0xffff],
+      [2, 1],
+      [0x8000, 0x8000],
+      [0xffff, 0xffff],
+    ] as const) {
+      const r = await admin.command(abort(sqid, cid));
+      expect([r.cqe?.status, r.cqe?.dw0], `sqid ${sqid} cid ${cid}`).toEqual([0, 1]);
+    }
   });
 });
