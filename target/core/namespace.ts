@@ -24,6 +24,17 @@ export interface NamespaceCounters {
   fenced: number;
 }
 
+/**
+ * A fused Compare and Write holding the namespace (target/core/fused.ts): commands reaching execute wait in `waiters`
+ * (each resumes its command's execute); `check` starts the pair once no more than its `own` commands execute here.
+ */
+export interface NsExclusive {
+  readonly own: number;
+  readonly waiters: Array<() => void>;
+  started: boolean;
+  check(): void;
+}
+
 export class TargetNamespace {
   readonly blockSize: number;
   readonly lbaShift: number;
@@ -52,6 +63,8 @@ export class TargetNamespace {
   enabled: boolean;
   /** Commands of this namespace between execute and completion (QueueModel counts them); a remap waits for 0 before closing the old backend. */
   executing = 0;
+  /** Set while a fused Compare and Write holds the namespace (NsExclusive); checked on execute and completion. */
+  exclusive: NsExclusive | undefined = undefined;
   /**
    * Reservation state (NVMe Base 2.0 §8.19). Owned by the subsystem, which hands the same object to each namespace
    * re-mapped under this NSID (Subsystem.addNamespace / replaceNamespace): a remap keeps registrations.

@@ -5,6 +5,7 @@ import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
+import { FusedPairing } from './fused.js';
 import type { QueueAuth } from './auth.js';
 import type { TargetController } from './controller.js';
 import type { TargetCore } from './core.js';
@@ -44,6 +45,7 @@ export class CoreQueue implements QueueModel {
    * (async backends, injected latency) read the clock themselves.
    */
   #clock = -1;
+  readonly #fused = new FusedPairing();
   readonly #pendLat: LatencyHistogram[] = [];
   readonly #pendT0: number[] = [];
   #pendN = 0;
@@ -124,6 +126,13 @@ export class CoreQueue implements QueueModel {
     if (req.stateId === ReqStateId.NEED_DATA) req.setState(ReqStateId.EXEC);
     const ns = req.ns;
     if (ns !== undefined && !req.nsHeld) {
+      // A fused Compare and Write holds the namespace: run once it is done (target/core/fused.ts).
+      if (ns.exclusive !== undefined) {
+        ns.exclusive.waiters.push(() => {
+          if (this.#state !== 'closed') this.execute(req);
+        });
+        return;
+      }
       ns.executing++;
       req.nsHeld = true;
     }
@@ -147,7 +156,9 @@ export class CoreQueue implements QueueModel {
     this.inFlight--;
     if (req.nsHeld) {
       req.nsHeld = false;
-      (req.ns as TargetNamespace).executing--;
+      const ns = req.ns as TargetNamespace;
+      ns.executing--;
+      ns.exclusive?.check();
     }
     if (this.sqflowDisabled) req.sqhd = 0xffff;
     else {
@@ -204,11 +215,14 @@ export class CoreQueue implements QueueModel {
   }
 
   #parse(req: Request): number {
-    // Common checks (nvmet_req_init): fused operations unsupported, PSDT must select SGLs (NVMe-oF 1.1 §2.1).
-    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) {
-      req.errorLoc = SqeOffset.flags;
-      return Status.INVALID_FIELD | DNR;
-    }
+    // Common checks (nvmet_req_init): PSDT must select SGLs (NVMe-oF 1.1 §2.1). A fused command (Compare and Write
+    // only) pairs on this queue first (target/core/fused.ts).
+    this.#fused.beforeParse(this, req);
+    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) return this.#fused.parse(this, req, this.ctrl?.subsys.mediaStateLocal === true, () => this.#parseOne(req));
+    return this.#parseOne(req);
+  }
+
+  #parseOne(req: Request): number {
     if ((req.flags & SqeFlags.PSDT_MASK) !== Psdt.SGL) {
       req.errorLoc = SqeOffset.flags;
       return Status.INVALID_FIELD | DNR;

@@ -108,6 +108,10 @@ export class Request {
   resvGen = 0;
   /** The read path's backend callback for this Request (cmd/io.ts executeRead): made once, kept across recycling. */
   readDone: ReadCallback | undefined = undefined;
+  /** The other half of a fused Compare and Write (target/core/fused.ts), once both have arrived. */
+  partner: Request | undefined = undefined;
+  /** A fused half whose data is in: it waits for its partner's. */
+  fusedReady = false;
 
   reset(): void {
     this.inCapsule = undefined;
@@ -128,6 +132,8 @@ export class Request {
     this.t0 = 0;
     this.lat = undefined;
     this.resvGen = 0;
+    this.partner = undefined;
+    this.fusedReady = false;
   }
 
   /** Load the SQE fields the core needs on every command (hot path: direct reads, no object decode). */

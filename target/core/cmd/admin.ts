@@ -177,6 +177,8 @@ export function identifyController(ctrl: TargetController): Buffer {
     // Write Uncorrectable only where its marks live in one process (Subsystem.mediaStateLocal).
     oncs: Oncs.COMPARE | Oncs.DSM | Oncs.WRITE_ZEROES | Oncs.VERIFY | Oncs.COPY | (s.mediaStateLocal ? Oncs.WRITE_UNCOR : 0) | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
     vwc: 0x01,
+    // Fused Compare and Write where no other process writes the namespace (target/core/fused.ts).
+    fuses: s.mediaStateLocal ? 1 : 0,
     // FID 84h where the state lives in one process; no Permanent Write Protect (a target restart is the power cycle).
     nwpc: s.mediaStateLocal ? Nwpc.WRITE_PROTECT | Nwpc.UNTIL_POWER_CYCLE : 0,
     // Copy Descriptor Formats 0h and 1h (executeCopy, target/core/cmd/io.ts).

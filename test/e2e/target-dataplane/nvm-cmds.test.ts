@@ -402,3 +402,114 @@ describe('Abort (NVMe Base 2.0 §5.1)', () => {
     }
   });
 });
+
+describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
+  /** Compare (FUSE 01b) or Write (FUSE 10b) of `nlb` blocks at `slba` with in-capsule data, as the SPDK host sends them. */
+  const fused = (opcode: number, fuse: number, slba: number, nlb: number, inCapsule = true): Buffer =>
+    encodeSqe({ opcode, cid: nextCid(), nsid: 1, fuse, sgl: inCapsule ? sglInCapsule(nlb * 512) : sglTransport(nlb * 512), cdw10: slba, cdw12: nlb - 1 });
+
+  /** Sends both halves back to back and returns their completions' status, first then second. */
+  async function pair(io: RawPeer, cmp: Buffer, cmpData: Buffer, wr: Buffer, wrData: Buffer): Promise<[number, number]> {
+    io.send({ type: PduType.CAPSULE_CMD, sqe: cmp, data: [cmpData] });
+    io.send({ type: PduType.CAPSULE_CMD, sqe: wr, data: [wrData] });
+    const got = new Map<number, number>();
+    while (got.size < 2) {
+      const p = await io.nextPdu();
+      if (p.type !== PduType.CAPSULE_RESP) throw new Error(`unexpected PDU ${p.type}`);
+      const c = decodeCqe(p.cqe);
+      got.set(c.cid, c.status);
+    }
+    return [got.get(cmp.readUInt16LE(2)) ?? -1, got.get(wr.readUInt16LE(2)) ?? -1];
+  }
+
+  it('writes only when the compare matches; FUSES bit 0 is set', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    expect(decodeIdentifyController((await admin.command(identify(1))).data).fuses).toBe(1);
+    const old = Buffer.alloc(1024, 1);
+    expectOk(await io.command(writeCmd(1, 8n, 2), { data: old }));
+    expect(await pair(io, fused(NvmOpcode.COMPARE, 1, 8, 2), Buffer.alloc(1024, 9), fused(NvmOpcode.WRITE, 2, 8, 2), Buffer.alloc(1024, 2))).toEqual([Status.COMPARE_FAILED, Status.FUSED_FAIL]);
+    expect((await io.command(readCmd(1, 8n, 2))).data.equals(old)).toBe(true);
+    expect(await pair(io, fused(NvmOpcode.COMPARE, 1, 8, 2), old, fused(NvmOpcode.WRITE, 2, 8, 2), Buffer.alloc(1024, 2))).toEqual([0, 0]);
+    expect((await io.command(readCmd(1, 8n, 2))).data.equals(Buffer.alloc(1024, 2))).toBe(true);
+  });
+
+  it('both halves by R2T', async () => {
+    h = await startTarget({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, inlineDataSize: 0 }] });
+    const { io } = await ioQueue(h);
+    const cmp = fused(NvmOpcode.COMPARE, 1, 0, 1, false);
+    const wr = fused(NvmOpcode.WRITE, 2, 0, 1, false);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: cmp, data: [] });
+    io.send({ type: PduType.CAPSULE_CMD, sqe: wr, data: [] });
+    const got = new Map<number, number>();
+    while (got.size < 2) {
+      const p = await io.nextPdu();
+      if (p.type === PduType.R2T) {
+        const data = p.cccid === cmp.readUInt16LE(2) ? Buffer.alloc(512) : Buffer.alloc(512, 5);
+        io.send({ type: PduType.H2C_DATA, cccid: p.cccid, ttag: p.ttag, datao: 0, last: true, data: [data] });
+      } else if (p.type === PduType.CAPSULE_RESP) {
+        got.set(decodeCqe(p.cqe).cid, decodeCqe(p.cqe).status);
+      }
+    }
+    expect([...got.values()]).toEqual([0, 0]);
+    expect((await io.command(readCmd(1, 0n, 1))).data.equals(Buffer.alloc(512, 5))).toBe(true);
+  });
+
+  it('a missing, mismatched or misplaced half: Missing Fused, Failed Fused, Invalid Field', async () => {
+    h = await startTarget();
+    const { admin, io } = await ioQueue(h);
+    // A Compare then an ordinary Read: the Compare is aborted as missing its Write; the Read runs.
+    const lone = fused(NvmOpcode.COMPARE, 1, 0, 1);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: lone, data: [Buffer.alloc(512)] });
+    const read = await io.command(readCmd(1, 0n, 1));
+    expect(read.cqe?.status ?? 0).toBe(0);
+    expect(io.stray().map((c) => [c.cid, c.status])).toEqual([[lone.readUInt16LE(2), Status.FUSED_MISSING]]);
+    // A Write (second) with no Compare before it.
+    expect((await io.command(fused(NvmOpcode.WRITE, 2, 0, 1), { data: Buffer.alloc(512), inCapsule: true })).cqe?.status).toBe(Status.FUSED_MISSING);
+    // A Write over another range, or another opcode as the second: Invalid Field, and the Compare fails with it.
+    for (const wr of [fused(NvmOpcode.WRITE, 2, 1, 1), fused(NvmOpcode.WRITE, 2, 0, 2), fused(NvmOpcode.READ, 2, 0, 1, false)]) {
+      const cmp = fused(NvmOpcode.COMPARE, 1, 0, 1);
+      io.send({ type: PduType.CAPSULE_CMD, sqe: cmp, data: [Buffer.alloc(512)] });
+      const r = await io.command(wr, wr.readUInt8(0) === NvmOpcode.WRITE ? { data: Buffer.alloc(wr.readUInt16LE(48) * 512 + 512), inCapsule: true } : {});
+      expect(r.cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+      expect(io.stray().map((c) => [c.cid, c.status])).toEqual([[cmp.readUInt16LE(2), Status.FUSED_FAIL]]);
+    }
+    // FUSE 01b on anything but Compare, FUSE 11b, and any fused admin command.
+    expect((await io.command(fused(NvmOpcode.WRITE, 1, 0, 1), { data: Buffer.alloc(512), inCapsule: true })).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+    expect((await io.command(fused(NvmOpcode.COMPARE, 3, 0, 1), { data: Buffer.alloc(512), inCapsule: true })).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+    expect((await admin.command(encodeSqe({ opcode: AdminOpcode.IDENTIFY, cid: nextCid(), fuse: 1, sgl: sglTransport(4096), cdw10: 1 }))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
+  });
+
+  it('is atomic: two queues incrementing one block by compare-and-write lose no update (file namespace)', async () => {
+    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-caw-'));
+    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: path.join(tmp, 'ns.img'), size: '1M' } }] })] });
+    const admin = await h.peer();
+    const cntlid = await bringUpAdmin(admin);
+    expectOk(await admin.command(setFeatures(0x07, 0x10001)));
+    const queues: RawPeer[] = [];
+    for (const qid of [1, 2]) {
+      const io = await h.peer();
+      expectOk(await connectIo(io, cntlid, qid));
+      queues.push(io);
+    }
+    const block = (n: number): Buffer => {
+      const b = Buffer.alloc(512);
+      b.writeUInt32LE(n, 0);
+      return b;
+    };
+    const PER_QUEUE = 40;
+    let retries = 0;
+    const worker = async (io: RawPeer): Promise<void> => {
+      for (let done = 0; done < PER_QUEUE; ) {
+        const cur = (await io.command(readCmd(1, 5n, 1))).data.readUInt32LE(0);
+        const [s1, s2] = await pair(io, fused(NvmOpcode.COMPARE, 1, 5, 1), block(cur), fused(NvmOpcode.WRITE, 2, 5, 1), block(cur + 1));
+        if (s1 === 0 && s2 === 0) done++;
+        else if (s1 === Status.COMPARE_FAILED && s2 === Status.FUSED_FAIL) retries++;
+        else throw new Error(`statuses ${s1}, ${s2}`);
+      }
+    };
+    await Promise.all(queues.map((q) => worker(q)));
+    expect((await (queues[0] as RawPeer).command(readCmd(1, 5n, 1))).data.readUInt32LE(0)).toBe(2 * PER_QUEUE);
+    expect(retries).toBeGreaterThan(0); // the two queues did race
+  });
+});
