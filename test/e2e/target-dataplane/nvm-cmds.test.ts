@@ -5,18 +5,28 @@ import { Buffer } from 'node:buffer';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../../fixtures/cleanups.js';
 import { AdminOpcode, DNR, NvmOpcode, PduType, Status, decodeCqe, decodeChangedNsList, decodeIdentifyController, decodeIdentifyNamespace, encodeSqe, sglInCapsule, sglTransport } from '../../../protocol/index.js';
 import { adminCmd, bringUpAdmin, connectIo, defaultSubsystem, expectOk, getLog, identify, nextCid, readCmd, setFeatures, startTarget, writeCmd, type Harness, type RawPeer } from './fixture.js';
 
-let h: Harness | undefined;
-let tmp: string | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-  if (tmp !== undefined) await fs.rm(tmp, { recursive: true, force: true });
-  tmp = undefined;
-});
+const cleanups = cleanupAfterEach();
+let h: Harness;
+let tmp: string;
+
+/** startTarget, closed after the test. */
+async function target(cfg?: Parameters<typeof startTarget>[0]): Promise<Harness> {
+  const hh = await startTarget(cfg);
+  cleanups.push(() => hh.close());
+  return hh;
+}
+
+/** A temporary folder, removed after the test. */
+async function tempDir(prefix: string): Promise<string> {
+  const d = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  cleanups.push(() => fs.rm(d, { recursive: true, force: true }));
+  return d;
+}
 
 async function ioQueue(hh: Harness): Promise<{ admin: RawPeer; io: RawPeer }> {
   const admin = await hh.peer();
@@ -46,7 +56,7 @@ const NS_BLOCKS = 64n * 2048n; // the fixture's 64 MiB RAM namespace in 512-byte
 
 describe('Verify (NVM Command Set 1.0 §3.2.9)', () => {
   it('reads the range without data; LBA Out of Range at every SLBA/NLB edge past the end', async () => {
-    h = await startTarget();
+    h = await target();
     const { io } = await ioQueue(h);
     expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 0n, 0))).toBe(0);
     // NLB at its maximum (65,536 blocks, 32 MiB) and the last block of the namespace.
@@ -67,7 +77,7 @@ describe('Verify (NVM Command Set 1.0 §3.2.9)', () => {
 
 describe('Write Uncorrectable (NVM Command Set 1.0 §3.2.7)', () => {
   it('marks exactly its range: Read, Compare and Verify fail there, neighbours read; a write clears it', async () => {
-    h = await startTarget();
+    h = await target();
     const { io } = await ioQueue(h);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 100n, 3))).toBe(0); // LBAs 100..103
     for (const lba of [99n, 104n, 0n]) expect(await readStatus(io, lba), `lba ${lba}`).toBe(0);
@@ -97,7 +107,7 @@ describe('Write Uncorrectable (NVM Command Set 1.0 §3.2.7)', () => {
   });
 
   it('range edges, the write-protected namespace, and ONCS / effects log advertise it', async () => {
-    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '64M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
+    h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '64M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
     const { admin, io } = await ioQueue(h);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, NS_BLOCKS - 0x10000n, 0xffff))).toBe(0);
     expect(await readStatus(io, NS_BLOCKS - 1n)).toBe(Status.READ_ERROR | DNR);
@@ -119,28 +129,28 @@ describe('Write Uncorrectable (NVM Command Set 1.0 §3.2.7)', () => {
   });
 
   it('a file namespace keeps its marks across a restart; clearing them removes the file', async () => {
-    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-uncor-'));
+    tmp = await tempDir('nvm-uncor-');
     const file = path.join(tmp, 'ns1.img');
     const sub = defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '1M' } }] });
-    h = await startTarget({ subsystems: [sub] });
+    h = await target({ subsystems: [sub] });
     let { io } = await ioQueue(h);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 10n, 1))).toBe(0);
     expect(JSON.parse(await fs.readFile(`${file}.uncor`, 'utf8'))).toEqual([{ lba: 10, count: 2 }]);
     await h.close();
-    h = await startTarget({ subsystems: [sub] });
+    h = await target({ subsystems: [sub] });
     ({ io } = await ioQueue(h));
     expect(await readStatus(io, 11n)).toBe(Status.READ_ERROR | DNR);
     expect(await readStatus(io, 12n)).toBe(0);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_ZEROES, 10n, 1))).toBe(0);
     await expect(fs.stat(`${file}.uncor`)).rejects.toMatchObject({ code: 'ENOENT' });
     await h.close();
-    h = await startTarget({ subsystems: [sub] });
+    h = await target({ subsystems: [sub] });
     ({ io } = await ioQueue(h));
     expect(await readStatus(io, 11n)).toBe(0);
   });
 
   it('a damaged marks file refuses the namespace with the field and the fix', async () => {
-    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-uncor-'));
+    tmp = await tempDir('nvm-uncor-');
     const file = path.join(tmp, 'ns1.img');
     await fs.writeFile(`${file}.uncor`, '[{"lba":-1,"count":1}]');
     await expect(startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: file, size: '1M' } }] })] })).rejects.toThrow(/namespaces\.backend\.path.*fix or delete it/);
@@ -169,7 +179,7 @@ describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
   }
 
   it('formats 0 and 1 copy the sources in order to SDLBA; Identify reports the limits', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     const a = await fill(io, 10n, 2, 1);
     const b = await fill(io, 40n, 3, 2);
@@ -191,7 +201,7 @@ describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
   });
 
   it('a destination overlapping a source gets the source as it was before the copy', async () => {
-    h = await startTarget();
+    h = await target();
     const { io } = await ioQueue(h);
     const a = await fill(io, 100n, 4, 3);
     const list = entries(0, [[100n, 3]]);
@@ -200,7 +210,7 @@ describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
   });
 
   it('each limit and field at its edges', async () => {
-    h = await startTarget();
+    h = await target();
     const { io } = await ioQueue(h);
     const one = entries(0, [[0n, 0]]);
     // Descriptor Formats 2..15 are not offered.
@@ -239,7 +249,7 @@ describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
   });
 
   it('a marked source is Unrecovered Read Error; a copy over marked blocks clears them; write protection refuses it', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 50n, 0))).toBe(0);
     const from50 = entries(1, [[49n, 1]]);
@@ -254,7 +264,7 @@ describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
 
 describe('Supported Log Pages (LID 00h) and Feature Identifiers Supported and Effects (LID 12h)', () => {
   it('list exactly the pages and features this controller answers', async () => {
-    h = await startTarget();
+    h = await target();
     const admin = await h.peer();
     await bringUpAdmin(admin);
     const sup = (await admin.command(getLog(0x00, 1024))).data;
@@ -282,7 +292,7 @@ describe('Host Behavior Support (FID 16h)', () => {
   const setHbs = (len = 512): Buffer => encodeSqe({ opcode: AdminOpcode.SET_FEATURES, cid: nextCid(), sgl: sglInCapsule(len), cdw10: 0x16 });
 
   it('Get returns what Set stored; ACRE/ETDAS/LBAFEE above 1 are Invalid Field; a short SGL is refused', async () => {
-    h = await startTarget();
+    h = await target();
     const admin = await h.peer();
     await bringUpAdmin(admin);
     expect((await admin.command(getHbs())).data.equals(Buffer.alloc(512))).toBe(true);
@@ -309,7 +319,7 @@ describe('Namespace Write Protection Config (FID 84h)', () => {
   const getWp = (nsid: number): Buffer => encodeSqe({ opcode: AdminOpcode.GET_FEATURES, cid: nextCid(), nsid, cdw10: 0x84 });
 
   it('Write Protect refuses writes, sets NSATTR and sends the namespace-changed AEN; No Write Protect lifts it', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     expect(decodeIdentifyController((await admin.command(identify(1))).data).nwpc).toBe(0x3);
     admin.send({ type: PduType.CAPSULE_CMD, sqe: adminCmd(AdminOpcode.ASYNC_EVENT, { cid: 31 }), data: [] });
@@ -334,7 +344,7 @@ describe('Namespace Write Protection Config (FID 84h)', () => {
   });
 
   it('Until Power Cycle is final; Permanent, reserved states, unknown and broadcast NSIDs are refused', async () => {
-    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
+    h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
     const { admin, io } = await ioQueue(h);
     for (const wps of [3, 4, 7]) expect((await admin.command(setWp(1, wps))).cqe?.status, `wps ${wps}`).toBe(Status.INVALID_FIELD | DNR);
     for (const nsid of [0, 5, 0x8000_0000, 0xffff_ffff]) {
@@ -357,7 +367,7 @@ describe('Abort (NVMe Base 2.0 §5.1)', () => {
   const abort = (sqid: number, cid: number): Buffer => encodeSqe({ opcode: AdminOpcode.ABORT, cid: nextCid(), cdw10: ((cid << 16) | sqid) >>> 0 });
 
   it('aborts a command parked over the in-flight limit and one waiting for its R2T data; neither runs', async () => {
-    h = await startTarget({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, maxInFlightBytes: 4096, inlineDataSize: 0 }] });
+    h = await target({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, maxInFlightBytes: 4096, inlineDataSize: 0 }] });
     const { admin, io } = await ioQueue(h);
     const write = writeCmd(1, 0n, 8); // 4 KiB by R2T: fills the queue's in-flight budget
     const wcid = write.readUInt16LE(2);
@@ -385,7 +395,7 @@ describe('Abort (NVMe Base 2.0 §5.1)', () => {
   });
 
   it('answers "not aborted" for a finished, unknown or running command and for any SQID without that command', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     const done = readCmd(1, 0n, 1);
     expectOk(await io.command(done));
@@ -423,7 +433,7 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
   }
 
   it('writes only when the compare matches; FUSES bit 0 is set', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     expect(decodeIdentifyController((await admin.command(identify(1))).data).fuses).toBe(1);
     const old = Buffer.alloc(1024, 1);
@@ -435,7 +445,7 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
   });
 
   it('both halves by R2T', async () => {
-    h = await startTarget({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, inlineDataSize: 0 }] });
+    h = await target({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, inlineDataSize: 0 }] });
     const { io } = await ioQueue(h);
     const cmp = fused(NvmOpcode.COMPARE, 1, 0, 1, false);
     const wr = fused(NvmOpcode.WRITE, 2, 0, 1, false);
@@ -456,7 +466,7 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
   });
 
   it('a missing, mismatched or misplaced half: Missing Fused, Failed Fused, Invalid Field', async () => {
-    h = await startTarget();
+    h = await target();
     const { admin, io } = await ioQueue(h);
     // A Compare then an ordinary Read: the Compare is aborted as missing its Write; the Read runs.
     const lone = fused(NvmOpcode.COMPARE, 1, 0, 1);
@@ -481,8 +491,8 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
   });
 
   it('is atomic: two queues incrementing one block by compare-and-write lose no update (file namespace)', async () => {
-    tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'nvm-caw-'));
-    h = await startTarget({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: path.join(tmp, 'ns.img'), size: '1M' } }] })] });
+    tmp = await tempDir('nvm-caw-');
+    h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: path.join(tmp, 'ns.img'), size: '1M' } }] })] });
     const admin = await h.peer();
     const cntlid = await bringUpAdmin(admin);
     expectOk(await admin.command(setFeatures(0x07, 0x10001)));
