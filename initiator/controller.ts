@@ -15,7 +15,7 @@ import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
-import { abortCommand, getHostBehavior, getWriteProtect, readFeatureEffects, readSupportedLogPages, setHostBehavior, setWriteProtect } from './features.js';
+import { abortCommand, formatNvm, getHostBehavior, getWriteProtect, readFeatureEffects, readSupportedLogPages, setHostBehavior, setWriteProtect } from './features.js';
 import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { propertyGetCmd, propertySetCmd, type DiscoveryEntry } from './fabrics-cmds.js';
 import { FabricsConnector, type AuthInfo } from './fabrics.js';
@@ -757,6 +757,12 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
   /** Abort command `cid` of submission queue `sqid` (0 = admin); true when the controller aborted it. */
   async abort(sqid: number, cid: number): Promise<boolean> {
     return abortCommand(this.#host, sqid, cid);
+  }
+
+  /** Format NVM namespace `nsid` to LBA format `lbaf` (`ses` 1: erase user data), then rescan to pick up its new size. */
+  async format(nsid: number, lbaf: number, o: { ses?: 0 | 1 } = {}): Promise<void> {
+    await formatNvm(this.#host, nsid, lbaf, o.ses ?? 0);
+    await this.rescan();
   }
 
   /** LIDs of the Supported Log Pages log (LID 00h). */

@@ -71,3 +71,13 @@ export async function abortCommand(admin: AdminChannel, sqid: number, cid: numbe
   const c = await admin.adminCmd({ sqe: encodeSqe({ opcode: AdminOpcode.ABORT, cid: 0, cdw10: ((cid << 16) | sqid) >>> 0 }) });
   return (c.dw0 & ABORT_NOT_ABORTED) === 0;
 }
+
+/**
+ * Format NVM (NVMe Base 2.0 §5.23) of namespace `nsid` to LBA format `lbaf` (the index into Identify Namespace's
+ * LBAF list); `ses` 1 erases user data. The controller's Namespace Attribute Changed notice makes the host rescan.
+ */
+export async function formatNvm(admin: AdminChannel, nsid: number, lbaf: number, ses: 0 | 1 = 0): Promise<void> {
+  if (!Number.isInteger(lbaf) || lbaf < 0 || lbaf > 63) throw new InvalidArgumentError('lbaf', `must be 0..63, got ${lbaf}`);
+  const cdw10 = (lbaf & 0xf) | (ses << 9) | ((lbaf >> 4) << 12);
+  await admin.adminCmd({ sqe: encodeSqe({ opcode: AdminOpcode.FORMAT_NVM, cid: 0, nsid, cdw10 }) });
+}

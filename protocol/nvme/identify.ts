@@ -37,6 +37,8 @@ export const Sgls = { SUPPORT_MASK: 0x3, SUPPORTED: 0x1, OFFSET: 1 << 20 } as co
  * ONCS_RESERVATIONS (protocol/nvme/reservation.ts).
  */
 export const Oncs = { COMPARE: 1 << 0, WRITE_UNCOR: 1 << 1, DSM: 1 << 2, WRITE_ZEROES: 1 << 3, VERIFY: 1 << 7, COPY: 1 << 8 } as const;
+/** Identify Controller OACS bit 1: Format NVM supported (Figure 275 bytes 257:256). */
+export const Oacs = { FORMAT_NVM: 1 << 1 } as const;
 /** Identify Controller OCFS bits (Figure 275 bytes 535:534): Copy Descriptor Formats 0h and 1h supported. */
 export const Ocfs = { FORMAT0: 1 << 0, FORMAT1: 1 << 1 } as const;
 /**

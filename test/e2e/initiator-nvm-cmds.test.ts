@@ -106,6 +106,23 @@ describe('initiator NVM commands', () => {
     await expect(c.abort(0, -1)).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 
+  it('format: the namespace comes back with 4096-byte blocks and an eighth of the LBAs, then 512 again', async () => {
+    const c = await open();
+    const before = c.namespace(1);
+    expect([before.blockSize, before.blocks]).toEqual([512, 32768n]);
+    await c.format(1, 1);
+    const ns = c.namespace(1);
+    expect([ns.blockSize, ns.blocks]).toEqual([4096, 4096n]);
+    const data = pattern(4096, 7);
+    await ns.write(4095, data);
+    expect((await ns.read(4095, 1)).equals(data)).toBe(true);
+    await c.format(1, 0, { ses: 1 });
+    const back = c.namespace(1);
+    expect([back.blockSize, back.blocks]).toEqual([512, 32768n]);
+    expect((await back.read(32760, 8)).equals(Buffer.alloc(4096))).toBe(true);
+    expect(await statusOf(c.format(1, 2))).toBe(Status.INVALID_FORMAT | DNR);
+  });
+
   it('write protection: writes fail NS_WRITE_PROTECTED while set, reads go on', async () => {
     const c = await open();
     const ns = c.namespace(1);

@@ -1,7 +1,8 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages, Ocfs } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages, Ocfs, Oacs } from '../../../protocol/index.js';
 import { COPY_MCL, COPY_MSRC, COPY_MSSRL } from './io.js';
+import { LBA_FORMATS, formatOffered, parseFormatNvm } from './format.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -35,6 +36,7 @@ const ADMIN: Readonly<Record<number, Handler>> = {
   [AdminOpcode.ASYNC_EVENT]: parseAsyncEvent,
   [AdminOpcode.KEEP_ALIVE]: parseKeepAlive,
   [AdminOpcode.ABORT]: parseAbort,
+  [AdminOpcode.FORMAT_NVM]: parseFormatNvm,
 };
 
 /**
@@ -152,6 +154,7 @@ export function identifyController(ctrl: TargetController): Buffer {
     mn: s.model,
     fr: s.firmware,
     rab: 6,
+    oacs: formatOffered(ctrl) ? Oacs.FORMAT_NVM : 0,
     cmic: Cmic.MULTI_PORT | Cmic.MULTI_CTRL | (s.ana ? Cmic.ANA_REPORTING : 0),
     mdts: s.mdts,
     cntlid: ctrl.cntlid,
@@ -208,8 +211,9 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     nsze: size,
     ncap: size,
     nuse: reachable ? size : 0n,
-    nlbaf: 0,
-    flbas: 0,
+    // LBAF0 512-byte and LBAF1 4096-byte LBAs, both offered by Format NVM (target/core/cmd/format.ts).
+    nlbaf: LBA_FORMATS.length - 1,
+    flbas: LBA_FORMATS.indexOf(ns.blockSize as 512 | 4096),
     nmic: Nmic.SHARED,
     // DLFEAT: deallocated blocks read as zeroes (bits 2:0 = 1), Write Zeroes DEAC supported (bit 3).
     dlfeat: 0x09,
@@ -221,7 +225,7 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     mssrl: COPY_MSSRL,
     mcl: COPY_MCL,
     msrc: COPY_MSRC,
-    lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
+    lbaf: LBA_FORMATS.map((size) => ({ ms: 0, lbads: size === 4096 ? 12 : 9, rp: 0 })),
   });
 }
 
@@ -293,7 +297,7 @@ function parseGetLogPage(ctrl: TargetController, req: Request): number {
       build = () => encodeChangedNsList([...ctrl.changedNs].sort((x, y) => x - y));
       break;
     case LogPageId.CMD_EFFECTS:
-      build = () => effectsLog();
+      build = () => effectsLog(ctrl);
       break;
     case LogPageId.RESV_NOTIF:
       // Each read takes the oldest entry off this controller's queue (NVMe Base 2.0 §5.16.1.24).
@@ -351,10 +355,12 @@ function smartLog(ctrl: TargetController, nsid: number): Buffer {
   });
 }
 
-function effectsLog(): Buffer {
+function effectsLog(ctrl: TargetController): Buffer {
   const acs: number[] = [];
   const iocs: number[] = [];
   for (const op of ADMIN_SUPPORTED) acs[op] = CmdEffects.CSUPP;
+  // Format NVM changes the LBA size (NCC) and, with User Data Erase, the data (LBCC); one namespace at a time.
+  if (formatOffered(ctrl)) acs[AdminOpcode.FORMAT_NVM] = CmdEffects.CSUPP | CmdEffects.LBCC | CmdEffects.NCC | CmdEffects.CSE_SINGLE_NS;
   iocs[NvmOpcode.FLUSH] = CmdEffects.CSUPP;
   iocs[NvmOpcode.READ] = CmdEffects.CSUPP;
   iocs[NvmOpcode.COMPARE] = CmdEffects.CSUPP;

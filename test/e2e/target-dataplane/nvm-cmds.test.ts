@@ -523,3 +523,53 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
     expect(retries).toBeGreaterThan(0); // the two queues did race
   });
 });
+
+describe('Format NVM (NVMe Base 2.0 §5.23) between 512- and 4096-byte LBAs', () => {
+  const format = (nsid: number, cdw10: number): Buffer => encodeSqe({ opcode: AdminOpcode.FORMAT_NVM, cid: nextCid(), nsid, cdw10 });
+
+  it('LBAF 1 makes the namespace 4096-byte blocks with the notice; LBAF 0 back; SES 1 erases', async () => {
+    h = await target();
+    const { admin, io } = await ioQueue(h);
+    const idc = decodeIdentifyController((await admin.command(identify(1))).data);
+    expect(idc.oacs & 0x2).toBe(0x2);
+    let idn = decodeIdentifyNamespace((await admin.command(identify(0, 1))).data);
+    expect([idn.nlbaf, idn.flbas, idn.nsze, idn.lbaf[0]?.lbads, idn.lbaf[1]?.lbads]).toEqual([1, 0, NS_BLOCKS, 9, 12]);
+    expectOk(await io.command(writeCmd(1, 0n, 8), { data: Buffer.alloc(4096, 3) }));
+    admin.send({ type: PduType.CAPSULE_CMD, sqe: adminCmd(AdminOpcode.ASYNC_EVENT, { cid: 31 }), data: [] });
+    expect((await admin.command(format(1, 1))).cqe?.status).toBe(0);
+    expect(admin.stray().map((c) => [c.cid, c.dw0])).toEqual([[31, 0x00040002]]);
+    idn = decodeIdentifyNamespace((await admin.command(identify(0, 1))).data);
+    expect([idn.flbas, idn.nsze]).toEqual([1, NS_BLOCKS / 8n]);
+    // SES 0 keeps the bytes: block 0 is now the old first 4 KiB. A 512-byte transfer no longer fits one block.
+    expect((await io.command(readCmd(1, 0n, 1, 4096))).data.equals(Buffer.alloc(4096, 3))).toBe(true);
+    expect((await io.command(readCmd(1, 0n, 1, 512))).cqe?.status).toBe(Status.SGL_INVALID_DATA | DNR);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, NS_BLOCKS / 8n, 0))).toBe(Status.LBA_RANGE | DNR);
+    // Back to 512 with User Data Erase (SES 1, CDW10 bits 11:9): zeroes.
+    expect((await admin.command(format(1, 0 | (1 << 9)))).cqe?.status).toBe(0);
+    idn = decodeIdentifyNamespace((await admin.command(identify(0, 1))).data);
+    expect([idn.flbas, idn.nsze]).toEqual([0, NS_BLOCKS]);
+    expect((await io.command(readCmd(1, 0n, 8))).data.equals(Buffer.alloc(4096))).toBe(true);
+  });
+
+  it('refuses formats, settings and namespaces it does not have', async () => {
+    h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }, { nsid: 2, readOnly: true, backend: { type: 'ram', size: '1M' } }] })] });
+    const admin = await h.peer();
+    await bringUpAdmin(admin);
+    for (const [cdw10, want] of [
+      [2, Status.INVALID_FORMAT | DNR], // LBAF 2
+      [0xf, Status.INVALID_FORMAT | DNR],
+      [1 << 12, Status.INVALID_FORMAT | DNR], // LBAFU: LBAF 16
+      [0x10, Status.INVALID_FORMAT | DNR], // MSET
+      [0xe0, Status.INVALID_FORMAT | DNR], // PI
+      [0x100, Status.INVALID_FORMAT | DNR], // PIL
+      [2 << 9, Status.INVALID_FIELD | DNR], // SES 2, cryptographic erase
+      [7 << 9, Status.INVALID_FIELD | DNR],
+      [0xffff_ffff, Status.INVALID_FORMAT | DNR],
+    ] as const) {
+      expect((await admin.command(format(1, cdw10))).cqe?.status, `cdw10 ${cdw10.toString(16)}`).toBe(want);
+    }
+    for (const nsid of [0, 3, 0x8000_0000, 0xffff_ffff]) expect((await admin.command(format(nsid, 1))).cqe?.status, `nsid ${nsid}`).toBe(Status.INVALID_NS | DNR);
+    expect((await admin.command(format(2, 1))).cqe?.status).toBe(Status.NS_WRITE_PROTECTED);
+    expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).flbas).toBe(0);
+  });
+});

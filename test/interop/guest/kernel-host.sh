@@ -228,19 +228,22 @@ do_verify() {
     nvme verify /dev/$N -n 2 -s 0 -c 7 || fail "nvme verify exited $?"
 }
 
-# one block at 1 MiB marked: a direct read of exactly that block fails (EIO), its neighbours read, a write clears it
+# one block at 1 MiB marked: a direct read of exactly that block fails with a media error, its neighbours read, a
+# write clears it
 do_write_uncor() {
     N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
     lbs=$(cat /sys/block/$N/queue/logical_block_size)
     b=$((1048576 / lbs))
     nvme write-uncor /dev/$N -n 2 -s $b -c 0 || fail "nvme write-uncor exited $?" || return 1
     ! dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$b iflag=direct 2>/tmp/dd.err || fail "the marked block read" || return 1
-    grep -i "input/output error" /tmp/dd.err || fail "no EIO: $(cat /tmp/dd.err)" || return 1
+    # Linux maps Unrecovered Read Error to BLK_STS_MEDIUM: read(2) fails with ENODATA ("No data available")
+    grep -Ei "no data available|input/output error" /tmp/dd.err || fail "no media error: $(cat /tmp/dd.err)" || return 1
+    dmesg | grep "@ LBA $b, 1 blocks" | grep -q "sct 0x2 / sc 0x81" || fail "dmesg does not name LBA $b with sct 2 / sc 0x81" || return 1
     dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$((b - 1)) iflag=direct 2>/dev/null || fail "the block before it failed" || return 1
     dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$((b + 1)) iflag=direct 2>/dev/null || fail "the block after it failed" || return 1
     dd if=/dev/zero of=/dev/$N bs=$lbs count=1 seek=$b oflag=direct 2>/dev/null || fail "rewriting it failed" || return 1
     dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$b iflag=direct 2>/dev/null || fail "still unreadable after the write" || return 1
-    echo "EIO on exactly LBA $b until rewritten"
+    echo "media error on exactly LBA $b until rewritten"
 }
 
 # 4 KiB at 2 MiB: compare with the same data passes, with other data fails
