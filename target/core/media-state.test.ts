@@ -34,6 +34,9 @@ describe('Subsystem.mediaStateLocal', () => {
       const id = decodeIdentifyController(admin.identify(1).data ?? Buffer.alloc(0));
       expect(id.oncs & 0x82).toBe(0x80);
       expect(id.nwpc).toBe(0);
+      // Format NVM needs Subsystem.formatNs, which only TargetService sets: here Invalid Opcode, OACS bit 1 clear.
+      expect(admin.exec(encodeSqe({ opcode: AdminOpcode.FORMAT_NVM, cid: 5, nsid: 1, cdw10: 1 })).status).toBe(Status.INVALID_OPCODE | DNR);
+      expect(id.oacs & 0x2).toBe(0);
     });
   }
 

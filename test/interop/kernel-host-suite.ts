@@ -45,6 +45,7 @@ const STEPS = [
   'write-uncor',
   'compare',
   'copy',
+  'format',
   'reset',
   'io-after-reset',
   'disconnect',
@@ -113,8 +114,8 @@ export function kernelHostSuite(opts: KernelHostSuiteOptions = {}): void {
         dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-interop-'));
         const env = [`NQN=${NQN}`];
         // nvmet's file backend zeroes with fallocate(ZERO_RANGE), which the guest's tmpfs refuses
-        // nvmet has no Verify, Write Uncorrectable, Compare or Copy (docs/target.md, "NVM commands")
-        if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes verify write-uncor compare copy');
+        // nvmet has no Verify, Write Uncorrectable, Compare, Copy or Format NVM (docs/target.md, "NVM commands")
+        if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes verify write-uncor compare copy format');
         else {
           env.push(`ADVERTISED=${GUEST_ADDR}:${GUEST_PORT}`);
           if (opts.skipSteps !== undefined && opts.skipSteps.length > 0) env.push(`SKIP_STEPS=${opts.skipSteps.join(' ')}`);

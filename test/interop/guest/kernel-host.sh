@@ -271,6 +271,22 @@ do_copy() {
     echo "copy formats 0 and 1 reproduce the source"
 }
 
+# Format NVM to 4096-byte LBAs and back: the host revalidates the namespace (the namespace-changed AEN, nvme-cli's
+# rescan) and its block device takes the new logical block size and the same byte capacity
+do_format() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    bytes=$(( $(cat /sys/block/$N/size) * 512 ))
+    for want in 4096 512; do
+        lbaf=$([ $want = 4096 ] && echo 1 || echo 0)
+        nvme format /dev/$N -n 2 --lbaf=$lbaf --force || fail "nvme format --lbaf=$lbaf exited $?" || return 1
+        i=0; while [ $i -lt 50 ] && [ "$(cat /sys/block/$N/queue/logical_block_size)" != $want ]; do sleep 0.1; i=$((i + 1)); done
+        lbs=$(cat /sys/block/$N/queue/logical_block_size)
+        echo "lbaf $lbaf: logical_block_size $lbs, $(( $(cat /sys/block/$N/size) * 512 )) bytes"
+        [ "$lbs" = $want ] || fail "logical_block_size $lbs after --lbaf=$lbaf, want $want" || return 1
+        [ $(( $(cat /sys/block/$N/size) * 512 )) = $bytes ] || fail "capacity changed" || return 1
+    done
+}
+
 # fio jobs that write a pattern before the reset and verify it after (--verify_only replays the seeds)
 fio_pattern() {
     N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
@@ -330,6 +346,7 @@ if step connect do_connect; then
     step write-uncor do_write_uncor
     step compare do_compare
     step copy do_copy
+    step format do_format
     step reset do_reset && step io-after-reset do_after_reset
     step disconnect do_disconnect
 fi
