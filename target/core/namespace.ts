@@ -1,6 +1,7 @@
 // A namespace: NSID, LBA format, identifiers and the backend holding its blocks (nvmet_ns).
 import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
 import { parseUuid } from '../../protocol/index.js';
 import { PersistedLbaRanges, type NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../config/types.js';
@@ -90,7 +91,8 @@ export class TargetNamespace {
     this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
     this.anaGroup = config.anaGroup ?? 1;
     this.readOnly = config.readOnly ?? false;
-    this.uncor = new PersistedLbaRanges(config.backend.type === 'file' ? `${config.backend.path}.uncor` : undefined);
+    // Beside a regular file only: a block device's folder (/dev) is no place for it, and its marks last until restart.
+    this.uncor = new PersistedLbaRanges(config.backend.type === 'file' && isRegularFile(config.backend.path) ? `${config.backend.path}.uncor` : undefined);
     this.enabled = config.enabled ?? true;
     this.resv = new ReservationState(config.nsid, DETACHED_EVENTS);
     this.hostMask = config.hosts === undefined ? undefined : new Set(config.hosts);
@@ -127,6 +129,14 @@ export class TargetNamespace {
     const out: NamespaceConfig = this.enabled ? rest : { ...rest, enabled: false };
     if (this.hostMask !== undefined) out.hosts = [...this.hostMask];
     return out;
+  }
+}
+
+function isRegularFile(p: string): boolean {
+  try {
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
   }
 }
 

@@ -2,6 +2,7 @@
 // Host Behavior Support (FID 16h) and Namespace Write Protection Config (FID 84h), as raw PDUs over real sockets: each
 // status edge, and the host-controlled fields at 0, the maximum, 2^31 and 2^32−1.
 import { Buffer } from 'node:buffer';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -571,5 +572,53 @@ describe('Format NVM (NVMe Base 2.0 §5.23) between 512- and 4096-byte LBAs', ()
     for (const nsid of [0, 3, 0x8000_0000, 0xffff_ffff]) expect((await admin.command(format(nsid, 1))).cqe?.status, `nsid ${nsid}`).toBe(Status.INVALID_NS | DNR);
     expect((await admin.command(format(2, 1))).cqe?.status).toBe(Status.NS_WRITE_PROTECTED);
     expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).flbas).toBe(0);
+  });
+});
+
+/** Whether this machine lets the test attach a loop device (root and a free /dev/loopN); else the test says why it skips. */
+function loopDevices(): boolean {
+  try {
+    execFileSync('losetup', ['-f'], { stdio: 'pipe' });
+    return process.getuid?.() === 0;
+  } catch {
+    return false;
+  }
+}
+
+describe('block-device namespaces', () => {
+  it.skipIf(!loopDevices())('a loop device serves as a namespace of its size; Write Uncorrectable keeps no file in /dev', async () => {
+    tmp = await tempDir('nvm-bdev-');
+    const img = path.join(tmp, 'disk.img');
+    await fs.writeFile(img, Buffer.alloc(0));
+    await fs.truncate(img, 4 << 20);
+    const dev = execFileSync('losetup', ['-f', '--show', img], { encoding: 'utf8' }).trim();
+    cleanups.push(() => execFileSync('losetup', ['-d', dev]));
+    h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: dev } }] })] });
+    const { admin, io } = await ioQueue(h);
+    expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).nsze).toBe(8192n);
+    const data = Buffer.alloc(4096, 0x5c);
+    expectOk(await io.command(writeCmd(1, 8184n, 8), { data }));
+    expect(await status(io, lbaCmd(NvmOpcode.FLUSH, 0n, 0))).toBe(0);
+    expect((await io.command(readCmd(1, 8184n, 8))).data.equals(data)).toBe(true);
+    expect(await status(io, lbaCmd(NvmOpcode.VERIFY, 8192n, 0))).toBe(Status.LBA_RANGE | DNR);
+    // The bytes reached the device: the image file behind it holds them.
+    const fd = await fs.open(img, 'r');
+    const back = Buffer.alloc(4096);
+    await fd.read(back, 0, 4096, 8184 * 512);
+    await fd.close();
+    expect(back.equals(data)).toBe(true);
+    expect(await status(io, lbaCmd(NvmOpcode.WRITE_UNCOR, 0n, 0))).toBe(0);
+    expect(await readStatus(io, 0n)).toBe(Status.READ_ERROR | DNR);
+    await expect(fs.stat(`${dev}.uncor`)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it.skipIf(!loopDevices())('a configured size above the device is refused', async () => {
+    tmp = await tempDir('nvm-bdev-');
+    const img = path.join(tmp, 'disk.img');
+    await fs.writeFile(img, Buffer.alloc(0));
+    await fs.truncate(img, 1 << 20);
+    const dev = execFileSync('losetup', ['-f', '--show', img], { encoding: 'utf8' }).trim();
+    cleanups.push(() => execFileSync('losetup', ['-d', dev]));
+    await expect(target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: dev, size: '2M' } }] })] })).rejects.toThrow(/smaller than the configured size/);
   });
 });
