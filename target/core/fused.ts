@@ -8,7 +8,7 @@ import { Buffer } from 'node:buffer';
 import { DNR, NvmOpcode, RwCdw12, SqeFlags, SqeOffset, Status, rd16, rd32 } from '../../protocol/index.js';
 import type { NsExclusive, TargetNamespace } from './namespace.js';
 import type { QueueModel } from './queue-model.js';
-import type { Request } from './request.js';
+import { ReqStateId, type Request } from './request.js';
 
 /** FUSE values (SQE byte 1 bits 1:0). */
 export const Fuse = { NONE: 0, FIRST: 1, SECOND: 2 } as const;
@@ -26,6 +26,20 @@ export class FusedPairing {
     if (first === undefined || (req.flags & SqeFlags.FUSE_MASK) === Fuse.SECOND) return;
     this.#first = undefined;
     failFused(q, first, Status.FUSED_MISSING);
+  }
+
+  /**
+   * A command completes (CoreQueue.complete; the caller checked it is fused). A half that completes outside its pair's
+   * run (aborted while waiting for its data, a data digest error) takes its partner with it (Command Aborted due to
+   * Failed Fused Command), and a first still waiting for its second is forgotten: the queue keeps no reference to a
+   * Request that is recycled.
+   */
+  completed(q: QueueModel, req: Request): void {
+    if (req === this.#first) this.#first = undefined;
+    const other = req.partner;
+    if (other === undefined) return;
+    req.partner = undefined;
+    failFused(q, other, Status.FUSED_FAIL);
   }
 
   /**
@@ -73,6 +87,7 @@ export class FusedPairing {
  */
 function failFused(q: QueueModel, req: Request, status: number): void {
   req.partner = undefined;
+  if (req.stateId === ReqStateId.DONE || req.stateId === ReqStateId.FREE) return;
   if (req.fusedReady) q.complete(req, status);
   else req.execute = (r) => (r.queueRef as QueueModel).complete(r, status);
 }

@@ -152,6 +152,7 @@ export class CoreQueue implements QueueModel {
   /** Finish a command: status, SQ head, counters, error log; then the transport sends the response. */
   complete(req: Request, status = req.status): void {
     if (!req.setState(ReqStateId.DONE)) return;
+    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) this.#fused.completed(this, req);
     req.status = status;
     this.inFlight--;
     if (req.nsHeld) {

@@ -491,6 +491,44 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
     expect((await admin.command(encodeSqe({ opcode: AdminOpcode.IDENTIFY, cid: nextCid(), fuse: 1, sgl: sglTransport(4096), cdw10: 1 }))).cqe?.status).toBe(Status.INVALID_FIELD | DNR);
   });
 
+  it('a half aborted while waiting for its data takes its partner with it; the queue pairs nothing stale', async () => {
+    h = await target({ ports: [{ id: 1, addr: '127.0.0.1', port: 0, inlineDataSize: 0 }] });
+    const { admin, io } = await ioQueue(h);
+    const abort = (cid: number): Buffer => encodeSqe({ opcode: AdminOpcode.ABORT, cid: nextCid(), cdw10: ((cid << 16) | 1) >>> 0 });
+    const next = async (): Promise<{ type: number; cid: number; status: number; ttag: number }> => {
+      const p = await io.nextPdu();
+      if (p.type === PduType.R2T) return { type: p.type, cid: p.cccid, status: -1, ttag: p.ttag };
+      if (p.type === PduType.CAPSULE_RESP) return { type: p.type, ...decodeCqe(p.cqe), ttag: -1 };
+      throw new Error(`unexpected PDU ${p.type}`);
+    };
+    // The first half waits for its data and is aborted: then the second finds no first.
+    const cmp = fused(NvmOpcode.COMPARE, 1, 0, 1, false);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: cmp, data: [] });
+    const r2t = await next();
+    expect((await admin.command(abort(cmp.readUInt16LE(2)))).cqe?.dw0).toBe(0);
+    io.send({ type: PduType.H2C_DATA, cccid: r2t.cid, ttag: r2t.ttag, datao: 0, last: true, data: [Buffer.alloc(512)] });
+    expect(await next()).toMatchObject({ cid: cmp.readUInt16LE(2), status: Status.ABORT_REQ });
+    const lone = fused(NvmOpcode.WRITE, 2, 0, 1, false);
+    expect((await io.command(lone, { data: Buffer.alloc(512, 1) })).cqe?.status).toBe(Status.FUSED_MISSING);
+    // Both halves wait for data; the second is aborted: the first fails with it once its own data is in.
+    const cmp2 = fused(NvmOpcode.COMPARE, 1, 0, 1, false);
+    const wr2 = fused(NvmOpcode.WRITE, 2, 0, 1, false);
+    io.send({ type: PduType.CAPSULE_CMD, sqe: cmp2, data: [] });
+    io.send({ type: PduType.CAPSULE_CMD, sqe: wr2, data: [] });
+    const r2ts = [await next(), await next()];
+    expect((await admin.command(abort(wr2.readUInt16LE(2)))).cqe?.dw0).toBe(0);
+    for (const r of r2ts) io.send({ type: PduType.H2C_DATA, cccid: r.cid, ttag: r.ttag, datao: 0, last: true, data: [Buffer.alloc(512, 2)] });
+    const done = [await next(), await next()].map((c) => [c.cid, c.status]).sort((a, b) => (a[0] as number) - (b[0] as number));
+    expect(done).toEqual(
+      [
+        [cmp2.readUInt16LE(2), Status.FUSED_FAIL],
+        [wr2.readUInt16LE(2), Status.ABORT_REQ],
+      ].sort((a, b) => (a[0] as number) - (b[0] as number)),
+    );
+    // Nothing was written, and the queue goes on.
+    expect((await io.command(readCmd(1, 0n, 1))).data.equals(Buffer.alloc(512))).toBe(true);
+  });
+
   it('is atomic: two queues incrementing one block by compare-and-write lose no update (file namespace)', async () => {
     tmp = await tempDir('nvm-caw-');
     h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: path.join(tmp, 'ns.img'), size: '1M' } }] })] });
