@@ -96,10 +96,25 @@ function failFused(q: QueueModel, req: Request, status: number): void {
 function halfReady(req: Request): void {
   req.fusedReady = true;
   const other = req.partner;
-  if (other === undefined || !other.fusedReady) return;
+  if (other === undefined || !other.fusedReady) {
+    // Waiting for its partner, a half does not count as executing on the namespace: another pair holding it would
+    // otherwise wait for this half, and this half's partner for that pair (a deadlock).
+    const ns = req.ns as TargetNamespace;
+    if (req.nsHeld) {
+      req.nsHeld = false;
+      ns.executing--;
+      ns.exclusive?.check();
+    }
+    return;
+  }
   const first = req.opcode === NvmOpcode.COMPARE ? req : other;
   const second = first === req ? other : req;
   const ns = first.ns as TargetNamespace;
+  for (const half of [first, second]) {
+    if (half.nsHeld || half.ns !== ns) continue;
+    half.nsHeld = true;
+    ns.executing++;
+  }
   const ex: NsExclusive = {
     own: 2,
     waiters: [],

@@ -414,6 +414,13 @@ describe('Abort (NVMe Base 2.0 §5.1)', () => {
   });
 });
 
+/** [CID, status] of a CapsuleResp PDU. */
+function decodeCqeOf(p: Awaited<ReturnType<RawPeer['nextPdu']>>): [number, number] {
+  if (p.type !== PduType.CAPSULE_RESP) throw new Error(`expected CapsuleResp, got ${p.type}`);
+  const c = decodeCqe(p.cqe);
+  return [c.cid, c.status];
+}
+
 describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
   /** Compare (FUSE 01b) or Write (FUSE 10b) of `nlb` blocks at `slba` with in-capsule data, as the SPDK host sends them. */
   const fused = (opcode: number, fuse: number, slba: number, nlb: number, inCapsule = true): Buffer =>
@@ -527,6 +534,25 @@ describe('fused Compare and Write (NVMe Base 2.0 §3.4.2)', () => {
     );
     // Nothing was written, and the queue goes on.
     expect((await io.command(readCmd(1, 0n, 1))).data.equals(Buffer.alloc(512))).toBe(true);
+  });
+
+  it('a first waiting for its second on one queue does not stall a pair on another', async () => {
+    h = await target();
+    const admin = await h.peer();
+    const cntlid = await bringUpAdmin(admin);
+    expectOk(await admin.command(setFeatures(0x07, 0x10001)));
+    const [a, b] = [await h.peer(), await h.peer()] as [RawPeer, RawPeer];
+    expectOk(await connectIo(a, cntlid, 1));
+    expectOk(await connectIo(b, cntlid, 2));
+    const cmpA = fused(NvmOpcode.COMPARE, 1, 0, 1);
+    a.send({ type: PduType.CAPSULE_CMD, sqe: cmpA, data: [Buffer.alloc(512)] });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await pair(b, fused(NvmOpcode.COMPARE, 1, 8, 1), Buffer.alloc(512), fused(NvmOpcode.WRITE, 2, 8, 1), Buffer.alloc(512, 4))).toEqual([0, 0]);
+    const wrA = fused(NvmOpcode.WRITE, 2, 0, 1);
+    a.send({ type: PduType.CAPSULE_CMD, sqe: wrA, data: [Buffer.alloc(512, 6)] });
+    const got = [decodeCqeOf(await a.nextPdu()), decodeCqeOf(await a.nextPdu())].sort((x, y) => x[0] - y[0]);
+    expect(got).toEqual([[cmpA.readUInt16LE(2), 0], [wrA.readUInt16LE(2), 0]].sort((x, y) => (x[0] as number) - (y[0] as number)));
+    expect((await a.command(readCmd(1, 0n, 1))).data.equals(Buffer.alloc(512, 6))).toBe(true);
   });
 
   it('is atomic: two queues incrementing one block by compare-and-write lose no update (file namespace)', async () => {
