@@ -3,6 +3,7 @@ import { Buffer } from 'node:buffer';
 import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages, Ocfs, Oacs } from '../../../protocol/index.js';
 import { COPY_MCL, COPY_MSRC, COPY_MSSRL } from './io.js';
 import { LBA_FORMATS, formatOffered, parseFormatNvm } from './format.js';
+import { namedNs } from './named-ns.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -693,12 +694,7 @@ function writeProtectNs(ctrl: TargetController, req: Request): TargetNamespace |
     req.errorLoc = SqeOffset.cdw10;
     return Status.INVALID_FIELD | DNR;
   }
-  const ns = ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
-  if (ns === undefined) {
-    req.errorLoc = SqeOffset.nsid;
-    return Status.INVALID_NS | DNR;
-  }
-  return ns;
+  return namedNs(ctrl, req);
 }
 
 /**

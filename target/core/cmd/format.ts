@@ -5,6 +5,7 @@ import { DNR, SqeOffset, Status } from '../../../protocol/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
+import { namedNs } from './named-ns.js';
 
 /** The LBA formats of Identify Namespace (LBAF0, LBAF1) as LBA data sizes; the index is FLBAS. */
 export const LBA_FORMATS: readonly (512 | 4096)[] = [512, 4096];
@@ -26,11 +27,8 @@ export function parseFormatNvm(ctrl: TargetController, req: Request): number {
     return Status.INVALID_OPCODE | DNR;
   }
   // One namespace at a time (FNA bit 0 clear): the broadcast NSID names none.
-  const ns = ctrl.subsys.visibleNs(req.nsid, ctrl.hostnqn);
-  if (ns === undefined) {
-    req.errorLoc = SqeOffset.nsid;
-    return Status.INVALID_NS | DNR;
-  }
+  const ns = namedNs(ctrl, req);
+  if (typeof ns === 'number') return ns;
   const cdw10 = req.sqe.readUInt32LE(SqeOffset.cdw10);
   const lbaf = (cdw10 & Cdw10.LBAFL) | (((cdw10 >>> Cdw10.LBAFU_SHIFT) & Cdw10.LBAFU_MASK) << 4);
   const blockSize = LBA_FORMATS[lbaf];

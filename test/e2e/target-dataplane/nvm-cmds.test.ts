@@ -649,14 +649,20 @@ function loopDevices(): boolean {
   }
 }
 
+/** A loop device over a `bytes`-long image in a temporary folder; detached after the test. */
+async function loopDevice(bytes: number): Promise<{ img: string; dev: string }> {
+  tmp = await tempDir('nvm-bdev-');
+  const img = path.join(tmp, 'disk.img');
+  await fs.writeFile(img, Buffer.alloc(0));
+  await fs.truncate(img, bytes);
+  const dev = execFileSync('losetup', ['-f', '--show', img], { encoding: 'utf8' }).trim();
+  cleanups.push(() => execFileSync('losetup', ['-d', dev]));
+  return { img, dev };
+}
+
 describe('block-device namespaces', () => {
   it.skipIf(!loopDevices())('a loop device serves as a namespace of its size; Write Uncorrectable keeps no file in /dev', async () => {
-    tmp = await tempDir('nvm-bdev-');
-    const img = path.join(tmp, 'disk.img');
-    await fs.writeFile(img, Buffer.alloc(0));
-    await fs.truncate(img, 4 << 20);
-    const dev = execFileSync('losetup', ['-f', '--show', img], { encoding: 'utf8' }).trim();
-    cleanups.push(() => execFileSync('losetup', ['-d', dev]));
+    const { img, dev } = await loopDevice(4 << 20);
     h = await target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: dev } }] })] });
     const { admin, io } = await ioQueue(h);
     expect(decodeIdentifyNamespace((await admin.command(identify(0, 1))).data).nsze).toBe(8192n);
@@ -677,12 +683,7 @@ describe('block-device namespaces', () => {
   });
 
   it.skipIf(!loopDevices())('a configured size above the device is refused', async () => {
-    tmp = await tempDir('nvm-bdev-');
-    const img = path.join(tmp, 'disk.img');
-    await fs.writeFile(img, Buffer.alloc(0));
-    await fs.truncate(img, 1 << 20);
-    const dev = execFileSync('losetup', ['-f', '--show', img], { encoding: 'utf8' }).trim();
-    cleanups.push(() => execFileSync('losetup', ['-d', dev]));
+    const { dev } = await loopDevice(1 << 20);
     await expect(target({ subsystems: [defaultSubsystem({ namespaces: [{ nsid: 1, backend: { type: 'file', path: dev, size: '2M' } }] })] })).rejects.toThrow(/smaller than the configured size/);
   });
 });
