@@ -620,7 +620,6 @@ async function backendFor(f: NamespaceFlag, blockSize: number): Promise<Namespac
     if ((err as { code?: string }).code !== 'ENOENT') throw new ConfigError(`${flag}: cannot stat ${f.path} (${errnoText(err)})`);
     kind = 'missing';
   }
-  if (kind === 'block') throw new ConfigError(`${flag}: ${f.path} is a block device; block devices are not supported, use a regular file`);
   if (kind === 'other') throw new ConfigError(`${flag}: ${f.path} is not a regular file; use a regular file`);
   if (kind === 'missing' && !existsSync(path.dirname(f.path))) throw new ConfigError(`${flag}: ${missingPathReason(f.path)}`);
   if (kind === 'missing' && f.size === undefined) throw new ConfigError(`${flag}: ${f.path} does not exist; add a size to create it (--file ${f.path}:1G)`);

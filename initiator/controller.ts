@@ -8,13 +8,14 @@ import { EventEmitter } from 'node:events';
 import { Buffer } from 'node:buffer';
 import { pino, type Logger } from 'pino';
 import type { ControllerState } from './controller-state.js';
-import { CNTLID_DYNAMIC, setLongTimeout, type AnaStateName, type LongTimeout, type IdentifyController } from '../protocol/index.js';
+import { CNTLID_DYNAMIC, setLongTimeout, type NwpState, type AnaStateName, type LongTimeout, type IdentifyController } from '../protocol/index.js';
 import type { AdminChannel, AdminSpec } from './admin.js';
 import { AenHandler, type AsyncEvent } from './aen.js';
 import { ConcatNotOfferedError, isAuthFailure } from './auth.js';
 import { delay } from './delay.js';
 import type { Hctx, HctxType } from './dispatch/hctx.js';
 import { readDiscoveryLog } from './discovery.js';
+import { abortCommand, formatNvm, getHostBehavior, getWriteProtect, readFeatureEffects, readSupportedLogPages, setHostBehavior, setWriteProtect } from './features.js';
 import { ConnectionClosedError, ControllerStateError, InvalidArgumentError, NvmeStatusError, TimeoutError, TransportFatalError } from './errors.js';
 import { propertyGetCmd, propertySetCmd, type DiscoveryEntry } from './fabrics-cmds.js';
 import { FabricsConnector, type AuthInfo } from './fabrics.js';
@@ -752,6 +753,45 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
 
   // ---------------------------------------------------------------------------------------------
   // Discovery and information
+
+  /** Abort command `cid` of submission queue `sqid` (0 = admin); true when the controller aborted it. */
+  async abort(sqid: number, cid: number): Promise<boolean> {
+    return abortCommand(this.#host, sqid, cid);
+  }
+
+  /** Format NVM namespace `nsid` to LBA format `lbaf` (`ses` 1: erase user data), then rescan to pick up its new size. */
+  async format(nsid: number, lbaf: number, o: { ses?: 0 | 1 } = {}): Promise<void> {
+    await formatNvm(this.#host, nsid, lbaf, o.ses ?? 0);
+    await this.rescan();
+  }
+
+  /** LIDs of the Supported Log Pages log (LID 00h). */
+  async supportedLogPages(): Promise<number[]> {
+    return readSupportedLogPages(this.#host);
+  }
+
+  /** The Feature Identifiers Supported and Effects log (LID 12h), one entry per FID (FeatureEffects bits). */
+  async featureEffects(): Promise<number[]> {
+    return readFeatureEffects(this.#host);
+  }
+
+  /** Host Behavior Support (FID 16h): the 512-byte structure the controller holds. */
+  async hostBehavior(): Promise<Buffer> {
+    return getHostBehavior(this.#host);
+  }
+
+  async setHostBehavior(data: Buffer): Promise<void> {
+    return setHostBehavior(this.#host, data);
+  }
+
+  /** Namespace Write Protection Config (FID 84h) of namespace `nsid` (NwpState). */
+  async writeProtect(nsid: number): Promise<number> {
+    return getWriteProtect(this.#host, nsid);
+  }
+
+  async setWriteProtect(nsid: number, state: NwpState): Promise<void> {
+    return setWriteProtect(this.#host, nsid, state);
+  }
 
   /** The discovery log (NVMe-oF 1.1 §5.3) as one consistent GENCTR snapshot. */
   async discoveryLog(maxRetries = 10): Promise<{ genctr: bigint; entries: DiscoveryEntry[] }> {

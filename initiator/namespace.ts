@@ -9,6 +9,9 @@ import {
   SqeOffset,
   encodeDsmCmd,
   encodeDsmRanges,
+  encodeCopyCmd,
+  encodeCopyRanges,
+  encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
   RESV_REPORT_EDS,
@@ -81,6 +84,9 @@ export interface DeallocateRange {
   lba: number;
   blocks: number;
 }
+
+/** One source range of Namespace.copy: `blocks` from `lba` (1..65,536 blocks, the 16-bit NLB). */
+export type CopySourceRange = DeallocateRange;
 
 /** Reservation Register (NVMe Base 2.0 §7.3): action 0 register, 1 unregister, 2 replace (nvme-cli --rrega). */
 export interface ResvRegisterOptions {
@@ -367,19 +373,34 @@ export class Namespace implements IoSqeBuilder {
   /** Write Zeroes (NVM Command Set 1.0 §3.2.8); `deac` asks the controller to deallocate (CDW12 bit 25). */
   async writeZeroes(lba: number, blocks: number, flags: { deac?: boolean } = {}, opts: IoOptions = {}): Promise<void> {
     this.#check(lba, blocks);
+    await this.#noData(lba, blocks, opts, (l, n) => encodeWriteZeroesCmd({ cid: 0, nsid: this.info.nsid, slba: BigInt(l), nlb: n, deac: flags.deac === true, fua: opts.fua === true }));
+  }
+
+  /**
+   * Verify (NVM Command Set 1.0 §3.2.9): the controller reads the range and returns nothing; a block it cannot read
+   * (one Write Uncorrectable marked, a medium error) rejects with NvmeStatusError READ_ERROR (0x281).
+   */
+  async verify(lba: number, blocks: number, opts: IoOptions = {}): Promise<void> {
+    this.#check(lba, blocks);
+    await this.#noData(lba, blocks, { ...opts, write: false }, (l, n) => this.#rw(NvmOpcode.VERIFY, l, n, false));
+  }
+
+  /**
+   * Write Uncorrectable (NVM Command Set 1.0 §3.2.7): marks the range so that reading it fails with READ_ERROR until
+   * it is written again (Write, Write Zeroes, deallocate). For testing a host's error path.
+   */
+  async writeUncorrectable(lba: number, blocks: number, opts: IoOptions = {}): Promise<void> {
+    this.#check(lba, blocks);
+    await this.#noData(lba, blocks, opts, (l, n) => this.#rw(NvmOpcode.WRITE_UNCOR, l, n, false));
+  }
+
+  /** A command without data over [lba, lba+blocks), as commands of at most 65,536 blocks (NLB), all in flight at once. */
+  async #noData(lba: number, blocks: number, opts: IoOptions & { write?: boolean }, sqe: (lba: number, blocks: number) => Buffer): Promise<void> {
     const parts: Promise<unknown>[] = [];
     for (let done = 0; done < blocks; done += MAX_NLB) {
       const n = Math.min(MAX_NLB, blocks - done);
-      const l = BigInt(lba + done);
-      parts.push(
-        this.#exec.execIo(
-          () => ({
-            sqe: encodeWriteZeroesCmd({ cid: 0, nsid: this.info.nsid, slba: l, nlb: n, deac: flags.deac === true, fua: opts.fua === true }),
-            timeoutMs: this.#exec.ioTimeoutMs,
-          }),
-          { ...opts, write: true },
-        ),
-      );
+      const l = lba + done;
+      parts.push(this.#exec.execIo(() => ({ sqe: sqe(l, n), timeoutMs: this.#exec.ioTimeoutMs }), { ...opts, write: opts.write ?? true }));
     }
     await Promise.all(parts);
   }
@@ -407,6 +428,28 @@ export class Namespace implements IoSqeBuilder {
       );
     }
     await Promise.all(parts);
+  }
+
+  /**
+   * Copy (NVM Command Set 1.0 §3.2.2): the source ranges, in order, to consecutive blocks from `dest`, in one command
+   * with Descriptor Format `format` (0: 32-byte entries, 1: 40-byte; no protection information). The controller's
+   * limits (Identify Namespace MSSRL, MCL, MSRC) are its to enforce: past them it answers Command Size Limit Exceeded.
+   */
+  async copy(sources: readonly CopySourceRange[], dest: number, o: { format?: 0 | 1 } & IoOptions = {}): Promise<void> {
+    if (sources.length === 0 || sources.length > 256) throw new InvalidArgumentError('sources', `1 to 256 ranges, got ${sources.length}`);
+    let total = 0;
+    for (const r of sources) {
+      if (r.blocks > 65536) throw new InvalidArgumentError('sources', `range of ${r.blocks} blocks exceeds the 16-bit NLB (65536)`);
+      this.#check(r.lba, r.blocks);
+      total += r.blocks;
+    }
+    this.#check(dest, total);
+    const format = o.format ?? 0;
+    const data = encodeCopyRanges(sources.map((r) => ({ slba: BigInt(r.lba), nlb: r.blocks })), format);
+    await this.#exec.execIo(
+      () => ({ sqe: encodeCopyCmd({ cid: 0, nsid: this.info.nsid, sdlba: BigInt(dest), count: sources.length, format, fua: o.fua === true }), h2c: data, timeoutMs: this.#exec.ioTimeoutMs }),
+      { ...o, write: true },
+    );
   }
 
   #blocksOf(data: Buffer): number {

@@ -10,6 +10,7 @@ import {
   FABRICS_OPCODE,
   FabricsType,
   FeatureId,
+  NwpState,
   NvmOpcode,
   PduFlag,
   PduType,
@@ -42,7 +43,7 @@ const EDGE16 = [0, 1, 2, 0x7f, 0xff, 0x7fff, 0x8000, 0xfffe, 0xffff];
 /** SGL descriptor types (byte 15): transport data block 5Ah, data block offset 01h, data block address 00h, bit bucket, segments, nonsense. */
 const SGL_TYPES = [0x5a, 0x01, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x5b, 0x0f, 0xff];
 const ADMIN_OPS = [AdminOpcode.GET_LOG_PAGE, AdminOpcode.IDENTIFY, AdminOpcode.ABORT, AdminOpcode.SET_FEATURES, AdminOpcode.GET_FEATURES, AdminOpcode.KEEP_ALIVE, AdminOpcode.ASYNC_EVENT];
-const IO_OPS = [NvmOpcode.READ, NvmOpcode.WRITE, NvmOpcode.COMPARE, NvmOpcode.FLUSH, NvmOpcode.WRITE_ZEROES, NvmOpcode.DSM, NvmOpcode.VERIFY, NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE, NvmOpcode.COPY];
+const IO_OPS = [NvmOpcode.READ, NvmOpcode.WRITE, NvmOpcode.COMPARE, NvmOpcode.FLUSH, NvmOpcode.WRITE_ZEROES, NvmOpcode.DSM, NvmOpcode.VERIFY, NvmOpcode.WRITE_UNCOR, NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE, NvmOpcode.COPY];
 /** Property offsets (NVMe Base 2.0 §3.1.3): CAP, VS, INTMS, CC, CSTS, NSSR, AQA and beyond. */
 const PROPERTY_OFFSETS = [0x00, 0x08, 0x0c, 0x10, 0x14, 0x1c, 0x20, 0x24, 0x28, 0x30, 0xfff, 0xffffffff];
 /** CC as every queue's prefix sets it (EN, IOSQES 6, IOCQES 4): Property Set writes only this (a reset is not fuzzed). */
@@ -184,6 +185,9 @@ export class CommandGenerator {
       cdw10 = fid | (r.chance(0.2) ? 0x80000000 : 0) | (opcode === AdminOpcode.GET_FEATURES ? r.int(4) << 8 : 0);
       h2c = opcode === AdminOpcode.SET_FEATURES;
       len = r.pick([0, 8, 16, 512, 4096]);
+      // Write Protect Until Power Cycle (WPS 2, 6 reserved) would keep the RAM namespace read-only through the verified
+      // pass; the other states are sent, and the pass lifts Write Protect first.
+      if (h2c && fid === FeatureId.WRITE_PROTECT) cdw11 &= ~0x2;
     }
     const { sgl, data } = this.sgl(len, h2c);
     return {
@@ -670,6 +674,8 @@ export class CommandFuzz {
         const ns = c.namespace(RAM_NS);
         // What the fuzzed reservations left (this host's registration, a reservation it holds) must not refuse the writes.
         await ns.reservation.register({ rrega: ResvRegisterAction.UNREGISTER, iekey: true }).catch(() => undefined);
+        // And a Write Protect the fuzzed Set Features left (FID 84h).
+        await c.setWriteProtect(RAM_NS, NwpState.NONE).catch(() => undefined);
         const rng = new Rng(this.seed ^ 0x5eed);
         for (let i = 0; i < 64; i++) {
           const lba = rng.int(4096) * 8;

@@ -50,6 +50,18 @@ export const FeatureId = {
 } as const;
 export type FeatureId = (typeof FeatureId)[keyof typeof FeatureId];
 
+/** Write Protection State, FID 84h CDW11 bits 2:0 (NVMe Base 2.0 §5.27.1.25, Namespace Write Protection Config); 4–7 are reserved. */
+export const NwpState = { NONE: 0, WRITE_PROTECT: 1, UNTIL_POWER_CYCLE: 2, PERMANENT: 3 } as const;
+export type NwpState = (typeof NwpState)[keyof typeof NwpState];
+
+/** Size of the Host Behavior Support data structure, FID 16h (NVMe Base 2.0 §5.27.1.18). */
+export const HOST_BEHAVIOR_SIZE = 512;
+/**
+ * Byte offsets of its fields: ACRE (Advanced Command Retry Enable), ETDAS (Extended Telemetry Data Area 4
+ * Supported), LBAFEE (LBA Format Extension Enable). Each is 0 or 1; the rest of the 512 bytes is reserved.
+ */
+export const HostBehaviorOffset = { acre: 0, etdas: 1, lbafee: 2 } as const;
+
 /** Get Features SEL (CDW10 10:8). */
 export const FeatureSel = { CURRENT: 0, DEFAULT: 1, SAVED: 2, SUPPORTED_CAPS: 3 } as const;
 export type FeatureSel = (typeof FeatureSel)[keyof typeof FeatureSel];

@@ -32,6 +32,20 @@ export const Ctratt = { HOST_ID_128: 1 << 0, TBKAS: 1 << 6 } as const;
  * requirement), bit 20 SGL Offset (Address field of Data Block descriptors may hold an offset).
  */
 export const Sgls = { SUPPORT_MASK: 0x3, SUPPORTED: 0x1, OFFSET: 1 << 20 } as const;
+/**
+ * Identify Controller ONCS bits (Figure 275 bytes 521:520): the optional NVM commands. Reservations (bit 5) is
+ * ONCS_RESERVATIONS (protocol/nvme/reservation.ts).
+ */
+export const Oncs = { COMPARE: 1 << 0, WRITE_UNCOR: 1 << 1, DSM: 1 << 2, WRITE_ZEROES: 1 << 3, VERIFY: 1 << 7, COPY: 1 << 8 } as const;
+/** Identify Controller OACS bit 1: Format NVM supported (Figure 275 bytes 257:256). */
+export const Oacs = { FORMAT_NVM: 1 << 1 } as const;
+/** Identify Controller OCFS bits (Figure 275 bytes 535:534): Copy Descriptor Formats 0h and 1h supported. */
+export const Ocfs = { FORMAT0: 1 << 0, FORMAT1: 1 << 1 } as const;
+/**
+ * Identify Controller NWPC bits (Figure 275 byte 531): Namespace Write Protection Config (FID 84h) with the No Write
+ * Protect and Write Protect states, Write Protect Until Power Cycle, Permanent Write Protect.
+ */
+export const Nwpc = { WRITE_PROTECT: 1 << 0, UNTIL_POWER_CYCLE: 1 << 1, PERMANENT: 1 << 2 } as const;
 /** Identify Namespace NMIC bit 0: may be attached to two or more controllers (NVM Command Set 1.0 §4.1.5.1). */
 export const Nmic = { SHARED: 1 << 0 } as const;
 /** Identify Namespace NSATTR bit 0: write protected (NVM Command Set 1.0 §4.1.5.1). */

@@ -36,6 +36,9 @@ import {
   encodeResvNotifLog,
   encodeSmartLog,
   encodeSupportedLogPages,
+  encodeFeatureEffectsLog,
+  decodeFeatureEffectsLog,
+  FeatureEffects,
   sliceLogPage,
 } from './log-pages.js';
 import type { AnaLog, ErrorLogEntry, SmartLog } from './log-pages.js';
@@ -125,6 +128,24 @@ describe('Supported log pages (LID 0x00)', () => {
     const w = bytes(1024).u32(0, 1).u32(8, 1).u32(0x0c * 4, 1).u32(0x70 * 4, 1).build();
     expect(encodeSupportedLogPages([0, 2, 0x0c, 0x70])).toEqual(w);
     expect(decodeSupportedLogPages(w)).toEqual([0, 2, 0x0c, 0x70]);
+  });
+});
+
+describe('Feature identifiers supported and effects (LID 0x12)', () => {
+  it('one dword per FID: FSUPP bit 0, NCC bit 2, scope bits 20 (namespace) and 21 (controller)', () => {
+    const w = bytes(1024).u32(0x07 * 4, 0x0020_0001).u32(0x84 * 4, 0x0010_0005).u32(0xff * 4, 0xffff_ffff).build();
+    expect(encodeFeatureEffectsLog([])).toEqual(bytes(1024).build());
+    const byFid: number[] = [];
+    byFid[0x07] = FeatureEffects.FSUPP | FeatureEffects.CTRLSCP;
+    byFid[0x84] = FeatureEffects.FSUPP | FeatureEffects.NCC | FeatureEffects.NSCPE;
+    byFid[0xff] = 0xffff_ffff;
+    expect(encodeFeatureEffectsLog(byFid)).toEqual(w);
+    const back = decodeFeatureEffectsLog(w);
+    expect(back.length).toBe(256);
+    expect([back[0x07], back[0x84], back[0xff], back[0]]).toEqual([0x0020_0001, 0x0010_0005, 0xffff_ffff, 0]);
+    // A short buffer reads as zero-filled.
+    expect(decodeFeatureEffectsLog(w.subarray(0, 0x08 * 4))[0x07]).toBe(0x0020_0001);
+    expect(decodeFeatureEffectsLog(w.subarray(0, 0x08 * 4))[0x84]).toBe(0);
   });
 });
 

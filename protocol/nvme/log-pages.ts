@@ -163,6 +163,45 @@ export function decodeSupportedLogPages(buf: Buffer): number[] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Feature Identifiers Supported and Effects (LID 0x12)
+
+/** 256 dwords, one per FID (NVMe Base 2.0 §5.16.1.17, Feature Identifiers Supported and Effects). */
+export const FEATURE_EFFECTS_LOG_SIZE = 1024;
+/**
+ * Bits of one entry (NVMe Base 2.0 §5.16.1.17): FSUPP supported; UDCC, NCC, NIC, CCC a Set Features may change user
+ * data, namespace capabilities, the namespace inventory, controller capabilities; FSP (bits 31:20) the feature's
+ * scope: NSCPE namespace, CTRLSCP controller, NSETSCP NVM set, ENDGSCP endurance group, DSCP domain, NSSS subsystem.
+ */
+export const FeatureEffects = {
+  FSUPP: 1 << 0,
+  UDCC: 1 << 1,
+  NCC: 1 << 2,
+  NIC: 1 << 3,
+  CCC: 1 << 4,
+  NSCPE: 1 << 20,
+  CTRLSCP: 1 << 21,
+  NSETSCP: 1 << 22,
+  ENDGSCP: 1 << 23,
+  DSCP: 1 << 24,
+  NSSS: 1 << 25,
+} as const;
+
+/** Encodes the log from an entry per FID (missing entries are 0: not supported). */
+export function encodeFeatureEffectsLog(byFid: readonly (number | undefined)[]): Buffer {
+  const b = Buffer.alloc(FEATURE_EFFECTS_LOG_SIZE);
+  for (let fid = 0; fid < 256; fid++) b.writeUInt32LE(u32(byFid[fid] ?? 0), fid * 4);
+  return b;
+}
+
+/** The 256 entries; short input is zero-filled. */
+export function decodeFeatureEffectsLog(buf: Buffer): number[] {
+  const b = zeroFilledWindow(buf, 0, FEATURE_EFFECTS_LOG_SIZE);
+  const out: number[] = [];
+  for (let fid = 0; fid < 256; fid++) out.push(b.readUInt32LE(fid * 4));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Error Information (LID 0x01)
 
 /** Size of one error information entry (NVMe Base 2.0 Figure 205). */

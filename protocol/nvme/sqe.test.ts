@@ -2,6 +2,10 @@ import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
+  COPY_RANGE_SIZE,
+  decodeCopyRanges,
+  encodeCopyCmd,
+  encodeCopyRanges,
   DSM_RANGE_SIZE,
   DsmRangeOffset,
   PSDT_SGL,
@@ -192,6 +196,29 @@ describe('Write Zeroes (NVM Command Set 1.0 §3.2.8)', () => {
   it('leaves both clear by default', () => {
     const f = decodeWriteZeroesFields(decodeSqe(encodeWriteZeroesCmd({ cid: 1, nsid: 1, slba: 3n, nlb: 1 })));
     expect(f).toEqual({ slba: 3n, nlb: 1, deac: false, fua: false });
+  });
+});
+
+describe('Copy (NVM Command Set 1.0 §3.2.2)', () => {
+  it('SDLBA in CDW10–11; NR (0\'s based) bits 7:0, Descriptor Format bits 11:8, FUA bit 30 of CDW12', () => {
+    const b = encodeCopyCmd({ cid: 5, nsid: 1, sdlba: 0xffff_ffff_ffff_ffffn, count: 256, format: 1, fua: true });
+    expect(b).toEqual(bytes(64).u8(0, 0x19).u8(1, 0x40).u16(2, 5).u32(4, 1).u8(39, 0x5a).u32(40, 0xffff_ffff).u32(44, 0xffff_ffff).u32(48, 0x4000_01ff).build());
+    expect(encodeCopyCmd({ cid: 1, nsid: 1, sdlba: 0x8000_0000n, count: 1 })).toEqual(bytes(64).u8(0, 0x19).u8(1, 0x40).u16(2, 1).u32(4, 1).u8(39, 0x5a).u32(40, 0x8000_0000).build());
+  });
+  it('source range entries: 32 bytes (format 0) or 40 (format 1), SLBA at 8, NLB 0\'s based at 16', () => {
+    expect(COPY_RANGE_SIZE).toEqual([32, 40]);
+    const ranges = [
+      { slba: 0xffff_ffffn, nlb: 65536 },
+      { slba: 1n, nlb: 1 },
+    ];
+    const f0 = bytes(64).u64(8, 0xffff_ffffn).u16(16, 0xffff).u64(40, 1n).u16(48, 0).build();
+    const f1 = bytes(80).u64(8, 0xffff_ffffn).u16(16, 0xffff).u64(48, 1n).u16(56, 0).build();
+    expect(encodeCopyRanges(ranges, 0)).toEqual(f0);
+    expect(encodeCopyRanges(ranges, 1)).toEqual(f1);
+    expect(decodeCopyRanges(f0, 2, 0)).toEqual(ranges);
+    expect(decodeCopyRanges(f1, 2, 1)).toEqual(ranges);
+    // Past the buffer: zero-filled, NLB 0 meaning one block.
+    expect(decodeCopyRanges(f0, 3, 0)[2]).toEqual({ slba: 0n, nlb: 1 });
   });
 });
 

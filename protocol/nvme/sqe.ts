@@ -472,3 +472,53 @@ export function encodeDsmCmd(c: {
   const cdw11 = (c.idr === true ? DsmAttr.IDR : 0) | (c.idw === true ? DsmAttr.IDW : 0) | (c.ad === true ? DsmAttr.AD : 0);
   return encodeSqe({ opcode: NvmOpcode.DSM, cid: c.cid, nsid: c.nsid, sgl: c.sgl ?? NULL_SGL, cdw10: (c.count - 1) & 0xff, cdw11 });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Copy (NVM Command Set 1.0 §3.2.2)
+
+/**
+ * Source Range Entry sizes by Descriptor Format (NVM Command Set 1.0 Figures 33 and 34): format 0 (16-bit guard
+ * protection information) 32 bytes, format 1 (32/64-bit guard) 40 bytes. Both hold SLBA and NLB at the same offsets.
+ */
+export const COPY_RANGE_SIZE: readonly [number, number] = [32, 40];
+
+/** Byte offsets in a Source Range Entry of either format. NLB is 0's based here, as in Read/Write. */
+export const CopyRangeOffset = { slba: 8, nlb: 16 } as const;
+
+/** Copy CDW12 fields: NR bits 7:0 (0's based), Descriptor Format bits 11:8, FUA bit 30, LR bit 31. */
+export const CopyCdw12 = { NR_MASK: 0xff, DESC_FORMAT_SHIFT: 8, DESC_FORMAT_MASK: 0xf00, FUA: RwCdw12.FUA, LR: RwCdw12.LR } as const;
+
+/** One source range of a Copy. */
+export interface CopyRange {
+  slba: bigint;
+  /** Length in logical blocks, a count (1..65536; the wire holds it 0's based). */
+  nlb: number;
+}
+
+/** Encodes source ranges in Descriptor Format `format` (0 or 1), without protection information. */
+export function encodeCopyRanges(ranges: readonly CopyRange[], format: 0 | 1 = 0): Buffer {
+  const size = COPY_RANGE_SIZE[format];
+  const buf = Buffer.alloc(ranges.length * size);
+  ranges.forEach((r, i) => {
+    buf.writeBigUInt64LE(u64(r.slba), i * size + CopyRangeOffset.slba);
+    buf.writeUInt16LE((r.nlb - 1) & 0xffff, i * size + CopyRangeOffset.nlb);
+  });
+  return buf;
+}
+
+/** Decodes `count` source ranges of Descriptor Format `format`; entries past the end of `buf` are zero-filled. */
+export function decodeCopyRanges(buf: Buffer, count: number, format: 0 | 1 = 0): CopyRange[] {
+  const size = COPY_RANGE_SIZE[format];
+  const n = Math.max(0, Math.min(256, Math.trunc(Number.isFinite(count) ? count : 0)));
+  const b = zeroFilledWindow(buf, 0, n * size);
+  const out: CopyRange[] = [];
+  for (let i = 0; i < n; i++) out.push({ slba: b.readBigUInt64LE(i * size + CopyRangeOffset.slba), nlb: b.readUInt16LE(i * size + CopyRangeOffset.nlb) + 1 });
+  return out;
+}
+
+/** Encodes a Copy command (opcode 0x19): SDLBA in CDW10–11, `count` source ranges (1..256) of format `format`. */
+export function encodeCopyCmd(c: { cid: number; nsid: number; sdlba: bigint; count: number; format?: 0 | 1; fua?: boolean; sgl?: SglDescriptor }): Buffer {
+  let cdw12 = ((c.count - 1) & CopyCdw12.NR_MASK) | ((c.format ?? 0) << CopyCdw12.DESC_FORMAT_SHIFT);
+  if (c.fua === true) cdw12 |= CopyCdw12.FUA;
+  return encodeSqe({ opcode: NvmOpcode.COPY, cid: c.cid, nsid: c.nsid, sgl: c.sgl ?? NULL_SGL, cdw10: rwCdw10(c.sdlba), cdw11: rwCdw11(c.sdlba), cdw12: cdw12 >>> 0 });
+}

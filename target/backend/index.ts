@@ -6,3 +6,4 @@ export { NullBackend } from './null.js';
 export { FileBackend, type FileBackendOptions } from './file.js';
 export { FENCED, FencedWriteError, WriteFence, isFencedError } from './write-fence.js';
 export { WriterThreadError } from './fenced-writer.js';
+export { LbaRangeSet, PersistedLbaRanges, type LbaRange } from './lba-ranges.js';

@@ -280,16 +280,13 @@ async function importSubsystem(s: NvmetcliSubsystem, i: number, o: SubsystemImpo
   return sub;
 }
 
-/** subsystems/<nqn>/namespaces/<nsid>: a file namespace; a block device, missing or odd path is an error. */
+/** subsystems/<nqn>/namespaces/<nsid>: a file or block-device namespace; a missing or odd path is an error. */
 async function importNamespace(n: NvmetcliNamespace, where: string, pathKind: (path: string) => Promise<PathKind>): Promise<NamespaceConfig> {
   const nsid = Number(n.nsid);
   const dev = n.device ?? {};
   const path = text(dev['path']) ?? '';
   if (!path) throw new ConfigError(`nvmetcli: ${where}.device.path: is empty; give the path of a regular file`, `${where}.device.path`);
   const kind = await pathKind(path);
-  if (kind === 'block') {
-    throw new ConfigError(`nvmetcli: ${where}.device.path: ${path} is a block device; block devices are not supported, use a regular file (e.g. truncate -s 1G /srv/ns${nsid}.img)`, `${where}.device.path`);
-  }
   if (kind === 'missing') throw new ConfigError(`nvmetcli: ${where}.device.path: ${path} does not exist; create the file or fix the path`, `${where}.device.path`);
   if (kind === 'other') throw new ConfigError(`nvmetcli: ${where}.device.path: ${path} is not a regular file; use a regular file`, `${where}.device.path`);
   const ns: NamespaceConfig = { nsid, backend: { type: 'file', path } };

@@ -1,6 +1,6 @@
 // One controller (nvmet_ctrl): its state, CC/CSTS, keep-alive timer, asynchronous events, error log and queues.
-import type { Buffer } from 'node:buffer';
-import { AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, KATO_MAX_MS, setLongTimeout, type LongTimeout, type ResvNotifType } from '../../protocol/index.js';
+import { Buffer } from 'node:buffer';
+import { HOST_BEHAVIOR_SIZE, AEN_RESV_LOG_AVAILABLE, AenConfig, AenDw0, CQE_SIZE, CcCss, CstsShst, DNR, LogPageId, NvmeVersion, SQE_SIZE, Status, decodeCc, encodeCsts, KATO_MAX_MS, setLongTimeout, type LongTimeout, type ResvNotifType } from '../../protocol/index.js';
 import { HostLogLimiter } from './host-log.js';
 import { ResvLogQueue } from './reservation.js';
 import type { HostAuth } from './auth.js';
@@ -50,6 +50,8 @@ export class TargetController implements ControllerEntry {
   /** Log pages whose notice was sent and not yet cleared by a read without RAE (NVMe Base 2.0 §5.2). */
   readonly masked = new Set<number>();
   readonly changedNs = new Set<number>();
+  /** The Host Behavior Support structure the host set (FID 16h, NVMe Base 2.0 §5.27.1.18); zeros until it does. */
+  readonly hostBehavior = Buffer.alloc(HOST_BEHAVIOR_SIZE);
   readonly errors: ErrorRecord[] = [];
   errorCount = 0n;
   readonly smart = { bytesRead: 0, bytesWritten: 0, readCmds: 0, writeCmds: 0 };

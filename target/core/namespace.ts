@@ -1,8 +1,9 @@
 // A namespace: NSID, LBA format, identifiers and the backend holding its blocks (nvmet_ns).
 import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
 import { InvalidArgumentError, parseUuid } from '../../protocol/index.js';
-import type { NamespaceBackend } from '../backend/index.js';
+import { PersistedLbaRanges, type NamespaceBackend } from '../backend/index.js';
 import type { NamespaceConfig } from '../model/config.js';
 import { ReservationState, type ResvEvents } from './reservation.js';
 import { ZoneSet, zoneGeometry, zonedBytes, type ZoneStore } from './zoned.js';
@@ -25,6 +26,17 @@ export interface NamespaceCounters {
   fenced: number;
 }
 
+/**
+ * A fused Compare and Write holding the namespace (target/core/fused.ts): commands reaching execute wait in `waiters`
+ * (each resumes its command's execute); `check` starts the pair once no more than its `own` commands execute here.
+ */
+export interface NsExclusive {
+  readonly own: number;
+  readonly waiters: Array<() => void>;
+  started: boolean;
+  check(): void;
+}
+
 export class TargetNamespace {
   readonly blockSize: number;
   readonly lbaShift: number;
@@ -33,7 +45,18 @@ export class TargetNamespace {
   readonly uuid: Buffer;
   readonly nguid: Buffer;
   readonly anaGroup: number;
-  readonly readOnly: boolean;
+  /**
+   * Writes are refused with Namespace is Write Protected: the config's readOnly, or a Namespace Write Protection
+   * Config the host set (FID 84h). A field: parseIoCmd reads it per command. Only setWriteProtect changes it.
+   */
+  readOnly: boolean;
+  /** Write Protection State the host set with FID 84h (NVMe Base 2.0 §5.27.1.25; NwpState). */
+  writeProtect = 0;
+  /**
+   * Blocks Write Uncorrectable marked (NVM Command Set 1.0 §3.2.7): they read back Unrecovered Read Error until
+   * written. Beside a file namespace's data so they survive a restart.
+   */
+  readonly uncor: PersistedLbaRanges;
   readonly counters: NamespaceCounters = { reads: 0, writes: 0, bytesRead: 0, bytesWritten: 0, flushes: 0, errors: 0, fenced: 0 };
   /**
    * Attached to the subsystem's controllers (nvmet_ns.enabled). A field, not a getter over the config: parseIoCmd
@@ -42,6 +65,8 @@ export class TargetNamespace {
   enabled: boolean;
   /** Commands of this namespace between execute and completion (QueueModel counts them); a remap waits for 0 before closing the old backend. */
   executing = 0;
+  /** Set while a fused Compare and Write holds the namespace (NsExclusive); checked on execute and completion. */
+  exclusive: NsExclusive | undefined = undefined;
   /**
    * Reservation state (NVMe Base 2.0 §8.19). Owned by the subsystem, which hands the same object to each namespace
    * re-mapped under this NSID (Subsystem.addNamespace / replaceNamespace): a remap keeps registrations.
@@ -76,9 +101,17 @@ export class TargetNamespace {
     this.nguid = config.nguid !== undefined ? Buffer.from(config.nguid.replace(/-/g, ''), 'hex') : Buffer.from(h.subarray(16, 32));
     this.anaGroup = config.anaGroup ?? 1;
     this.readOnly = config.readOnly ?? false;
+    // Beside a regular file only: a block device's folder (/dev) is no place for it, and its marks last until restart.
+    this.uncor = new PersistedLbaRanges(config.backend.type === 'file' && isRegularFile(config.backend.path) ? `${config.backend.path}.uncor` : undefined);
     this.enabled = config.enabled ?? true;
     this.resv = new ReservationState(config.nsid, DETACHED_EVENTS);
     this.hostMask = config.hosts === undefined ? undefined : new Set(config.hosts);
+  }
+
+  /** Sets the host's Write Protection State (FID 84h); the config's readOnly stays in force whatever it is. */
+  setWriteProtect(wps: number): void {
+    this.writeProtect = wps;
+    this.readOnly = (this.config.readOnly ?? false) || wps !== 0;
   }
 
   /** Whether host `hostnqn` may see this namespace at all (masking), enabled or not. */
@@ -106,6 +139,14 @@ export class TargetNamespace {
     const out: NamespaceConfig = this.enabled ? rest : { ...rest, enabled: false };
     if (this.hostMask !== undefined) out.hosts = [...this.hostMask];
     return out;
+  }
+}
+
+function isRegularFile(p: string): boolean {
+  try {
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
   }
 }
 

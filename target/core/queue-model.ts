@@ -48,6 +48,12 @@ export interface QueueTransportOps {
   sendCqe?(cid: number, status: number, dw0: number, dw1: number, sqhd: number): void;
   /** Close the connection (controller teardown, keep-alive expiry). Idempotent. */
   close(reason: string): void;
+  /**
+   * Abort (NVMe Base 2.0 §5.1): the command with this CID, if it is still waiting in the transport (for its host data,
+   * or queued before parse), is completed with Command Abort Requested instead of running; true then. Absent: the
+   * transport aborts nothing.
+   */
+  abortWaiting?(cid: number): boolean;
   /** Remote "addr:port". */
   readonly peer: string;
   /** Local address the host reached us on (discovery TRADDR when listening on a wildcard). */

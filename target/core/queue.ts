@@ -5,6 +5,7 @@ import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
 import { parseIoCmd } from './cmd/io.js';
+import { FusedPairing } from './fused.js';
 import type { QueueAuth } from './auth.js';
 import { faultCompletion, fireFault } from './fault-actions.js';
 import type { TargetController } from './controller.js';
@@ -46,6 +47,7 @@ export class CoreQueue implements QueueModel {
    * (async backends, injected latency) read the clock themselves.
    */
   #clock = -1;
+  readonly #fused = new FusedPairing();
   readonly #pendLat: LatencyHistogram[] = [];
   readonly #pendT0: number[] = [];
   #pendN = 0;
@@ -129,6 +131,13 @@ export class CoreQueue implements QueueModel {
     if (req.stateId === ReqStateId.NEED_DATA) req.setState(ReqStateId.EXEC);
     const ns = req.ns;
     if (ns !== undefined && !req.nsHeld) {
+      // A fused Compare and Write holds the namespace: run once it is done (target/core/fused.ts).
+      if (ns.exclusive !== undefined) {
+        ns.exclusive.waiters.push(() => {
+          if (this.#state !== 'closed') this.execute(req);
+        });
+        return;
+      }
       ns.executing++;
       req.nsHeld = true;
     }
@@ -150,11 +159,14 @@ export class CoreQueue implements QueueModel {
     if (req.fault !== undefined && req.stateId !== ReqStateId.DONE && faultCompletion(this, req, status)) return;
     if (!req.setState(ReqStateId.DONE)) return;
     this.lastCid = req.cid;
+    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) this.#fused.completed(this, req);
     req.status = status;
     this.inFlight--;
     if (req.nsHeld) {
       req.nsHeld = false;
-      (req.ns as TargetNamespace).executing--;
+      const ns = req.ns as TargetNamespace;
+      ns.executing--;
+      ns.exclusive?.check();
     }
     if (this.sqflowDisabled) req.sqhd = 0xffff;
     else {
@@ -211,11 +223,14 @@ export class CoreQueue implements QueueModel {
   }
 
   #parse(req: Request): number {
-    // Common checks (nvmet_req_init): fused operations unsupported, PSDT must select SGLs (NVMe-oF 1.1 §2.1).
-    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) {
-      req.errorLoc = SqeOffset.flags;
-      return Status.INVALID_FIELD | DNR;
-    }
+    // Common checks (nvmet_req_init): PSDT must select SGLs (NVMe-oF 1.1 §2.1). A fused command (Compare and Write
+    // only) pairs on this queue first (target/core/fused.ts).
+    this.#fused.beforeParse(this, req);
+    if ((req.flags & SqeFlags.FUSE_MASK) !== 0) return this.#fused.parse(this, req, this.ctrl?.subsys.mediaStateLocal === true, () => this.#parseOne(req));
+    return this.#parseOne(req);
+  }
+
+  #parseOne(req: Request): number {
     if ((req.flags & SqeFlags.PSDT_MASK) !== Psdt.SGL) {
       req.errorLoc = SqeOffset.flags;
       return Status.INVALID_FIELD | DNR;
@@ -343,5 +358,9 @@ export class CoreQueue implements QueueModel {
   /** Core-initiated close (controller teardown). */
   closeTransport(reason: string): void {
     this.ops.close(reason);
+  }
+
+  abortWaiting(cid: number): boolean {
+    return this.ops.abortWaiting?.(cid) ?? false;
   }
 }

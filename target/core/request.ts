@@ -111,6 +111,10 @@ export class Request {
   readDone: ReadCallback | undefined = undefined;
   /** A completion-time fault a rule put on this command (fault-engine.ts); undefined on every unfaulted command. */
   fault: PendingFault | undefined = undefined;
+  /** The other half of a fused Compare and Write (target/core/fused.ts), once both have arrived. */
+  partner: Request | undefined = undefined;
+  /** A fused half whose data is in: it waits for its partner's. */
+  fusedReady = false;
 
   reset(): void {
     this.inCapsule = undefined;
@@ -132,6 +136,8 @@ export class Request {
     this.t0 = 0;
     this.lat = undefined;
     this.resvGen = 0;
+    this.partner = undefined;
+    this.fusedReady = false;
   }
 
   /** Load the SQE fields the core needs on every command (hot path: direct reads, no object decode). */

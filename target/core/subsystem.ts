@@ -121,6 +121,22 @@ export class Subsystem {
    */
   resvShared: ResvShared | undefined = undefined;
 
+  /**
+   * Format NVM's change of a namespace's LBA size (target/core/cmd/format.ts): re-maps the namespace under the same
+   * NSID with the new blockSize, as a config change does (TargetService.updateNamespace; every controller gets the
+   * Namespace Attribute Changed notice). Set by TargetService; undefined where namespaces are not managed here.
+   */
+  formatNs: ((nsid: number, blockSize: 512 | 4096) => Promise<void>) | undefined = undefined;
+
+  /**
+   * Whether a namespace's media state (Write Uncorrectable's marked blocks, the host's write protection) lives in this
+   * process alone: not with target workers or in a gateway group, where each process holds its own copy of the
+   * namespace and nothing carries that state between them, so the commands that set it are not offered there.
+   */
+  get mediaStateLocal(): boolean {
+    return this.resvCommit === undefined && this.resvForward === undefined && this.resvShared === undefined;
+  }
+
   constructor(
     readonly config: SubsystemConfig,
     readonly kind: 'nvm' | 'discovery' = 'nvm',

@@ -61,6 +61,8 @@ export interface QueueHandle {
   readonly qid: number;
   info(): QueueInfoView;
   closeTransport(reason: string): void;
+  /** Abort the command with this CID if it has not started (QueueTransportOps.abortWaiting); absent: never aborts. */
+  abortWaiting?(cid: number): boolean;
 }
 
 /** One Error Information log entry (NVMe Base 2.0 §5.16.1.2). */

@@ -271,6 +271,10 @@ export class TargetService {
     };
     // With workers the primary owns the state; a change completes once every worker has it (docs/target.md).
     sub.resvCommit = this.#workers.resvCommit(sub);
+    sub.formatNs = async (nsid, blockSize) => {
+      const cur = sub.namespaces.get(nsid);
+      if (cur !== undefined) await this.updateNamespace(sub.nqn, { ...cur.snapshot(), blockSize });
+    };
     this.#core.subsystems.set(s.nqn, sub);
     try {
       for (const ns of s.namespaces ?? []) await this.#ns.addToNew(sub, ns);

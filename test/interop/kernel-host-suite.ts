@@ -41,6 +41,11 @@ const STEPS = [
   'flush',
   'discard',
   'write-zeroes',
+  'verify',
+  'write-uncor',
+  'compare',
+  'copy',
+  'format',
   'reset',
   'io-after-reset',
   'disconnect',
@@ -58,6 +63,8 @@ export interface KernelHostSuiteOptions {
   label?: string;
   /** Extra `nvme-tcp target` arguments. */
   targetArgs?: readonly string[];
+  /** Guest steps this set-up does not offer (they report SKIP). */
+  skipSteps?: readonly string[];
   /** Checks on the target's log after the guest script ran (before SIGTERM), one test each. */
   checks?: Readonly<Record<string, (log: readonly string[]) => void>>;
 }
@@ -107,9 +114,11 @@ export function kernelHostSuite(opts: KernelHostSuiteOptions = {}): void {
         dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-interop-'));
         const env = [`NQN=${NQN}`];
         // nvmet's file backend zeroes with fallocate(ZERO_RANGE), which the guest's tmpfs refuses
-        if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes');
+        // nvmet has no Verify, Write Uncorrectable, Compare, Copy or Format NVM (docs/target.md, "NVM commands")
+        if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes verify write-uncor compare copy format');
         else {
           env.push(`ADVERTISED=${GUEST_ADDR}:${GUEST_PORT}`);
+          if (opts.skipSteps !== undefined && opts.skipSteps.length > 0) env.push(`SKIP_STEPS=${opts.skipSteps.join(' ')}`);
           target = await startTarget(dir, opts.targetArgs ?? []);
         }
         const run = runLab(labPath, env, target?.port);

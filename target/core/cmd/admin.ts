@@ -1,6 +1,9 @@
 // Admin commands of an I/O controller (NVMe Base 2.0 §5; nvmet admin-cmd.c): Identify, Get Log Page, features, AER, KA, Abort.
 import { Buffer } from 'node:buffer';
-import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, Cns, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST } from '../../../protocol/index.js';
+import { ABORT_NOT_ABORTED, ANA_STATE_CODE, AdminOpcode, CmdEffects, Cns, Csi, DNR, FeatureId, IDENTIFY_DATA_SIZE, LogPageId, NidType, NvmOpcode, SqeOffset, Status, encodeActiveNsList, encodeAnaLog, encodeChangedNsList, encodeCmdEffectsLog, encodeErrorLog, encodeFwSlotLog, encodeIdentifyController, encodeIdentifyNamespace, encodeIdentifyNvmController, encodeNsDescList, encodeSmartLog, encodeResvNotifLog, selectActiveNsids, ONCS_RESERVATIONS, RESV_NOTIF_MASK_ALL, RESV_PERSIST_PTPL, Rescap, opcodeLabel, sliceLogPage, Cmic, Ctratt, Sgls, Nmic, NSID_BROADCAST, Oncs, Nwpc, NwpState, HOST_BEHAVIOR_SIZE, HostBehaviorOffset, FeatureEffects, encodeFeatureEffectsLog, encodeSupportedLogPages, Ocfs, Oacs } from '../../../protocol/index.js';
+import { COPY_MCL, COPY_MSRC, COPY_MSSRL } from './io.js';
+import { LBA_FORMATS, formatOffered, parseFormatNvm } from './format.js';
+import { namedNs } from './named-ns.js';
 import { type TargetController, MAX_AERS, NVME_VS } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
 import type { Request } from '../request.js';
@@ -34,14 +37,25 @@ const ADMIN: Readonly<Record<number, Handler>> = {
   [AdminOpcode.GET_FEATURES]: parseGetFeatures,
   [AdminOpcode.ASYNC_EVENT]: parseAsyncEvent,
   [AdminOpcode.KEEP_ALIVE]: parseKeepAlive,
-  [AdminOpcode.ABORT]: (_c, req) => {
-    req.execute = (r) => {
-      r.dw0 = ABORT_NOT_ABORTED;
-      done(r, 0);
-    };
-    return 0;
-  },
+  [AdminOpcode.ABORT]: parseAbort,
+  [AdminOpcode.FORMAT_NVM]: parseFormatNvm,
 };
+
+/**
+ * Abort (NVMe Base 2.0 §5.1): CDW10 SQID bits 15:0, CID bits 31:16. A command still waiting in its queue's transport
+ * (for R2T data, or parked over the in-flight limit) is aborted: it completes with Command Abort Requested and never
+ * runs, and the Abort's dw0 bit 0 is 0. Any other command (running, done, unknown, on a queue served by a target
+ * worker) is not aborted (bit 0 set), as nvmet answers every Abort; SPDK aborts waiting commands the same way.
+ */
+function parseAbort(ctrl: TargetController, req: Request): number {
+  const cdw10 = req.sqe.readUInt32LE(SqeOffset.cdw10);
+  req.execute = (r) => {
+    const aborted = ctrl.queues.get(cdw10 & 0xffff)?.abortWaiting?.(cdw10 >>> 16) ?? false;
+    r.dw0 = aborted ? 0 : ABORT_NOT_ABORTED;
+    done(r, 0);
+  };
+  return 0;
+}
 
 export function done(req: Request, status: number): void {
   (req.queueRef as QueueModel).complete(req, status);
@@ -135,6 +149,7 @@ export function identifyController(ctrl: TargetController): Buffer {
     mn: s.model,
     fr: s.firmware,
     rab: 6,
+    oacs: formatOffered(ctrl) ? Oacs.FORMAT_NVM : 0,
     cmic: Cmic.MULTI_PORT | Cmic.MULTI_CTRL | (s.ana ? Cmic.ANA_REPORTING : 0),
     mdts: s.mdts,
     cntlid: ctrl.cntlid,
@@ -157,9 +172,15 @@ export function identifyController(ctrl: TargetController): Buffer {
     cqes: 0x44,
     maxcmd: s.maxQueueSize,
     nn,
-    // Compare, Dataset Management, Write Zeroes, Reservations.
-    oncs: 0x01 | 0x04 | 0x08 | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
+    // Write Uncorrectable only where its marks live in one process (Subsystem.mediaStateLocal).
+    oncs: Oncs.COMPARE | Oncs.DSM | Oncs.WRITE_ZEROES | Oncs.VERIFY | Oncs.COPY | (s.mediaStateLocal ? Oncs.WRITE_UNCOR : 0) | (s.reservationsSupported ? ONCS_RESERVATIONS : 0),
     vwc: 0x01,
+    // Fused Compare and Write where no other process writes the namespace (target/core/fused.ts).
+    fuses: s.mediaStateLocal ? 1 : 0,
+    // FID 84h where the state lives in one process; no Permanent Write Protect (a target restart is the power cycle).
+    nwpc: s.mediaStateLocal ? Nwpc.WRITE_PROTECT | Nwpc.UNTIL_POWER_CYCLE : 0,
+    // Copy Descriptor Formats 0h and 1h (executeCopy, target/core/cmd/io.ts).
+    ocfs: Ocfs.FORMAT0 | Ocfs.FORMAT1,
     sgls: Sgls.SUPPORTED | (port.inlineDataSize > 0 ? Sgls.OFFSET : 0),
     mnan: s.ana ? nn : 0,
     subnqn: s.nqn,
@@ -183,8 +204,9 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     nsze: size,
     ncap: size,
     nuse: reachable ? size : 0n,
-    nlbaf: 0,
-    flbas: 0,
+    // LBAF0 512-byte and LBAF1 4096-byte LBAs, both offered by Format NVM (target/core/cmd/format.ts).
+    nlbaf: LBA_FORMATS.length - 1,
+    flbas: LBA_FORMATS.indexOf(ns.blockSize as 512 | 4096),
     nmic: Nmic.SHARED,
     // DLFEAT: deallocated blocks read as zeroes (bits 2:0 = 1), Write Zeroes DEAC supported (bit 3).
     dlfeat: 0x09,
@@ -192,7 +214,10 @@ export function identifyNs(ctrl: TargetController, ns: TargetNamespace | undefin
     nsattr: ns.readOnly ? 1 : 0,
     rescap: ctrl.subsys.reservationsSupported ? RESCAP_ALL : 0,
     nguid: ns.nguid,
-    lbaf: [{ ms: 0, lbads: ns.lbaShift, rp: 0 }],
+    mssrl: COPY_MSSRL,
+    mcl: COPY_MCL,
+    msrc: COPY_MSRC,
+    lbaf: LBA_FORMATS.map((size) => ({ ms: 0, lbads: size === 4096 ? 12 : 9, rp: 0 })),
   });
 }
 
@@ -240,6 +265,12 @@ function parseGetLogPage(ctrl: TargetController, req: Request): number {
   req.dataLen = a.length;
   let build: (() => Buffer) | undefined;
   switch (a.lid) {
+    case LogPageId.SUPPORTED:
+      build = () => encodeSupportedLogPages(supportedLogs(ctrl));
+      break;
+    case LogPageId.FEATURE_EFFECTS:
+      build = () => encodeFeatureEffectsLog(featureEffects(ctrl));
+      break;
     case LogPageId.ERROR:
       build = () => encodeErrorLog(ctrl.errors, 128);
       break;
@@ -259,7 +290,7 @@ function parseGetLogPage(ctrl: TargetController, req: Request): number {
       break;
     case LogPageId.CMD_EFFECTS: {
       // CSI in CDW14 bits 31:24 (NVMe Base 2.0 Figure 199): one log per command set.
-      const log = effectsLogFor(req.sqe.readUInt32LE(SqeOffset.cdw14) >>> 24, ADMIN_SUPPORTED, ctrl.subsys.reservationsSupported);
+      const log = effectsLogFor(req.sqe.readUInt32LE(SqeOffset.cdw14) >>> 24, ADMIN_SUPPORTED, ctrl.subsys.reservationsSupported, formatOffered(ctrl));
       if (log === undefined) {
         req.errorLoc = SqeOffset.cdw14;
         return Status.INVALID_FIELD | DNR;
@@ -407,6 +438,10 @@ function setFeature(ctrl: TargetController, req: Request): number {
       return Status.CMD_SEQ_ERROR | DNR;
     case FeatureId.IOCS_PROFILE:
       return setIocsProfile(ctrl, req, v);
+    case FeatureId.HOST_BEHAVIOR:
+      return setHostBehavior(ctrl, req);
+    case FeatureId.WRITE_PROTECT:
+      return setWriteProtect(ctrl, req, v);
     case FeatureId.RESV_MASK: {
       // Reservation Notification Mask (NVMe Base 2.0 §5.27.1.22): per namespace, or every namespace with NSID FFFFFFFFh.
       if (ctrl.discovery || !ctrl.subsys.reservationsSupported || (v & ~RESV_NOTIF_MASK_ALL) !== 0) {
@@ -480,6 +515,19 @@ export function parseGetFeatures(ctrl: TargetController, req: Request): number {
       req.dataLen = 16;
       req.execute = (r) => replyData(r, Buffer.from(ctrl.hostid));
       return 0;
+    case FeatureId.HOST_BEHAVIOR:
+      if (ctrl.discovery) break;
+      req.dir = 'c2h';
+      req.dataLen = HOST_BEHAVIOR_SIZE;
+      req.execute = (r) => replyData(r, Buffer.from(ctrl.hostBehavior));
+      return 0;
+    case FeatureId.WRITE_PROTECT: {
+      const ns = writeProtectNs(ctrl, req);
+      if (typeof ns === 'number') return ns;
+      // The config's readOnly reads as Write Protect; the host cannot lift it (setWriteProtect).
+      dw0 = ns.writeProtect === NwpState.NONE && ns.readOnly ? NwpState.WRITE_PROTECT : ns.writeProtect;
+      break;
+    }
     case FeatureId.RESV_MASK:
     case FeatureId.RESV_PERSIST: {
       const ns = resvFeatureNs(ctrl, req);
@@ -567,4 +615,102 @@ function resvFeatureNs(ctrl: TargetController, req: Request): TargetNamespace | 
     return Status.INVALID_NS | DNR;
   }
   return ns;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Supported Log Pages (LID 00h), Feature Identifiers Supported and Effects (LID 12h), FID 16h and FID 84h
+
+/** The log pages parseGetLogPage answers on an I/O controller (NVMe Base 2.0 §5.16.1.1; nvmet_execute_get_supported_log_pages). */
+function supportedLogs(ctrl: TargetController): number[] {
+  const lids: number[] = [LogPageId.SUPPORTED, LogPageId.ERROR, LogPageId.SMART, LogPageId.FW_SLOT, LogPageId.CHANGED_NS, LogPageId.CMD_EFFECTS, LogPageId.FEATURE_EFFECTS];
+  if (ctrl.subsys.ana) lids.push(LogPageId.ANA);
+  if (ctrl.subsys.reservationsSupported) lids.push(LogPageId.RESV_NOTIF);
+  return lids;
+}
+
+/**
+ * The features Get/Set Features answer on an I/O controller, with their scope and what a Set changes (NVMe Base 2.0
+ * §5.16.1.17). Get-only ones (temperature threshold, volatile write cache, ...) are supported all the same.
+ */
+function featureEffects(ctrl: TargetController): number[] {
+  const ctrlScope = FeatureEffects.FSUPP | FeatureEffects.CTRLSCP;
+  const nsScope = FeatureEffects.FSUPP | FeatureEffects.NSCPE;
+  const out: number[] = [];
+  for (const fid of [FeatureId.ARBITRATION, FeatureId.POWER_MGMT, FeatureId.TEMP_THRESH, FeatureId.ERR_RECOVERY, FeatureId.VOLATILE_WC, FeatureId.NUM_QUEUES, FeatureId.IRQ_COALESCE, FeatureId.IRQ_CONFIG, FeatureId.WRITE_ATOMIC, FeatureId.ASYNC_EVENT, FeatureId.KATO, FeatureId.HOST_BEHAVIOR, FeatureId.HOST_ID, FeatureId.IOCS_PROFILE]) out[fid] = ctrlScope;
+  if (ctrl.subsys.reservationsSupported) {
+    out[FeatureId.RESV_MASK] = nsScope;
+    out[FeatureId.RESV_PERSIST] = nsScope;
+  }
+  // Write protection changes what the namespace accepts (NCC), announced by the Namespace Attribute Changed notice.
+  if (ctrl.subsys.mediaStateLocal) out[FeatureId.WRITE_PROTECT] = nsScope | FeatureEffects.NCC;
+  return out;
+}
+
+/**
+ * Set Features Host Behavior Support (FID 16h, NVMe Base 2.0 §5.27.1.18): the host's 512-byte structure, kept per
+ * controller for Get Features. ACRE, ETDAS and LBAFEE are each 0 or 1 (SPDK's nvmf_ctrlr_set_features_host_behavior
+ * refuses other values the same way); this controller retries nothing itself, so they change no behaviour here.
+ */
+function setHostBehavior(ctrl: TargetController, req: Request): number {
+  if (ctrl.discovery) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  req.dir = 'h2c';
+  req.dataLen = HOST_BEHAVIOR_SIZE;
+  req.execute = (r) => {
+    const data = Buffer.concat(r.data ?? [], HOST_BEHAVIOR_SIZE);
+    for (const off of Object.values(HostBehaviorOffset)) {
+      if ((data[off] as number) > 1) return done(r, Status.INVALID_FIELD | DNR);
+    }
+    data.copy(ctrl.hostBehavior);
+    done(r, 0);
+  };
+  return 0;
+}
+
+/**
+ * The namespace FID 84h names, or the status that refuses it: Invalid Field where write protection is not offered
+ * (Subsystem.mediaStateLocal), Invalid Namespace for any NSID that is not one namespace this host sees (the broadcast
+ * NSID included, as nvmet_set_feat_write_protect finds no namespace for it).
+ */
+function writeProtectNs(ctrl: TargetController, req: Request): TargetNamespace | number {
+  if (ctrl.discovery || !ctrl.subsys.mediaStateLocal) {
+    req.errorLoc = SqeOffset.cdw10;
+    return Status.INVALID_FIELD | DNR;
+  }
+  return namedNs(ctrl, req);
+}
+
+/**
+ * Set Features Namespace Write Protection Config (FID 84h; NVMe Base 2.0 §5.27.1.25 and "Namespace Write Protection"): No Write Protect, Write Protect, or
+ * Write Protect Until Power Cycle (here: until the target restarts). Permanent Write Protect is not offered (NWPC), and
+ * neither a namespace in Write Protect Until Power Cycle nor one the config makes read-only may change (Feature Not
+ * Changeable). Completed writes are flushed before the namespace turns read-only, as nvmet_write_protect_flush_sync;
+ * every controller that sees the namespace gets the Namespace Attribute Changed notice (NSATTR changed).
+ */
+function setWriteProtect(ctrl: TargetController, req: Request, v: number): number {
+  const ns = writeProtectNs(ctrl, req);
+  if (typeof ns === 'number') return ns;
+  const wps = v & 0x7;
+  if (wps !== NwpState.NONE && wps !== NwpState.WRITE_PROTECT && wps !== NwpState.UNTIL_POWER_CYCLE) {
+    req.errorLoc = SqeOffset.cdw11;
+    return Status.INVALID_FIELD | DNR;
+  }
+  if (ns.writeProtect === NwpState.UNTIL_POWER_CYCLE || (ns.config.readOnly ?? false)) {
+    req.errorLoc = SqeOffset.cdw11;
+    return Status.FEATURE_NOT_CHANGEABLE | DNR;
+  }
+  req.execute = (r) => {
+    const apply = (): void => {
+      const changed = ns.writeProtect !== wps;
+      ns.setWriteProtect(wps);
+      if (changed) ctrl.target.nsChanged(ctrl.subsys, ns.nsid);
+      r.dw0 = wps;
+      done(r, 0);
+    };
+    if (wps === NwpState.NONE) return apply();
+    ns.backend.flush((err) => (err ? done(r, Status.WRITE_FAULT) : apply()));
+  };
+  return 0;
 }

@@ -1,7 +1,8 @@
-// NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM.
+// NVM command set on I/O queues (NVM Command Set 1.0 §3): Read, Write, Compare, Flush, Write Zeroes, DSM, Verify,
+// Write Uncorrectable, Copy.
 // Follows nvmet io-cmd-file.c / io-cmd-bdev.c: parse checks everything before data moves, execute ends in complete().
 import { Buffer } from 'node:buffer';
-import { DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
+import { COPY_RANGE_SIZE, CopyCdw12, CopyRangeOffset, DNR, DsmAttr, NvmOpcode, RwCdw12, Sgl1Offset, SqeOffset, Status, rd16, rd32, NSID_BROADCAST } from '../../../protocol/index.js';
 import { ReadLent, isFencedError } from '../../backend/index.js';
 import type { TargetController } from '../controller.js';
 import type { QueueModel } from '../queue-model.js';
@@ -16,7 +17,7 @@ function sqeSlba(sqe: Buffer): number {
 }
 
 /** Which SQE checks an opcode needs before it may run (NVM Command Set 1.0 §3). */
-type IoCheck = 'rw' | 'lba' | 'dsm' | 'none' | 'resv' | 'zone';
+type IoCheck = 'rw' | 'lba' | 'dsm' | 'copy' | 'none' | 'resv' | 'zone';
 
 /**
  * What the target does with an NVM opcode it implements (any other is Invalid Command Opcode), as
@@ -37,6 +38,8 @@ interface IoOp {
 const op = (check: IoCheck, execute: IoOp['execute'], dir: IoOp['dir'], writes: boolean): IoOp => ({ check, execute, dir, writes });
 /** Reservation commands (NVMe Base 2.0 §8.19): only where reservations are on, and exempt from the access table. */
 const RESV_OP = op('resv', undefined, undefined, false);
+/** Write Uncorrectable (NVM Command Set 1.0 §3.2.7): only where the marked blocks live in one process (mediaStateLocal). */
+const WRITE_UNCOR_OP = op('lba', executeWriteUncor, undefined, true);
 
 /** By opcode; a dense array so the lookup is one indexed load. */
 const IO_OPS: readonly (IoOp | undefined)[] = opTable({
@@ -46,6 +49,9 @@ const IO_OPS: readonly (IoOp | undefined)[] = opTable({
   [NvmOpcode.FLUSH]: op('none', executeFlush, undefined, false),
   [NvmOpcode.WRITE_ZEROES]: op('lba', executeWriteZeroes, undefined, true),
   [NvmOpcode.DSM]: op('dsm', executeDsm, 'h2c', true),
+  [NvmOpcode.VERIFY]: op('lba', executeVerify, undefined, false),
+  [NvmOpcode.WRITE_UNCOR]: WRITE_UNCOR_OP,
+  [NvmOpcode.COPY]: op('copy', executeCopy, 'h2c', true),
   [NvmOpcode.RESV_REGISTER]: RESV_OP,
   [NvmOpcode.RESV_REPORT]: RESV_OP,
   [NvmOpcode.RESV_ACQUIRE]: RESV_OP,
@@ -71,7 +77,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
     return 0;
   }
   const io = IO_OPS[code];
-  if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported)) {
+  if (io === undefined || (io.check === 'resv' && !subsys.reservationsSupported) || (io === WRITE_UNCOR_OP && !subsys.mediaStateLocal)) {
     req.errorLoc = SqeOffset.opcode;
     return Status.INVALID_OPCODE | DNR;
   }
@@ -90,7 +96,7 @@ export function parseIoCmd(ctrl: TargetController, q: QueueModel, req: Request):
   if (io.check === 'resv') return parseResvCmd(ctrl, req, ns);
   const access = accessStatus(ctrl, req, ns, io.writes);
   if (access !== 0) return access;
-  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : io.check === 'zone' ? parseZoneCmd(ctrl, req, ns, checkRw) : 0;
+  const st = io.check === 'rw' ? checkRw(ctrl, req, ns) : io.check === 'lba' ? checkLbaRange(req, ns) : io.check === 'dsm' ? checkDsm(ctrl, req) : io.check === 'copy' ? checkCopy(ctrl, req) : io.check === 'zone' ? parseZoneCmd(ctrl, req, ns, checkRw) : 0;
   if (st !== 0) return st;
   if (ns.zones !== undefined && io.check === 'rw' && !io.writes) {
     const zst = zoneReadStatus(req, ns.zones, sqeNlb(req.sqe));
@@ -164,10 +170,16 @@ function checkLbaRange(req: Request, ns: TargetNamespace): number {
 
 /** Dataset Management: the SGL holds the NR+1 ranges; sets the data length. */
 function checkDsm(ctrl: TargetController, req: Request): number {
-  const nr = ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16;
-  // nvmet_check_data_len_lte: the SGL must hold the NR+1 ranges; it may be longer (Linux 6.1 always sends a
-  // 4096-byte range buffer whatever NR says), and only the first NR+1 ranges count.
-  if (req.sglLen < nr) {
+  return checkRangeList(ctrl, req, ((req.sqe.readUInt32LE(40) & 0xff) + 1) * 16);
+}
+
+/**
+ * A list of ranges a command carries as its data (DSM, Copy): the SGL must hold `need` bytes. nvmet_check_data_len_lte:
+ * it may be longer (Linux 6.1 always sends a 4096-byte range buffer for DSM whatever NR says), and only the first
+ * ranges count. Sets the data length.
+ */
+function checkRangeList(ctrl: TargetController, req: Request, need: number): number {
+  if (req.sglLen < need) {
     req.errorLoc = Sgl1Offset.length;
     return Status.SGL_INVALID_DATA | DNR;
   }
@@ -178,6 +190,33 @@ function checkDsm(ctrl: TargetController, req: Request): number {
   }
   req.dataLen = req.sglLen;
   return 0;
+}
+
+/**
+ * Copy limits of every namespace (Identify Namespace MSSRL, MCL, MSRC; NVM Command Set 1.0 §4.1.5.1): up to 128 source
+ * ranges of up to 1,024 blocks each, 4,096 blocks in all. executeCopy holds every source block in memory before it
+ * writes any (so a destination overlapping a source still gets the source's old data), at most 16 MiB with 4 KiB
+ * blocks.
+ */
+export const COPY_MSSRL = 1024;
+export const COPY_MCL = 4096;
+/** 0's based: 128 ranges. */
+export const COPY_MSRC = 127;
+
+/** Copy: the Descriptor Format (0 and 1 offered, OCFS), the range count against MSRC, and the SGL holding the ranges. */
+function checkCopy(ctrl: TargetController, req: Request): number {
+  const cdw12 = rd32(req.sqe, SqeOffset.cdw12);
+  const format = (cdw12 & CopyCdw12.DESC_FORMAT_MASK) >>> CopyCdw12.DESC_FORMAT_SHIFT;
+  if (format > 1) {
+    req.errorLoc = SqeOffset.cdw12;
+    return Status.INVALID_FIELD | DNR;
+  }
+  const nr = cdw12 & CopyCdw12.NR_MASK;
+  if (nr > COPY_MSRC) {
+    req.errorLoc = SqeOffset.cdw12;
+    return Status.CMD_SIZE_LIMIT_EXCEEDED | DNR;
+  }
+  return checkRangeList(ctrl, req, (nr + 1) * (COPY_RANGE_SIZE[format as 0 | 1]));
 }
 
 /**
@@ -215,6 +254,7 @@ export function ioStatus(q: QueueModel, req: Request, status: number): number {
 
 function executeRead(req: Request): void {
   const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   // With data digests on the queue, the backend may hand back the data's CRC32C (RAM: from its block cache).
   const wantCrc = (req.queueRef as QueueModel | undefined)?.ops.dataDigest === true;
@@ -290,6 +330,7 @@ function executeWrite(req: Request): void {
   const len = req.dataLen;
   ns.backend.write(off, req.data ?? [], fua, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
+    if (ns.uncor.set.size !== 0 && rewritten(req, ns, sqeSlba(req.sqe), sqeNlb(req.sqe))) return;
     // A FUA write on a zoned file namespace is durable with its write pointer (target/zone-state.ts).
     if (fua && ns.zoneStore !== undefined) return saveZones(ns, (e2) => (e2 ? deliver(req, Status.WRITE_FAULT) : writeDone(req, ns, len)));
     writeDone(req, ns, len);
@@ -309,6 +350,7 @@ function writeDone(req: Request, ns: TargetNamespace, len: number): void {
 
 function executeCompare(req: Request): void {
   const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
   const off = sqeSlba(req.sqe) * ns.blockSize;
   ns.backend.read(off, req.dataLen, (err, bufs) => {
     if (err) return deliver(req, Status.READ_ERROR);
@@ -370,6 +412,7 @@ function executeWriteZeroes(req: Request): void {
   }
   ns.backend.writeZeroes(slba * ns.blockSize, nlb * ns.blockSize, (cdw12 & RwCdw12.DEAC) !== 0, (err) => {
     if (err) return deliver(req, writeFailed(ns, err));
+    if (ns.uncor.set.size !== 0 && rewritten(req, ns, slba, nlb)) return;
     if (fua) return ns.backend.flush((e2) => deliver(req, e2 ? Status.WRITE_FAULT : 0));
     deliver(req, 0);
   });
@@ -395,8 +438,142 @@ function executeDsm(req: Request): void {
   }
   const next = (i: number): void => {
     const r = ranges[i];
-    if (r === undefined) return deliver(req, 0);
+    if (r === undefined) {
+      // Deallocated blocks read as zeroes (DLFEAT), no longer as the Unrecovered Read Error of a marked block.
+      let cleared = false;
+      for (const d of ranges) cleared = ns.uncor.set.remove(d.off / ns.blockSize, d.len / ns.blockSize) || cleared;
+      if (!cleared) return deliver(req, 0);
+      return ns.uncor.save((e) => deliver(req, e ? writeFailed(ns, e) : 0));
+    }
     ns.backend.writeZeroes(r.off, r.len, true, (err) => (err ? deliver(req, writeFailed(ns, err)) : next(i + 1)));
   };
   next(0);
+}
+
+/**
+ * Read, Compare and Verify of a range that holds a block Write Uncorrectable marked: Unrecovered Read Error (NVM
+ * Command Set 1.0 §3.2.7), with DNR since reading it again meets the same mark. Completes it and returns true.
+ */
+function unrecovered(req: Request, ns: TargetNamespace): boolean {
+  if (ns.uncor.set.firstIn(sqeSlba(req.sqe), sqeNlb(req.sqe)) < 0) return false;
+  ns.counters.errors++;
+  req.out = undefined;
+  deliver(req, Status.READ_ERROR | DNR);
+  return true;
+}
+
+/**
+ * A Write or Write Zeroes over marked blocks clears their mark (NVM Command Set 1.0 §3.2.7); on a file namespace the
+ * command completes once the smaller set is saved, so a restart does not bring the mark back over new data. Returns
+ * true when it took over the completion.
+ */
+function rewritten(req: Request, ns: TargetNamespace, slba: number, nlb: number): boolean {
+  if (!ns.uncor.set.remove(slba, nlb)) return false;
+  ns.uncor.save((err) => {
+    if (err) return deliver(req, writeFailed(ns, err));
+    if (req.opcode === NvmOpcode.WRITE) {
+      ns.counters.writes++;
+      ns.counters.bytesWritten += req.dataLen;
+    }
+    deliver(req, 0);
+  });
+  return true;
+}
+
+/**
+ * Verify (NVM Command Set 1.0 §3.2.9): reads the range without returning it, so a marked block or a medium error
+ * shows. In pieces of VERIFY_CHUNK bytes, one after another: NLB reaches 65,536 blocks (256 MiB of 4 KiB blocks),
+ * which no single read should hold in memory.
+ */
+const VERIFY_CHUNK = 1 << 20;
+
+function executeVerify(req: Request): void {
+  const ns = req.ns as TargetNamespace;
+  if (ns.uncor.set.size !== 0 && unrecovered(req, ns)) return;
+  const start = sqeSlba(req.sqe) * ns.blockSize;
+  const end = start + sqeNlb(req.sqe) * ns.blockSize;
+  const next = (off: number): void => {
+    if (off >= end) return deliver(req, 0);
+    const len = Math.min(VERIFY_CHUNK, end - off);
+    ns.backend.read(off, len, (err) => {
+      if (err) {
+        ns.counters.errors++;
+        return deliver(req, Status.READ_ERROR);
+      }
+      next(off + len);
+    });
+  };
+  next(start);
+}
+
+/**
+ * Write Uncorrectable (NVM Command Set 1.0 §3.2.7): marks the range so that reads of it fail until it is written
+ * again. The data stays where it is; only the mark changes, saved beside a file namespace's data before completion.
+ */
+function executeWriteUncor(req: Request): void {
+  if (stoppedBeforeRun(req)) return;
+  const ns = req.ns as TargetNamespace;
+  ns.uncor.set.add(sqeSlba(req.sqe), sqeNlb(req.sqe));
+  ns.uncor.save((err) => deliver(req, err ? writeFailed(ns, err) : 0));
+}
+
+/**
+ * Copy (NVM Command Set 1.0 §3.2.2), Descriptor Formats 0 and 1 without protection information: every source range
+ * is checked (MSSRL, MCL: Command Size Limit Exceeded; past NSZE: LBA Out of Range) and read before the destination
+ * is written, in source order from SDLBA. A marked source block (Write Uncorrectable) is Unrecovered Read Error;
+ * destination blocks lose their marks as a Write's do.
+ */
+function executeCopy(req: Request): void {
+  if (stoppedBeforeRun(req)) return;
+  const ns = req.ns as TargetNamespace;
+  const sqe = req.sqe;
+  const cdw12 = rd32(sqe, SqeOffset.cdw12);
+  const size = COPY_RANGE_SIZE[((cdw12 & CopyCdw12.DESC_FORMAT_MASK) >>> CopyCdw12.DESC_FORMAT_SHIFT) as 0 | 1];
+  const nr = (cdw12 & CopyCdw12.NR_MASK) + 1;
+  const data = Buffer.concat(req.data ?? [], nr * size);
+  const sources: Array<{ slba: number; nlb: number }> = [];
+  let total = 0;
+  for (let i = 0; i < nr; i++) {
+    const o = i * size;
+    const hi = data.readUInt32LE(o + CopyRangeOffset.slba + 4);
+    const slba = data.readUInt32LE(o + CopyRangeOffset.slba) + hi * 0x1_0000_0000;
+    const nlb = data.readUInt16LE(o + CopyRangeOffset.nlb) + 1;
+    if (nlb > COPY_MSSRL) return deliver(req, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    if (hi >= 0x20_0000 || slba + nlb > ns.nsze) return deliver(req, Status.LBA_RANGE | DNR);
+    total += nlb;
+    sources.push({ slba, nlb });
+  }
+  if (total > COPY_MCL) return deliver(req, Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+  const sdlba = sqeSlba(sqe);
+  if (rd32(sqe, 44) >= 0x20_0000 || sdlba + total > ns.nsze) {
+    req.errorLoc = SqeOffset.cdw10;
+    return deliver(req, Status.LBA_RANGE | DNR);
+  }
+  if (ns.uncor.set.size !== 0 && sources.some((r) => ns.uncor.set.firstIn(r.slba, r.nlb) >= 0)) {
+    ns.counters.errors++;
+    return deliver(req, Status.READ_ERROR | DNR);
+  }
+  const bs = ns.blockSize;
+  const held: Buffer[] = [];
+  const readNext = (i: number): void => {
+    const r = sources[i];
+    if (r === undefined) return write();
+    ns.backend.read(r.slba * bs, r.nlb * bs, (err, bufs) => {
+      if (err) {
+        ns.counters.errors++;
+        return deliver(req, Status.READ_ERROR);
+      }
+      // A copy: a backend may lend its read buffers only until this callback returns (ReadLent).
+      held.push(Buffer.concat(bufs, r.nlb * bs));
+      readNext(i + 1);
+    });
+  };
+  const write = (): void => {
+    ns.backend.write(sdlba * bs, held, (cdw12 & CopyCdw12.FUA) !== 0, (err) => {
+      if (err) return deliver(req, writeFailed(ns, err));
+      if (ns.uncor.set.size !== 0 && ns.uncor.set.remove(sdlba, total)) return ns.uncor.save((e) => deliver(req, e ? writeFailed(ns, e) : 0));
+      deliver(req, 0);
+    });
+  };
+  readNext(0);
 }

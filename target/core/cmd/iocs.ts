@@ -2,6 +2,7 @@
 // the CSI of each namespace, the per-CSI Commands Supported and Effects log, and the I/O Command Set Profile feature.
 import { Buffer } from 'node:buffer';
 import {
+  AdminOpcode,
   CmdEffects,
   Cns,
   Csi,
@@ -140,6 +141,9 @@ function nvmEffects(iocs: number[], reservations: boolean): void {
   iocs[NvmOpcode.WRITE] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.WRITE_ZEROES] = CmdEffects.CSUPP | CmdEffects.LBCC;
   iocs[NvmOpcode.DSM] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.VERIFY] = CmdEffects.CSUPP;
+  iocs[NvmOpcode.WRITE_UNCOR] = CmdEffects.CSUPP | CmdEffects.LBCC;
+  iocs[NvmOpcode.COPY] = CmdEffects.CSUPP | CmdEffects.LBCC;
   if (reservations) for (const op of [NvmOpcode.RESV_REGISTER, NvmOpcode.RESV_REPORT, NvmOpcode.RESV_ACQUIRE, NvmOpcode.RESV_RELEASE]) iocs[op] = CmdEffects.CSUPP;
 }
 
@@ -148,11 +152,13 @@ function nvmEffects(iocs: number[], reservations: boolean): void {
  * undefined for a command set this controller does not offer. The Linux host reads CSI 02h and treats a zoned
  * namespace as read-only unless Zone Append is supported there (nvme_query_zone_info).
  */
-export function effectsLogFor(csi: number, adminOps: readonly number[], reservations: boolean): Buffer | undefined {
+export function effectsLogFor(csi: number, adminOps: readonly number[], reservations: boolean, formatNvm: boolean): Buffer | undefined {
   if (csi !== Csi.NVM && csi !== Csi.ZNS) return undefined;
   const acs: number[] = [];
   const iocs: number[] = [];
   for (const op of adminOps) acs[op] = CmdEffects.CSUPP;
+  // Format NVM changes the LBA size (NCC) and, with User Data Erase, the data (LBCC); one namespace at a time.
+  if (formatNvm) acs[AdminOpcode.FORMAT_NVM] = CmdEffects.CSUPP | CmdEffects.LBCC | CmdEffects.NCC | CmdEffects.CSE_SINGLE_NS;
   nvmEffects(iocs, reservations);
   if (csi === Csi.ZNS) {
     iocs[NvmOpcode.ZONE_MGMT_SEND] = CmdEffects.CSUPP | CmdEffects.LBCC;

@@ -33,6 +33,11 @@ export class TcpCommand implements DataSink {
    * completes with Transient Transport Error instead of executing (NVMe-TCP 1.0 §3.6.1.4).
    */
   dataDigestError = false;
+  /**
+   * An Abort named this command while its data was awaited (NVMe Base 2.0 §5.1, Abort): it still takes the data it
+   * asked for with its R2T, then completes with Command Abort Requested instead of executing.
+   */
+  abortRequested = false;
 
   constructor() {
     this.req.owner = this;
@@ -52,6 +57,7 @@ export class TcpCommand implements DataSink {
     this.buf = EMPTY;
     this.sqe = EMPTY;
     this.dataDigestError = false;
+    this.abortRequested = false;
   }
 
   /** Back to the pool: drop every buffer reference so a pooled record pins no received data. */

@@ -482,6 +482,26 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   }
 
   /**
+   * QueueTransportOps.abortWaiting: the command with this CID, if it has not started: parked over the in-flight limit
+   * (completed now with Command Abort Requested, never run), or waiting for the H2CData of its R2T (marked: it
+   * completes so once that data is in, since the host may already be sending it). False for any other CID.
+   */
+  abortWaiting(cid: number): boolean {
+    const i = this.#parked.findIndex((c) => c.req.cid === cid);
+    if (i >= 0) {
+      const [cmd] = this.#parked.splice(i, 1) as [TcpCommand];
+      this.core.reject(cmd.req, Status.ABORT_REQ);
+      return true;
+    }
+    for (const cmd of this.#r2t.values()) {
+      if (cmd.req.cid !== cid || cmd.abortRequested) continue;
+      cmd.abortRequested = true;
+      return true;
+    }
+    return false;
+  }
+
+  /**
    * H2CData (NVMe-TCP 1.0 §3.6.2.8): checked against its R2T (TTAG, CCCID, in-order range), then its data goes into
    * the command's buffer at DATAO (one buffer per transfer, allocated by the first PDU), or undefined once the
    * connection ends.
@@ -518,6 +538,10 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     const req = cmd.req;
     if (cmd.received < req.dataLen) return;
     this.#r2t.delete(cmd.ttag);
+    if (cmd.abortRequested) {
+      this.core.complete(req, Status.ABORT_REQ);
+      return;
+    }
     if (cmd.dataDigestError) {
       // A data digest error completes the command with a transient transport error, so the host retries (TCP 1.0 §3.6.1.4).
       this.target.stats.dataDigestErrors++;

@@ -222,6 +222,71 @@ do_write_zeroes() {
     echo "16 KiB at 256 KiB read back as zeroes"
 }
 
+# NVM commands through nvme-cli's passthrough (docs/target.md, "NVM commands"), on the file namespace.
+do_verify() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    nvme verify /dev/$N -n 2 -s 0 -c 7 || fail "nvme verify exited $?"
+}
+
+# one block at 1 MiB marked: a direct read of exactly that block fails with a media error, its neighbours read, a
+# write clears it
+do_write_uncor() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    lbs=$(cat /sys/block/$N/queue/logical_block_size)
+    b=$((1048576 / lbs))
+    nvme write-uncor /dev/$N -n 2 -s $b -c 0 || fail "nvme write-uncor exited $?" || return 1
+    ! dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$b iflag=direct 2>/tmp/dd.err || fail "the marked block read" || return 1
+    # Linux maps Unrecovered Read Error to BLK_STS_MEDIUM: read(2) fails with ENODATA ("No data available")
+    grep -Ei "no data available|input/output error" /tmp/dd.err || fail "no media error: $(cat /tmp/dd.err)" || return 1
+    dmesg | grep "@ LBA $b, 1 blocks" | grep -q "sct 0x2 / sc 0x81" || fail "dmesg does not name LBA $b with sct 2 / sc 0x81" || return 1
+    dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$((b - 1)) iflag=direct 2>/dev/null || fail "the block before it failed" || return 1
+    dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$((b + 1)) iflag=direct 2>/dev/null || fail "the block after it failed" || return 1
+    dd if=/dev/zero of=/dev/$N bs=$lbs count=1 seek=$b oflag=direct 2>/dev/null || fail "rewriting it failed" || return 1
+    dd if=/dev/$N of=/dev/null bs=$lbs count=1 skip=$b iflag=direct 2>/dev/null || fail "still unreadable after the write" || return 1
+    echo "media error on exactly LBA $b until rewritten"
+}
+
+# 4 KiB at 2 MiB: compare with the same data passes, with other data fails
+do_compare() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    lbs=$(cat /sys/block/$N/queue/logical_block_size)
+    dd if=/dev/urandom of=/tmp/cmp bs=4096 count=1 2>/dev/null
+    dd if=/tmp/cmp of=/dev/$N bs=4096 count=1 seek=512 oflag=direct 2>/dev/null || fail "dd write" || return 1
+    nvme compare /dev/$N -n 2 -s $((2097152 / lbs)) -c $((4096 / lbs - 1)) -z 4096 -d /tmp/cmp || fail "compare of equal data exited $?" || return 1
+    dd if=/dev/urandom of=/tmp/other bs=4096 count=1 2>/dev/null
+    ! nvme compare /dev/$N -n 2 -s $((2097152 / lbs)) -c $((4096 / lbs - 1)) -z 4096 -d /tmp/other || fail "compare of other data passed" || return 1
+    echo "compare: equal passes, different fails"
+}
+
+# Copy the 4 KiB at 2 MiB (do_compare's) to 3 MiB, in descriptor formats 0 and 1
+do_copy() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    lbs=$(cat /sys/block/$N/queue/logical_block_size)
+    for f in 0 1; do
+        dst=$((3145728 + f * 65536))
+        nvme copy /dev/$N -n 2 --sdlba=$((dst / lbs)) --slbs=$((2097152 / lbs)) --blocks=$((4096 / lbs - 1)) --format=$f || fail "nvme copy --format=$f exited $?" || return 1
+        dd if=/dev/$N of=/tmp/back bs=4096 count=1 skip=$((dst / 4096)) iflag=direct 2>/dev/null || fail "dd read" || return 1
+        cmp /tmp/back /tmp/cmp || fail "format $f: the copy differs from its source" || return 1
+    done
+    echo "copy formats 0 and 1 reproduce the source"
+}
+
+# Format NVM to 4096-byte LBAs and back: the host revalidates the namespace (the namespace-changed AEN, nvme-cli's
+# rescan) and its block device takes the new logical block size and the same byte capacity
+do_format() {
+    N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
+    bytes=$(( $(cat /sys/block/$N/size) * 512 ))
+    for want in 4096 512; do
+        lbaf=$([ $want = 4096 ] && echo 1 || echo 0)
+        nvme format /dev/$N -n 2 --lbaf=$lbaf --force || fail "nvme format --lbaf=$lbaf exited $?" || return 1
+        i=0; while [ $i -lt 50 ] && [ "$(cat /sys/block/$N/queue/logical_block_size)" != $want ]; do sleep 0.1; i=$((i + 1)); done
+        lbs=$(cat /sys/block/$N/queue/logical_block_size)
+        echo "lbaf $lbaf: logical_block_size $lbs, $(( $(cat /sys/block/$N/size) * 512 )) bytes"
+        [ "$lbs" = $want ] || fail "logical_block_size $lbs after --lbaf=$lbaf, want $want" || return 1
+        [ $(( $(cat /sys/block/$N/size) * 512 )) = $bytes ] || fail "capacity changed" || return 1
+    done
+}
+
 # fio jobs that write a pattern before the reset and verify it after (--verify_only replays the seeds)
 fio_pattern() {
     N=$(ns_dev 2) || fail "no nsid 2 device" || return 1
@@ -277,6 +342,11 @@ if step connect do_connect; then
     step flush do_flush
     step discard do_discard
     step write-zeroes do_write_zeroes
+    step verify do_verify
+    step write-uncor do_write_uncor
+    step compare do_compare
+    step copy do_copy
+    step format do_format
     step reset do_reset && step io-after-reset do_after_reset
     step disconnect do_disconnect
 fi
