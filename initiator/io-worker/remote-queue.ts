@@ -181,7 +181,7 @@ export class HostRemoteQueue implements IoQueue {
     }
     const p = this.#slots[cid & 0xfff] as RemoteSlot;
     p.io = io;
-    this.#send(p, cid, io.write, io.buf, len, io.rqTimeoutMs as number);
+    this.#send(p, cid, io, len);
   }
 
   /** Out of submitIo so that V8 does not allocate a context for its parameters on every call (docs/performance.md). */
@@ -189,14 +189,16 @@ export class HostRemoteQueue implements IoQueue {
     this.tags.onFree(() => this.submitIo(io));
   }
 
-  #send(p: RemoteSlot, cid: number, write: boolean, data: Buffer | undefined, len: number, timeoutMs: number): void {
+  #send(p: RemoteSlot, cid: number, io: IoRequest, len: number): void {
     const tag = cid & 0xfff;
+    const write = io.write;
+    const data = io.buf;
     p.active = true;
     p.cid = cid;
     p.length = len;
     let flags = write ? SqFlag.write : 0;
     let offset = 0;
-    if (len > 0 && data !== undefined) {
+    if (len > 0) {
       if (data.buffer === this.#pool) {
         flags |= SqFlag.pool;
         offset = data.byteOffset;
@@ -212,7 +214,7 @@ export class HostRemoteQueue implements IoQueue {
     // At most one ring entry per tag in flight and the ring holds the tag count: reserve() cannot find it full.
     const b = this.#sq.reserve();
     if (b < 0) throw new Error(`queue ${this.qid}: submission ring full with ${this.#inFlight} in flight`);
-    this.#writeAt(b, tag, flags, offset, len, timeoutMs);
+    this.#writeAt(b, tag, flags, offset, len, io.rqTimeoutMs as number);
   }
 
   #writeAt(b: number, tag: number, flags: number, offset: number, len: number, timeoutMs: number): void {
