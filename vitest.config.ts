@@ -10,6 +10,7 @@ export default defineConfig({
     // once for the run (docs/testing.md).
     globalSetup: ['test/fixtures/unreachable-ports.ts', 'test/fixtures/tools.ts'],
     // A process warning (TimeoutOverflowWarning, MaxListenersExceededWarning, ...) fails the file that caused it.
-    setupFiles: ['test/fixtures/process-warnings.ts'],
+    // NVME_TCP_TEST_DIGESTS=1: every connection our initiator makes asks for header and data digests (docs/testing.md).
+    setupFiles: ['test/fixtures/process-warnings.ts', ...(process.env['NVME_TCP_TEST_DIGESTS'] === '1' ? ['test/fixtures/digests.ts'] : [])],
   },
 });

@@ -11,6 +11,8 @@ export default defineConfig({
     fileParallelism: false,
     // Loopback ports this machine cannot reach, held so no test listens there (docs/testing.md).
     globalSetup: ['test/fixtures/unreachable-ports.ts'],
+    // NVME_TCP_TEST_DIGESTS=1: our initiator and raw peers ask for header and data digests (docs/testing.md).
+    setupFiles: process.env['NVME_TCP_TEST_DIGESTS'] === '1' ? ['test/fixtures/digests.ts'] : [],
     // One project at a time: every suite boots a qemu guest.
     sequence: { groupOrder: 0 },
     projects: [

@@ -91,13 +91,23 @@ async function makeRun(root: string): Promise<Run> {
   const qp = new QueuePair({ qid: 1, tcp: new AnsweringTcp() as never, tags, inlineLimit: 8192, onError: (_q, e) => { throw e; } });
   qp.setLive();
   const hctx = new Hctx(0, 'default', [qp], tags);
-  // Controller's callback path on a live controller (Controller.submitIo and its IoSink), without the controller.
-  const sink = { ioCompleted: (io: { ioDone(e: Error | undefined): void }, _b: unknown, _h: number, _r: number, err: Error | undefined) => io.ioDone(err) };
+  // Controller's callback path on a live controller (Controller.submitIo and its IoSink), without the controller. The
+  // request is the one record down the seams; trees before it (68d3667 and older, for --before) passed its builder,
+  // sink, hctx, retries and timeout one by one, and their sink heard (io, builder, hctx, retries, err).
+  type Io = { ioDone(e: Error | undefined): void; sink?: unknown; rqTimeoutMs?: number };
+  const oneRecord = hctx.submitIo.length === 1;
+  const sink = { ioCompleted: (io: Io, ...rest: unknown[]) => io.ioDone((oneRecord ? rest[0] : rest[3]) as Error | undefined) };
+  const submitOld = hctx.submitIo as unknown as (io: Io, builder: unknown, sink: unknown, retries: number, timeoutMs: number) => void;
   const exec = {
     maxTransferBytes: 1 << 20,
     ioTimeoutMs: 30_000,
     execIo: () => Promise.reject(new Error('promise path not benchmarked')),
-    submitIo: (io: never, builder: never, _h: number, retries: number) => hctx.submitIo(io, builder, sink as never, retries, 30_000),
+    submitIo: (io: Io, builder?: unknown, _h?: number, retries?: number): void => {
+      if (!oneRecord) return submitOld.call(hctx, io, builder, sink, retries ?? 0, 30_000);
+      io.sink = sink;
+      io.rqTimeoutMs = 30_000;
+      hctx.submitIo(io as never);
+    },
   };
   const info = { nsid: 1, blocks: BigInt(BLOCKS), blockSize: 512, nguid: '', uuid: '', eui64: '', anagrpid: 0, shared: false, readOnly: false };
   const ns = new Namespace(exec as never, info);

@@ -296,8 +296,9 @@ async function loadJobRun(file: string, v: BenchValues): Promise<JobRun> {
     nr_io_queues: nrIoFlag ?? Math.min(64, Math.max(1, submitters)),
     queues_per_hctx: qph,
     queue_size: queueSize,
-    hdr_digest: v['hdr-digest'] === true,
-    data_digest: v['data-digest'] === true,
+    // A flag not given is an option not given (connect()'s default, off), as for the io-worker keys below.
+    ...(v['hdr-digest'] === true ? { hdr_digest: true } : {}),
+    ...(v['data-digest'] === true ? { data_digest: true } : {}),
     ...(ioWorkers !== undefined ? { io_workers: ioWorkers } : {}),
     ...(ioBudget !== undefined ? { io_budget_us: ioBudget } : {}),
     ...(cpuList !== undefined ? { io_worker_cpus: cpuListFlag(cpuList) } : {}),

@@ -508,8 +508,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
     const req = PromiseRequest.take(spec, opts.write);
     req.failfast = opts.failfast === true;
     req.poll = opts.poll === true;
+    req.hctx = opts.hctx ?? 0;
     const done = req.settled();
-    this.submitIo(req, req, opts.hctx ?? 0, 0);
+    this.submitIo(req);
     return done;
   }
 
@@ -517,32 +518,35 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
    * Submit an I/O command (Namespace.submit, and execIo's adapter): `io.ioDone` is called once, with no promise or
    * closure per command on the success path. Closures appear only on the rare paths (retry delay, waiting for a
    * reconnect). Outside LIVE a command waits for the reconnect unless failfast is set (multipath), fast_io_fail_tmo
-   * has fired, or the controller is lost/deleted (Linux nvmf_fail_nonready_command).
+   * has fired, or the controller is lost/deleted (Linux nvmf_fail_nonready_command). `io` comes with its builder,
+   * hctx and retries set (Namespace.submit, execIo); the sink and rqTimeoutMs are set here.
    */
-  submitIo(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
+  submitIo(io: IoRequest): void {
     const st = this.#state;
     if (st === 'live') {
       let h: Hctx;
       try {
-        h = this.#pickHctx(hctx, io.write, io.poll === true);
+        h = this.#pickHctx(io.hctx ?? 0, io.write, io.poll === true);
       } catch (e) {
         io.ioDone(e as Error);
         return;
       }
+      io.sink = this.#ioSink;
       // blk-mq's rq->timeout: the request's own, else the queue's (io_timeout).
-      h.submitIo(io, builder, this.#ioSink, retries, io.timeoutMs ?? this.opts.ioTimeoutMs);
+      io.rqTimeoutMs = io.timeoutMs ?? this.opts.ioTimeoutMs;
+      h.submitIo(io);
       return;
     }
     if (st === 'deleting' || st === 'deleted' || st === 'new') io.ioDone(new ControllerStateError(st, 'controller is not usable'));
     else if (st === 'dead') io.ioDone(this.#lossError ?? new ConnectionClosedError('controller lost'));
     else if (io.failfast === true) io.ioDone(new ConnectionClosedError(`controller is ${st}`));
     else if (this.#ioFailFast) io.ioDone(new ConnectionClosedError('fast_io_fail_tmo expired while reconnecting'));
-    else this.#waitForLive(io, builder, hctx, retries);
+    else this.#waitForLive(io);
   }
 
   /** Its own method so that submitIo's parameters are not context-allocated on every call (docs/performance.md). */
-  #waitForLive(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void {
-    this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
+  #waitForLive(io: IoRequest): void {
+    this.#stateWaiters.push(() => this.submitIo(io));
   }
 
   /** The hctx an I/O goes to (blk-mq's hctx type map): poll, then write, hctxs when there are any, else default. */
@@ -554,9 +558,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
 
   /** Where the queues report I/O completions; one object per controller. */
   readonly #ioSink: IoSink = {
-    ioCompleted: (io, builder, hctx, retries, err) => {
+    ioCompleted: (io, err) => {
       if (err === undefined) io.ioDone(undefined);
-      else this.#ioFailed(io, builder, hctx, retries, err);
+      else this.#ioFailed(io, err);
     },
   };
 
@@ -567,7 +571,8 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
    * its closures would make V8 allocate a context for every completion, failed or not (docs/performance.md, "Host
    * path, third pass").
    */
-  #ioFailed(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error): void {
+  #ioFailed(io: IoRequest, err: Error): void {
+    const retries = io.retries ?? 0;
     if (err instanceof NvmeStatusError) {
       // DNR clear → requeue after the CRD delay (NVMe Base 2.0 §4.6.1), until max_retries; a data digest error arrives
       // here as DATA_XFER_ERROR without DNR, so it is retried the same way.
@@ -578,8 +583,9 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
       }
       this.ioRetries++;
       this.log.debug({ status: err.status, retries: retries + 1, delayMs: wait }, 'retrying I/O command');
-      if (wait > 0) void delay(wait).then(() => this.submitIo(io, builder, hctx, retries + 1));
-      else queueMicrotask(() => this.submitIo(io, builder, hctx, retries + 1));
+      io.retries = retries + 1;
+      if (wait > 0) void delay(wait).then(() => this.submitIo(io));
+      else queueMicrotask(() => this.submitIo(io));
       return;
     }
     if (io.failfast === true) {
@@ -595,13 +601,13 @@ export class Controller extends EventEmitter<ControllerEvents> implements IoExec
         return;
       }
       this.ioRetries++;
-      retries++;
+      io.retries = retries + 1;
     } else if (!(err instanceof ConnectionClosedError || err instanceof TransportFatalError)) {
       io.ioDone(err);
       return;
     }
-    if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io, builder, hctx, retries));
-    else this.submitIo(io, builder, hctx, retries);
+    if (this.#state === 'live') this.#stateWaiters.push(() => this.submitIo(io));
+    else this.submitIo(io);
   }
 
 

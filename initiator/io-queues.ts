@@ -8,7 +8,7 @@ import type { AdminChannel } from './admin.js';
 import { Hctx, type HctxType, mapQueues } from './dispatch/hctx.js';
 import { ioInlineLimit } from './identify.js';
 import type { ResolvedOptions } from './options.js';
-import { type IoQueue, type IoRequest, type IoSink, type IoSqeBuilder, type QueueCounters, TagSet } from './queue-pair.js';
+import { type IoQueue, type IoRequest, type QueueCounters, TagSet } from './queue-pair.js';
 
 /** Per I/O queue information (io_queue_info). */
 export interface QueueInfo extends QueueCounters {
@@ -232,7 +232,7 @@ export class IoQueueSet {
  */
 class ParkedQueue implements IoQueue {
   readonly #old: IoQueue;
-  readonly #waiting: Array<(q: IoQueue) => void> = [];
+  readonly #waiting: IoRequest[] = [];
 
   constructor(old: IoQueue) {
     this.#old = old;
@@ -270,8 +270,8 @@ class ParkedQueue implements IoQueue {
     return this.#old.destination;
   }
 
-  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
-    this.#waiting.push((q) => q.submitIo(io, builder, sink, hctx, retries, timeoutMs));
+  submitIo(io: IoRequest): void {
+    this.#waiting.push(io);
   }
 
   close(err?: Error): void {
@@ -279,6 +279,6 @@ class ParkedQueue implements IoQueue {
   }
 
   replay(next: IoQueue): void {
-    for (const f of this.#waiting.splice(0)) f(next);
+    for (const io of this.#waiting.splice(0)) next.submitIo(io);
   }
 }

@@ -53,8 +53,11 @@ export interface IoOptions {
  */
 export interface IoExecutor {
   execIo(build: () => SubmitSpec, opts: IoOptions & { write: boolean }): Promise<Completion>;
-  /** Submit a command of at most maxTransferBytes (Controller.submitIo); `io.ioDone` is called once. */
-  submitIo(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number): void;
+  /**
+   * Submit a command of at most maxTransferBytes (Controller.submitIo), with `io.builder`, `io.hctx` and `io.retries`
+   * set; `io.ioDone` is called once.
+   */
+  submitIo(io: IoRequest): void;
   /** Largest data transfer of one command in bytes (MDTS). */
   readonly maxTransferBytes: number;
   readonly ioTimeoutMs: number;
@@ -298,8 +301,12 @@ export class Namespace implements IoSqeBuilder {
     this.#check(io.lba, blocks);
     const len = blocks * this.info.blockSize;
     if (io.buf.length < len) throw new InvalidArgumentError('buf', `${io.buf.length} bytes, need ${len}`);
-    if (blocks <= this.maxBlocksPerCommand) this.#exec.submitIo(io, this, hctx, 0);
-    else this.#submitSplit(io, hctx, len);
+    if (blocks <= this.maxBlocksPerCommand) {
+      io.builder = this;
+      io.hctx = hctx;
+      io.retries = 0;
+      this.#exec.submitIo(io);
+    } else this.#submitSplit(io, hctx, len);
   }
 
   /**

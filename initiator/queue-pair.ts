@@ -126,6 +126,23 @@ export interface IoRequest {
   result?: IoResult;
   /** Called once, synchronously from the receive path: undefined on success, else the error. Must not throw. */
   ioDone(err: Error | undefined): void;
+
+  // The library's own fields, written on submit and read until ioDone (blk-mq keeps the same in struct request and
+  // nvme_request): the request is the one record every seam passes, from the controller through the hctx to the queue
+  // and back to its sink, so nothing is allocated per command and no seam passes them one by one. A caller leaves them
+  // unset; a class that implements IoRequest may declare them for a stable shape.
+  /** Writes the SQE (the namespace for a Read/Write, the request itself on the promise path). */
+  builder?: IoSqeBuilder;
+  /** Where the queue reports the outcome (the controller: retry, requeue or ioDone). */
+  sink?: IoSink;
+  /** The hctx index asked for (Namespace.submit's `hctx`); retries and requeues go back to it. */
+  hctx?: number;
+  /** Retries so far (nvme_req(req)->retries), counted against max_retries. */
+  retries?: number;
+  /** The timeout the queue applies: `timeoutMs`, else the controller's io_timeout (blk-mq's rq->timeout). */
+  rqTimeoutMs?: number;
+  /** Send the data in-capsule whatever the inline limit (Fabrics Connect, Linux nvme_tcp_setup_cmd_pdu). */
+  forceInCapsule?: boolean;
 }
 
 /** Writes a request's SQE into a scratch buffer (for a Read/Write the namespace knows nsid and block size). */
@@ -137,7 +154,7 @@ export interface IoSqeBuilder {
 /** Where a callback-API command's completion goes (the controller: retry, requeue, or ioDone). */
 export interface IoSink {
   /** err: undefined on success, NvmeStatusError for an NVMe status, else a transport or timeout error. */
-  ioCompleted(io: IoRequest, builder: IoSqeBuilder, hctx: number, retries: number, err: Error | undefined): void;
+  ioCompleted(io: IoRequest, err: Error | undefined): void;
 }
 
 const NO_DATA = Buffer.alloc(0);
@@ -158,6 +175,12 @@ export class PromiseRequest implements IoRequest, IoSqeBuilder, IoSink {
   poll = false;
   timeoutMs = 0;
   readonly result: IoResult = { dw0: 0, dw1: 0 };
+  builder: IoSqeBuilder = this;
+  sink: IoSink = this;
+  hctx = 0;
+  retries = 0;
+  rqTimeoutMs = 0;
+  forceInCapsule = false;
   #sqe: Buffer = NO_DATA;
   #len = 0;
   #resolve: ((c: Completion) => void) | undefined = undefined;
@@ -181,6 +204,12 @@ export class PromiseRequest implements IoRequest, IoSqeBuilder, IoSink {
     r.#len = r.buf.length;
     r.#sqe = spec.sqe;
     r.timeoutMs = spec.timeoutMs;
+    r.rqTimeoutMs = spec.timeoutMs;
+    r.forceInCapsule = spec.forceInCapsule === true;
+    r.builder = r;
+    r.sink = r;
+    r.hctx = 0;
+    r.retries = 0;
     return r;
   }
 
@@ -216,7 +245,7 @@ export class PromiseRequest implements IoRequest, IoSqeBuilder, IoSink {
   }
 
   /** IoSink, for a queue-level promise command (no controller in between to retry or requeue it). */
-  ioCompleted(_io: IoRequest, _b: IoSqeBuilder, _h: number, _r: number, err: Error | undefined): void {
+  ioCompleted(_io: IoRequest, err: Error | undefined): void {
     this.ioDone(err);
   }
 }
@@ -237,12 +266,8 @@ class CommandSlot implements HostCommand {
   /** Reserved-CID commands only; a tag's deadline is in QueuePair's #deadlines. */
   deadline = 0;
   bytes = 0;
-  /** The request, its SQE builder and sink, and what requeue needs to submit it again (one shape for every command). */
+  /** The request: its SQE builder, sink and what requeue needs to submit it again travel in it. */
   io: IoRequest | undefined = undefined;
-  builder: IoSqeBuilder | undefined = undefined;
-  sink: IoSink | undefined = undefined;
-  hctx = 0;
-  retries = 0;
 
   arm(cid: number, h2c: Buffer | undefined, c2h: Buffer | undefined, reserved: boolean, bytes: number): void {
     this.cid = cid;
@@ -262,8 +287,6 @@ class CommandSlot implements HostCommand {
     this.h2c = undefined;
     this.c2h = undefined;
     this.io = undefined;
-    this.builder = undefined;
-    this.sink = undefined;
   }
 }
 
@@ -299,7 +322,8 @@ export interface IoQueue {
   /** Local and remote endpoint "addr:port". */
   readonly source: string;
   readonly destination: string;
-  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void;
+  /** Submit `io` with its builder, sink, hctx, retries and rqTimeoutMs set; the outcome goes to `io.sink`. */
+  submitIo(io: IoRequest): void;
   close(err?: Error): void;
 }
 
@@ -440,10 +464,9 @@ export class QueuePair implements IoQueue {
   submit(spec: SubmitSpec): Promise<Completion> {
     const req = PromiseRequest.take(spec, false);
     const done = req.settled();
-    const limit = spec.forceInCapsule === true ? Infinity : this.inlineLimit;
     try {
-      if (spec.reservedCid === undefined) this.#submit(req, req, req, 0, 0, spec.timeoutMs, limit);
-      else this.#issue(spec.reservedCid, true, req, req, req, 0, 0, spec.timeoutMs, limit);
+      if (spec.reservedCid === undefined) this.submitIo(req);
+      else this.#issue(spec.reservedCid, true, req);
     } catch (e) {
       req.ioDone(e instanceof Error ? e : new Error(String(e)));
     }
@@ -452,51 +475,43 @@ export class QueuePair implements IoQueue {
 
   /**
    * Submit a command through the callback API: no promise, closure or object per command (a tag's slot and one
-   * scratch SQE are reused). The outcome goes to `sink.ioCompleted`, synchronously from the receive path.
+   * scratch SQE are reused). A tag, then the command; with none free, wait for one (FIFO). The outcome goes to
+   * `io.sink.ioCompleted`, synchronously from the receive path.
    */
-  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
-    this.#submit(io, builder, sink, hctx, retries, timeoutMs, this.inlineLimit);
-  }
-
-  /** A tag, then the command; with none free, wait for one (FIFO). `inlineLimit`: Infinity forces in-capsule data. */
-  #submit(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
+  submitIo(io: IoRequest): void {
     const cid = this.tags.tryGet();
-    if (cid === undefined) this.#waitForTag(io, builder, sink, hctx, retries, timeoutMs, inlineLimit);
-    else this.#issue(cid, false, io, builder, sink, hctx, retries, timeoutMs, inlineLimit);
+    if (cid === undefined) this.#waitForTag(io);
+    else this.#issue(cid, false, io);
   }
 
   /**
    * More requests than tags: wait for one. The closure lives in its own method: a closure over submitIo's parameters
    * made V8 allocate their context on every submitIo call, taken or not (88 bytes per I/O, docs/performance.md).
    */
-  #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
-    this.tags.onFree(() => this.#submit(io, builder, sink, hctx, retries, timeoutMs, inlineLimit));
+  #waitForTag(io: IoRequest): void {
+    this.tags.onFree(() => this.submitIo(io));
   }
 
   /** The one submission path: SQE, CID and SGL into the scratch SQE, the slot armed, the capsule sent. */
-  #issue(cid: number, reserved: boolean, io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number, inlineLimit: number): void {
+  #issue(cid: number, reserved: boolean, io: IoRequest): void {
     if (this.#state === 'closed') {
       if (!reserved) this.tags.put(cid);
-      sink.ioCompleted(io, builder, hctx, retries, this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
+      (io.sink as IoSink).ioCompleted(io, this.tcp.closeError ?? new ConnectionClosedError(`queue ${this.qid} is closed`));
       return;
     }
     const sqe = this.#sqe;
-    const len = builder.buildIoSqe(sqe, io);
+    const len = (io.builder as IoSqeBuilder).buildIoSqe(sqe, io);
     // Plain stores and loads (protocol/le.ts) on the per-command path: Buffer's read/write methods validate their
     // arguments on every call (docs/performance.md, "Host path, fourth pass").
     wr16(sqe, SqeOffset.cid, cid);
     const data = len === 0 ? undefined : io.buf.length === len ? io.buf : io.buf.subarray(0, len);
     // No data: the null SGL (a Transport Data Block of length 0, Linux nvme_tcp_set_sg_null), whatever `write` says.
-    const inCapsule = io.write && len > 0 && len <= inlineLimit;
+    const inCapsule = io.write && len > 0 && (len <= this.inlineLimit || io.forceInCapsule === true);
     setSgl(sqe, len, inCapsule);
     const p = this.#slotFor(cid, reserved);
     p.arm(cid, io.write && !inCapsule ? data : undefined, io.write ? undefined : data, reserved, len);
-    this.#setDeadline(p, timeoutMs);
+    this.#setDeadline(p, io.rqTimeoutMs as number);
     p.io = io;
-    p.builder = builder;
-    p.sink = sink;
-    p.hctx = hctx;
-    p.retries = retries;
     this.#started();
     this.tcp.sendCapsule(sqe, inCapsule ? data : undefined);
   }
@@ -553,15 +568,11 @@ export class QueuePair implements IoQueue {
   /** The one end of a command: its slot goes back, then its sink hears the outcome. */
   #finish(p: CommandSlot, err: Error | undefined): void {
     const io = p.io as IoRequest;
-    const builder = p.builder as IoSqeBuilder;
-    const sink = p.sink as IoSink;
-    const hctx = p.hctx;
-    const retries = p.retries;
-    // Everything is read out of the slot before the tag goes back: put() may hand it to a waiting submitter at once.
+    // The request is read out of the slot before the tag goes back: put() may hand it to a waiting submitter at once.
     p.clear();
     this.#inFlight--;
     this.#release(p);
-    sink.ioCompleted(io, builder, hctx, retries, err);
+    (io.sink as IoSink).ioCompleted(io, err);
   }
 
   /**

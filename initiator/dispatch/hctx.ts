@@ -1,7 +1,7 @@
 // Submission contexts like blk-mq hctxs: each owns one queue or a queue group (queues_per_hctx) with one shared tag
 // space and a round-robin rotor. Batching per tick happens in the transport (cork on first write, uncork next tick),
 // so a burst submitted in one tick leaves as one writev on every queue that received work.
-import type { IoQueue, IoRequest, IoSink, IoSqeBuilder, TagSet } from '../queue-pair.js';
+import type { IoQueue, IoRequest, TagSet } from '../queue-pair.js';
 
 /** Hctx types as blk-mq has them: default (reads, and writes without write queues), write (nr_write_queues), poll. */
 export type HctxType = 'default' | 'write' | 'poll';
@@ -45,8 +45,8 @@ export class Hctx {
   }
 
   /** Submit (QueuePair.submitIo; the promise API arrives here as a PromiseRequest) on the next queue of the group. */
-  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, retries: number, timeoutMs: number): void {
-    this.pick().submitIo(io, builder, sink, this.index, retries, timeoutMs);
+  submitIo(io: IoRequest): void {
+    this.pick().submitIo(io);
   }
 
   get inFlight(): number {

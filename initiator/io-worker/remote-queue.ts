@@ -29,18 +29,13 @@ class RemoteSlot {
   length = 0;
   /** A read whose destination is not in shared memory: copied out of the bounce area on completion. */
   copyOut: Buffer | undefined = undefined;
+  /** The request: its SQE builder, sink and what requeue needs travel in it. */
   io: IoRequest | undefined = undefined;
-  builder: IoSqeBuilder | undefined = undefined;
-  sink: IoSink | undefined = undefined;
-  hctx = 0;
-  retries = 0;
 
   clear(): void {
     this.active = false;
     this.copyOut = undefined;
     this.io = undefined;
-    this.builder = undefined;
-    this.sink = undefined;
   }
 }
 
@@ -166,45 +161,44 @@ export class HostRemoteQueue implements IoQueue {
    * Submit, as QueuePair.submitIo: a tag, a slot, one ring entry; nothing allocated per command. The one path for both
    * APIs (the promise API's commands arrive as PromiseRequests); dw0/dw1 come back from the worker in the CQ entry.
    */
-  submitIo(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
+  submitIo(io: IoRequest): void {
     const cid = this.tags.tryGet();
     if (cid === undefined) {
-      this.#waitForTag(io, builder, sink, hctx, retries, timeoutMs);
+      this.#waitForTag(io);
       return;
     }
+    const sink = io.sink as IoSink;
     if (this.#state !== 'live') {
       this.tags.put(cid);
-      sink.ioCompleted(io, builder, hctx, retries, this.#closedError());
+      sink.ioCompleted(io, this.#closedError());
       return;
     }
-    const len = builder.buildIoSqe(this.#sqe, io);
+    const len = (io.builder as IoSqeBuilder).buildIoSqe(this.#sqe, io);
     if (len > this.#opts.slotBytes && io.buf.buffer !== this.#pool) {
       this.tags.put(cid);
-      sink.ioCompleted(io, builder, hctx, retries, new InvalidArgumentError('buf', `${len} bytes exceed the queue's ${this.#opts.slotBytes}-byte transfer slot`));
+      sink.ioCompleted(io, new InvalidArgumentError('buf', `${len} bytes exceed the queue's ${this.#opts.slotBytes}-byte transfer slot`));
       return;
     }
     const p = this.#slots[cid & 0xfff] as RemoteSlot;
     p.io = io;
-    p.builder = builder;
-    p.sink = sink;
-    p.hctx = hctx;
-    p.retries = retries;
-    this.#send(p, cid, io.write, io.buf, len, timeoutMs);
+    this.#send(p, cid, io, len);
   }
 
   /** Out of submitIo so that V8 does not allocate a context for its parameters on every call (docs/performance.md). */
-  #waitForTag(io: IoRequest, builder: IoSqeBuilder, sink: IoSink, hctx: number, retries: number, timeoutMs: number): void {
-    this.tags.onFree(() => this.submitIo(io, builder, sink, hctx, retries, timeoutMs));
+  #waitForTag(io: IoRequest): void {
+    this.tags.onFree(() => this.submitIo(io));
   }
 
-  #send(p: RemoteSlot, cid: number, write: boolean, data: Buffer | undefined, len: number, timeoutMs: number): void {
+  #send(p: RemoteSlot, cid: number, io: IoRequest, len: number): void {
     const tag = cid & 0xfff;
+    const write = io.write;
+    const data = io.buf;
     p.active = true;
     p.cid = cid;
     p.length = len;
     let flags = write ? SqFlag.write : 0;
     let offset = 0;
-    if (len > 0 && data !== undefined) {
+    if (len > 0) {
       if (data.buffer === this.#pool) {
         flags |= SqFlag.pool;
         offset = data.byteOffset;
@@ -220,7 +214,7 @@ export class HostRemoteQueue implements IoQueue {
     // At most one ring entry per tag in flight and the ring holds the tag count: reserve() cannot find it full.
     const b = this.#sq.reserve();
     if (b < 0) throw new Error(`queue ${this.qid}: submission ring full with ${this.#inFlight} in flight`);
-    this.#writeAt(b, tag, flags, offset, len, timeoutMs);
+    this.#writeAt(b, tag, flags, offset, len, io.rqTimeoutMs as number);
   }
 
   #writeAt(b: number, tag: number, flags: number, offset: number, len: number, timeoutMs: number): void {
@@ -257,10 +251,6 @@ export class HostRemoteQueue implements IoQueue {
       if (p.copyOut !== undefined) this.#bounce.copy(p.copyOut, 0, (p.cid & 0xfff) * this.#opts.slotBytes, (p.cid & 0xfff) * this.#opts.slotBytes + p.length);
     }
     const io = p.io as IoRequest;
-    const builder = p.builder as IoSqeBuilder;
-    const sink = p.sink as IoSink;
-    const hctx = p.hctx;
-    const retries = p.retries;
     const cid = p.cid;
     p.clear();
     this.#inFlight--;
@@ -270,7 +260,7 @@ export class HostRemoteQueue implements IoQueue {
       r.dw0 = dw0;
       r.dw1 = dw1;
     }
-    sink.ioCompleted(io, builder, hctx, retries, err);
+    (io.sink as IoSink).ioCompleted(io, err);
   }
 
   /**

@@ -40,12 +40,19 @@ class WorkerIo implements IoRequest {
   length = 0;
   /** CQE Dwords 0 and 1 on success (command-specific results, NVMe Base 2.0 §4.2.1), for the completion ring. */
   readonly result: IoResult = { dw0: 0, dw1: 0 };
+  readonly builder: IoSqeBuilder = copySqe;
+  readonly sink: IoSink;
+  readonly hctx = 0;
+  readonly retries = 0;
+  /** From the ring entry. */
+  rqTimeoutMs = 0;
   readonly tag: number;
   readonly #q: WorkerQueue;
 
   constructor(tag: number, q: WorkerQueue) {
     this.tag = tag;
     this.#q = q;
+    this.sink = q;
   }
 
   ioDone(): void {
@@ -128,11 +135,12 @@ class WorkerQueue implements IoSink {
     io.buf = length === 0 ? this.#empty : this.#view(flags, tag, w[b + Sqe.offset] as number, length);
     for (let i = 0; i < 16; i++) io.sqe.writeInt32LE(w[b + Sqe.sqe + i] as number, i * 4);
     bump(WorkerStat.ios);
-    this.qp.submitIo(io, copySqe, this, 0, 0, w[b + Sqe.timeoutMs] as number);
+    io.rqTimeoutMs = w[b + Sqe.timeoutMs] as number;
+    this.qp.submitIo(io);
   }
 
   /** IoSink: one completion entry; the ring is published once at the end of this tick's work. */
-  ioCompleted(io: IoRequest, _b: IoSqeBuilder, _h: number, _r: number, err: Error | undefined): void {
+  ioCompleted(io: IoRequest, err: Error | undefined): void {
     const w = this.#cq.words;
     let b = this.#cq.reserve();
     if (b < 0) {

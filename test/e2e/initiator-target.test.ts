@@ -26,6 +26,19 @@ async function open(port: number, extra: Record<string, unknown> = {}): Promise<
 }
 
 describe('initiator ↔ TypeScript target', () => {
+  // The suite-wide digest switch (test/fixtures/digests.ts): a connection that names no digests asks for both, and the
+  // host refuses an ICResp whose digests differ from its ICReq (TCP 1.0 §3.6.2.3), so the data path ran with CRC32C.
+  it.runIf(process.env['NVME_TCP_TEST_DIGESTS'] === '1')('NVME_TCP_TEST_DIGESTS=1: a connect that names no digests gets both', async () => {
+    const { ports } = await target();
+    const c = await open(ports[0] as number);
+    expect([c.opts.hdrDigest, c.opts.dataDigest]).toEqual([true, true]);
+    const data = pattern(8192, 3);
+    await c.namespace(1).write(0, data);
+    expect((await c.namespace(1).read(0, 16)).equals(data)).toBe(true);
+    const off = await open(ports[0] as number, { hdr_digest: false, data_digest: false });
+    expect([off.opts.hdrDigest, off.opts.dataDigest]).toEqual([false, false]);
+  });
+
   it('discovers, connects (admin + I/O queues seen by the target) and disconnects cleanly', async () => {
     const { t, ports } = await target();
     const port = ports[0] as number;

@@ -122,7 +122,7 @@ describe('in-flight data per queue (maxInFlightBytes)', () => {
     for (let i = 0; i < n; i++) {
       const sqe = readCmd(1, BigInt(i * 256), 256);
       sqe.writeUInt16LE(i, 2);
-      capsules.push(...encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [] }));
+      capsules.push(...encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [] }, io.framing));
     }
     io.socket.write(Buffer.concat(capsules));
     await new Promise((r) => setTimeout(r, 400));
@@ -160,7 +160,7 @@ describe('in-flight data per queue: writes', () => {
     for (let cid = 0; cid < n; cid++) {
       const sqe = writeCmd(1, BigInt(cid * 256), 256);
       sqe.writeUInt16LE(cid, 2);
-      capsules.push(...encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [] }));
+      capsules.push(...encodePdu({ type: PduType.CAPSULE_CMD, sqe, data: [] }, io.framing));
     }
     io.socket.write(Buffer.concat(capsules));
     // Before answering anything: only the R2Ts that fit the limit may have been issued.
