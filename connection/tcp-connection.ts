@@ -191,6 +191,8 @@ export class TcpConnection {
   /** A fault rule's stall or drip (shape()): set only while it holds bytes; flush() then takes its slow branch. */
   #shaping: WriteShaping | undefined;
   #held: Buffer[] = [];
+  /** Bytes in #held: reported as unsent (onFlushed), so the role's backpressure sees what a stall keeps. */
+  #heldBytes = 0;
   #shapeTimer: NodeJS.Timeout | undefined;
   /** One function per connection for the per-tick flush (no closure per batch). */
   readonly #flushTick = (): void => this.flush();
@@ -434,13 +436,16 @@ export class TcpConnection {
     const now = Math.min(sh.skip, bytes);
     sh.skip -= now;
     if (now > 0) this.#socket.write(copy.subarray(0, now));
-    if (now < bytes) this.#held.push(copy.subarray(now));
+    if (now < bytes) {
+      this.#held.push(copy.subarray(now));
+      this.#heldBytes += bytes - now;
+    }
     if (this.#shapeTimer === undefined && this.#held.length > 0) {
       const wait = sh.kind === 'drip' ? sh.intervalMs : sh.ms;
       if (wait !== undefined) this.#shapeTimer = setTimeout(() => this.#releaseHeld(), wait);
     }
     if (this.#held.length === 0 && sh.skip === 0) this.#shaping = undefined;
-    this.#handler.onFlushed?.(bytes, this.#socket.writableLength);
+    this.#handler.onFlushed?.(bytes, this.#socket.writableLength + this.#heldBytes);
   }
 
   /** The stall ends (everything held goes out), or the next drip slice goes; shaping ends once nothing is held. */
@@ -450,15 +455,19 @@ export class TcpConnection {
     const s = this.#socket;
     if (sh === undefined || s.destroyed || s.writableEnded) {
       this.#held = [];
+      this.#heldBytes = 0;
       return;
     }
     if (sh.kind === 'stall') {
       for (const b of this.#held) s.write(b);
       this.#held = [];
+      this.#heldBytes = 0;
     } else {
       const b = this.#held[0] as Buffer;
-      s.write(b.subarray(0, sh.slice));
-      if (b.length > sh.slice) this.#held[0] = b.subarray(sh.slice);
+      const n = Math.min(sh.slice, b.length);
+      s.write(b.subarray(0, n));
+      this.#heldBytes -= n;
+      if (b.length > n) this.#held[0] = b.subarray(n);
       else this.#held.shift();
     }
     if (this.#held.length === 0) this.#shaping = undefined;

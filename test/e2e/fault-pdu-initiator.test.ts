@@ -8,23 +8,19 @@ import { connect, type Controller } from '../../initiator/index.js';
 import { DataPduOffset, Fes, NvmOpcode } from '../../protocol/index.js';
 import { armFault } from '../../harness/faults.js';
 import type { FaultRuleInput } from '../../target/config/index.js';
-import { TargetService } from '../../target/index.js';
+import type { TargetService } from '../../target/index.js';
+import { startInProcessTarget } from '../../harness/nvme.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
-const SUBNQN = 'nqn.2024-01.io.test:fault-pdu';
 const cleanups = cleanupAfterEach();
 
-async function target(): Promise<{ t: TargetService; port: number }> {
-  const t = new TargetService();
-  cleanups.push(() => t.stop());
-  await t.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] }] });
-  return { t, port: (t.boundPorts()[0] as { port: number }).port };
-}
-
-async function host(port: number, extra: Record<string, unknown> = {}): Promise<Controller> {
-  const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: SUBNQN, nr_io_queues: 1, reconnect_delay: 0.1, ...extra });
+/** Our target in this process (1 MiB RAM namespace) and our initiator connected to it with one I/O queue. */
+async function setup(hostOpts: Record<string, unknown> = {}): Promise<{ t: TargetService; c: Controller }> {
+  const tgt = await startInProcessTarget({ size: '1M' });
+  cleanups.push(() => tgt.stop());
+  const c = await connect({ traddr: tgt.addr, trsvcid: tgt.port, nqn: tgt.nqn, nr_io_queues: 1, reconnect_delay: 0.1, ...hostOpts });
   cleanups.push(() => c.disconnect());
-  return c;
+  return { t: tgt.service, c };
 }
 
 const DATA = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 13 + 1) & 0xff));
@@ -42,27 +38,19 @@ function recovery(c: Controller): { err: Promise<unknown>; reconnected: Promise<
 }
 
 describe('shapes our initiator takes as they come', () => {
-  it('c2h-split at every byte: the read completes with its data, no recovery', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
+  it.each([
+    ['c2h-split at every byte', { kind: 'c2h-split' }],
+    ['success-flag without SQ flow control disabled (the SUCCESS completes the read)', { kind: 'success-flag' }],
+  ] as const)('%s: the read completes with its data, no recovery', async (_name, action) => {
+    const { t, c } = await setup();
     await c.namespace(1).write(0, DATA);
-    armFault(t, once({ kind: 'c2h-split' }));
-    expect((await c.namespace(1).read(0, 8)).equals(DATA)).toBe(true);
-    expect([hits(t, 'f'), c.ioRetries, c.state]).toEqual([1, 0, 'live']);
-  });
-
-  it('success-flag without SQ flow control disabled: the SUCCESS completes the read', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
-    await c.namespace(1).write(0, DATA);
-    armFault(t, once({ kind: 'success-flag' }));
+    armFault(t, once(action));
     expect((await c.namespace(1).read(0, 8)).equals(DATA)).toBe(true);
     expect([hits(t, 'f'), c.ioRetries, c.state]).toEqual([1, 0, 'live']);
   });
 
   it('r2t-past-maxr2t: two R2Ts in order are both answered and the write lands (MAXR2T is not enforced)', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
+    const { t, c } = await setup();
     armFault(t, once({ kind: 'r2t-past-maxr2t', count: 4 }, NvmOpcode.WRITE));
     await c.namespace(1).write(0, BIG);
     expect((await c.namespace(1).read(0, 128)).equals(BIG)).toBe(true);
@@ -70,8 +58,7 @@ describe('shapes our initiator takes as they come', () => {
   });
 
   it('stall for 300 ms mid-PDU: the read completes, late', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
+    const { t, c } = await setup();
     await c.namespace(1).write(0, DATA);
     armFault(t, once({ kind: 'stall', afterBytes: 30, ms: 300 }));
     const t0 = performance.now();
@@ -87,8 +74,7 @@ describe('shapes our initiator refuses: H2CTermReq, recovery, the command retrie
     ['c2h-duplicate', { kind: 'c2h-duplicate' }, Fes.INVALID_HEADER_FIELD, DataPduOffset.datao],
     ['c2h-overrun', { kind: 'c2h-overrun' }, Fes.DATA_OUT_OF_RANGE, DataPduOffset.datal],
   ] as const)('%s', async (_name, action, fes, fei) => {
-    const { t, port } = await target();
-    const c = await host(port);
+    const { t, c } = await setup();
     await c.namespace(1).write(0, DATA);
     armFault(t, once(action));
     const r = recovery(c);
@@ -99,8 +85,7 @@ describe('shapes our initiator refuses: H2CTermReq, recovery, the command retrie
   });
 
   it('r2t-past-transfer: H2CTermReq Data Transfer Out of Range; the write is retried and lands', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
+    const { t, c } = await setup();
     armFault(t, once({ kind: 'r2t-past-transfer' }, NvmOpcode.WRITE));
     const r = recovery(c);
     await c.namespace(1).write(0, BIG);
@@ -111,8 +96,7 @@ describe('shapes our initiator refuses: H2CTermReq, recovery, the command retrie
   });
 
   it('header-digest-error: H2CTermReq Header Digest Error, then the read is retried', async () => {
-    const { t, port } = await target();
-    const c = await host(port, { hdr_digest: true });
+    const { t, c } = await setup({ hdr_digest: true });
     await c.namespace(1).write(0, DATA);
     armFault(t, once({ kind: 'header-digest-error' }));
     const r = recovery(c);
@@ -122,8 +106,7 @@ describe('shapes our initiator refuses: H2CTermReq, recovery, the command retrie
   });
 
   it('c2h-term-req mid-stream: the host tears the association down and retries the read', async () => {
-    const { t, port } = await target();
-    const c = await host(port);
+    const { t, c } = await setup();
     await c.namespace(1).write(0, DATA);
     armFault(t, once({ kind: 'c2h-term-req', fes: Fes.DATA_LIMIT_EXCEEDED }));
     const r = recovery(c);
@@ -135,8 +118,7 @@ describe('shapes our initiator refuses: H2CTermReq, recovery, the command retrie
 
 describe('data digest error', () => {
   it('the read completes with Data Transfer Error (no DNR) and is retried on the same association', async () => {
-    const { t, port } = await target();
-    const c = await host(port, { data_digest: true });
+    const { t, c } = await setup({ data_digest: true });
     await c.namespace(1).write(0, DATA);
     armFault(t, once({ kind: 'data-digest-error' }));
     expect((await c.namespace(1).read(0, 8)).equals(DATA)).toBe(true);

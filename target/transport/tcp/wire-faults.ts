@@ -10,17 +10,19 @@ import type { Request } from '../../core/index.js';
 
 const EMPTY = Buffer.alloc(0);
 
-/** Default stall point: 4 bytes into the reply, inside its common header (NVMe-TCP 1.0 §3.6.1.1): mid-PDU. */
-const STALL_AFTER_BYTES = 4;
-const DRIP_BYTES = 1;
-const DRIP_INTERVAL_MS = 10;
-/** Default extra bytes of c2h-overrun and r2t-past-transfer: one 512-byte block. */
-const PAST_END_BYTES = 512;
-/** Default R2Ts of r2t-past-maxr2t: two at once, past the MAXR2T of 0 (one outstanding) the Linux host asks for. */
-const R2T_COUNT = 2;
-
-/** Where a header digest sits: right after the header (C2HData and CapsuleResp headers are both 24 bytes, §3.6.2.7/9). */
-const HDGST_AT = 24;
+/** Defaults of the actions' optional fields (docs/faults.md). */
+const DEFAULTS = {
+  /** 4 bytes into the reply: inside its common header (NVMe-TCP 1.0 §3.6.1.1), so a stall is mid-PDU. */
+  stallAfterBytes: 4,
+  dripBytes: 1,
+  dripIntervalMs: 10,
+  /** Extra bytes of c2h-overrun and r2t-past-transfer: one 512-byte block. */
+  pastEndBytes: 512,
+  /** R2Ts of r2t-past-maxr2t: two at once, past the MAXR2T of 0 (one outstanding) the Linux host asks for. */
+  r2tCount: 2,
+  /** Where a header digest sits: after the 24-byte C2HData or CapsuleResp header (§3.6.2.7, §3.6.2.9). */
+  hdgstAt: 24,
+} as const;
 
 /**
  * A marked command's reply (NVMe-TCP 1.0 §3.6.2.7, §3.6.2.9): C2HData reshaped (reordered, duplicated, overrunning,
@@ -29,11 +31,11 @@ const HDGST_AT = 24;
 export function sendFaultedCompletion(conn: TcpConnection, req: Request, a: FaultWireAction, sqid: number, sqflowDisabled: boolean, c2hMax: number): void {
   switch (a.kind) {
     case 'stall':
-      conn.shape({ kind: 'stall', skip: a.afterBytes ?? STALL_AFTER_BYTES, ms: a.ms });
+      conn.shape({ kind: 'stall', skip: a.afterBytes ?? DEFAULTS.stallAfterBytes, ms: a.ms });
       conn.sendCompletion(req, sqid, sqflowDisabled);
       return;
     case 'drip':
-      conn.shape({ kind: 'drip', skip: 0, slice: a.bytes ?? DRIP_BYTES, intervalMs: a.intervalMs ?? DRIP_INTERVAL_MS });
+      conn.shape({ kind: 'drip', skip: 0, slice: a.bytes ?? DEFAULTS.dripBytes, intervalMs: a.intervalMs ?? DEFAULTS.dripIntervalMs });
       conn.sendCompletion(req, sqid, sqflowDisabled);
       return;
     case 'r2t-past-maxr2t':
@@ -54,7 +56,7 @@ export function sendFaultedCompletion(conn: TcpConnection, req: Request, a: Faul
     data.push({ type: PduType.C2H_DATA, cccid: req.cid, datao: off, last: end === total, success: end === total && success, data: [whole.subarray(off, end)] });
   }
   const last = data[data.length - 1];
-  if (a.kind === 'c2h-overrun' && last !== undefined) last.data = [last.data[0] as Buffer, Buffer.alloc(a.bytes ?? PAST_END_BYTES)];
+  if (a.kind === 'c2h-overrun' && last !== undefined) last.data = [last.data[0] as Buffer, Buffer.alloc(a.bytes ?? DEFAULTS.pastEndBytes)];
   if (a.kind === 'c2h-reorder') data.reverse();
   if (a.kind === 'c2h-duplicate' && data[0] !== undefined) data.splice(1, 0, data[0]);
   if (a.kind === 'c2h-term-req') data = data.slice(0, 1);
@@ -64,7 +66,7 @@ export function sendFaultedCompletion(conn: TcpConnection, req: Request, a: Faul
   const f = conn.framing;
   const encoded = pdus.map((p) => encodePdu(p, f));
   // The digests the encoder computed, made wrong by one flipped byte (§3.6.1.3 HDGST, §3.6.1.4 DDGST).
-  if (a.kind === 'header-digest-error' && encoded[0] !== undefined) flip(encoded[0][0] as Buffer, HDGST_AT);
+  if (a.kind === 'header-digest-error' && encoded[0] !== undefined) flip(encoded[0][0] as Buffer, DEFAULTS.hdgstAt);
   if (a.kind === 'data-digest-error' && data.length > 0) {
     const first = encoded[0] as Buffer[];
     flip(first[first.length - 1] as Buffer, 0);
@@ -80,10 +82,10 @@ export function sendFaultedCompletion(conn: TcpConnection, req: Request, a: Faul
 export function sendFaultedR2T(conn: TcpConnection, req: Request, a: FaultWireAction, ttag: number): void {
   const len = req.dataLen;
   if (a.kind === 'r2t-past-transfer') {
-    conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: len + (a.bytes ?? PAST_END_BYTES) });
+    conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: len + (a.bytes ?? DEFAULTS.pastEndBytes) });
     return;
   }
-  const count = a.kind === 'r2t-past-maxr2t' ? Math.min(a.count ?? R2T_COUNT, len) : 1;
+  const count = a.kind === 'r2t-past-maxr2t' ? Math.min(a.count ?? DEFAULTS.r2tCount, len) : 1;
   const share = Math.ceil(len / count);
   for (let off = 0; off < len; off += share) {
     const r2t: R2TPdu = { type: PduType.R2T, cccid: req.cid, ttag, r2to: off, r2tl: Math.min(share, len - off) };
