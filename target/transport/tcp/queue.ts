@@ -560,13 +560,21 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
     // The Request is the completion record: CQE fields, data and its lifetime (PduBatch.addCompletion). A command a
     // fault rule marked takes the slow branch (docs/faults.md); one compare otherwise.
-    if (req.fault !== undefined) {
-      const a = req.fault.action as FaultWireAction;
-      req.fault = undefined;
-      sendFaultedCompletion(this.#conn, req, a, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled, this.port.c2hDataSize);
-    } else this.#conn.sendCompletion(req, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled);
+    if (req.fault !== undefined) return this.#faultedResponse(cmd, req.fault.action as FaultWireAction);
+    this.#conn.sendCompletion(req, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled);
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
+  }
+
+  /**
+   * A reply a PDU-shaping rule marked (docs/faults.md): the slow branch. A faulted Connect keeps its queue in this
+   * process (no hand-off): a stalled or dripping connection cannot move with bytes still held.
+   */
+  #faultedResponse(cmd: TcpCommand, a: FaultWireAction): void {
+    const req = cmd.req;
+    req.fault = undefined;
+    sendFaultedCompletion(this.#conn, req, a, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled, this.port.c2hDataSize);
+    this.#release(cmd);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
