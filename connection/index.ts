@@ -14,4 +14,5 @@ export {
   type ResumedConnection,
   type TcpConnectOptions,
   type TcpConnectionOptions,
+  type WriteShaping,
 } from './tcp-connection.js';

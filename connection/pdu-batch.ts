@@ -166,6 +166,15 @@ export class PduBatch {
   }
 
   /**
+   * Bytes already laid out as PDUs (a fault rule's reshaped or corrupted reply, docs/faults.md), sent as they are after
+   * what is batched; the caller lends them until the batch is written. Not on any unfaulted path.
+   */
+  addBytes(bufs: readonly Buffer[]): void {
+    for (const b of bufs) this.bytes += b.length;
+    this.#views(bufs);
+  }
+
+  /**
    * The copy policy: a payload up to copyMax is copied into the slab at take() when lent STABLE within the batch's
    * copy budget, or lent TASK; else one lent beyond this call is sent as a view, and one lent less long is copied now.
    */

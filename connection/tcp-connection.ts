@@ -153,6 +153,13 @@ export interface TcpConnectOptions {
 const EMPTY = Buffer.alloc(0);
 const DEFAULT_LINGER_MS = 1000;
 
+/**
+ * How a fault rule holds this connection's writes (docs/faults.md, stall and drip): from `skip` bytes into what is
+ * written next, `slice` bytes (0: all that is held) every `intervalMs`, or nothing more for `ms` (stall; forever when
+ * `ms` is undefined). Only the socket write changes; the PDUs are the ones the batch made.
+ */
+export type WriteShaping = { kind: 'stall'; skip: number; ms: number | undefined } | { kind: 'drip'; skip: number; slice: number; intervalMs: number };
+
 export class TcpConnection {
   readonly role: ConnectionRole;
   #state: ConnectionState;
@@ -181,6 +188,12 @@ export class TcpConnection {
   #priming = false;
   /** detach() took the socket: no further event reaches the handler. */
   #detached = false;
+  /** A fault rule's stall or drip (shape()): set only while it holds bytes; flush() then takes its slow branch. */
+  #shaping: WriteShaping | undefined;
+  #held: Buffer[] = [];
+  /** Bytes in #held: reported as unsent (onFlushed), so the role's backpressure sees what a stall keeps. */
+  #heldBytes = 0;
+  #shapeTimer: NodeJS.Timeout | undefined;
   /** One function per connection for the per-tick flush (no closure per batch). */
   readonly #flushTick = (): void => this.flush();
 
@@ -354,6 +367,26 @@ export class TcpConnection {
     return true;
   }
 
+  /**
+   * Bytes laid out by a fault rule (PduBatch.addBytes), after what is batched; lent until written. False when the
+   * connection no longer sends.
+   */
+  sendBytes(bufs: readonly Buffer[]): boolean {
+    if (this.#state !== 'open') return false;
+    this.#batch.addBytes(bufs);
+    this.#queued();
+    return true;
+  }
+
+  /**
+   * A fault rule's stall or drip (docs/faults.md) on what is written from now on: `skip` bytes of it past what is
+   * already batched go out as usual, then the writes are held (WriteShaping). Ends once nothing is held.
+   */
+  shape(s: WriteShaping): void {
+    if (this.#shaping !== undefined) return;
+    this.#shaping = { ...s, skip: s.skip + this.#batch.bytes };
+  }
+
   /** Inside a received chunk the batch goes out when the chunk is done; otherwise on the next tick. */
   #queued(): void {
     if (!this.#inChunk && !this.#flushScheduled) {
@@ -375,6 +408,7 @@ export class TcpConnection {
       return;
     }
     this.#bytesOut += bytes;
+    if (this.#shaping !== undefined) return this.#flushShaped(chunks, bytes);
     if (this.#toDescriptor && s.writableLength === 0 && writeToDescriptor(s, chunks, bytes)) {
       batch.recycle(false);
       this.#handler.onFlushed?.(bytes, 0);
@@ -392,6 +426,52 @@ export class TcpConnection {
     const release = batch.recycle(unsent > 0);
     if (release !== undefined) s.write(EMPTY, release);
     this.#handler.onFlushed?.(bytes, unsent);
+  }
+
+  /** flush() under a stall or drip: the batch is copied (its slab is reused) and released by #releaseHeld. */
+  #flushShaped(chunks: Buffer[], bytes: number): void {
+    const copy = Buffer.concat(chunks, bytes);
+    this.#batch.recycle(false);
+    const sh = this.#shaping as WriteShaping;
+    const now = Math.min(sh.skip, bytes);
+    sh.skip -= now;
+    if (now > 0) this.#socket.write(copy.subarray(0, now));
+    if (now < bytes) {
+      this.#held.push(copy.subarray(now));
+      this.#heldBytes += bytes - now;
+    }
+    if (this.#shapeTimer === undefined && this.#held.length > 0) {
+      const wait = sh.kind === 'drip' ? sh.intervalMs : sh.ms;
+      if (wait !== undefined) this.#shapeTimer = setTimeout(() => this.#releaseHeld(), wait);
+    }
+    if (this.#held.length === 0 && sh.skip === 0) this.#shaping = undefined;
+    this.#handler.onFlushed?.(bytes, this.#socket.writableLength + this.#heldBytes);
+  }
+
+  /** The stall ends (everything held goes out), or the next drip slice goes; shaping ends once nothing is held. */
+  #releaseHeld(): void {
+    this.#shapeTimer = undefined;
+    const sh = this.#shaping;
+    const s = this.#socket;
+    if (sh === undefined || s.destroyed || s.writableEnded) {
+      this.#held = [];
+      this.#heldBytes = 0;
+      return;
+    }
+    if (sh.kind === 'stall') {
+      for (const b of this.#held) s.write(b);
+      this.#held = [];
+      this.#heldBytes = 0;
+    } else {
+      const b = this.#held[0] as Buffer;
+      const n = Math.min(sh.slice, b.length);
+      s.write(b.subarray(0, n));
+      this.#heldBytes -= n;
+      if (b.length > n) this.#held[0] = b.subarray(n);
+      else this.#held.shift();
+    }
+    if (this.#held.length === 0) this.#shaping = undefined;
+    else this.#shapeTimer = setTimeout(() => this.#releaseHeld(), (sh as { intervalMs: number }).intervalMs);
   }
 
   /** Stop reading the socket (backpressure); resumeReading undoes it. */
@@ -564,6 +644,8 @@ export class TcpConnection {
     if (this.#detached) return;
     if (this.#linger !== undefined) clearTimeout(this.#linger);
     this.#linger = undefined;
+    if (this.#shapeTimer !== undefined) clearTimeout(this.#shapeTimer);
+    this.#shapeTimer = undefined;
     if (!this.#setState('closed')) return;
     this.#handler.onClose(this.#socketError);
   }

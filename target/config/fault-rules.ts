@@ -5,13 +5,13 @@ import { z } from 'zod';
 import { errnoText } from './load.js';
 import { ANA_STATE_NAMES, Status, } from '../../protocol/index.js';
 import { ConfigError, bool, int, list, obj, opt, parseWith, show, str } from './schema.js';
-import { FAULT_ACTIONS_NOT_IMPLEMENTED, FAULT_COMMAND_SETS, FAULT_EVENTS, type FaultRule } from '../model/faults.js';
+import { FAULT_COMMAND_SETS, FAULT_EVENTS, FAULT_WIRE_ACTIONS, type FaultRule } from '../model/faults.js';
 
-export { FAULT_ACTIONS_NOT_IMPLEMENTED, FAULT_COMMAND_SETS, FAULT_EVENTS };
-export type { FaultAction, FaultAnaState, FaultCommandSet, FaultEvent, FaultMatch, FaultRule, FaultSchedule } from '../model/faults.js';
+export { FAULT_COMMAND_SETS, FAULT_EVENTS, FAULT_WIRE_ACTIONS };
+export type { FaultAction, FaultAnaState, FaultCommandSet, FaultEvent, FaultMatch, FaultRule, FaultSchedule, FaultWireAction } from '../model/faults.js';
 
-/** PDU types a rule can match today: ICReq (00h) and CapsuleCmd (04h) (NVMe-TCP 1.0 §3.6.2). */
-const PDU_TYPES_MATCHED = [0x00, 0x04];
+/** PDU types a rule can match: ICReq (00h), CapsuleCmd (04h) and H2CData (06h), the host's PDUs that start work (NVMe-TCP 1.0 §3.6.2). */
+const PDU_TYPES_MATCHED = [0x00, 0x04, 0x06];
 
 const NVME_STATUS_NAMES = Object.keys(Status);
 
@@ -34,7 +34,7 @@ const matchSchema = obj({
   lba: opt(obj({ start: int(0, Number.MAX_SAFE_INTEGER, 'an LBA'), count: int(1, Number.MAX_SAFE_INTEGER, 'a block count') })),
   pduType: opt(
     int(0, 255, 'a PDU type').refine((v) => PDU_TYPES_MATCHED.includes(v), {
-      error: (iss) => `PDU type ${show(iss.input)} is not yet implemented as a match; use 0 (ICReq) or 4 (CapsuleCmd)`,
+      error: (iss) => `PDU type ${show(iss.input)} cannot be matched; use 0 (ICReq), 4 (CapsuleCmd) or 6 (H2CData)`,
     }),
   ),
 });
@@ -77,12 +77,23 @@ const actionSchema = z.discriminatedUnion(
       ddgst: opt(bool),
     }),
     obj({ kind: z.literal('close'), rst: opt(bool) }),
+    obj({ kind: z.literal('c2h-reorder'), size: opt(int(1, 0x7fffffff, 'a C2HData size in bytes')) }),
+    obj({ kind: z.literal('c2h-duplicate'), size: opt(int(1, 0x7fffffff, 'a C2HData size in bytes')) }),
+    obj({ kind: z.literal('c2h-overrun'), bytes: opt(int(1, 1 << 20, 'a byte count')) }),
+    obj({ kind: z.literal('c2h-split'), size: opt(int(1, 0x7fffffff, 'a C2HData size in bytes')) }),
+    obj({ kind: z.literal('success-flag'), resp: opt(bool) }),
+    obj({ kind: z.literal('c2h-term-req'), fes: int(0, 255, 'a FES (NVMe-TCP 1.0 §3.6.2.5, Figure 25: 1..6)'), fei: opt(int(0, 0xffffffff, 'a FEI')) }),
+    obj({ kind: z.literal('header-digest-error') }),
+    obj({ kind: z.literal('data-digest-error') }),
+    obj({ kind: z.literal('r2t-past-maxr2t'), count: opt(int(2, 64, 'an R2T count')) }),
+    obj({ kind: z.literal('r2t-past-transfer'), bytes: opt(int(1, 1 << 20, 'a byte count')) }),
+    obj({ kind: z.literal('stall'), afterBytes: opt(int(0, 0x7fffffff, 'a byte count')), ms: opt(int(0, 0x7fffffff, 'milliseconds')) }),
+    obj({ kind: z.literal('drip'), bytes: opt(int(1, 65536, 'a byte count')), intervalMs: opt(int(0, 60_000, 'milliseconds')) }),
   ],
   {
     error: (iss) => {
       const k = (iss.input as { kind?: unknown } | undefined)?.kind;
-      if (typeof k === 'string' && (FAULT_ACTIONS_NOT_IMPLEMENTED as readonly string[]).includes(k)) return `action "${k}" is not yet implemented (it needs the data path's PDU shaping)`;
-      return `${show(k)} is not an action; use status, delay, drop, duplicate, cid, media-error, grant-queues, ana, aen, fatal, icresp or close`;
+      return `${show(k)} is not an action; use status, delay, drop, duplicate, cid, media-error, grant-queues, ana, aen, fatal, icresp, close or ${FAULT_WIRE_ACTIONS.join(', ')}`;
     },
   },
 );
@@ -103,6 +114,11 @@ export const faultRuleSchema = obj({
       for (const k of ['hostnqn', 'subnqn', 'cntlid', 'qid', 'set', 'opcode', 'fctype', 'nsid', 'lba'] as const) if (m[k] !== undefined) problem(['match', k], `is not known at ICReq time; match ICReq by port only`);
     }
     if (m.pduType === 0 && m.event !== 'icreq') problem(['match', 'pduType'], 'PDU type 0 (ICReq) needs match.event "icreq"');
+    if (m.pduType === 6 && m.event !== 'pdu') problem(['match', 'pduType'], 'PDU type 6 (H2CData) needs match.event "pdu"');
+    if (m.event === 'pdu' && a.kind !== 'close') problem(['action', 'kind'], `${JSON.stringify(a.kind)} cannot act on a received PDU; use close (at the Nth PDU)`);
+    if (m.event === 'pdu') {
+      for (const k of ['set', 'opcode', 'fctype', 'nsid', 'lba'] as const) if (m[k] !== undefined) problem(['match', k], 'a PDU event matches by connection (port, qid, hostnqn, subnqn, cntlid) and pduType; drop this field');
+    }
     if (a.kind === 'media-error' && (m.nsid === undefined || m.lba === undefined)) problem(['match', m.nsid === undefined ? 'nsid' : 'lba'], 'a media-error action needs match.nsid and match.lba (the bad range)');
     if (a.kind === 'delay' && (a.us === undefined) === (a.minUs === undefined || a.maxUs === undefined)) problem(['action', 'us'], 'give either us, or minUs and maxUs');
     if (a.kind === 'delay' && a.minUs !== undefined && a.maxUs !== undefined && a.minUs > a.maxUs) problem(['action', 'minUs'], `${a.minUs} is above maxUs ${a.maxUs}`);

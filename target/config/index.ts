@@ -6,4 +6,4 @@ export { parseSize } from '../../protocol/values/index.js';
 export type * from '../model/config.js';
 // The placement policies (target/model), so a caller that reads config needs no import from the worker pool.
 export { PLACEMENT_CHOICES, PLACEMENT_LIST, PLACEMENTS, isPlacement, type Placement } from '../model/placement.js';
-export { FAULT_ACTIONS_NOT_IMPLEMENTED, FAULT_EVENTS, faultRuleSchema, loadFaultRules, parseFaultRule, parseFaultRules, type FaultAction, type FaultMatch, type FaultRule, type FaultRuleInput, type FaultSchedule } from './fault-rules.js';
+export { FAULT_EVENTS, FAULT_WIRE_ACTIONS, faultRuleSchema, loadFaultRules, parseFaultRule, parseFaultRules, type FaultAction, type FaultMatch, type FaultRule, type FaultRuleInput, type FaultSchedule, type FaultWireAction } from './fault-rules.js';

@@ -59,6 +59,10 @@ export function fireFault(r: FiredRule, q: QueueModel, req: Request, qid: number
       return false;
     case 'icresp':
       return false;
+    default:
+      // A PDU-shaping action (FAULT_WIRE_ACTIONS): the command runs; its R2T or reply takes the transport's slow branch.
+      req.fault = { action: a, draw: 0 };
+      return false;
   }
 }
 
@@ -105,8 +109,10 @@ function aenStorm(q: QueueModel, a: Extract<FaultAction, { kind: 'aen' }>): void
  */
 export function faultCompletion(q: QueueModel, req: Request, status: number): boolean {
   const f = req.fault as PendingFault;
-  req.fault = undefined;
   const a = f.action;
+  // A PDU-shaping mark stays for the transport (TargetTcpQueue.queueResponse reads and clears it).
+  if (!COMPLETION_KINDS.has(a.kind)) return false;
+  req.fault = undefined;
   switch (a.kind) {
     case 'delay':
       delayCompletion(q, req, status, a.us ?? (a.minUs as number) + Math.floor(f.draw * ((a.maxUs as number) - (a.minUs as number) + 1)));
@@ -129,8 +135,13 @@ export function faultCompletion(q: QueueModel, req: Request, status: number): bo
       queueMicrotask(() => q.ops.sendCqe?.(cid, status, dw0, dw1, req.sqhd));
       return false;
     }
+    default:
+      return false;
   }
 }
+
+/** The marks faultCompletion acts on; the rest are PDU-shaping marks for the transport. */
+const COMPLETION_KINDS = new Set<string>(['delay', 'grant-queues', 'cid', 'duplicate']);
 
 /** Completes `us` microseconds from now (any length: a LongTimeout; Node's timers fire up to ~1 ms early). */
 function delayCompletion(q: QueueModel, req: Request, status: number, us: number): void {

@@ -2,7 +2,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { FAULT_ACTIONS_NOT_IMPLEMENTED, parseFaultRule, type FaultRuleInput } from '../config/fault-rules.js';
+import { FAULT_WIRE_ACTIONS, parseFaultRule, type FaultRuleInput } from '../config/fault-rules.js';
 import { FaultEngine, type FaultCommand, type FaultQueue } from './fault-engine.js';
 
 afterEach(() => {
@@ -10,9 +10,9 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-const Q: FaultQueue = { qid: 1, port: { id: 1 }, ctrl: { hostnqn: 'h', cntlid: 1, subsys: { nqn: 's' } } };
-function cmd(opcode = 0): FaultCommand {
-  return { opcode, sqe: Buffer.alloc(64), nsid: 1, inCapsule: undefined, fault: undefined };
+const Q: FaultQueue = { qid: 1, port: { id: 1 }, ops: { dataDigest: false }, ctrl: { hostnqn: 'h', cntlid: 1, subsys: { nqn: 's' } } };
+function cmd(opcode = 0, dir = 'none', dataLen = 0): FaultCommand {
+  return { opcode, sqe: Buffer.alloc(64), nsid: 1, inCapsule: undefined, dir, dataLen, fault: undefined };
 }
 
 /** Which of `n` matching commands the rule fires on (1-based). */
@@ -85,15 +85,98 @@ describe('registry', () => {
   });
 });
 
+describe('PDU-shaping rules match only where they can act', () => {
+  const marks = (action: FaultRuleInput['action'], q: FaultQueue, c: FaultCommand): boolean => {
+    const e = new FaultEngine();
+    e.add(parseFaultRule({ action }));
+    e.onCommand(q, c, (r, _q, req) => ((req.fault = { action: r.rule.action as never, draw: 0 }), false));
+    return c.fault !== undefined;
+  };
+  const withDigests: FaultQueue = { ...Q, ops: { dataDigest: true, headerDigest: true } };
+
+  it('C2HData actions: reads with data only', () => {
+    for (const kind of ['c2h-reorder', 'c2h-duplicate', 'c2h-overrun', 'c2h-split', 'success-flag'] as const) {
+      expect(marks({ kind }, Q, cmd(2, 'c2h', 4096))).toBe(true);
+      expect(marks({ kind }, Q, cmd(1, 'h2c', 4096))).toBe(false);
+      expect(marks({ kind }, Q, cmd(0, 'none', 0))).toBe(false);
+    }
+  });
+
+  it('R2T actions: writes by R2T only (not in-capsule data)', () => {
+    for (const kind of ['r2t-past-maxr2t', 'r2t-past-transfer'] as const) {
+      expect(marks({ kind }, Q, cmd(1, 'h2c', 4096))).toBe(true);
+      expect(marks({ kind }, Q, { ...cmd(1, 'h2c', 512), inCapsule: [Buffer.alloc(512)] })).toBe(false);
+      expect(marks({ kind }, Q, cmd(2, 'c2h', 4096))).toBe(false);
+    }
+  });
+
+  it('digest errors: only on connections that negotiated that digest', () => {
+    expect(marks({ kind: 'header-digest-error' }, Q, cmd())).toBe(false);
+    expect(marks({ kind: 'header-digest-error' }, withDigests, cmd())).toBe(true);
+    expect(marks({ kind: 'data-digest-error' }, Q, cmd(2, 'c2h', 512))).toBe(false);
+    expect(marks({ kind: 'data-digest-error' }, withDigests, cmd(2, 'c2h', 512))).toBe(true);
+    expect(marks({ kind: 'data-digest-error' }, withDigests, cmd(0, 'none', 0))).toBe(false);
+  });
+
+  it('event "pdu" counts capsules and H2CData; other rules count capsules only', () => {
+    const e = new FaultEngine();
+    e.add(parseFaultRule({ id: 'pdu', match: { event: 'pdu' }, action: { kind: 'close' } }));
+    e.add(parseFaultRule({ id: 'h2c', match: { event: 'pdu', pduType: 6 }, action: { kind: 'close' } }));
+    e.add(parseFaultRule({ id: 'cmd', action: { kind: 'close' } }));
+    const seen: string[] = [];
+    const fire = (r: { id: string }): boolean => (seen.push(r.id), false);
+    e.onCommand(Q, cmd(), fire);
+    e.onCommand(Q, cmd(), fire, 6);
+    expect(seen).toEqual(['pdu', 'cmd', 'pdu', 'h2c']);
+  });
+});
+
 describe('rule validation', () => {
-  it.each(FAULT_ACTIONS_NOT_IMPLEMENTED)('%s is refused as not yet implemented, naming the action', (kind) => {
-    expect(() => parseFaultRule({ action: { kind } })).toThrow(`action.kind: action "${kind}" is not yet implemented`);
+  it.each(FAULT_WIRE_ACTIONS.filter((k) => k !== 'c2h-term-req'))('%s is accepted with no fields', (kind) => {
+    expect(parseFaultRule({ action: { kind } }).action.kind).toBe(kind);
+  });
+
+  it.each([
+    [{ kind: 'c2h-split', size: 0 }, 'action.size'],
+    [{ kind: 'c2h-split', size: 2 ** 31 }, 'action.size'],
+    [{ kind: 'c2h-reorder', size: -1 }, 'action.size'],
+    [{ kind: 'c2h-overrun', bytes: 0 }, 'action.bytes'],
+    [{ kind: 'c2h-term-req' }, 'action.fes'],
+    [{ kind: 'c2h-term-req', fes: 256 }, 'action.fes'],
+    [{ kind: 'c2h-term-req', fes: 1, fei: 2 ** 32 }, 'action.fei'],
+    [{ kind: 'r2t-past-maxr2t', count: 1 }, 'action.count'],
+    [{ kind: 'r2t-past-transfer', bytes: 2 ** 32 }, 'action.bytes'],
+    [{ kind: 'stall', ms: 2 ** 31 }, 'action.ms'],
+    [{ kind: 'drip', bytes: 0 }, 'action.bytes'],
+    [{ kind: 'drip', intervalMs: 60_001 }, 'action.intervalMs'],
+  ])('wire action %j is refused naming %s', (action, path) => {
+    expect(() => parseFaultRule({ action })).toThrow(`${path}:`);
+  });
+
+  it('wire actions at their edges are accepted', () => {
+    for (const action of [
+      { kind: 'c2h-split', size: 1 },
+      { kind: 'c2h-split', size: 2 ** 31 - 1 },
+      { kind: 'c2h-term-req', fes: 0, fei: 0 },
+      { kind: 'c2h-term-req', fes: 255, fei: 2 ** 32 - 1 },
+      { kind: 'r2t-past-maxr2t', count: 64 },
+      { kind: 'stall', afterBytes: 0, ms: 0 },
+      { kind: 'drip', bytes: 65536, intervalMs: 0 },
+    ]) expect(parseFaultRule({ action }).action).toEqual(action);
+  });
+
+  it('event "pdu": close only, H2CData (6) only with it, no command fields', () => {
+    expect(parseFaultRule({ match: { event: 'pdu', pduType: 6, qid: 1 }, action: { kind: 'close' } }).match?.pduType).toBe(6);
+    expect(() => parseFaultRule({ match: { pduType: 6 }, action: { kind: 'close' } })).toThrow('match.pduType:');
+    expect(() => parseFaultRule({ match: { event: 'pdu' }, action: { kind: 'drop' } })).toThrow('action.kind:');
+    expect(() => parseFaultRule({ match: { event: 'pdu', opcode: 1 }, action: { kind: 'close' } })).toThrow('match.opcode:');
   });
 
   it.each([
     [{ match: { event: 'icreq', qid: 0 }, action: { kind: 'close' } }, 'match.qid'],
     [{ match: { event: 'icreq' }, action: { kind: 'drop' } }, 'action.kind'],
     [{ match: { pduType: 5 }, action: { kind: 'drop' } }, 'match.pduType'],
+    [{ match: { pduType: 7 }, action: { kind: 'drop' } }, 'match.pduType'],
     [{ schedule: { seed: 1 }, action: { kind: 'drop' } }, 'schedule.seed'],
     [{ action: { kind: 'delay' } }, 'action.us'],
     [{ action: { kind: 'status', status: 'NOT_A_STATUS' } }, 'action.status'],

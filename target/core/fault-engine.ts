@@ -5,7 +5,7 @@ import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { AdminOpcode, ConnectDataOffset, FABRICS_OPCODE, FabricsSqeOffset, FabricsType, FeatureId, InvalidArgumentError, NvmOpcode } from '../../protocol/index.js';
-import type { FaultAction, FaultMatch, FaultRule } from '../model/faults.js';
+import { FAULT_WIRE_ACTIONS, type FaultAction, type FaultMatch, type FaultRule, type FaultWireAction } from '../model/faults.js';
 
 /** A stored rule as `list` shows it: the rule, how often it matched and fired, and the seed that replays it. */
 export interface FaultRuleView {
@@ -22,6 +22,8 @@ export type IcReqFault = Extract<FaultAction, { kind: 'icresp' }> | Extract<Faul
 /** What matching reads of a queue (CoreQueue, as QueueModel): a structural view, so the engine imports no queue. */
 export interface FaultQueue {
   readonly qid: number;
+  /** The connection's digests: a digest-error rule matches only where that digest was negotiated. */
+  readonly ops: { readonly dataDigest: boolean; readonly headerDigest?: boolean };
   readonly port: { readonly id: number };
   readonly ctrl: { readonly hostnqn: string; readonly cntlid: number; readonly subsys: { readonly nqn: string } } | undefined;
 }
@@ -32,12 +34,15 @@ export interface FaultCommand {
   readonly sqe: Buffer;
   readonly nsid: number;
   readonly inCapsule: Buffer[] | undefined;
+  /** Data direction and length, once parsed: the C2HData and R2T actions match only commands that move data that way. */
+  readonly dir: string | undefined;
+  readonly dataLen: number;
   fault: PendingFault | undefined;
 }
 
 /** A completion-time fault a rule put on a command (Request.fault; fault-actions.ts faultCompletion). */
 export interface PendingFault {
-  action: Extract<FaultAction, { kind: 'delay' | 'duplicate' | 'cid' | 'grant-queues' }>;
+  action: Extract<FaultAction, { kind: 'delay' | 'duplicate' | 'cid' | 'grant-queues' }> | FaultWireAction;
   /** The draw for a delay between minUs and maxUs, made when the rule fired (so a seed replays it). */
   draw: number;
 }
@@ -52,7 +57,35 @@ export interface FiredRule {
 /** Applies a firing rule's action to a command; true when the command is taken over (fault-actions.ts fireFault). */
 export type FireFault<Q extends FaultQueue, C extends FaultCommand> = (r: FiredRule, q: Q, req: C, qid: number) => boolean;
 
-const COMPLETION_ACTIONS = new Set<FaultAction['kind']>(['delay', 'duplicate', 'cid', 'grant-queues']);
+/** Actions that mark the command (Request.fault): one mark per command, the first rule's. */
+const COMPLETION_ACTIONS = new Set<FaultAction['kind']>(['delay', 'duplicate', 'cid', 'grant-queues', ...FAULT_WIRE_ACTIONS]);
+
+/** PDU types counted by a rule with match.event "pdu" (NVMe-TCP 1.0 §3.6.2.6, §3.6.2.8). */
+const CAPSULE_CMD = 0x04;
+
+/**
+ * Whether a PDU-shaping action can act on this command on this connection: C2HData actions need read data, R2T
+ * actions a transfer by R2T, digest errors the digest negotiated (a rule does not match where it cannot act).
+ */
+function wireApplies(a: FaultAction, q: FaultQueue, req: FaultCommand): boolean {
+  switch (a.kind) {
+    case 'c2h-reorder':
+    case 'c2h-duplicate':
+    case 'c2h-overrun':
+    case 'c2h-split':
+    case 'success-flag':
+      return req.dir === 'c2h' && req.dataLen > 0;
+    case 'data-digest-error':
+      return req.dir === 'c2h' && req.dataLen > 0 && q.ops.dataDigest;
+    case 'header-digest-error':
+      return q.ops.headerDigest === true;
+    case 'r2t-past-maxr2t':
+    case 'r2t-past-transfer':
+      return req.dir === 'h2c' && req.dataLen > 0 && req.inCapsule === undefined;
+    default:
+      return true;
+  }
+}
 
 /** Opcodes with SLBA in CDW10/11 and NLB in CDW12 bits 15:0 (NVMe NVM Command Set 1.0 §3.2). */
 const LBA_OPCODES = new Set<number>([NvmOpcode.WRITE, NvmOpcode.READ, NvmOpcode.WRITE_UNCOR, NvmOpcode.COMPARE, NvmOpcode.WRITE_ZEROES, NvmOpcode.VERIFY]);
@@ -159,8 +192,11 @@ function lbaRange(req: FaultCommand, qid: number): [number, number] | undefined 
 }
 
 /** Every field of `m` holds for this command (fields left out match anything). */
-function commandMatches(m: FaultMatch, q: FaultQueue, req: FaultCommand, event: string, qid: number): boolean {
-  if ((m.event ?? 'command') !== 'command' && m.event !== event) return false;
+function commandMatches(m: FaultMatch, q: FaultQueue, req: FaultCommand, event: string, qid: number, pduType: number): boolean {
+  const want = m.event ?? 'command';
+  if (want === 'pdu') {
+    if (m.pduType !== undefined && m.pduType !== pduType) return false;
+  } else if (pduType !== CAPSULE_CMD || (want !== 'command' && want !== event)) return false;
   if (m.port !== undefined && m.port !== q.port.id) return false;
   if (m.qid !== undefined && !qidMatches(m.qid, qid)) return false;
   if (m.set !== undefined) {
@@ -253,15 +289,16 @@ export class FaultEngine {
   }
 
   /**
-   * A parsed command is about to run (or fetch its data). True when a rule took it over (completed it with a status,
-   * dropped it, closed the connection); otherwise it runs, perhaps with a completion-time fault on req.fault.
+   * A parsed command is about to run (or fetch its data), or (`pduType` 6) an H2CData of it arrived. True when a rule
+   * took it over (completed it with a status, dropped it, closed the connection); otherwise it runs, perhaps with a
+   * completion-time or PDU-shaping fault on req.fault. Rules with match.event "pdu" count both kinds (docs/faults.md).
    */
-  onCommand<Q extends FaultQueue, C extends FaultCommand>(q: Q, req: C, fire: FireFault<Q, C>): boolean {
+  onCommand<Q extends FaultQueue, C extends FaultCommand>(q: Q, req: C, fire: FireFault<Q, C>, pduType = CAPSULE_CMD): boolean {
     const event = commandEvent(q, req);
     const qid = cmdQid(q, req, event);
     for (const r of this.#rules) {
       const m = r.rule.match ?? {};
-      if (!commandMatches(m, q, req, event, qid)) continue;
+      if (!commandMatches(m, q, req, event, qid, pduType)) continue;
       const a = r.rule.action;
       const lbas = m.lba !== undefined || a.kind === 'media-error' ? lbaRange(req, qid) : undefined;
       if (a.kind === 'media-error') {
@@ -274,7 +311,7 @@ export class FaultEngine {
       } else if (m.lba !== undefined && (lbas === undefined || !overlaps(lbas, [[m.lba.start, m.lba.start + m.lba.count]]))) continue;
       if (a.kind === 'grant-queues' && !(q.qid === 0 && req.opcode === AdminOpcode.SET_FEATURES && (req.sqe.readUInt32LE(40) & 0xff) === FeatureId.NUM_QUEUES)) continue;
       if (m.event === 'icreq' || a.kind === 'icresp') continue;
-      if (COMPLETION_ACTIONS.has(a.kind) && req.fault !== undefined) continue;
+      if (COMPLETION_ACTIONS.has(a.kind) && (req.fault !== undefined || !wireApplies(a, q, req))) continue;
       if (!r.scheduled()) continue;
       r.hits++;
       this.firings++;

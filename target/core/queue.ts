@@ -1,6 +1,6 @@
 // Core side of one queue (one TCP connection): Connect binding, SQ head, command dispatch and completion (nvmet_sq).
 import { performance } from 'node:perf_hooks';
-import { DNR, FABRICS_OPCODE, Psdt, Sgl1Offset, SglType, SqeFlags, SqeOffset, Status } from '../../protocol/index.js';
+import { DNR, FABRICS_OPCODE, PduType, Psdt, Sgl1Offset, SglType, SqeFlags, SqeOffset, Status } from '../../protocol/index.js';
 import { parseAdminCmd } from './cmd/admin.js';
 import { parseDiscoveryCmd } from './cmd/discovery.js';
 import { parseFabricsCmd } from './cmd/fabrics.js';
@@ -113,6 +113,14 @@ export class CoreQueue implements QueueModel {
       return;
     }
     this.execute(req);
+  }
+
+  /**
+   * An H2CData PDU of `req` arrived (NVMe-TCP 1.0 §3.6.2.8): target rules with match.event "pdu" count it. True when
+   * one took the connection down (close at the Nth PDU). Called only while target.faults.armed.
+   */
+  faultDataPdu(req: Request): boolean {
+    return this.target.faults.onCommand(this, req, fireFault, PduType.H2C_DATA);
   }
 
   /** Complete a command without parsing it (transport-level failure such as a data digest error on in-capsule data). */

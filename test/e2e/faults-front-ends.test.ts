@@ -65,7 +65,8 @@ describe('HTTP API /faults', () => {
 
   it.each([
     [{ action: { kind: 'status', status: 0x800 } }, 'action.status'],
-    [{ action: { kind: 'c2h-split' } }, 'action.kind', /action "c2h-split" is not yet implemented/],
+    [{ action: { kind: 'c2h-split', size: 0 } }, 'action.size'],
+    [{ action: { kind: 'c2h-term-req', fes: 256 } }, 'action.fes'],
     [{ match: { qid: 'some' }, action: { kind: 'drop' } }, 'match.qid'],
     [{ match: { nsid: 0 }, action: { kind: 'drop' } }, 'match.nsid'],
     [{ match: { nsid: 2 ** 32 }, action: { kind: 'drop' } }, 'match.nsid'],
@@ -127,8 +128,8 @@ describe('target ctl faults', () => {
     expect(err.split('\n').filter((l) => l !== '')).toHaveLength(1);
     expect(err).toMatch(/^nvme-tcp target ctl: rule: match\.opcode: .*256.*/);
     err = '';
-    expect(await ctl('faults', 'add', '{"action":{"kind":"drip"}}')).toBe(2);
-    expect(err).toMatch(/action "drip" is not yet implemented/);
+    expect(await ctl('faults', 'add', '{"action":{"kind":"drip","bytes":0}}')).toBe(2);
+    expect(err).toMatch(/^nvme-tcp target ctl: rule: action\.bytes: .*0.*/);
     expect(t.listFaultRules()).toEqual([]);
   });
 });

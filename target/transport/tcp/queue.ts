@@ -29,6 +29,8 @@ import {
 import { TcpConnection, type ConnectionFatal, type ConnectionHandler, type ReceivedHandlers, type ResumedConnection } from '../../../connection/index.js';
 import { CoreQueue, FABRICS_IN_CAPSULE_MAX, type IcReqFault, type HostLogLimiter, ReqStateId, type TargetController, type CorePort, type QueueHandle, type QueueTransportOps, type Request, type TargetCore, type TlsPskInfo } from '../../core/index.js';
 import { TcpCommand } from './command.js';
+import { sendFaultedCompletion, sendFaultedR2T } from './wire-faults.js';
+import type { FaultWireAction } from '../../model/faults.js';
 import { rd16, rd32 } from '../../../protocol/le.js';
 
 /**
@@ -218,6 +220,10 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
 
   get dataDigest(): boolean {
     return this.#conn.framing.ddgst;
+  }
+
+  get headerDigest(): boolean {
+    return this.#conn.framing.hdgst;
   }
 
   get localAddress(): string {
@@ -478,6 +484,8 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
     cmd.received = 0;
     this.#r2t.set(ttag, cmd);
     this.#r2tBytes += req.dataLen;
+    // A command a fault rule marked takes the slow branch (docs/faults.md); one compare otherwise.
+    if (req.fault !== undefined) return sendFaultedR2T(this.#conn, req, req.fault.action as FaultWireAction, ttag);
     this.#conn.send({ type: PduType.R2T, cccid: req.cid, ttag, r2to: 0, r2tl: req.dataLen });
   }
 
@@ -525,6 +533,8 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       this.#conn.fatal({ ...range, header: this.#h2cHeader(psh, datal, flags) });
       return undefined;
     }
+    // Rules counting received PDUs (match.event "pdu") see H2CData too; one read when nothing is armed.
+    if (this.target.faults.armed && this.core.faultDataPdu(req)) return undefined;
     if (cmd.received === 0) cmd.buf = Buffer.allocUnsafe(req.dataLen);
     cmd.at = datao;
     cmd.rxLen = datal;
@@ -572,10 +582,23 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       cmd.pendingRead = 0;
     }
     if (this.state === 'closing' || this.state === 'closed') return this.#release(cmd);
-    // The Request is the completion record: CQE fields, data and its lifetime (PduBatch.addCompletion).
+    // The Request is the completion record: CQE fields, data and its lifetime (PduBatch.addCompletion). A command a
+    // fault rule marked takes the slow branch (docs/faults.md); one compare otherwise.
+    if (req.fault !== undefined) return this.#faultedResponse(cmd, req.fault.action as FaultWireAction);
     this.#conn.sendCompletion(req, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled);
     this.#release(cmd);
     if (this.#handOff !== undefined && this.#handingOff === undefined && this.core.qid > 0 && req.status === 0 && req.opcode === FABRICS_OPCODE && this.core.counters.commands === 1) this.#maybeHandOff();
+  }
+
+  /**
+   * A reply a PDU-shaping rule marked (docs/faults.md): the slow branch. A faulted Connect keeps its queue in this
+   * process (no hand-off): a stalled or dripping connection cannot move with bytes still held.
+   */
+  #faultedResponse(cmd: TcpCommand, a: FaultWireAction): void {
+    const req = cmd.req;
+    req.fault = undefined;
+    sendFaultedCompletion(this.#conn, req, a, this.core.qid < 0 ? 0 : this.core.qid, this.core.sqflowDisabled, this.port.c2hDataSize);
+    this.#release(cmd);
   }
 
   /** After an I/O queue's Connect response (the queue's first command): offer the connection to the worker pool. */
