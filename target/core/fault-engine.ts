@@ -5,6 +5,7 @@ import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { AdminOpcode, ConnectDataOffset, FABRICS_OPCODE, FabricsSqeOffset, FabricsType, FeatureId, InvalidArgumentError, NvmOpcode } from '../../protocol/index.js';
+import { LbaRangeSet } from '../backend/index.js';
 import { FAULT_WIRE_ACTIONS, type FaultAction, type FaultMatch, type FaultRule, type FaultWireAction } from '../model/faults.js';
 
 /** A stored rule as `list` shows it: the rule, how often it matched and fired, and the seed that replays it. */
@@ -102,8 +103,8 @@ class ArmedRule implements FiredRule {
   /** mulberry32 state (PRNG for `probability` and drawn delays): the same seed draws the same sequence. */
   #rng: number;
   readonly seed: number | undefined;
-  /** media-error: the blocks still bad, as sorted disjoint [start, end) ranges; a write removes what it covers. */
-  bad: [number, number][] = [];
+  /** media-error: the blocks still bad (the set Write Uncorrectable keeps too); a write removes what it covers. */
+  readonly bad = new LbaRangeSet();
 
   constructor(
     readonly id: string,
@@ -112,7 +113,7 @@ class ArmedRule implements FiredRule {
     const s = rule.schedule;
     this.seed = s?.probability !== undefined || (rule.action.kind === 'delay' && rule.action.us === undefined) ? (s?.seed ?? randomInt(0, 0xffffffff)) : undefined;
     this.#rng = this.seed ?? 0;
-    if (rule.action.kind === 'media-error' && rule.match?.lba !== undefined) this.bad = [[rule.match.lba.start, rule.match.lba.start + rule.match.lba.count]];
+    if (rule.action.kind === 'media-error' && rule.match?.lba !== undefined) this.bad.add(rule.match.lba.start, rule.match.lba.count);
   }
 
   /** mulberry32: a uniform draw in [0, 1). */
@@ -213,24 +214,6 @@ function commandMatches(m: FaultMatch, q: FaultQueue, req: FaultCommand, event: 
   return true;
 }
 
-function overlaps(r: [number, number], ranges: readonly (readonly [number, number])[]): boolean {
-  for (const [s, e] of ranges) if (r[0] < e && s < r[1]) return true;
-  return false;
-}
-
-/** `ranges` without [s, e): what a write leaves of a media-error range. */
-function subtract(ranges: [number, number][], s: number, e: number): [number, number][] {
-  const out: [number, number][] = [];
-  for (const [a, b] of ranges) {
-    if (e <= a || b <= s) out.push([a, b]);
-    else {
-      if (a < s) out.push([a, s]);
-      if (e < b) out.push([e, b]);
-    }
-  }
-  return out;
-}
-
 /**
  * The rules of one target. `armed` is the one check the data path makes when nothing is armed (docs/faults.md,
  * "Cost"); a rule added or removed takes effect on the next command of every connected queue.
@@ -304,11 +287,11 @@ export class FaultEngine {
       if (a.kind === 'media-error') {
         if (lbas === undefined) continue;
         if (WRITES_MEDIUM.has(req.opcode)) {
-          r.bad = subtract(r.bad, lbas[0], lbas[1]);
+          r.bad.remove(lbas[0], lbas[1] - lbas[0]);
           continue;
         }
-        if (!READS_MEDIUM.has(req.opcode) || !overlaps(lbas, r.bad)) continue;
-      } else if (m.lba !== undefined && (lbas === undefined || !overlaps(lbas, [[m.lba.start, m.lba.start + m.lba.count]]))) continue;
+        if (!READS_MEDIUM.has(req.opcode) || r.bad.firstIn(lbas[0], lbas[1] - lbas[0]) < 0) continue;
+      } else if (m.lba !== undefined && (lbas === undefined || !(lbas[0] < m.lba.start + m.lba.count && m.lba.start < lbas[1]))) continue;
       if (a.kind === 'grant-queues' && !(q.qid === 0 && req.opcode === AdminOpcode.SET_FEATURES && (req.sqe.readUInt32LE(40) & 0xff) === FeatureId.NUM_QUEUES)) continue;
       if (m.event === 'icreq' || a.kind === 'icresp') continue;
       if (COMPLETION_ACTIONS.has(a.kind) && (req.fault !== undefined || !wireApplies(a, q, req))) continue;
