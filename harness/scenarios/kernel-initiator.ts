@@ -1,7 +1,6 @@
 // The seed experiments with the Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine
 // or in the qemu lab's guest (harness/kernel-host), against our target, whose placement the scenario controls. Each
 // arm first asks the kernel whether it can run (KernelHost probes) and is skipped with the reason otherwise.
-import { pino, type Logger } from 'pino';
 import { TargetService } from '../../target/index.js';
 import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
@@ -157,8 +156,7 @@ const PC_QUEUES = 64;
 export async function kernelParallelConnect(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
   const createdAt = new Date();
   const reps = ctx.quick ? 2 : 5;
-  const seen = new ConnectLog();
-  const svc = new TargetService({ logger: seen.logger() });
+  const svc = new TargetService();
   const nqn = 'nqn.2024-01.io.nvme-tcp-ts:kernel-connect';
   try {
     const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
@@ -170,27 +168,31 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
         arms.push(
           await kernelArm(ctx, k.host, `linux-${lat}ms`, { connectLatencyMs: lat, nr_io_queues: PC_QUEUES }, k.host.needsOption('nr_io_queues'), async () => {
             const times: number[] = [];
-            const spans: number[] = [];
-            let inFlight = 0;
+            const seen: IoSetupSeen[] = [];
             let queues = 0;
             for (let i = 0; i < reps; i++) {
-              const mark = seen.mark();
               const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 });
               times.push(c.connectMs);
               queues = (await k.host.ioQueues(c.device)) ?? 0;
+              const s = ioSetupSeen(svc, nqn, lat);
+              if (s !== undefined) seen.push(s);
               await k.host.disconnect(c.device);
-              const s = seen.since(mark, lat);
-              if (s !== undefined) {
-                spans.push(s.spanMs);
-                inFlight = Math.max(inFlight, s.maxInFlight);
-              }
             }
+            const most = (f: (s: IoSetupSeen) => number): number => Math.max(...seen.map(f));
             return {
               connectMs: round1(median(times)),
               minConnectMs: round1(Math.min(...times)),
               ioQueues: queues,
               repetitions: reps,
-              ...(spans.length === 0 ? {} : { targetIoConnectSpanMs: round1(median(spans)), ...(lat > 0 ? { targetMaxConnectsInFlight: inFlight } : {}) }),
+              ...(seen.length === 0
+                ? {}
+                : {
+                    targetIoConnectSpanMs: round1(median(seen.map((s) => s.connectSpanMs))),
+                    ...(lat > 0 ? { targetMaxConnectsInFlight: most((s) => s.maxConnectsInFlight) } : {}),
+                    targetIoSetupSpanMs: round1(median(seen.map((s) => s.setupSpanMs))),
+                    targetMaxSetupsOverlapping: most((s) => s.maxSetupsOverlapping),
+                    targetIoQueuesWithCommand: most((s) => s.firstCommands),
+                  }),
             };
           }),
         );
@@ -210,6 +212,8 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
           notes: [
             `connectMs is the median wall time of ${reps} \`nvme connect --nr-io-queues=${PC_QUEUES}\` call(s) where nvme-cli ran${k.initiator.where === 'lab' ? ' (in the guest, from /proc/timer_list; it includes nvme-cli, identify and the namespace scan, which an emulated CPU makes slow and noisy)' : ''}; ioQueues is what the controller set up (sysfs queue_count - 1): the Linux host caps it at its online CPUs.`,
             'targetIoConnectSpanMs: first to last I/O-queue Fabrics Connect as our target received them (median over the connects); targetMaxConnectsInFlight: the most I/O-queue Connects the target held at once during the injected latency. Both are protocol sequencing, meaningful even emulated: 1 in flight means the host waits for each Connect before sending the next.',
+            'targetIoSetupSpanMs: first I/O-queue ICReq to the last I/O-queue Connect completion; targetMaxSetupsOverlapping: the most I/O queues whose setup window (ICReq received to Connect completed, i.e. Connect received + the injected latency) overlapped at one instant, over the connects: 1 means one queue after another. From the target\'s per-queue setup times (GET /controllers icReqAt, connectAt, firstCommandAt), read while the controller was connected.',
+            'targetIoQueuesWithCommand: I/O queues that had carried a command after their Connect when the view was read (the namespace scan\'s reads); the Linux host sends nothing on an idle I/O queue, so the setup window ends at the Connect\'s completion, not at a first command.',
             'Connect latency is injected by our target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
           ],
         },
@@ -217,7 +221,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
         createdAt,
         k,
       );
-    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower']]);
+    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower'], ['linux-5ms', 'targetIoSetupSpanMs', 'lower'], ['linux-5ms', 'targetMaxSetupsOverlapping', 'higher']]);
   } finally {
     await svc.stop();
   }
@@ -235,36 +239,47 @@ function parallelVerdict(arms: Arm[], kernel: string): string {
     return `Kernel ${kernel}, ${q} I/O queues: each injected ms of Connect latency adds ${slope} ms to nvme connect (serial would be ${q + 1}, parallel about 2).`;
   }
   const how = inFlight <= 1 ? 'serially: it sends each I/O queue\'s Connect only after the previous one completed' : inFlight >= q ? 'in parallel: all its I/O queues\' Connects were in flight at once' : `partly in parallel: at most ${inFlight} of its ${q} I/O queues' Connects were in flight at once`;
-  return `Kernel ${kernel} sets up its ${q} I/O queues ${how} (our target saw them over ${m5['targetIoConnectSpanMs']} ms at 5 ms injected latency, ${m0['targetIoConnectSpanMs']} ms at 0 ms); nvme connect took ${m5['connectMs']} vs ${m0['connectMs']} ms.`;
+  const overlap = m5['targetMaxSetupsOverlapping'] === undefined ? '' : ` At most ${m5['targetMaxSetupsOverlapping']} I/O queues' setups (ICReq to Connect completed) overlapped (${m0['targetMaxSetupsOverlapping']} at 0 ms); first ICReq to last Connect completed: ${m5['targetIoSetupSpanMs']} ms at 5 ms.`;
+  return `Kernel ${kernel} sets up its ${q} I/O queues ${how} (our target saw them over ${m5['targetIoConnectSpanMs']} ms at 5 ms injected latency, ${m0['targetIoConnectSpanMs']} ms at 0 ms); nvme connect took ${m5['connectMs']} vs ${m0['connectMs']} ms.${overlap}`;
 }
 
-/** The target's "queue connected" log lines (TargetService logger), timed with performance.now(). */
-class ConnectLog {
-  readonly #seen: { qid: number; cntlid: number; t: number }[] = [];
+/** One controller's I/O-queue setup as our target saw it (GET /controllers setup times), at `latMs` injected. */
+export interface IoSetupSeen {
+  /** First to last I/O-queue Connect received. */
+  connectSpanMs: number;
+  /** The most Connects whose injected latency window [connectAt, connectAt + latMs) overlapped. */
+  maxConnectsInFlight: number;
+  /** First ICReq to the last Connect's completion (connectAt + latMs). */
+  setupSpanMs: number;
+  /** The most I/O queues whose setup window [icReqAt, connectAt + latMs) overlapped at one instant. */
+  maxSetupsOverlapping: number;
+  /** I/O queues that carried a command after their Connect by the time the view was read. */
+  firstCommands: number;
+}
 
-  logger(): Logger {
-    const write = (line: string): void => {
-      if (!line.includes('"queue connected"')) return;
-      const j = JSON.parse(line) as { qid?: number; cntlid?: number; t?: number };
-      this.#seen.push({ qid: j.qid ?? 0, cntlid: j.cntlid ?? 0, t: j.t ?? 0 });
-    };
-    return pino<never>({ level: 'info', base: null, timestamp: () => `,"t":${performance.now()}` }, { write });
-  }
-
-  mark(): number {
-    return this.#seen.length;
-  }
-
-  /**
-   * The I/O-queue Connects received since `mark`: span from the first to the last, and the most whose injected
-   * latency window [t, t + latMs) overlapped (a host that waits for each Connect keeps it at 1).
-   */
-  since(mark: number, latMs: number): { spanMs: number; maxInFlight: number } | undefined {
-    const ts = this.#seen.slice(mark).filter((c) => c.qid > 0).map((c) => c.t).sort((a, b) => a - b);
-    if (ts.length === 0) return undefined;
-    const maxInFlight = Math.max(...ts.map((t) => ts.filter((u) => u <= t && t < u + latMs).length));
-    return { spanMs: (ts[ts.length - 1] as number) - (ts[0] as number), maxInFlight };
-  }
+/**
+ * The I/O-queue setup of `nqn`'s newest controller (the one whose admin queue connected last) from the target's
+ * queue view. A queue's setup window runs from its ICReq to its Connect's completion, which the target holds back
+ * `latMs` (connectLatencyMs): a host that sets queues up one after another sends the next ICReq only after the
+ * previous Connect completed, so its windows never overlap (NVMe-TCP 1.0 §3.6.2.2, NVMe-oF 1.1 §3.3).
+ */
+export function ioSetupSeen(svc: TargetService, nqn: string, latMs: number): IoSetupSeen | undefined {
+  const ctrl = svc
+    .listControllers()
+    .filter((c) => c.subnqn === nqn && !c.discovery)
+    .sort((a, b) => (a.queues[0]?.connectAt ?? 0) - (b.queues[0]?.connectAt ?? 0))
+    .at(-1);
+  const qs = (ctrl?.queues ?? []).flatMap((q) => (q.qid > 0 && q.icReqAt !== undefined && q.connectAt !== undefined ? [{ icReq: q.icReqAt, connect: q.connectAt, used: q.firstCommandAt !== undefined }] : []));
+  if (qs.length === 0) return undefined;
+  const mostAtOnce = (w: readonly (readonly [number, number])[]): number => Math.max(...w.map(([t]) => w.filter(([a, b]) => a <= t && t < b).length));
+  const connects = qs.map((q) => q.connect);
+  return {
+    connectSpanMs: Math.max(...connects) - Math.min(...connects),
+    maxConnectsInFlight: mostAtOnce(connects.map((t) => [t, t + latMs] as const)),
+    setupSpanMs: Math.max(...connects) + latMs - Math.min(...qs.map((q) => q.icReq)),
+    maxSetupsOverlapping: mostAtOnce(qs.map((q) => [q.icReq, q.connect + latMs] as const)),
+    firstCommands: qs.filter((q) => q.used).length,
+  };
 }
 
 const DUP_POLICIES = ['round-robin', 'queue-depth', 'numa'] as const;

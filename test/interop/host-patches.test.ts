@@ -101,6 +101,10 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
     for (const a of r.arms) expect([a.name, a.error, a.skipped]).toEqual([a.name, undefined, undefined]);
     expect(arm(r, 'stock/linux-5ms')?.metrics['targetMaxConnectsInFlight']).toBe(1);
     expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxConnectsInFlight']).toBe(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['ioQueues']);
+    // The target's per-queue setup windows (ICReq received .. Connect completed): stock never overlaps two, patched all.
+    for (const lat of [0, 5]) expect(arm(r, `stock/linux-${lat}ms`)?.metrics['targetMaxSetupsOverlapping'], `stock ${lat} ms`).toBe(1);
+    expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxSetupsOverlapping']).toBe(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['ioQueues']);
+    expect(r.comparisons.find((c) => c.label === 'parallel-queue-setup vs stock: linux-5ms targetIoSetupSpanMs')?.ratio).toBeLessThan(1);
     expect(r.verdict).toMatch(/^parallel-queue-setup: .* in parallel: all its I\/O queues' Connects were in flight at once.* Stock .* serially/);
     expect(r.ok).toBe(true);
   });
