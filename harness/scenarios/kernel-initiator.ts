@@ -11,6 +11,7 @@ import { freePort } from '../lab.js';
 import { startInProcessTarget, type InProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
 import type { Arm, Comparison, InitiatorInfo, Report } from '../report/types.js';
+import { LAB_ONLY, newestController, refusedIoConnect, stalledGroupQueue, unwoundClean } from './kernel-unwind.js';
 import { median, round1, type ScenarioContext } from './types.js';
 
 /** The driver, what it reports about itself, and the address at which the host reaches our target. */
@@ -197,6 +198,15 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
           }),
         );
       }
+      const unwindLog: string[] = [];
+      arms.push(
+        await kernelArm(ctx, k.host, 'refused-io-connect', { connectLatencyMs: 5, nr_io_queues: PC_QUEUES, refusedQid: REFUSED_QID }, k.initiator.where === 'lab' ? k.host.needsOption('nr_io_queues') : LAB_ONLY, async () => {
+          svc.setFaults(nqn, { connectLatencyMs: 5 });
+          const u = await refusedIoConnect(svc, k.host, { traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 }, REFUSED_QID);
+          unwindLog.push(...u.log.map((l) => `refused-io-connect, guest kernel log: ${l}`));
+          return u.metrics;
+        }),
+      );
       return report(
         {
           name: 'parallel-connect',
@@ -208,13 +218,15 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
             // Only where our target saw the Connects (a fake nvme-cli in the tests sends none).
             ...(arms.every((a) => a.metrics['targetIoConnectSpanMs'] !== undefined) ? [compare(arms, 'I/O-queue Connect span at the target, 5 ms / 0 ms', 'targetIoConnectSpanMs', 'linux-5ms', 'linux-0ms', 'lower')] : []),
           ],
-          verdict: parallelVerdict(arms, k.initiator.kernel ?? '?'),
+          verdict: parallelVerdict(arms, k.initiator.kernel ?? '?') + refusedVerdict(arms.find((a) => a.name === 'refused-io-connect')),
           notes: [
             `connectMs is the median wall time of ${reps} \`nvme connect --nr-io-queues=${PC_QUEUES}\` call(s) where nvme-cli ran${k.initiator.where === 'lab' ? ' (in the guest, from /proc/timer_list; it includes nvme-cli, identify and the namespace scan, which an emulated CPU makes slow and noisy)' : ''}; ioQueues is what the controller set up (sysfs queue_count - 1): the Linux host caps it at its online CPUs.`,
             'targetIoConnectSpanMs: first to last I/O-queue Fabrics Connect as our target received them (median over the connects); targetMaxConnectsInFlight: the most I/O-queue Connects the target held at once during the injected latency. Both are protocol sequencing, meaningful even emulated: 1 in flight means the host waits for each Connect before sending the next.',
             'targetIoSetupSpanMs: first I/O-queue ICReq to the last I/O-queue Connect completion; targetMaxSetupsOverlapping: the most I/O queues whose setup window (ICReq received to Connect completed, i.e. Connect received + the injected latency) overlapped at one instant, over the connects: 1 means one queue after another. From the target\'s per-queue setup times (GET /controllers icReqAt, connectAt, firstCommandAt), read while the controller was connected.',
             'targetIoQueuesWithCommand: I/O queues that had carried a command after their Connect when the view was read (the namespace scan\'s reads); the Linux host sends nothing on an idle I/O queue, so the setup window ends at the Connect\'s completion, not at a first command.',
             'Connect latency is injected by our target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
+            `refused-io-connect (error path, fault engine): at 5 ms Connect latency our target refuses the Connect of I/O queue ${REFUSED_QID} (CONNECT_INVALID_PARAM, DNR; rule {match: {event: connect, qid: ${REFUSED_QID}}, schedule: {nth: 1}}) while the others are set up. connectFailed: nvme connect failed; refusedConnects: the rule's firings; targetControllersLeft / hostControllersLeft: controllers to the subsystem left at our target (after up to 15 s) and in the guest's /sys/class/nvme; kernelTroubleLines: guest kernel log lines since the arm began matching WARNING, BUG, Oops, hung task and the like; reconnectIoQueues: I/O queues of the same connect without the rule right after.`,
+            ...unwindLog,
           ],
         },
         ctx,
@@ -225,6 +237,18 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
   } finally {
     await svc.stop();
   }
+}
+
+/** The I/O queue whose Connect refused-io-connect refuses: one in the middle of a setup of several. */
+const REFUSED_QID = 2;
+
+/** The verdict's sentence on refused-io-connect. */
+function refusedVerdict(a: Arm | undefined): string {
+  if (a === undefined || a.skipped !== undefined) return '';
+  if (a.error !== undefined) return ` Refused I/O-queue Connect: the arm failed (${a.error}).`;
+  const m = a.metrics;
+  const failed = m['connectFailed'] === 1 ? 'nvme connect failed' : 'nvme connect did NOT fail';
+  return ` With the Connect of I/O queue ${REFUSED_QID} refused mid-setup (${m['refusedConnects']} refusal): ${failed}; ${unwoundClean(m) ? 'the unwind was clean (no controller left at the target or in the guest, no kernel warning)' : `the unwind was NOT clean (target ${m['targetControllersLeft']}, guest ${m['hostControllersLeft']} controllers left, ${m['kernelTroubleLines']} kernel trouble lines)`}; the next connect set up ${m['reconnectIoQueues']} I/O queues.`;
 }
 
 /** Serial or parallel, from what the target saw at 5 ms; the connect-time slope where the target saw nothing. */
@@ -264,12 +288,7 @@ export interface IoSetupSeen {
  * previous Connect completed, so its windows never overlap (NVMe-TCP 1.0 §3.6.2.2, NVMe-oF 1.1 §3.3).
  */
 export function ioSetupSeen(svc: TargetService, nqn: string, latMs: number): IoSetupSeen | undefined {
-  const ctrl = svc
-    .listControllers()
-    .filter((c) => c.subnqn === nqn && !c.discovery)
-    .sort((a, b) => (a.queues[0]?.connectAt ?? 0) - (b.queues[0]?.connectAt ?? 0))
-    .at(-1);
-  const qs = (ctrl?.queues ?? []).flatMap((q) => (q.qid > 0 && q.icReqAt !== undefined && q.connectAt !== undefined ? [{ icReq: q.icReqAt, connect: q.connectAt, used: q.firstCommandAt !== undefined }] : []));
+  const qs = (newestController(svc, nqn)?.queues ?? []).flatMap((q) => (q.qid > 0 && q.icReqAt !== undefined && q.connectAt !== undefined ? [{ icReq: q.icReqAt, connect: q.connectAt, used: q.firstCommandAt !== undefined }] : []));
   if (qs.length === 0) return undefined;
   const mostAtOnce = (w: readonly (readonly [number, number])[]): number => Math.max(...w.map(([t]) => w.filter(([a, b]) => a <= t && t < b).length));
   const connects = qs.map((q) => q.connect);
@@ -563,6 +582,14 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
         const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
         arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service, true)));
       }
+      const unwindLog: string[] = [];
+      arms.push(
+        await kernelArm(ctx, k.host, 'qph2-stalled-queue', { queues_per_hctx: 2, nr_io_queues: 1, stalledQid: 2, io_timeout: STALL_IO_TIMEOUT_S }, k.initiator.where === 'lab' ? k.host.needsOption('queues_per_hctx') : LAB_ONLY, async () => {
+          const u = await stalledGroupQueue(target.service, k.host, { traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, nrIoQueues: 1, queuesPerHctx: 2 }, 2, STALL_IO_TIMEOUT_S);
+          unwindLog.push(...u.log.map((l) => `qph2-stalled-queue, guest kernel log: ${l}`));
+          return u.metrics;
+        }),
+      );
       const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
       const ran = comparisons.filter((c) => c !== undefined);
       return report(
@@ -572,11 +599,13 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           hypothesis,
           arms,
           comparisons,
-          verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
+          verdict: (ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; ')) + stalledVerdict(arms.find((a) => a.name === 'qph2-stalled-queue')),
           notes: [
             'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
             'fio: 4k randread QD64, libaio, direct; then 4k randwrite QD16 over 8 MiB with verify=crc32c on the same controller (verifyIos; a mismatch fails the arm).',
             'ioQueues: the host\'s I/O queues (sysfs queue_count - 1); targetIoQueues: the I/O queues our target saw Connect for that controller; targetQ<qid>Cmds: the commands each carried (admin commands excluded), targetQueueSpread the least-used over the busiest (1 = even, as round-robin dispatch inside one hctx gives).',
+            `qph2-stalled-queue (error path, fault engine): one hctx with 2 queues; after the connect our target drops the next Read on I/O queue 2 (rule {match: {qid: 2, opcode: 2}, schedule: {times: 1}, action: drop}: it never completes) while dd reads 64 × 4 KiB direct. With nvme_core io_timeout ${STALL_IO_TIMEOUT_S} s (put back after) the host times the Read out, recovers the controller (reconnect_delay 1 s) and retries it. droppedReads: the rule's firings; ioCompleted: dd succeeded; ioWallMs: dd's wall time; hostRecovered: the controller was live after; targetIoQueuesAfter: I/O queues of the controller our target then held; hostTimeoutLines: guest nvme log lines naming a timeout; then, after the disconnect, targetControllersLeft, hostControllersLeft, kernelTroubleLines as in parallel-connect.`,
+            ...unwindLog,
           ],
         },
         ctx,
@@ -587,6 +616,17 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
   } finally {
     await target.stop();
   }
+}
+
+/** nvme_core io_timeout (s) while qph2-stalled-queue runs: the dropped Read times out this soon. */
+const STALL_IO_TIMEOUT_S = 5;
+
+/** The verdict's sentence on qph2-stalled-queue. */
+function stalledVerdict(a: Arm | undefined): string {
+  if (a === undefined || a.skipped !== undefined) return '';
+  if (a.error !== undefined) return ` Stalled queue in a group: the arm failed (${a.error}).`;
+  const m = a.metrics;
+  return ` With one Read dropped on queue 2 of the qph2 group (${m['droppedReads']} dropped): the host ${m['hostRecovered'] === 1 ? 'recovered the controller' : 'did NOT recover the controller'}, dd ${m['ioCompleted'] === 1 ? `completed in ${m['ioWallMs']} ms` : 'failed'} (${m['hostTimeoutLines']} timeout line(s) in the guest log); ${unwoundClean(m) ? 'after the disconnect nothing was left and the kernel logged no warning' : `NOT clean after the disconnect (target ${m['targetControllersLeft']}, guest ${m['hostControllersLeft']} controllers left, ${m['kernelTroubleLines']} kernel trouble lines)`}.`;
 }
 
 /**

@@ -81,6 +81,7 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
       ['queues-per-hctx/qph1', undefined, undefined],
       ['queues-per-hctx/qph2', undefined, undefined],
       ['queues-per-hctx/qph4', undefined, undefined],
+      ['queues-per-hctx/qph2-stalled-queue', undefined, undefined],
     ]);
     for (const n of [1, 2, 4]) {
       const m = arm(r, `queues-per-hctx/qph${n}`)?.metrics ?? {};
@@ -91,7 +92,10 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
       // fio verify=crc32c over the same controller: every block read back intact (a mismatch fails the arm).
       expect(m['verifyIos'], `qph${n}`).toBeGreaterThan(0);
     }
-    expect(r.notes.join('\n')).toMatch(/Not run on stock: qph2, qph4 \(.*does not accept queues_per_hctx/);
+    // One queue of the group stalled (a Read dropped): the host times it out, recovers, dd completes; nothing leaks.
+    expect(arm(r, 'queues-per-hctx/qph2-stalled-queue')?.metrics).toMatchObject({ droppedReads: 1, ioCompleted: 1, hostRecovered: 1, targetIoQueuesAfter: 2, targetControllersLeft: 0, hostControllersLeft: 0, kernelTroubleLines: 0 });
+    expect(arm(r, 'queues-per-hctx/qph2-stalled-queue')?.metrics['hostTimeoutLines']).toBeGreaterThanOrEqual(1);
+    expect(r.notes.join('\n')).toMatch(/Not run on stock: qph2, qph4, qph2-stalled-queue \(.*does not accept queues_per_hctx/);
     expect(r.initiator?.offers?.fabricsOptions).toContain('queues_per_hctx');
     expect(r.ok).toBe(true);
   });
@@ -106,6 +110,10 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
     expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxSetupsOverlapping']).toBe(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['ioQueues']);
     expect(r.comparisons.find((c) => c.label === 'parallel-queue-setup vs stock: linux-5ms targetIoSetupSpanMs')?.ratio).toBeLessThan(1);
     expect(r.verdict).toMatch(/^parallel-queue-setup: .* in parallel: all its I\/O queues' Connects were in flight at once.* Stock .* serially/);
+    // A Connect refused mid-setup, in both passes: the connect fails, nothing is left, no kernel warning.
+    for (const pass of ['stock', 'parallel-queue-setup']) {
+      expect(arm(r, `${pass}/refused-io-connect`)?.metrics, pass).toMatchObject({ connectFailed: 1, refusedConnects: 1, targetControllersLeft: 0, hostControllersLeft: 0, kernelTroubleLines: 0 });
+    }
     expect(r.ok).toBe(true);
   });
 
