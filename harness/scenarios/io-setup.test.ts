@@ -32,6 +32,9 @@ describe('ioSetupSeen: the I/O queues\' setup windows as the target saw them', (
       // One after the other: 4 windows of at least the injected latency end to end; at once: about one.
       if (concurrency === 1) expect(s?.setupSpanMs).toBeGreaterThanOrEqual(4 * LAT_MS - 1);
       else expect(s?.connectSpanMs).toBeLessThan(LAT_MS);
+      // Our initiator opens each queue's connection and sends its Connect in one task: one at a time, the next ICReq
+      // comes after the previous Connect completed (at once, how many ICReqs beat the first Connect is a race).
+      if (concurrency === 1) expect(s?.icReqsBeforeFirstConnect).toBe(1);
       expect(s?.firstCommands).toBe(0);
       await c.namespace(1).read(0, 1);
       expect(ioSetupSeen(t, NQN, LAT_MS)?.firstCommands).toBe(1);

@@ -193,6 +193,8 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
                     targetIoSetupSpanMs: round1(median(seen.map((s) => s.setupSpanMs))),
                     targetMaxSetupsOverlapping: most((s) => s.maxSetupsOverlapping),
                     targetIoQueuesWithCommand: most((s) => s.firstCommands),
+                    targetIcReqSpanMs: round1(median(seen.map((s) => s.icReqSpanMs))),
+                    targetIcReqsBeforeFirstConnect: Math.min(...seen.map((s) => s.icReqsBeforeFirstConnect)),
                   }),
             };
           }),
@@ -223,6 +225,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
             `connectMs is the median wall time of ${reps} \`nvme connect --nr-io-queues=${PC_QUEUES}\` call(s) where nvme-cli ran${k.initiator.where === 'lab' ? ' (in the guest, from /proc/timer_list; it includes nvme-cli, identify and the namespace scan, which an emulated CPU makes slow and noisy)' : ''}; ioQueues is what the controller set up (sysfs queue_count - 1): the Linux host caps it at its online CPUs.`,
             'targetIoConnectSpanMs: first to last I/O-queue Fabrics Connect as our target received them (median over the connects); targetMaxConnectsInFlight: the most I/O-queue Connects the target held at once during the injected latency. Both are protocol sequencing, meaningful even emulated: 1 in flight means the host waits for each Connect before sending the next.',
             'targetIoSetupSpanMs: first I/O-queue ICReq to the last I/O-queue Connect completion; targetMaxSetupsOverlapping: the most I/O queues whose setup window (ICReq received to Connect completed, i.e. Connect received + the injected latency) overlapped at one instant, over the connects: 1 means one queue after another. From the target\'s per-queue setup times (GET /controllers icReqAt, connectAt, firstCommandAt), read while the controller was connected.',
+            'targetIcReqSpanMs: first to last I/O-queue ICReq; targetIcReqsBeforeFirstConnect: the I/O queues whose ICReq came before the first I/O-queue Connect (the fewest over the connects). A host that opens every queue\'s connection and IC exchange first and then sends the Connects one at a time (stock Linux: nvme_tcp_alloc_io_queues, then nvme_tcp_start_io_queues) has all of them before, and its setup windows overlap although its Connects are serial: read targetMaxConnectsInFlight for the Connects.',
             'targetIoQueuesWithCommand: I/O queues that had carried a command after their Connect when the view was read (the namespace scan\'s reads); the Linux host sends nothing on an idle I/O queue, so the setup window ends at the Connect\'s completion, not at a first command.',
             'Connect latency is injected by our target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
             `refused-io-connect (error path, fault engine): at 5 ms Connect latency our target refuses the Connect of I/O queue ${REFUSED_QID} (CONNECT_INVALID_PARAM, DNR; rule {match: {event: connect, qid: ${REFUSED_QID}}, schedule: {nth: 1}}) while the others are set up. connectFailed: nvme connect failed; refusedConnects: the rule's firings; targetControllersLeft / hostControllersLeft: controllers to the subsystem left at our target (after up to 15 s) and in the guest's /sys/class/nvme; kernelTroubleLines: guest kernel log lines since the arm began matching WARNING, BUG, Oops, hung task and the like; reconnectIoQueues: I/O queues of the same connect without the rule right after.`,
@@ -233,7 +236,7 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
         createdAt,
         k,
       );
-    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower'], ['linux-5ms', 'targetIoSetupSpanMs', 'lower'], ['linux-5ms', 'targetMaxSetupsOverlapping', 'higher']]);
+    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower'], ['linux-5ms', 'targetIoSetupSpanMs', 'lower'], ['linux-5ms', 'targetMaxConnectsInFlight', 'higher']]);
   } finally {
     await svc.stop();
   }
@@ -263,7 +266,9 @@ function parallelVerdict(arms: Arm[], kernel: string): string {
     return `Kernel ${kernel}, ${q} I/O queues: each injected ms of Connect latency adds ${slope} ms to nvme connect (serial would be ${q + 1}, parallel about 2).`;
   }
   const how = inFlight <= 1 ? 'serially: it sends each I/O queue\'s Connect only after the previous one completed' : inFlight >= q ? 'in parallel: all its I/O queues\' Connects were in flight at once' : `partly in parallel: at most ${inFlight} of its ${q} I/O queues' Connects were in flight at once`;
-  const overlap = m5['targetMaxSetupsOverlapping'] === undefined ? '' : ` At most ${m5['targetMaxSetupsOverlapping']} I/O queues' setups (ICReq to Connect completed) overlapped (${m0['targetMaxSetupsOverlapping']} at 0 ms); first ICReq to last Connect completed: ${m5['targetIoSetupSpanMs']} ms at 5 ms.`;
+  const before = m5['targetIcReqsBeforeFirstConnect'];
+  const icFirst = before === undefined ? '' : before === q ? `every I/O queue's ICReq came before the first I/O-queue Connect (the IC exchanges first, then the Connects)` : `${before} of the ${q} I/O queues' ICReqs came before the first I/O-queue Connect`;
+  const overlap = m5['targetMaxSetupsOverlapping'] === undefined ? '' : ` Setup windows (ICReq to Connect completed): at most ${m5['targetMaxSetupsOverlapping']} overlapping at 5 ms (${m0['targetMaxSetupsOverlapping']} at 0 ms), first ICReq to last Connect completed ${m5['targetIoSetupSpanMs']} ms; ${icFirst}.`;
   return `Kernel ${kernel} sets up its ${q} I/O queues ${how} (our target saw them over ${m5['targetIoConnectSpanMs']} ms at 5 ms injected latency, ${m0['targetIoConnectSpanMs']} ms at 0 ms); nvme connect took ${m5['connectMs']} vs ${m0['connectMs']} ms.${overlap}`;
 }
 
@@ -279,6 +284,10 @@ export interface IoSetupSeen {
   maxSetupsOverlapping: number;
   /** I/O queues that carried a command after their Connect by the time the view was read. */
   firstCommands: number;
+  /** First to last I/O-queue ICReq. */
+  icReqSpanMs: number;
+  /** I/O queues whose ICReq came before the first I/O-queue Connect: all of them when the host does every IC exchange first. */
+  icReqsBeforeFirstConnect: number;
 }
 
 /**
@@ -298,6 +307,8 @@ export function ioSetupSeen(svc: TargetService, nqn: string, latMs: number): IoS
     setupSpanMs: Math.max(...connects) + latMs - Math.min(...qs.map((q) => q.icReq)),
     maxSetupsOverlapping: mostAtOnce(qs.map((q) => [q.icReq, q.connect + latMs] as const)),
     firstCommands: qs.filter((q) => q.used).length,
+    icReqSpanMs: Math.max(...qs.map((q) => q.icReq)) - Math.min(...qs.map((q) => q.icReq)),
+    icReqsBeforeFirstConnect: qs.filter((q) => q.icReq < Math.min(...connects)).length,
   };
 }
 
@@ -599,7 +610,7 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           hypothesis,
           arms,
           comparisons,
-          verdict: (ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; ')) + stalledVerdict(arms.find((a) => a.name === 'qph2-stalled-queue')),
+          verdict: (ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : `${ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; ')}.`) + stalledVerdict(arms.find((a) => a.name === 'qph2-stalled-queue')),
           notes: [
             'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
             'fio: 4k randread QD64, libaio, direct; then 4k randwrite QD16 over 8 MiB with verify=crc32c on the same controller (verifyIos; a mismatch fails the arm).',
