@@ -13,7 +13,7 @@ import { connectArgv, fabricsWriteScript, fioArgv, parseFabricsOptions, parseFio
 import { HostPatchesError, resolveHostPatches } from './host-patches.js';
 import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
 import { nvmetSetupScript, nvmetTeardownScript, type NvmetConfig } from './nvmet.js';
-import { localPrerequisites, localRunner } from './runner.js';
+import { localPrerequisites, localRunner, parseLabNet } from './runner.js';
 
 let fake: FakeTools | undefined;
 afterEach(async () => {
@@ -239,6 +239,16 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(6);
     expect(r.verdict).toMatch(/64 I\/O queues: each injected ms/);
   }, 60_000);
+});
+
+describe('parseLabNet: run.sh\'s net line', () => {
+  it('a tap with its device, addresses and queues; user-mode with and without the reason; none', () => {
+    expect(parseLabNet('booting\nrun.sh: net=tap dev=nvlab12 host=10.201.3.1 guest=10.201.3.2 queues=4\nmore')).toEqual({ kind: 'tap', dev: 'nvlab12', hostIp: '10.201.3.1', guestIp: '10.201.3.2', queues: 4 });
+    expect(parseLabNet('run.sh: net=user\n')).toEqual({ kind: 'user' });
+    expect(parseLabNet('run.sh: net=user (no tap: run.sh is not root)\n')).toEqual({ kind: 'user', why: 'no tap: run.sh is not root' });
+    // The end-of-run line carries net=tap too, without the fields: not the line to read.
+    expect(parseLabNet('run.sh: accel=tcg smp=2 mem=1024M net=tap wall=10s script rc=0\n')).toBeUndefined();
+  });
 });
 
 describe('host patch series (--host-patches)', () => {

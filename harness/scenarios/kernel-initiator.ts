@@ -6,7 +6,7 @@ import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
 import { loadHostModules } from '../kernel-host/host-patches.js';
 import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
-import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
+import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner, type LabNet } from '../kernel-host/runner.js';
 import { freePort } from '../lab.js';
 import { startInProcessTarget, type InProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
@@ -22,13 +22,15 @@ export interface KernelRun {
   trsvcid: number;
   /** The report's setup line. */
   setup: string;
+  /** The lab's network: a tap NIC or user-mode networking (absent for the local runner). */
+  net?: LabNet;
 }
 
 /**
  * Starts the runner `ctx.kernelHost` names (the lab guest boots with `smp` vCPUs: the Linux host opens at most one
  * I/O queue per CPU), runs `fn`, then disconnects whatever is still connected and stops the runner.
  */
-export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>): Promise<T> {
+export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>, tap?: TapChoice): Promise<T> {
   const choice = ctx.kernelHost;
   if (choice === undefined) throw new Error('withKernelHost without ctx.kernelHost');
   let runner: HostRunner;
@@ -37,21 +39,35 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     if (missing !== undefined) throw new KernelHostUnavailable(missing);
     runner = localRunner(choice.env === undefined ? {} : { env: choice.env });
   } else {
-    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }) });
+    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }), ...(tap === undefined ? {} : { tap: tap.queues }) });
   }
   const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
   try {
     const offers = await host.offers();
-    const { traddr, trsvcid } = runner.targetAddress(targetPort);
+    const net = runner.net;
+    const { traddr, trsvcid } = net?.kind === 'tap' && tap !== undefined ? { traddr: net.hostIp, trsvcid: await tap.bind(net.hostIp) } : runner.targetAddress(targetPort);
+    const path =
+      net?.kind === 'tap'
+        ? `over a tap NIC (virtio-net, ${net.queues} queue(s), vhost off; guest ${net.guestIp} eth1 -> ${traddr}:${trsvcid})`
+        : `through user-mode networking, guestfwd + socat${tap !== undefined && net?.kind === 'user' && net.why !== undefined ? ` (${net.why})` : ''}`;
     const setup =
       choice.where === 'lab'
-        ? `qemu guest (${runner.emulated ?? 'emulated'}, ${smp} vCPUs, kernel ${offers.kernel}) reaching our target in this process through guestfwd + socat`
+        ? `qemu guest (${runner.emulated ?? 'emulated'}, ${smp} vCPUs, kernel ${offers.kernel}) reaching our target in this process ${path}`
         : `loopback, the Linux host (kernel ${offers.kernel}) reaching our target in this process`;
-    return await fn({ host, traddr, trsvcid, setup, initiator: { kind: 'kernel', where: choice.where, kernel: offers.kernel, ...(runner.emulated === undefined ? {} : { emulated: runner.emulated }) } });
+    return await fn({ host, traddr, trsvcid, setup, ...(net === undefined ? {} : { net }), initiator: { kind: 'kernel', where: choice.where, kernel: offers.kernel, ...(runner.emulated === undefined ? {} : { emulated: runner.emulated }) } });
   } finally {
     await host.disconnectAll().catch(() => undefined);
     await runner.close();
   }
+}
+
+/**
+ * A tap NIC for the lab guest (run.sh --tap) with `queues` queues, where the machine allows it: `bind` opens our
+ * target on the tap's host address and returns the port the guest connects to. Without a tap the guestfwd stays.
+ */
+export interface TapChoice {
+  queues: number;
+  bind(addr: string): Promise<number>;
 }
 
 /** An arm present in both passes of a --host-patches run, compared patched vs stock on `metric`. */
@@ -64,9 +80,9 @@ export type CrossArm = readonly [arm: string, metric: string, better: 'higher' |
  * because stock nvme-fabrics lacks the series' option are left out (a note names them); `cross` compares the arms
  * both passes ran.
  */
-export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = []): Promise<Report> {
+export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = [], tap?: TapChoice): Promise<Report> {
   const mods = ctx.kernelHost?.where === 'lab' ? ctx.kernelHost.hostModules : undefined;
-  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run);
+  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run, tap);
   return withKernelHost(ctx, targetPort, smp, async (k) => {
     ctx.log(`stock modules (kernel ${k.initiator.kernel ?? '?'})`);
     const stock = await run(k);
@@ -82,7 +98,7 @@ export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp
     } finally {
       await host.disconnectAll().catch(() => undefined);
     }
-  });
+  }, tap);
 }
 
 /** One report of kernelPasses' two: arms prefixed stock/ and SERIES/, both passes' comparisons, the cross ones. */
@@ -540,7 +556,10 @@ async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues
   const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2, matchHwQueues: true });
   const info = await k.host.ioQueueInfo(c.device);
   const seen = targetQueueCounts(target.service, target.nqn);
-  const targetQids = target.service.listControllers().filter((x) => x.subnqn === target.nqn).sort((a, b) => b.cntlid - a.cntlid)[0]?.queues.filter((q) => q.qid > 0).map((q) => q.qid) ?? [];
+  const targetQueues = newestController(target.service, target.nqn)?.queues.filter((q) => q.qid > 0) ?? [];
+  const targetQids = targetQueues.map((q) => q.qid);
+  // Over a tap the target sees the guest's own flows: each debugfs line's source is the peer of the queue with its qid.
+  const flowsMatch = info !== undefined && info.length === targetQueues.length && info.every((l) => targetQueues.find((q) => q.qid === l.qid)?.peer === `${l.srcIp}:${l.srcPort}`);
   const infoQids = (info ?? []).map((q) => q.qid);
   if (info !== undefined) k.host.notes.add(`match_hw_queues: debugfs io_queue_info of ${c.device}: ${info.map((q) => `qid ${q.qid} cpu ${q.cpu} ${q.srcIp}:${q.srcPort} -> ${q.dstIp}:${q.dstPort}`).join('; ')}; our target saw I/O queues qid ${targetQids.join(', ')}.`);
   const sub = await k.host.subsystem(c.device);
@@ -555,6 +574,7 @@ async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues
     ...seen,
     queueInfoQueues: info?.length ?? 0,
     queueInfoQidsMatchTarget: info !== undefined && infoQids.length === targetQids.length && infoQids.every((q, i) => q === targetQids[i]) ? 1 : 0,
+    ...(k.net?.kind === 'tap' ? { queueInfoFlowsMatchTarget: flowsMatch ? 1 : 0 } : {}),
   };
 }
 
@@ -644,6 +664,13 @@ function stalledVerdict(a: Arm | undefined): string {
 }
 
 /**
+ * match-hw-queues in the lab: 4 vCPUs and, where the machine allows a tap, a 2-queue NIC to the target, so
+ * match_hw_queues is held by the NIC (min(4, 2)) and the baseline by the CPUs (4).
+ */
+const MHQ_SMP = 4;
+const MHQ_NIC_QUEUES = 2;
+
+/**
  * match-hw-queues with the Linux host: the kernel's default (one I/O queue per CPU) vs nr_io_queues = the rx queues of
  * the interface that reaches the target; and the io_cpu arm, where the kernel exposes a per-queue CPU attribute.
  */
@@ -651,8 +678,8 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await kernelPasses(ctx, target.port, 2, async (k) => {
-      const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
+    return await kernelPasses(ctx, target.port, MHQ_SMP, async (k) => {
+      const nic = k.initiator.where === 'lab' ? (k.net?.kind === 'tap' ? 'eth1' : 'eth0') : 'lo';
       const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
       const nicQueues = Number(rx.stdout.trim()) || 1;
       const cpu = await submitterCpu(k.host);
@@ -668,7 +695,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const io = compare(arms, `io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU ${cpu}`, 'iops', 'io-cpu-submitter', 'io-cpu-default', 'higher');
       const ioText = io === undefined ? '' : ` With fio on CPU ${cpu}, io_cpu set to that CPU ran at ${round1(io.ratio)}× the connect-time choice's IOPS.`;
       const mh = arms.find((a) => a.name === 'match_hw_queues' && a.skipped === undefined && a.error === undefined)?.metrics;
-      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}.`;
+      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}${mh['queueInfoFlowsMatchTarget'] === undefined ? '' : mh['queueInfoFlowsMatchTarget'] === 1 ? ', and each queue\'s TCP flow (source address and port) is the one our target saw Connect that qid on' : ', but NOT the TCP flows our target saw for those qids'}.`;
       return report(
         {
           name: 'match-hw-queues',
@@ -680,7 +707,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
           notes: [
             `The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`,
             'fio: 4k randread QD64, libaio, direct.',
-            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. Over the lab's user-mode network the flows' source ports are the guest's; the target sees socat's (guestfwd), so flows are matched by qid, not by port.`,
+            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. ${k.net?.kind === 'tap' ? 'Over the tap NIC our target sees the guest\'s own flows: queueInfoFlowsMatchTarget is 1 when each debugfs line\'s source address and port is the peer of the queue with that qid at our target (GET /controllers).' : 'Over the lab\'s user-mode network the flows\' source ports are the guest\'s; the target sees socat\'s (guestfwd), so flows are matched by qid, not by port.'}`,
             `io-cpu arms: fio pinned to CPU ${cpu} (the highest online CPU; fio cpus_allowed). io-cpu-default keeps each queue's io_cpu as connect chose it (nvme_tcp_set_queue_io_cpu); io-cpu-submitter writes ${cpu} to every queue's io_cpu attribute and reads it back. queuesOnSubmitterCpu counts the queues whose io_cpu is CPU ${cpu}. Both are skipped where the kernel has no per-queue io_cpu attribute.`,
           ],
         },
@@ -688,7 +715,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
         createdAt,
         k,
       );
-    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']]);
+    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']], { queues: MHQ_NIC_QUEUES, bind: async (addr) => (await target.service.addPort({ id: 2, addr, port: 0 })).port });
   } finally {
     await target.stop();
   }
