@@ -79,7 +79,12 @@ export function killLabGroup(child: ChildProcess | undefined, signal: NodeJS.Sig
  * everything collected so far (a guest asking the host to act mid-run). It goes through lab-boot.sh, which boots again a guest whose kernel died
  * before the script began.
  */
-export function runLabScript(args: string[], onStdout?: (chunk: string, out: string) => void, env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
+export function runLabScript(
+  args: string[],
+  onStdout?: (chunk: string, out: string) => void,
+  env?: NodeJS.ProcessEnv,
+  onStderr?: (chunk: string) => void,
+): { child: ChildProcess; done: Promise<{ code: number | null; out: string }> } {
   const child = spawn('bash', [LAB_BOOT, ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(env === undefined ? {} : { env: { ...process.env, ...env } }) });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
@@ -87,7 +92,11 @@ export function runLabScript(args: string[], onStdout?: (chunk: string, out: str
     out += chunk;
     onStdout?.(chunk, out);
   });
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => {
+    const chunk = d.toString();
+    out += chunk;
+    onStderr?.(chunk);
+  });
   const done = new Promise<{ code: number | null; out: string }>((resolve) => child.once('exit', (code) => resolve({ code, out })));
   return { child, done };
 }

@@ -19,6 +19,8 @@ export interface KernelConnectOptions {
   queueSize?: number;
   /** Seconds before a lost controller is given up; small so a failed arm cannot hang its cleanup. */
   ctrlLossTmo?: number;
+  /** Seconds between reconnect attempts after an error recovery (the kernel's default is 10). */
+  reconnectDelay?: number;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -32,6 +34,7 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.queuesPerHctx === undefined ? [] : [`--queues-per-hctx=${o.queuesPerHctx}`]),
     ...(o.matchHwQueues === true ? ['--match-hw-queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
+    ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
     '-o', 'json',
   ];
 }
@@ -52,6 +55,7 @@ export function fabricsWriteScript(o: KernelConnectOptions, root = ''): string {
     ...(o.queuesPerHctx === undefined ? [] : [`queues_per_hctx=${o.queuesPerHctx}`]),
     ...(o.matchHwQueues === true ? ['match_hw_queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`ctrl_loss_tmo=${o.ctrlLossTmo}`]),
+    ...(o.reconnectDelay === undefined ? [] : [`reconnect_delay=${o.reconnectDelay}`]),
   ].join(',');
   const hn = o.hostnqn === undefined ? `$(cat ${root}/etc/nvme/hostnqn 2>/dev/null)` : o.hostnqn;
   const hi = o.hostid === undefined ? `$(cat ${root}/etc/nvme/hostid 2>/dev/null)` : o.hostid;

@@ -13,7 +13,7 @@ import { connectArgv, fabricsWriteScript, fioArgv, parseFabricsOptions, parseFio
 import { HostPatchesError, resolveHostPatches } from './host-patches.js';
 import { fakeTools, FIO_JSON, type FakeTools } from './fake-tools.js';
 import { nvmetSetupScript, nvmetTeardownScript, type NvmetConfig } from './nvmet.js';
-import { localPrerequisites, localRunner } from './runner.js';
+import { localPrerequisites, localRunner, parseLabNet } from './runner.js';
 
 let fake: FakeTools | undefined;
 afterEach(async () => {
@@ -230,13 +230,25 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
   it('parallel-connect: nvme connect --nr-io-queues=64 at 0/1/5 ms, each controller disconnected', async () => {
     fake = await fakeTools();
     const r = await run('parallel-connect', fake);
-    expect(r.arms.map((a) => a.name)).toEqual(['linux-0ms', 'linux-1ms', 'linux-5ms']);
-    for (const a of r.arms) expect(a.metrics).toMatchObject({ ioQueues: 64, repetitions: 2 });
+    expect(r.arms.map((a) => a.name)).toEqual(['linux-0ms', 'linux-1ms', 'linux-5ms', 'refused-io-connect']);
+    for (const a of r.arms.slice(0, 3)) expect(a.metrics).toMatchObject({ ioQueues: 64, repetitions: 2 });
+    // The error path needs the lab's guest (its kernel log, io_timeout): skipped here with the reason, nothing run.
+    expect(r.arms[3]?.skipped).toMatch(/^error paths run in the lab guest only/);
     const calls = await fake.calls();
     expect(calls.filter((c) => c.startsWith('nvme connect') && c.includes('--nr-io-queues=64'))).toHaveLength(6);
     expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(6);
     expect(r.verdict).toMatch(/64 I\/O queues: each injected ms/);
   }, 60_000);
+});
+
+describe('parseLabNet: run.sh\'s net line', () => {
+  it('a tap with its device, addresses and queues; user-mode with and without the reason; none', () => {
+    expect(parseLabNet('booting\nrun.sh: net=tap dev=nvlab12 host=10.201.3.1 guest=10.201.3.2 queues=4\nmore')).toEqual({ kind: 'tap', dev: 'nvlab12', hostIp: '10.201.3.1', guestIp: '10.201.3.2', queues: 4 });
+    expect(parseLabNet('run.sh: net=user\n')).toEqual({ kind: 'user' });
+    expect(parseLabNet('run.sh: net=user (no tap: run.sh is not root)\n')).toEqual({ kind: 'user', why: 'no tap: run.sh is not root' });
+    // The end-of-run line carries net=tap too, without the fields: not the line to read.
+    expect(parseLabNet('run.sh: accel=tcg smp=2 mem=1024M net=tap wall=10s script rc=0\n')).toBeUndefined();
+  });
 });
 
 describe('host patch series (--host-patches)', () => {
@@ -260,6 +272,9 @@ describe('host patch series (--host-patches)', () => {
     const s = fabricsWriteScript({ traddr: '10.0.2.100', trsvcid: 4420, nqn: 'nqn.x', matchHwQueues: true, ctrlLossTmo: 2 });
     expect(s).toContain('o="nqn=nqn.x,transport=tcp,traddr=10.0.2.100,trsvcid=4420,match_hw_queues,ctrl_loss_tmo=2');
     expect(connectArgv({ traddr: 'a', trsvcid: 1, nqn: 'n', matchHwQueues: true })).toContain('--match-hw-queues');
+    // reconnect_delay (the stalled-queue error path's fast recovery) both ways.
+    expect(fabricsWriteScript({ traddr: 'a', trsvcid: 1, nqn: 'n', queuesPerHctx: 2, ctrlLossTmo: 30, reconnectDelay: 1 })).toContain('o="nqn=n,transport=tcp,traddr=a,trsvcid=1,queues_per_hctx=2,ctrl_loss_tmo=30,reconnect_delay=1');
+    expect(connectArgv({ traddr: 'a', trsvcid: 1, nqn: 'n', reconnectDelay: 1 })).toContain('--reconnect-delay=1');
   });
 
   it('debugfs io_queue_info lines: IPv4 and IPv6 flows, unbound CPU, other lines left out', () => {

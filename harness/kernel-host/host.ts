@@ -29,6 +29,9 @@ export interface KernelController {
 /** `skip: <reason>` for an arm, or undefined when the kernel can run it. */
 export type ArmCheck = string | undefined;
 
+/** Kernel log lines that are the kernel's own failure, whatever the driver (see kernelLog). */
+const KERNEL_TROUBLE = /WARNING:|\bBUG[: ]|Oops|hung task|blocked for more than|general protection|KASAN|refcount_t|list_(add|del) corruption|use-after-free/;
+
 export class KernelHost {
   readonly runner: HostRunner;
   /** Prefix for /sys and /dev paths (tests point it at a fake tree; '' on a real host). */
@@ -178,6 +181,39 @@ export class KernelHost {
     const r = await this.#sh(`[ -d ${d}/block ] || mount -t debugfs debugfs ${d} 2>/dev/null; cat ${d}/block/${device}c*n*/io_queue_info ${d}/block/${device}n*/io_queue_info 2>/dev/null`);
     const lines = parseIoQueueInfo(r.stdout);
     return lines.length === 0 ? undefined : lines;
+  }
+
+  /** The controllers (nvmeN) the host has to subsystem `nqn`, whoever connected them. */
+  async controllersOf(nqn: string): Promise<string[]> {
+    const r = await this.#sh(`for c in ${this.root}/sys/class/nvme/nvme*; do [ "$(cat "$c/subsysnqn" 2>/dev/null)" = '${nqn}' ] && basename "$c"; done; true`);
+    return r.stdout.split(/\s+/).filter((n) => /^nvme\d+$/.test(n));
+  }
+
+  /** A controller's state (sysfs state: live, resetting, connecting, deleting, ...), or undefined once it is gone. */
+  async controllerState(device: string): Promise<string | undefined> {
+    return this.#read(`/sys/class/nvme/${device}/state`);
+  }
+
+  /** Where the kernel log is now: kernelTrouble(mark) reads what came after. */
+  async dmesgMark(): Promise<number> {
+    return Number((await this.#sh('dmesg | wc -l')).stdout.trim()) || 0;
+  }
+
+  /**
+   * Kernel log lines since `mark` that say the kernel itself went wrong (WARNING, BUG, Oops, a hung task, a leaked
+   * or freed-twice object) and the nvme lines beside them (`nvme`), for an error path's evidence.
+   */
+  async kernelLog(mark: number): Promise<{ trouble: string[]; nvme: string[] }> {
+    const lines = (await this.#sh(`dmesg | tail -n +${mark + 1}`)).stdout.split('\n').filter((l) => l.trim() !== '');
+    return { trouble: lines.filter((l) => KERNEL_TROUBLE.test(l)), nvme: lines.filter((l) => /\bnvme/.test(l)) };
+  }
+
+  /** The I/O timeout (seconds) of controllers created from now on: nvme_core's io_timeout parameter. */
+  async ioTimeout(seconds?: number): Promise<number | undefined> {
+    const p = `${this.root}/sys/module/nvme_core/parameters/io_timeout`;
+    if (seconds !== undefined) await this.#sh(`echo ${seconds} > ${p}`);
+    const v = Number(await this.#read('/sys/module/nvme_core/parameters/io_timeout'));
+    return Number.isFinite(v) && v > 0 ? v : undefined;
   }
 
   async ioQueues(device: string): Promise<number | undefined> {

@@ -17,8 +17,24 @@ export interface ExecResult {
   wallMs: number;
 }
 
+/**
+ * How the lab guest reaches this machine: a tap NIC with `queues` queues (run.sh --tap; host side `hostIp`, the guest's
+ * eth1 `guestIp`), or qemu's user-mode network with guestfwd + socat, with why no tap where one was asked for.
+ */
+export type LabNet = { kind: 'tap'; dev: string; hostIp: string; guestIp: string; queues: number } | { kind: 'user'; why?: string };
+
+/** run.sh's "run.sh: net=..." line (see its header), or undefined when it printed none. */
+export function parseLabNet(stderr: string): LabNet | undefined {
+  const tap = /^run\.sh: net=tap dev=(\S+) host=(\S+) guest=(\S+) queues=(\d+)$/m.exec(stderr);
+  if (tap !== null) return { kind: 'tap', dev: tap[1] as string, hostIp: tap[2] as string, guestIp: tap[3] as string, queues: Number(tap[4]) };
+  const user = /^run\.sh: net=user(?: \((.*)\))?$/m.exec(stderr);
+  return user === null ? undefined : { kind: 'user', ...(user[1] === undefined ? {} : { why: user[1] }) };
+}
+
 export interface HostRunner {
   readonly kind: 'local' | 'lab';
+  /** The lab's network (absent for the local runner). */
+  readonly net?: LabNet;
   /** How the host reaches our target's port (lab: the guestfwd address). */
   targetAddress(hostPort: number): { traddr: string; trsvcid: number };
   exec(argv: readonly string[], timeoutMs?: number): Promise<ExecResult>;
@@ -204,6 +220,8 @@ export async function labRunner(o: {
   log?: (m: string) => void;
   /** Files or directories copied to /lab/files/ in the guest (run.sh --file), e.g. a patch series' modules. */
   files?: readonly string[];
+  /** A tap NIC with this many queues beside the user-mode one (run.sh --tap), where the machine allows it. */
+  tap?: number;
 }): Promise<HostRunner> {
   const missing = labPrerequisites(o.which);
   if (missing !== undefined) throw new KernelHostUnavailable(missing);
@@ -216,12 +234,14 @@ export async function labRunner(o: {
   await writeFile(script, GUEST_LOOP, { mode: 0o755 });
   const accel = (await readFile(path.join(out, 'accel'), 'utf8').catch(() => 'tcg')).trim().toUpperCase();
   const timeoutS = o.timeoutS ?? 900;
+  let runErr = '';
   const { child, done } = runLabScript(
     [path.join(labDir(), 'run.sh'), '--timeout', String(timeoutS), '--smp', String(o.smp ?? 2), '--mem', '1024', '--hostfwd', 'none',
       '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, ...(o.guestfwd ?? []).flatMap((g) => ['--guestfwd', g]),
-      ...(o.files ?? []).flatMap((f) => ['--file', f]), script],
+      ...(o.files ?? []).flatMap((f) => ['--file', f]), ...(o.tap === undefined ? [] : ['--tap', String(o.tap)]), script],
     undefined,
     { LAB_OUT: out },
+    (chunk) => (runErr += chunk),
   );
   let ended = false;
   const exited = done.then((r) => {
@@ -250,8 +270,10 @@ export async function labRunner(o: {
     await close();
     throw new Error(`the ${o.which} lab guest did not start its command loop: ${r.out.trim().split('\n').slice(-5).join(' / ')}`);
   }
+  const net = parseLabNet(runErr) ?? { kind: 'user' };
   return {
     kind: 'lab',
+    net,
     emulated: `emulated (${accel})`,
     targetAddress: () => ({ ...TARGET_GUEST }),
     exec: (argv, timeoutMs = 300_000) =>

@@ -10,6 +10,10 @@
 #   --guestfwd GIP:GPORT:HPORT  guest connections to GIP:GPORT -> host 127.0.0.1:HPORT, one socat per connection;
 #                               repeatable; default 10.0.2.100:4420:HOST_PORT; "none": no forward
 #   --host-port N               HOST_PORT of the default guestfwd (default 4420, LAB_HOST_PORT)
+#   --tap N                     a second NIC on a host tap device with N queues (virtio-net mq; LAB_TAP): run.sh
+#                               creates the tap with 10.201.X.1/24 on the host side, the guest's eth1 gets
+#                               10.201.X.2/24, and the tap goes when run.sh exits. Needs root and /dev/net/tun;
+#                               without them the run goes on with user-mode networking only and says why.
 #   --env K=V                   exported in the guest before SCRIPT (repeatable)
 #   --file PATH                 copied to /lab/files/ in the guest (repeatable)
 #   --mem MB (1024)  --smp N (2)  --accel auto|kvm|tcg (auto: what build.sh's probe wrote to LAB_OUT/accel)
@@ -18,6 +22,8 @@
 #   --keep                      keep the run directory (console.log, guest.out, qemu.cmd; LAB_KEEP=1)
 #   --probe-accel               boot a no-op script to learn whether KVM works; writes LAB_OUT/accel (build.sh runs it)
 #
+# The guest sees LAB_NET (tap or user), with a tap LAB_TAP_IP, LAB_TAP_HOST_IP and LAB_TAP_QUEUES (run.sh prints
+# "run.sh: net=tap dev=NAME host=IP guest=IP queues=N" or "run.sh: net=user (why)" on stderr before booting),
 # The guest sees LAB_GUEST_IP, LAB_GUESTFWD_IP and LAB_GUESTFWD_PORT (the first guestfwd), LAB_FILES, LAB_ACCEL, and
 # the helpers of guest/bin/ on PATH (copied in on every run, so changing one needs no rebuild). LAB_KERNEL=vmlinuz
 # boots the compressed kernel instead of the PVH vmlinux; LAB_INITRD=gz the .gz archive instead of the plain one.
@@ -26,6 +32,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB_OUT=${LAB_OUT:-/var/tmp/nvme-lab}
 timeout_s=${LAB_TIMEOUT:-600} mem=1024 smp=2 accel=${LAB_ACCEL:-auto} host_port=${LAB_HOST_PORT:-4420}
 console=0 keep=${LAB_KEEP:-0} probe=0 append="" script=""
+tap_queues=${LAB_TAP:-0} tap="" tap_host="" tap_guest=""
 hostfwds=() guestfwds=() envs=() files=()
 default_hostfwd=1 default_guestfwd=1
 GUEST_IP=10.0.2.15
@@ -37,6 +44,7 @@ while [ $# -gt 0 ]; do
     --hostfwd) default_hostfwd=0; [ "$2" = none ] || hostfwds+=("$2"); shift ;;
     --guestfwd) default_guestfwd=0; [ "$2" = none ] || guestfwds+=("$2"); shift ;;
     --host-port) host_port=$2; shift ;;
+    --tap) tap_queues=$2; shift ;;
     --env) envs+=("$2"); shift ;;
     --file) files+=("$2"); shift ;;
     --mem) mem=$2; shift ;;
@@ -46,7 +54,7 @@ while [ $# -gt 0 ]; do
     --console) console=1 ;;
     --keep) keep=1 ;;
     --probe-accel) probe=1 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) fail "unknown option $1 (run.sh --help)" ;;
     *) script=$1 ;;
   esac
@@ -59,6 +67,7 @@ qemu_pid="" tail_pid=""
 finish() {
   [ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null
   [ -z "$tail_pid" ] || kill "$tail_pid" 2>/dev/null
+  [ -z "$tap" ] || { [ -z "$qemu_pid" ] || wait "$qemu_pid" 2>/dev/null; ip link del "$tap" 2>/dev/null; }
   if [ "$keep" = 1 ]; then echo "run.sh: run directory kept: $run" >&2; else rm -rf "$run"; fi
 }
 trap finish EXIT
@@ -69,7 +78,7 @@ trap 'exit 130' INT TERM
 if [ "$probe" = 1 ]; then
   printf 'echo probe-ok\n' >"$run/probe.sh"
   # grep -c reads to the end: run.sh's streaming must not die of SIGPIPE before the guest powered off.
-  boots() { bash "$0" --accel "$1" --timeout "$2" --hostfwd none --guestfwd none "$run/probe.sh" 2>>"$run/probe.err" | grep -c probe-ok >/dev/null; }
+  boots() { LAB_TAP=0 bash "$0" --accel "$1" --timeout "$2" --hostfwd none --guestfwd none "$run/probe.sh" 2>>"$run/probe.err" | grep -c probe-ok >/dev/null; }
   result=tcg
   if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
     if boots kvm "${LAB_KVM_PROBE_TIMEOUT:-20}"; then result=kvm; fi
@@ -122,16 +131,53 @@ for g in ${guestfwds[@]+"${guestfwds[@]}"}; do
   n=$((n + 1))
 done
 
+# The tap NIC: a free 10.201.X.0/24 (looked for under a lock, so two runs do not take the same), the tap created
+# multi_queue when N > 1 (qemu opens one file per queue pair), the host side addressed and up.
+net_line="net=user"
+case "$tap_queues" in '' | *[!0-9]*) fail "--tap is a queue count, not $tap_queues" ;; esac
+if [ "$tap_queues" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then net_line="net=user (no tap: run.sh is not root)"
+  elif [ ! -c /dev/net/tun ]; then net_line="net=user (no tap: /dev/net/tun missing)"
+  else
+    exec 8>/run/nvme-lab-tap.lock && flock 8
+    for x in $(seq 1 250); do ip -o -4 addr show | grep -q " 10\.201\.$x\." || break; done
+    name=nvlab$$
+    mq=""; [ "$tap_queues" -gt 1 ] && mq=multi_queue
+    if out=$(ip tuntap add dev "$name" mode tap $mq 2>&1); then
+      tap=$name tap_host=10.201.$x.1 tap_guest=10.201.$x.2
+      ip addr add "$tap_host/24" dev "$tap" && ip link set "$tap" up || fail "cannot address tap $tap"
+      net_line="net=tap dev=$tap host=$tap_host guest=$tap_guest queues=$tap_queues"
+    else
+      net_line="net=user (no tap: ip tuntap: $out)"
+    fi
+    exec 8>&-
+  fi
+fi
+echo "run.sh: $net_line" >&2
+nic_tap=()
+if [ -n "$tap" ]; then
+  nd="tap,id=n1,ifname=$tap,script=no,downscript=no,vhost=off"
+  dev="virtio-net-pci,netdev=n1,mac=52:54:00:12:34:57"
+  [ "$tap_queues" -gt 1 ] && { nd="$nd,queues=$tap_queues"; dev="$dev,mq=on,vectors=$((2 * tap_queues + 2))"; }
+  nic_tap=(-netdev "$nd" -device "$dev")
+fi
+
 # The initrd is the built archive followed by one with the script, its env, files and the guest helpers: the kernel
 # unpacks both into the same root.
 o=$run/overlay
 mkdir -p "$o/lab/files" "$o/usr/local/bin"
-cp "$script" "$o/lab/script"
+{
+  # eth1 (the tap NIC) is the run's, not the image's: set up here, before the script (sh ignores its #! line).
+  [ -z "$tap" ] || printf 'ip link set eth1 up && ip addr add %s/24 dev eth1 || echo "run.sh: no eth1 for the tap" >&2\n' "$tap_guest"
+  cat "$script"
+} >"$o/lab/script"
 install -m 0755 "$HERE"/guest/bin/* "$o/usr/local/bin/"
 for f in ${files[@]+"${files[@]}"}; do cp -r "$f" "$o/lab/files/" || fail "cannot copy $f"; done
 {
   printf 'export LAB_GUEST_IP=%s LAB_GUESTFWD_IP=%s LAB_GUESTFWD_PORT=%s LAB_FILES=/lab/files LAB_ACCEL=%s\n' \
     "$GUEST_IP" "$first_gip" "$first_gport" "$accel"
+  if [ -n "$tap" ]; then printf 'export LAB_NET=tap LAB_TAP_IP=%s LAB_TAP_HOST_IP=%s LAB_TAP_QUEUES=%s\n' "$tap_guest" "$tap_host" "$tap_queues"
+  else printf 'export LAB_NET=user\n'; fi
   for e in ${envs[@]+"${envs[@]}"}; do printf 'export %q\n' "$e"; done
 } >"$o/lab/env"
 (cd "$o" && find . -mindepth 1 | cpio -o -H newc -R 0:0 --quiet | gzip -1) >"$run/overlay.cpio.gz"
@@ -148,7 +194,7 @@ cmdline="console=ttyS0,115200 panic=1 rdinit=/init lab.ip=$GUEST_IP/24 lab.gw=10
 qemu=(qemu-system-x86_64 -name nvme-lab -nodefaults -no-user-config -display none -no-reboot "${accel_args[@]}"
   -smp "$smp" -m "$mem" -kernel "$kernel" -initrd "$run/initrd.img" -append "$cmdline"
   -serial "file:$run/console.log" -serial "file:$run/guest.out"
-  -netdev "$net" -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56)
+  -netdev "$net" -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 ${nic_tap[@]+"${nic_tap[@]}"})
 printf '%q ' "${qemu[@]}" >"$run/qemu.cmd"
 
 t0=$SECONDS
@@ -167,7 +213,7 @@ wait 2>/dev/null
 
 end=$(tr -d '\r' <"$run/guest.out" | grep -ao '===LAB-SCRIPT-END rc=[0-9]*' | tail -n 1)
 if [ -n "$end" ]; then
-  echo "run.sh: accel=$accel smp=$smp mem=${mem}M wall=$((SECONDS - t0))s script rc=${end##*rc=}" >&2
+  echo "run.sh: accel=$accel smp=$smp mem=${mem}M ${net_line%% *} wall=$((SECONDS - t0))s script rc=${end##*rc=}" >&2
   exit "${end##*rc=}"
 fi
 if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then

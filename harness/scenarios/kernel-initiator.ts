@@ -1,17 +1,17 @@
 // The seed experiments with the Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine
 // or in the qemu lab's guest (harness/kernel-host), against our target, whose placement the scenario controls. Each
 // arm first asks the kernel whether it can run (KernelHost probes) and is skipped with the reason otherwise.
-import { pino, type Logger } from 'pino';
 import { TargetService } from '../../target/index.js';
 import type { FioJob, FioResult } from '../kernel-host/commands.js';
 import { KernelHost, type ArmCheck } from '../kernel-host/host.js';
 import { loadHostModules } from '../kernel-host/host-patches.js';
 import { nvmetAvailable, nvmetFreePortId, startNvmet } from '../kernel-host/nvmet.js';
-import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner } from '../kernel-host/runner.js';
+import { KernelHostUnavailable, labRunner, localPrerequisites, localRunner, type HostRunner, type LabNet } from '../kernel-host/runner.js';
 import { freePort } from '../lab.js';
 import { startInProcessTarget, type InProcessTarget } from '../nvme.js';
 import { compare, makeReport, type ReportInit } from '../report/build.js';
 import type { Arm, Comparison, InitiatorInfo, Report } from '../report/types.js';
+import { LAB_ONLY, newestController, refusedIoConnect, stalledGroupQueue, unwoundClean } from './kernel-unwind.js';
 import { median, round1, type ScenarioContext } from './types.js';
 
 /** The driver, what it reports about itself, and the address at which the host reaches our target. */
@@ -22,13 +22,15 @@ export interface KernelRun {
   trsvcid: number;
   /** The report's setup line. */
   setup: string;
+  /** The lab's network: a tap NIC or user-mode networking (absent for the local runner). */
+  net?: LabNet;
 }
 
 /**
  * Starts the runner `ctx.kernelHost` names (the lab guest boots with `smp` vCPUs: the Linux host opens at most one
  * I/O queue per CPU), runs `fn`, then disconnects whatever is still connected and stops the runner.
  */
-export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>): Promise<T> {
+export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number, smp: number, fn: (k: KernelRun) => Promise<T>, tap?: TapChoice): Promise<T> {
   const choice = ctx.kernelHost;
   if (choice === undefined) throw new Error('withKernelHost without ctx.kernelHost');
   let runner: HostRunner;
@@ -37,21 +39,35 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
     if (missing !== undefined) throw new KernelHostUnavailable(missing);
     runner = localRunner(choice.env === undefined ? {} : { env: choice.env });
   } else {
-    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }) });
+    runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }), ...(tap === undefined ? {} : { tap: tap.queues }) });
   }
   const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
   try {
     const offers = await host.offers();
-    const { traddr, trsvcid } = runner.targetAddress(targetPort);
+    const net = runner.net;
+    const { traddr, trsvcid } = net?.kind === 'tap' && tap !== undefined ? { traddr: net.hostIp, trsvcid: await tap.bind(net.hostIp) } : runner.targetAddress(targetPort);
+    const path =
+      net?.kind === 'tap'
+        ? `over a tap NIC (virtio-net, ${net.queues} queue(s), vhost off; guest ${net.guestIp} eth1 -> ${traddr}:${trsvcid})`
+        : `through user-mode networking, guestfwd + socat${tap !== undefined && net?.kind === 'user' && net.why !== undefined ? ` (${net.why})` : ''}`;
     const setup =
       choice.where === 'lab'
-        ? `qemu guest (${runner.emulated ?? 'emulated'}, ${smp} vCPUs, kernel ${offers.kernel}) reaching our target in this process through guestfwd + socat`
+        ? `qemu guest (${runner.emulated ?? 'emulated'}, ${smp} vCPUs, kernel ${offers.kernel}) reaching our target in this process ${path}`
         : `loopback, the Linux host (kernel ${offers.kernel}) reaching our target in this process`;
-    return await fn({ host, traddr, trsvcid, setup, initiator: { kind: 'kernel', where: choice.where, kernel: offers.kernel, ...(runner.emulated === undefined ? {} : { emulated: runner.emulated }) } });
+    return await fn({ host, traddr, trsvcid, setup, ...(net === undefined ? {} : { net }), initiator: { kind: 'kernel', where: choice.where, kernel: offers.kernel, ...(runner.emulated === undefined ? {} : { emulated: runner.emulated }) } });
   } finally {
     await host.disconnectAll().catch(() => undefined);
     await runner.close();
   }
+}
+
+/**
+ * A tap NIC for the lab guest (run.sh --tap) with `queues` queues, where the machine allows it: `bind` opens our
+ * target on the tap's host address and returns the port the guest connects to. Without a tap the guestfwd stays.
+ */
+export interface TapChoice {
+  queues: number;
+  bind(addr: string): Promise<number>;
 }
 
 /** An arm present in both passes of a --host-patches run, compared patched vs stock on `metric`. */
@@ -64,9 +80,9 @@ export type CrossArm = readonly [arm: string, metric: string, better: 'higher' |
  * because stock nvme-fabrics lacks the series' option are left out (a note names them); `cross` compares the arms
  * both passes ran.
  */
-export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = []): Promise<Report> {
+export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp: number, run: (k: KernelRun) => Promise<Report>, cross: readonly CrossArm[] = [], tap?: TapChoice): Promise<Report> {
   const mods = ctx.kernelHost?.where === 'lab' ? ctx.kernelHost.hostModules : undefined;
-  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run);
+  if (mods === undefined) return withKernelHost(ctx, targetPort, smp, run, tap);
   return withKernelHost(ctx, targetPort, smp, async (k) => {
     ctx.log(`stock modules (kernel ${k.initiator.kernel ?? '?'})`);
     const stock = await run(k);
@@ -82,7 +98,7 @@ export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp
     } finally {
       await host.disconnectAll().catch(() => undefined);
     }
-  });
+  }, tap);
 }
 
 /** One report of kernelPasses' two: arms prefixed stock/ and SERIES/, both passes' comparisons, the cross ones. */
@@ -157,8 +173,7 @@ const PC_QUEUES = 64;
 export async function kernelParallelConnect(ctx: ScenarioContext, title: string, hypothesis: string): Promise<Report> {
   const createdAt = new Date();
   const reps = ctx.quick ? 2 : 5;
-  const seen = new ConnectLog();
-  const svc = new TargetService({ logger: seen.logger() });
+  const svc = new TargetService();
   const nqn = 'nqn.2024-01.io.nvme-tcp-ts:kernel-connect';
   try {
     const port = (await svc.addPort({ id: 1, addr: '127.0.0.1', port: 0 })).port;
@@ -168,33 +183,18 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
       for (const lat of LATENCIES) {
         svc.setFaults(nqn, { connectLatencyMs: lat });
         arms.push(
-          await kernelArm(ctx, k.host, `linux-${lat}ms`, { connectLatencyMs: lat, nr_io_queues: PC_QUEUES }, k.host.needsOption('nr_io_queues'), async () => {
-            const times: number[] = [];
-            const spans: number[] = [];
-            let inFlight = 0;
-            let queues = 0;
-            for (let i = 0; i < reps; i++) {
-              const mark = seen.mark();
-              const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 });
-              times.push(c.connectMs);
-              queues = (await k.host.ioQueues(c.device)) ?? 0;
-              await k.host.disconnect(c.device);
-              const s = seen.since(mark, lat);
-              if (s !== undefined) {
-                spans.push(s.spanMs);
-                inFlight = Math.max(inFlight, s.maxInFlight);
-              }
-            }
-            return {
-              connectMs: round1(median(times)),
-              minConnectMs: round1(Math.min(...times)),
-              ioQueues: queues,
-              repetitions: reps,
-              ...(spans.length === 0 ? {} : { targetIoConnectSpanMs: round1(median(spans)), ...(lat > 0 ? { targetMaxConnectsInFlight: inFlight } : {}) }),
-            };
-          }),
+          await kernelArm(ctx, k.host, `linux-${lat}ms`, { connectLatencyMs: lat, nr_io_queues: PC_QUEUES }, k.host.needsOption('nr_io_queues'), () => latencyArm(k, svc, nqn, lat, reps)),
         );
       }
+      const unwindLog: string[] = [];
+      arms.push(
+        await kernelArm(ctx, k.host, 'refused-io-connect', { connectLatencyMs: 5, nr_io_queues: PC_QUEUES, refusedQid: REFUSED_QID }, k.initiator.where === 'lab' ? k.host.needsOption('nr_io_queues') : LAB_ONLY, async () => {
+          svc.setFaults(nqn, { connectLatencyMs: 5 });
+          const u = await refusedIoConnect(svc, k.host, { traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 }, REFUSED_QID);
+          unwindLog.push(...u.log.map((l) => `refused-io-connect, guest kernel log: ${l}`));
+          return u.metrics;
+        }),
+      );
       return report(
         {
           name: 'parallel-connect',
@@ -204,23 +204,73 @@ export async function kernelParallelConnect(ctx: ScenarioContext, title: string,
           comparisons: [
             compare(arms, 'connect time at 5 ms / 0 ms injected latency', 'connectMs', 'linux-5ms', 'linux-0ms', 'lower'),
             // Only where our target saw the Connects (a fake nvme-cli in the tests sends none).
-            ...(arms.every((a) => a.metrics['targetIoConnectSpanMs'] !== undefined) ? [compare(arms, 'I/O-queue Connect span at the target, 5 ms / 0 ms', 'targetIoConnectSpanMs', 'linux-5ms', 'linux-0ms', 'lower')] : []),
+            ...(arms.filter((a) => a.name.startsWith('linux-')).every((a) => a.metrics['targetIoConnectSpanMs'] !== undefined) ? [compare(arms, 'I/O-queue Connect span at the target, 5 ms / 0 ms', 'targetIoConnectSpanMs', 'linux-5ms', 'linux-0ms', 'lower')] : []),
           ],
-          verdict: parallelVerdict(arms, k.initiator.kernel ?? '?'),
+          verdict: parallelVerdict(arms, k.initiator.kernel ?? '?') + refusedVerdict(arms.find((a) => a.name === 'refused-io-connect')),
           notes: [
             `connectMs is the median wall time of ${reps} \`nvme connect --nr-io-queues=${PC_QUEUES}\` call(s) where nvme-cli ran${k.initiator.where === 'lab' ? ' (in the guest, from /proc/timer_list; it includes nvme-cli, identify and the namespace scan, which an emulated CPU makes slow and noisy)' : ''}; ioQueues is what the controller set up (sysfs queue_count - 1): the Linux host caps it at its online CPUs.`,
             'targetIoConnectSpanMs: first to last I/O-queue Fabrics Connect as our target received them (median over the connects); targetMaxConnectsInFlight: the most I/O-queue Connects the target held at once during the injected latency. Both are protocol sequencing, meaningful even emulated: 1 in flight means the host waits for each Connect before sending the next.',
+            'targetIoSetupSpanMs: first I/O-queue ICReq to the last I/O-queue Connect completion; targetMaxSetupsOverlapping: the most I/O queues whose setup window (ICReq received to Connect completed, i.e. Connect received + the injected latency) overlapped at one instant, over the connects: 1 means one queue after another. From the target\'s per-queue setup times (GET /controllers icReqAt, connectAt, firstCommandAt), read while the controller was connected.',
+            'targetIcReqSpanMs: first to last I/O-queue ICReq; targetIcReqsBeforeFirstConnect: the I/O queues whose ICReq came before the first I/O-queue Connect (the fewest over the connects). A host that opens every queue\'s connection and IC exchange first and then sends the Connects one at a time (stock Linux: nvme_tcp_alloc_io_queues, then nvme_tcp_start_io_queues) has all of them before, and its setup windows overlap although its Connects are serial: read targetMaxConnectsInFlight for the Connects.',
+            'targetIoQueuesWithCommand: I/O queues that had carried a command after their Connect when the view was read (the namespace scan\'s reads); the Linux host sends nothing on an idle I/O queue, so the setup window ends at the Connect\'s completion, not at a first command.',
             'Connect latency is injected by our target before each Fabrics Connect completes (TargetService.setFaults connectLatencyMs), admin queue included.',
+            `refused-io-connect (error path, fault engine): at 5 ms Connect latency our target refuses the Connect of I/O queue ${REFUSED_QID} (CONNECT_INVALID_PARAM, DNR; rule {match: {event: connect, qid: ${REFUSED_QID}}, schedule: {nth: 1}}) while the others are set up. connectFailed: nvme connect failed; refusedConnects: the rule's firings; targetControllersLeft / hostControllersLeft: controllers to the subsystem left at our target (after up to 15 s) and in the guest's /sys/class/nvme; kernelTroubleLines: guest kernel log lines since the arm began matching WARNING, BUG, Oops, hung task and the like; reconnectIoQueues: I/O queues of the same connect without the rule right after.`,
+            ...unwindLog,
           ],
         },
         ctx,
         createdAt,
         k,
       );
-    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower']]);
+    }, [['linux-0ms', 'connectMs', 'lower'], ['linux-5ms', 'connectMs', 'lower'], ['linux-5ms', 'targetIoSetupSpanMs', 'lower'], ['linux-5ms', 'targetMaxConnectsInFlight', 'higher']]);
   } finally {
     await svc.stop();
   }
+}
+
+/** One latency arm of parallel-connect: `reps` connects, the host's connect time and the target's view of each setup. */
+async function latencyArm(k: KernelRun, svc: TargetService, nqn: string, lat: number, reps: number): Promise<Record<string, number>> {
+  const times: number[] = [];
+  const seen: IoSetupSeen[] = [];
+  let queues = 0;
+  for (let i = 0; i < reps; i++) {
+    const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn, nrIoQueues: PC_QUEUES, ctrlLossTmo: 2 });
+    times.push(c.connectMs);
+    queues = (await k.host.ioQueues(c.device)) ?? 0;
+    const s = ioSetupSeen(svc, nqn, lat);
+    if (s !== undefined) seen.push(s);
+    await k.host.disconnect(c.device);
+  }
+  const most = (f: (s: IoSetupSeen) => number): number => Math.max(...seen.map(f));
+  return {
+    connectMs: round1(median(times)),
+    minConnectMs: round1(Math.min(...times)),
+    ioQueues: queues,
+    repetitions: reps,
+    ...(seen.length === 0
+      ? {}
+      : {
+          targetIoConnectSpanMs: round1(median(seen.map((s) => s.connectSpanMs))),
+          ...(lat > 0 ? { targetMaxConnectsInFlight: most((s) => s.maxConnectsInFlight) } : {}),
+          targetIoSetupSpanMs: round1(median(seen.map((s) => s.setupSpanMs))),
+          targetMaxSetupsOverlapping: most((s) => s.maxSetupsOverlapping),
+          targetIoQueuesWithCommand: most((s) => s.firstCommands),
+          targetIcReqSpanMs: round1(median(seen.map((s) => s.icReqSpanMs))),
+          targetIcReqsBeforeFirstConnect: Math.min(...seen.map((s) => s.icReqsBeforeFirstConnect)),
+        }),
+  };
+}
+
+/** The I/O queue whose Connect refused-io-connect refuses: one in the middle of a setup of several. */
+const REFUSED_QID = 2;
+
+/** The verdict's sentence on refused-io-connect. */
+function refusedVerdict(a: Arm | undefined): string {
+  if (a === undefined || a.skipped !== undefined) return '';
+  if (a.error !== undefined) return ` Refused I/O-queue Connect: the arm failed (${a.error}).`;
+  const m = a.metrics;
+  const failed = m['connectFailed'] === 1 ? 'nvme connect failed' : 'nvme connect did NOT fail';
+  return ` With the Connect of I/O queue ${REFUSED_QID} refused mid-setup (${m['refusedConnects']} refusal): ${failed}; ${unwoundClean(m) ? 'the unwind was clean (no controller left at the target or in the guest, no kernel warning)' : `the unwind was NOT clean (target ${m['targetControllersLeft']}, guest ${m['hostControllersLeft']} controllers left, ${m['kernelTroubleLines']} kernel trouble lines)`}; the next connect set up ${m['reconnectIoQueues']} I/O queues.`;
 }
 
 /** Serial or parallel, from what the target saw at 5 ms; the connect-time slope where the target saw nothing. */
@@ -235,36 +285,50 @@ function parallelVerdict(arms: Arm[], kernel: string): string {
     return `Kernel ${kernel}, ${q} I/O queues: each injected ms of Connect latency adds ${slope} ms to nvme connect (serial would be ${q + 1}, parallel about 2).`;
   }
   const how = inFlight <= 1 ? 'serially: it sends each I/O queue\'s Connect only after the previous one completed' : inFlight >= q ? 'in parallel: all its I/O queues\' Connects were in flight at once' : `partly in parallel: at most ${inFlight} of its ${q} I/O queues' Connects were in flight at once`;
-  return `Kernel ${kernel} sets up its ${q} I/O queues ${how} (our target saw them over ${m5['targetIoConnectSpanMs']} ms at 5 ms injected latency, ${m0['targetIoConnectSpanMs']} ms at 0 ms); nvme connect took ${m5['connectMs']} vs ${m0['connectMs']} ms.`;
+  const before = m5['targetIcReqsBeforeFirstConnect'];
+  const icFirst = before === undefined ? '' : before === q ? `every I/O queue's ICReq came before the first I/O-queue Connect (the IC exchanges first, then the Connects)` : `${before} of the ${q} I/O queues' ICReqs came before the first I/O-queue Connect`;
+  const overlap = m5['targetMaxSetupsOverlapping'] === undefined ? '' : ` Setup windows (ICReq to Connect completed): at most ${m5['targetMaxSetupsOverlapping']} overlapping at 5 ms (${m0['targetMaxSetupsOverlapping']} at 0 ms), first ICReq to last Connect completed ${m5['targetIoSetupSpanMs']} ms; ${icFirst}.`;
+  return `Kernel ${kernel} sets up its ${q} I/O queues ${how} (our target saw them over ${m5['targetIoConnectSpanMs']} ms at 5 ms injected latency, ${m0['targetIoConnectSpanMs']} ms at 0 ms); nvme connect took ${m5['connectMs']} vs ${m0['connectMs']} ms.${overlap}`;
 }
 
-/** The target's "queue connected" log lines (TargetService logger), timed with performance.now(). */
-class ConnectLog {
-  readonly #seen: { qid: number; cntlid: number; t: number }[] = [];
+/** One controller's I/O-queue setup as our target saw it (GET /controllers setup times), at `latMs` injected. */
+export interface IoSetupSeen {
+  /** First to last I/O-queue Connect received. */
+  connectSpanMs: number;
+  /** The most Connects whose injected latency window [connectAt, connectAt + latMs) overlapped. */
+  maxConnectsInFlight: number;
+  /** First ICReq to the last Connect's completion (connectAt + latMs). */
+  setupSpanMs: number;
+  /** The most I/O queues whose setup window [icReqAt, connectAt + latMs) overlapped at one instant. */
+  maxSetupsOverlapping: number;
+  /** I/O queues that carried a command after their Connect by the time the view was read. */
+  firstCommands: number;
+  /** First to last I/O-queue ICReq. */
+  icReqSpanMs: number;
+  /** I/O queues whose ICReq came before the first I/O-queue Connect: all of them when the host does every IC exchange first. */
+  icReqsBeforeFirstConnect: number;
+}
 
-  logger(): Logger {
-    const write = (line: string): void => {
-      if (!line.includes('"queue connected"')) return;
-      const j = JSON.parse(line) as { qid?: number; cntlid?: number; t?: number };
-      this.#seen.push({ qid: j.qid ?? 0, cntlid: j.cntlid ?? 0, t: j.t ?? 0 });
-    };
-    return pino<never>({ level: 'info', base: null, timestamp: () => `,"t":${performance.now()}` }, { write });
-  }
-
-  mark(): number {
-    return this.#seen.length;
-  }
-
-  /**
-   * The I/O-queue Connects received since `mark`: span from the first to the last, and the most whose injected
-   * latency window [t, t + latMs) overlapped (a host that waits for each Connect keeps it at 1).
-   */
-  since(mark: number, latMs: number): { spanMs: number; maxInFlight: number } | undefined {
-    const ts = this.#seen.slice(mark).filter((c) => c.qid > 0).map((c) => c.t).sort((a, b) => a - b);
-    if (ts.length === 0) return undefined;
-    const maxInFlight = Math.max(...ts.map((t) => ts.filter((u) => u <= t && t < u + latMs).length));
-    return { spanMs: (ts[ts.length - 1] as number) - (ts[0] as number), maxInFlight };
-  }
+/**
+ * The I/O-queue setup of `nqn`'s newest controller (the one whose admin queue connected last) from the target's
+ * queue view. A queue's setup window runs from its ICReq to its Connect's completion, which the target holds back
+ * `latMs` (connectLatencyMs): a host that sets queues up one after another sends the next ICReq only after the
+ * previous Connect completed, so its windows never overlap (NVMe-TCP 1.0 §3.6.2.2, NVMe-oF 1.1 §3.3).
+ */
+export function ioSetupSeen(svc: TargetService, nqn: string, latMs: number): IoSetupSeen | undefined {
+  const qs = (newestController(svc, nqn)?.queues ?? []).flatMap((q) => (q.qid > 0 && q.icReqAt !== undefined && q.connectAt !== undefined ? [{ icReq: q.icReqAt, connect: q.connectAt, used: q.firstCommandAt !== undefined }] : []));
+  if (qs.length === 0) return undefined;
+  const mostAtOnce = (w: readonly (readonly [number, number])[]): number => Math.max(...w.map(([t]) => w.filter(([a, b]) => a <= t && t < b).length));
+  const connects = qs.map((q) => q.connect);
+  return {
+    connectSpanMs: Math.max(...connects) - Math.min(...connects),
+    maxConnectsInFlight: mostAtOnce(connects.map((t) => [t, t + latMs] as const)),
+    setupSpanMs: Math.max(...connects) + latMs - Math.min(...qs.map((q) => q.icReq)),
+    maxSetupsOverlapping: mostAtOnce(qs.map((q) => [q.icReq, q.connect + latMs] as const)),
+    firstCommands: qs.filter((q) => q.used).length,
+    icReqSpanMs: Math.max(...qs.map((q) => q.icReq)) - Math.min(...qs.map((q) => q.icReq)),
+    icReqsBeforeFirstConnect: qs.filter((q) => q.icReq < Math.min(...connects)).length,
+  };
 }
 
 const DUP_POLICIES = ['round-robin', 'queue-depth', 'numa'] as const;
@@ -492,7 +556,10 @@ async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues
   const c = await k.host.connect({ traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, ctrlLossTmo: 2, matchHwQueues: true });
   const info = await k.host.ioQueueInfo(c.device);
   const seen = targetQueueCounts(target.service, target.nqn);
-  const targetQids = target.service.listControllers().filter((x) => x.subnqn === target.nqn).sort((a, b) => b.cntlid - a.cntlid)[0]?.queues.filter((q) => q.qid > 0).map((q) => q.qid) ?? [];
+  const targetQueues = newestController(target.service, target.nqn)?.queues.filter((q) => q.qid > 0) ?? [];
+  const targetQids = targetQueues.map((q) => q.qid);
+  // Over a tap the target sees the guest's own flows: each debugfs line's source is the peer of the queue with its qid.
+  const flowsMatch = info !== undefined && info.length === targetQueues.length && info.every((l) => targetQueues.find((q) => q.qid === l.qid)?.peer === `${l.srcIp}:${l.srcPort}`);
   const infoQids = (info ?? []).map((q) => q.qid);
   if (info !== undefined) k.host.notes.add(`match_hw_queues: debugfs io_queue_info of ${c.device}: ${info.map((q) => `qid ${q.qid} cpu ${q.cpu} ${q.srcIp}:${q.srcPort} -> ${q.dstIp}:${q.dstPort}`).join('; ')}; our target saw I/O queues qid ${targetQids.join(', ')}.`);
   const sub = await k.host.subsystem(c.device);
@@ -507,6 +574,7 @@ async function matchHwQueuesArm(k: KernelRun, target: InProcessTarget, nicQueues
     ...seen,
     queueInfoQueues: info?.length ?? 0,
     queueInfoQidsMatchTarget: info !== undefined && infoQids.length === targetQids.length && infoQids.every((q, i) => q === targetQids[i]) ? 1 : 0,
+    ...(k.net?.kind === 'tap' ? { queueInfoFlowsMatchTarget: flowsMatch ? 1 : 0 } : {}),
   };
 }
 
@@ -548,6 +616,14 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
         const check = qph === 1 ? undefined : k.host.needsOption('queues_per_hctx');
         arms.push(await kernelArm(ctx, k.host, `qph${qph}`, { queues_per_hctx: qph, nr_io_queues: 1 }, check, () => connectAndFio(k, target.nqn, { nrIoQueues: 1, ...(qph === 1 ? {} : { queuesPerHctx: qph }) }, ctx.quick, target.service, true)));
       }
+      const unwindLog: string[] = [];
+      arms.push(
+        await kernelArm(ctx, k.host, 'qph2-stalled-queue', { queues_per_hctx: 2, nr_io_queues: 1, stalledQid: 2, io_timeout: STALL_IO_TIMEOUT_S }, k.initiator.where === 'lab' ? k.host.needsOption('queues_per_hctx') : LAB_ONLY, async () => {
+          const u = await stalledGroupQueue(target.service, k.host, { traddr: k.traddr, trsvcid: k.trsvcid, nqn: target.nqn, nrIoQueues: 1, queuesPerHctx: 2 }, 2, STALL_IO_TIMEOUT_S);
+          unwindLog.push(...u.log.map((l) => `qph2-stalled-queue, guest kernel log: ${l}`));
+          return u.metrics;
+        }),
+      );
       const comparisons = [compare(arms, 'qph2 vs qph1 IOPS', 'iops', 'qph2', 'qph1', 'higher'), compare(arms, 'qph4 vs qph1 IOPS', 'iops', 'qph4', 'qph1', 'higher')];
       const ran = comparisons.filter((c) => c !== undefined);
       return report(
@@ -557,11 +633,13 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
           hypothesis,
           arms,
           comparisons,
-          verdict: ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; '),
+          verdict: (ran.length === 0 ? `Kernel ${k.initiator.kernel} has no queues_per_hctx: only the qph1 baseline ran; the other arms are skipped with the reason.` : `${ran.map((c) => `${c.label}: ${round1(c.ratio)}×`).join('; ')}.`) + stalledVerdict(arms.find((a) => a.name === 'qph2-stalled-queue')),
           notes: [
             'qph1 is a plain connect with one I/O queue; qph2/qph4 add --queues-per-hctx, which only kernels with the queue-groups RFC accept (probed in cat /dev/nvme-fabrics).',
             'fio: 4k randread QD64, libaio, direct; then 4k randwrite QD16 over 8 MiB with verify=crc32c on the same controller (verifyIos; a mismatch fails the arm).',
             'ioQueues: the host\'s I/O queues (sysfs queue_count - 1); targetIoQueues: the I/O queues our target saw Connect for that controller; targetQ<qid>Cmds: the commands each carried (admin commands excluded), targetQueueSpread the least-used over the busiest (1 = even, as round-robin dispatch inside one hctx gives).',
+            `qph2-stalled-queue (error path, fault engine): one hctx with 2 queues; after the connect our target drops the next Read on I/O queue 2 (rule {match: {qid: 2, opcode: 2}, schedule: {times: 1}, action: drop}: it never completes) while dd reads 64 × 4 KiB direct. With nvme_core io_timeout ${STALL_IO_TIMEOUT_S} s (put back after) the host times the Read out, recovers the controller (reconnect_delay 1 s) and retries it. droppedReads: the rule's firings; ioCompleted: dd succeeded; ioWallMs: dd's wall time; hostRecovered: the controller was live after; targetIoQueuesAfter: I/O queues of the controller our target then held; hostTimeoutLines: guest nvme log lines naming a timeout; then, after the disconnect, targetControllersLeft, hostControllersLeft, kernelTroubleLines as in parallel-connect.`,
+            ...unwindLog,
           ],
         },
         ctx,
@@ -574,6 +652,24 @@ export async function kernelQueueGroups(ctx: ScenarioContext, title: string, hyp
   }
 }
 
+/** nvme_core io_timeout (s) while qph2-stalled-queue runs: the dropped Read times out this soon. */
+const STALL_IO_TIMEOUT_S = 5;
+
+/** The verdict's sentence on qph2-stalled-queue. */
+function stalledVerdict(a: Arm | undefined): string {
+  if (a === undefined || a.skipped !== undefined) return '';
+  if (a.error !== undefined) return ` Stalled queue in a group: the arm failed (${a.error}).`;
+  const m = a.metrics;
+  return ` With one Read dropped on queue 2 of the qph2 group (${m['droppedReads']} dropped): the host ${m['hostRecovered'] === 1 ? 'recovered the controller' : 'did NOT recover the controller'}, dd ${m['ioCompleted'] === 1 ? `completed in ${m['ioWallMs']} ms` : 'failed'} (${m['hostTimeoutLines']} timeout line(s) in the guest log); ${unwoundClean(m) ? 'after the disconnect nothing was left and the kernel logged no warning' : `NOT clean after the disconnect (target ${m['targetControllersLeft']}, guest ${m['hostControllersLeft']} controllers left, ${m['kernelTroubleLines']} kernel trouble lines)`}.`;
+}
+
+/**
+ * match-hw-queues in the lab: 4 vCPUs and, where the machine allows a tap, a 2-queue NIC to the target, so
+ * match_hw_queues is held by the NIC (min(4, 2)) and the baseline by the CPUs (4).
+ */
+const MHQ_SMP = 4;
+const MHQ_NIC_QUEUES = 2;
+
 /**
  * match-hw-queues with the Linux host: the kernel's default (one I/O queue per CPU) vs nr_io_queues = the rx queues of
  * the interface that reaches the target; and the io_cpu arm, where the kernel exposes a per-queue CPU attribute.
@@ -582,8 +678,8 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
   const createdAt = new Date();
   const target = await startInProcessTarget({ size: '128M' });
   try {
-    return await kernelPasses(ctx, target.port, 2, async (k) => {
-      const nic = k.initiator.where === 'lab' ? 'eth0' : 'lo';
+    return await kernelPasses(ctx, target.port, MHQ_SMP, async (k) => {
+      const nic = k.initiator.where === 'lab' ? (k.net?.kind === 'tap' ? 'eth1' : 'eth0') : 'lo';
       const rx = await k.host.runner.exec(['sh', '-c', `ls -d ${k.host.root}/sys/class/net/${nic}/queues/rx-* | wc -l`]);
       const nicQueues = Number(rx.stdout.trim()) || 1;
       const cpu = await submitterCpu(k.host);
@@ -599,7 +695,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
       const io = compare(arms, `io_cpu = submitter CPU vs connect-time choice IOPS, fio on CPU ${cpu}`, 'iops', 'io-cpu-submitter', 'io-cpu-default', 'higher');
       const ioText = io === undefined ? '' : ` With fio on CPU ${cpu}, io_cpu set to that CPU ran at ${round1(io.ratio)}× the connect-time choice's IOPS.`;
       const mh = arms.find((a) => a.name === 'match_hw_queues' && a.skipped === undefined && a.error === undefined)?.metrics;
-      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}.`;
+      const mhText = mh === undefined ? '' : ` match_hw_queues: the kernel set up ${mh['ioQueues']} I/O queue(s) (min of ${mh['onlineCpus']} CPUs and ${nicQueues} ${nic} queue(s) = ${mh['expectedIoQueues']}); its debugfs queue info listed ${mh['queueInfoQueues']}, ${mh['queueInfoQidsMatchTarget'] === 1 ? 'the same qids our target saw' : 'NOT the qids our target saw'}${mh['queueInfoFlowsMatchTarget'] === undefined ? '' : mh['queueInfoFlowsMatchTarget'] === 1 ? ', and each queue\'s TCP flow (source address and port) is the one our target saw Connect that qid on' : ', but NOT the TCP flows our target saw for those qids'}.`;
       return report(
         {
           name: 'match-hw-queues',
@@ -611,7 +707,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
           notes: [
             `The NIC is ${nic} (the interface that reaches the target here); its rx queue count is read from /sys/class/net/${nic}/queues.`,
             'fio: 4k randread QD64, libaio, direct.',
-            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. Over the lab's user-mode network the flows' source ports are the guest's; the target sees socat's (guestfwd), so flows are matched by qid, not by port.`,
+            `match_hw_queues (the NIC-aware RFC kernel only): the kernel chooses min(online CPUs, ${nic} queues) I/O queues (expectedIoQueues); queueInfoQueues counts the lines of its debugfs io_queue_info (qid, io_cpu, TCP flow), queueInfoQidsMatchTarget is 1 when their qids are the I/O queues our target saw Connect for. ${k.net?.kind === 'tap' ? 'Over the tap NIC our target sees the guest\'s own flows: queueInfoFlowsMatchTarget is 1 when each debugfs line\'s source address and port is the peer of the queue with that qid at our target (GET /controllers).' : 'Over the lab\'s user-mode network the flows\' source ports are the guest\'s; the target sees socat\'s (guestfwd), so flows are matched by qid, not by port.'}`,
             `io-cpu arms: fio pinned to CPU ${cpu} (the highest online CPU; fio cpus_allowed). io-cpu-default keeps each queue's io_cpu as connect chose it (nvme_tcp_set_queue_io_cpu); io-cpu-submitter writes ${cpu} to every queue's io_cpu attribute and reads it back. queuesOnSubmitterCpu counts the queues whose io_cpu is CPU ${cpu}. Both are skipped where the kernel has no per-queue io_cpu attribute.`,
           ],
         },
@@ -619,7 +715,7 @@ export async function kernelMatchHwQueues(ctx: ScenarioContext, title: string, h
         createdAt,
         k,
       );
-    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']]);
+    }, [['baseline', 'iops', 'higher'], ['matched', 'iops', 'higher']], { queues: MHQ_NIC_QUEUES, bind: async (addr) => (await target.service.addPort({ id: 2, addr, port: 0 })).port });
   } finally {
     await target.stop();
   }

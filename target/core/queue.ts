@@ -48,6 +48,14 @@ export class CoreQueue implements QueueModel {
    */
   #clock = -1;
   readonly #fused = new FusedPairing();
+  /**
+   * Setup times (performance.now() ms; -1 until seen): the ICReq (the transport calls icReqReceived), the last capsule
+   * received while connecting (its Connect), the first command once live. After that first command submit pays
+   * one comparison (firstCommandAt >= 0) and reads no clock for them.
+   */
+  #icReqAt = -1;
+  #connectAt = -1;
+  #firstCommandAt = -1;
   readonly #pendLat: LatencyHistogram[] = [];
   readonly #pendT0: number[] = [];
   #pendN = 0;
@@ -88,6 +96,10 @@ export class CoreQueue implements QueueModel {
     req.lat = undefined;
     this.inFlight++;
     this.counters.commands++;
+    if (this.#firstCommandAt < 0) {
+      if (this.#state === 'connecting') this.#connectAt = t0;
+      else this.#firstCommandAt = t0;
+    }
     const ctrl = this.ctrl;
     if (ctrl !== undefined) {
       ctrl.kaSeen = true;
@@ -317,9 +329,20 @@ export class CoreQueue implements QueueModel {
     return 0;
   }
 
+  /** The transport received this connection's ICReq (NVMe-TCP 1.0 §3.6.2.2): the queue's setup begins. */
+  icReqReceived(): void {
+    this.#icReqAt = performance.now();
+  }
+
+  /** The ICReq and Connect times, epoch ms (a worker taking the queue over shows them: setupTimes of HandedOffQueue). */
+  setupTimes(): { icReqAt?: number; connectAt?: number } {
+    return { ...(this.#icReqAt >= 0 ? { icReqAt: TIME_ORIGIN + this.#icReqAt } : {}), ...(this.#connectAt >= 0 ? { connectAt: TIME_ORIGIN + this.#connectAt } : {}) };
+  }
+
   /** Counters view for listControllers(). */
   info(): QueueInfoView {
-    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.#state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize, tls: this.ops.tls === true };
+    const v: QueueInfoView = { qid: this.qid, peer: this.ops.peer, state: this.#state, inFlight: this.inFlight, ...this.counters, sqsize: this.sqsize, tls: this.ops.tls === true, ...this.setupTimes() };
+    if (this.#firstCommandAt >= 0) v.firstCommandAt = TIME_ORIGIN + this.#firstCommandAt;
     if (this.auth !== undefined) v.auth = this.auth.view();
     return v;
   }

@@ -54,6 +54,13 @@ export interface QueueInfoView {
   tls?: boolean;
   /** Worker process serving the queue (target/workers); absent: the primary process. */
   worker?: number;
+  /**
+   * Setup times, epoch ms (fractional): the ICReq received, the Connect capsule received, and the first command
+   * after the queue went live. Absent until seen; a queue a worker serves has no firstCommandAt (docs/management.md).
+   */
+  icReqAt?: number;
+  connectAt?: number;
+  firstCommandAt?: number;
 }
 
 /** A queue as its controller holds it (Controller.queues): enough to list it and to close it. */

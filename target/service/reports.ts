@@ -18,6 +18,10 @@ export interface QueueInfo extends QueueCounters {
   tls?: boolean;
   /** Worker process serving this I/O queue (workers > 1); absent: this process (admin queues, authenticated hosts). */
   worker?: number;
+  /** Epoch ms the queue's ICReq, its Connect and its first command after Connect arrived (QueueInfoView). */
+  icReqAt?: number;
+  connectAt?: number;
+  firstCommandAt?: number;
 }
 
 export interface ControllerInfo {

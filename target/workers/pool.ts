@@ -161,7 +161,7 @@ export class TargetRemoteQueue implements QueueHandle {
   }
 
   info(): QueueInfoView {
-    return { qid: this.h.qid, peer: this.peer, state: 'live', inFlight: this.inFlight, commands: this.commands, bytesIn: this.bytesIn, bytesOut: this.bytesOut, errors: this.errors, sqsize: this.h.sqsize, worker: this.worker.index };
+    return { qid: this.h.qid, peer: this.peer, state: 'live', inFlight: this.inFlight, commands: this.commands, bytesIn: this.bytesIn, bytesOut: this.bytesOut, errors: this.errors, sqsize: this.h.sqsize, worker: this.worker.index, ...this.h.setupTimes };
   }
 
   closeTransport(reason: string): void {

@@ -1,11 +1,11 @@
 // Target statistics end to end with real traffic from our initiator: per-opcode latency histograms in stats() and
-// as nvme_tcp_command_latency_seconds on /metrics, lastKeepAlive/lastCommand in GET /controllers, and failNext
-// failures counted as namespace errors rather than reads/writes.
+// as nvme_tcp_command_latency_seconds on /metrics, lastKeepAlive/lastCommand and each queue's setup times in
+// GET /controllers, and failNext failures counted as namespace errors rather than reads/writes.
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
 import { AdminOpcode, Status, encodeSqe } from '../../protocol/index.js';
-import { TargetService, type ControllerInfo } from '../../target/index.js';
+import { TargetService, parseFaultRule, type ControllerInfo } from '../../target/index.js';
 import { startApi, type ApiHandle } from '../../target/mgmt/index.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 
@@ -15,10 +15,11 @@ const BOUNDS = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000
 
 const cleanups = cleanupAfterEach();
 
-async function setup(): Promise<{ t: TargetService; c: Controller; api: ApiHandle }> {
+async function setup(before?: (t: TargetService) => void): Promise<{ t: TargetService; c: Controller; api: ApiHandle }> {
   const t = new TargetService();
   cleanups.push(() => t.stop());
   await t.apply({ ports: [{ id: 1, addr: '127.0.0.1', port: 0 }], subsystems: [{ nqn: SUBNQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '1M' } }] }] });
+  before?.(t);
   const api = await startApi(t, { listen: '127.0.0.1:0' });
   cleanups.push(() => api.close());
   const port = (t.boundPorts()[0] as { port: number }).port;
@@ -112,6 +113,40 @@ describe('target statistics with real traffic', () => {
     expect(afterKa.lastKeepAlive).toBeGreaterThanOrEqual(beforeKa - 1);
     expect(afterKa.lastKeepAlive).toBeLessThanOrEqual(Date.now() + 1);
     expect(afterKa.lastCommand).toBeGreaterThanOrEqual(afterKa.lastKeepAlive as number);
+  });
+
+  it('GET /controllers shows each queue\'s ICReq, Connect and first-command times, the first command\'s kept', async () => {
+    const ICRESP_DELAY_MS = 40;
+    const t0 = Date.now();
+    // ICResp 40 ms late on every connection: each queue's Connect comes at least that long after its ICReq.
+    const { c, api } = await setup((t) => t.addFaultRule(parseFaultRule({ match: { event: 'icreq' }, action: { kind: 'icresp', delayMs: ICRESP_DELAY_MS } })));
+    const queues = async (): Promise<ControllerInfo['queues']> => {
+      const list = (await (await fetch(`${api.url}/controllers`)).json()) as ControllerInfo[];
+      return list.find((l) => !l.discovery)?.queues ?? [];
+    };
+    const setupDone = Date.now();
+    const [admin, io] = await queues();
+    for (const q of [admin, io]) {
+      expect(q?.icReqAt).toBeGreaterThanOrEqual(t0 - 1);
+      expect((q?.connectAt ?? 0) - (q?.icReqAt ?? 0)).toBeGreaterThanOrEqual(ICRESP_DELAY_MS - 1);
+      expect(q?.connectAt).toBeLessThanOrEqual(setupDone + 1);
+    }
+    // The admin queue carried the setup's Property Get/Set and Identify; the I/O queue nothing after its Connect.
+    expect(admin?.firstCommandAt).toBeGreaterThanOrEqual(admin?.connectAt ?? Infinity);
+    expect(io?.qid).toBe(1);
+    expect(io?.firstCommandAt).toBeUndefined();
+
+    await new Promise((r) => setTimeout(r, 20));
+    const beforeIo = Date.now();
+    await c.namespace(1).read(0, 1);
+    const first = (await queues())[1]?.firstCommandAt;
+    expect(first).toBeGreaterThanOrEqual(beforeIo - 1);
+    expect(first).toBeLessThanOrEqual(Date.now() + 1);
+    await new Promise((r) => setTimeout(r, 20));
+    await c.namespace(1).read(0, 1);
+    const again = (await queues())[1];
+    expect(again?.firstCommandAt).toBe(first);
+    expect(again?.commands).toBe(3);
   });
 
   it('commands failed by failNext are namespace errors, not reads/writes (stats and /metrics)', async () => {

@@ -118,6 +118,11 @@ describe('target workers: placement, shared namespaces and controller-wide state
         await verifiedIo(cs, PLACEMENTS.indexOf(placement));
         const w = cs.map((c) => ioWorkers(t, c.cntlid));
         for (const x of w) expect(x.length).toBe(2);
+        // Setup times of a worker's queue: ICReq and Connect as the primary saw them; its commands ran in the worker.
+        for (const q of t.listControllers().filter((c) => c.subnqn === NQN).flatMap((c) => c.queues.filter((x) => x.qid > 0))) {
+          expect(q.icReqAt).toBeLessThanOrEqual(q.connectAt as number);
+          expect(q.firstCommandAt).toBeUndefined();
+        }
         switch (placement) {
           case 'single':
             expect(w.flat()).toEqual([0, 0, 0, 0, 0, 0]);

@@ -81,6 +81,7 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
       ['queues-per-hctx/qph1', undefined, undefined],
       ['queues-per-hctx/qph2', undefined, undefined],
       ['queues-per-hctx/qph4', undefined, undefined],
+      ['queues-per-hctx/qph2-stalled-queue', undefined, undefined],
     ]);
     for (const n of [1, 2, 4]) {
       const m = arm(r, `queues-per-hctx/qph${n}`)?.metrics ?? {};
@@ -91,21 +92,35 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
       // fio verify=crc32c over the same controller: every block read back intact (a mismatch fails the arm).
       expect(m['verifyIos'], `qph${n}`).toBeGreaterThan(0);
     }
-    expect(r.notes.join('\n')).toMatch(/Not run on stock: qph2, qph4 \(.*does not accept queues_per_hctx/);
+    // One queue of the group stalled (a Read dropped): the host times it out, recovers, dd completes; nothing leaks.
+    expect(arm(r, 'queues-per-hctx/qph2-stalled-queue')?.metrics).toMatchObject({ droppedReads: 1, ioCompleted: 1, hostRecovered: 1, targetIoQueuesAfter: 2, targetControllersLeft: 0, hostControllersLeft: 0, kernelTroubleLines: 0 });
+    expect(arm(r, 'queues-per-hctx/qph2-stalled-queue')?.metrics['hostTimeoutLines']).toBeGreaterThanOrEqual(1);
+    expect(r.notes.join('\n')).toMatch(/Not run on stock: qph2, qph4, qph2-stalled-queue \(.*does not accept queues_per_hctx/);
     expect(r.initiator?.offers?.fabricsOptions).toContain('queues_per_hctx');
     expect(r.ok).toBe(true);
   });
 
-  it('parallel-queue-setup: stock Connects one after the other, patched all I/O queues at once', async () => {
+  it('parallel-queue-setup: stock Connects one after the other, patched several at once; a refused Connect unwinds', async () => {
     const r = await runSeries('parallel-connect', 'parallel-queue-setup');
     for (const a of r.arms) expect([a.name, a.error, a.skipped]).toEqual([a.name, undefined, undefined]);
     expect(arm(r, 'stock/linux-5ms')?.metrics['targetMaxConnectsInFlight']).toBe(1);
-    expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxConnectsInFlight']).toBe(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['ioQueues']);
-    expect(r.verdict).toMatch(/^parallel-queue-setup: .* in parallel: all its I\/O queues' Connects were in flight at once.* Stock .* serially/);
+    // Patched: more than one Connect in flight. Not always all of them: under TCG on 2 shared host cores a vCPU can
+    // send its queue's Connect more than the injected 5 ms after the others (a run of 2026-12-07 saw 3 of 4).
+    expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxConnectsInFlight']).toBeGreaterThan(1);
+    // The target's per-queue setup times: stock does every IC exchange before its first I/O-queue Connect (then the
+    // Connects one at a time), so its ICReq..Connect-completed windows overlap too; patched, several overlap.
+    const stock5 = arm(r, 'stock/linux-5ms')?.metrics ?? {};
+    expect(stock5['targetIcReqsBeforeFirstConnect']).toBe(stock5['ioQueues']);
+    expect(arm(r, 'parallel-queue-setup/linux-5ms')?.metrics['targetMaxSetupsOverlapping']).toBeGreaterThan(1);
+    expect(r.verdict).toMatch(/^parallel-queue-setup: .* (partly )?in parallel: .* Stock .* serially/);
+    // A Connect refused mid-setup, in both passes: the connect fails, nothing is left, no kernel warning.
+    for (const pass of ['stock', 'parallel-queue-setup']) {
+      expect(arm(r, `${pass}/refused-io-connect`)?.metrics, pass).toMatchObject({ connectFailed: 1, refusedConnects: 1, targetControllersLeft: 0, hostControllersLeft: 0, kernelTroubleLines: 0 });
+    }
     expect(r.ok).toBe(true);
   });
 
-  it('nic-aware-queues: match_hw_queues gives min(CPUs, NIC queues) I/O queues; debugfs queue info matches the target', async () => {
+  it('nic-aware-queues: match_hw_queues gives min(CPUs, NIC queues) I/O queues; debugfs queue info and flows match the target', async () => {
     const r = await runSeries('match-hw-queues', 'nic-aware-queues');
     const m = arm(r, 'nic-aware-queues/match_hw_queues');
     expect([m?.error, m?.skipped]).toEqual([undefined, undefined]);
@@ -113,7 +128,14 @@ describe.skipIf(missing !== undefined)(`host patch series on the newest lab kern
     expect(m?.metrics['targetIoQueues']).toBe(m?.metrics['expectedIoQueues']);
     expect(m?.metrics['queueInfoQueues']).toBe(m?.metrics['expectedIoQueues']);
     expect(m?.metrics['queueInfoQidsMatchTarget']).toBe(1);
-    expect(r.notes.join('\n')).toMatch(/debugfs io_queue_info of nvme\d+: qid 1 cpu -?\d+ 10\.0\.2\.15:\d+ -> 10\.0\.2\.100:4420/);
+    // Over a tap (root, /dev/net/tun: this suite runs as root) the NIC has 2 queues for 4 vCPUs, and each debugfs
+    // flow is the one our target saw that qid's Connect on; over user-mode networking, 1 queue and qids only.
+    if (r.machine.setup.includes('over a tap NIC')) {
+      expect(m?.metrics).toMatchObject({ onlineCpus: 4, expectedIoQueues: 2, queueInfoFlowsMatchTarget: 1 });
+      expect(r.notes.join('\n')).toMatch(/debugfs io_queue_info of nvme\d+: qid 1 cpu -?\d+ 10\.201\.\d+\.2:\d+ -> 10\.201\.\d+\.1:\d+; qid 2 /);
+    } else {
+      expect(r.notes.join('\n')).toMatch(/debugfs io_queue_info of nvme\d+: qid 1 cpu -?\d+ 10\.0\.2\.15:\d+ -> 10\.0\.2\.100:4420/);
+    }
     expect(r.arms.some((a) => a.skipped?.includes('does not accept') === true)).toBe(false);
     expect(r.ok).toBe(true);
   });

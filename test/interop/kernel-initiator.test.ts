@@ -1,5 +1,6 @@
 // The seed experiments with the Linux host as the initiator (`--initiator kernel --lab`), in the qemu lab: the
-// connect sequencing of the 6.1 and newest kernels against our target with injected Connect latency, and duplicate
+// connect sequencing of the 6.1 and newest kernels against our target with injected Connect latency (and a Connect
+// refused mid-setup, which must unwind cleanly), and duplicate
 // controllers under native multipath against our target's placement single vs queue, with its per-worker counts, and
 // against nvmet in the same guest (its loopback) as the reference.
 // Skipped, with the build command in the title, when a lab kernel is not built.
@@ -21,8 +22,9 @@ for (const lab of ['6.1', 'newest'] as const) {
         ['linux-0ms', undefined, undefined],
         ['linux-1ms', undefined, undefined],
         ['linux-5ms', undefined, undefined],
+        ['refused-io-connect', undefined, undefined],
       ]);
-      for (const a of r.arms) {
+      for (const a of r.arms.slice(0, 3)) {
         // The guest boots with 4 vCPUs in quick mode: the Linux host opens one I/O queue per CPU.
         expect(a.metrics['ioQueues'], a.name).toBe(4);
         expect(a.metrics['targetIoConnectSpanMs'], a.name).toBeGreaterThanOrEqual(0);
@@ -32,6 +34,9 @@ for (const lab of ['6.1', 'newest'] as const) {
       // Serial: each Connect waits for the previous one, so 3 gaps of at least the injected 5 ms.
       if (inFlight === 1) expect(r.arms[2]?.metrics['targetIoConnectSpanMs']).toBeGreaterThanOrEqual(15);
       expect(r.verdict).toMatch(/sets up its 4 I\/O queues (serially|in parallel|partly in parallel)/);
+      // The error path: one I/O queue's Connect refused mid-setup; the connect fails and nothing is left behind.
+      expect(r.arms[3]?.metrics).toMatchObject({ connectFailed: 1, refusedConnects: 1, targetControllersLeft: 0, hostControllersLeft: 0, kernelTroubleLines: 0, reconnectIoQueues: 4 });
+      expect(r.verdict).toMatch(/nvme connect failed; the unwind was clean/);
       expect(r.ok).toBe(true);
     });
 

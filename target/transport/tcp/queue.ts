@@ -76,6 +76,8 @@ export interface HandedOffQueue {
   sqflowDisabled: boolean;
   hdgst: boolean;
   ddgst: boolean;
+  /** The queue's ICReq and Connect times in the primary (epoch ms), for the controller's queue view. */
+  setupTimes?: { icReqAt?: number; connectAt?: number };
 }
 
 /**
@@ -316,6 +318,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
   }
 
   #handleIcReq(hpda: number, dgst: number): void {
+    this.core.icReqReceived();
     const faults = this.target.faults;
     const fault = faults.armed ? faults.onIcReq(this.port.id, this.peer) : undefined;
     if (fault !== undefined) return this.#faultIcReq(fault, hpda, dgst);
@@ -623,6 +626,7 @@ export class TargetTcpQueue implements QueueTransportOps, ConnectionHandler {
       sqflowDisabled: core.sqflowDisabled,
       hdgst: this.#conn.framing.hdgst,
       ddgst: this.#conn.framing.ddgst,
+      setupTimes: core.setupTimes(),
     };
     const handOff = this.#handOff as QueueHandOff;
     if (!handOff.accept(h)) return;
