@@ -3,10 +3,11 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { FeatureEffects, HostBehaviorOffset, InvalidArgumentError, NwpState, connect, type Controller } from '../../initiator/index.js';
-import { NvmeStatusError, Status, DNR } from '../../protocol/index.js';
+import { Status, DNR } from '../../protocol/index.js';
 import { TargetService } from '../../target/index.js';
 import { cleanupAfterEach } from '../fixtures/cleanups.js';
 import { pattern } from '../fixtures/data-pattern.js';
+import { fullStatusOf } from '../fixtures/status-of.js';
 
 const NQN = 'nqn.2024-01.io.test:e2e-nvm-cmds';
 const cleanups = cleanupAfterEach();
@@ -21,16 +22,6 @@ async function open(): Promise<Controller> {
   return c;
 }
 
-async function statusOf(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (err) {
-    if (err instanceof NvmeStatusError) return err.status;
-    throw err;
-  }
-}
-
 describe('initiator NVM commands', () => {
   it('writeUncorrectable makes exactly its range fail READ_ERROR for read and verify until rewritten', async () => {
     const c = await open();
@@ -40,9 +31,9 @@ describe('initiator NVM commands', () => {
     await ns.verify(0, ns.maxBlocksPerCommand);
     await ns.writeUncorrectable(3, 2); // LBAs 3 and 4
     for (const lba of [0, 2, 5, 7]) expect((await ns.read(lba, 1)).equals(data.subarray(lba * 512, lba * 512 + 512)), `lba ${lba}`).toBe(true);
-    for (const lba of [3, 4]) expect(await statusOf(ns.read(lba, 1)), `lba ${lba}`).toBe(Status.READ_ERROR | DNR);
-    expect(await statusOf(ns.verify(0, 8))).toBe(Status.READ_ERROR | DNR);
-    expect(await statusOf(ns.verify(5, 3))).toBe(0);
+    for (const lba of [3, 4]) expect(await fullStatusOf(ns.read(lba, 1)), `lba ${lba}`).toBe(Status.READ_ERROR | DNR);
+    expect(await fullStatusOf(ns.verify(0, 8))).toBe(Status.READ_ERROR | DNR);
+    expect(await fullStatusOf(ns.verify(5, 3))).toBe(0);
     await ns.write(3, data.subarray(3 * 512, 5 * 512));
     expect((await ns.read(0, 8)).equals(data)).toBe(true);
     // Past the end and zero blocks are caught before anything is sent.
@@ -52,7 +43,7 @@ describe('initiator NVM commands', () => {
     // Beyond one command's 65,536 blocks the range is split.
     await ns.verify(0, blocks);
     await ns.writeUncorrectable(0, blocks);
-    expect(await statusOf(ns.read(blocks - 1, 1))).toBe(Status.READ_ERROR | DNR);
+    expect(await fullStatusOf(ns.read(blocks - 1, 1))).toBe(Status.READ_ERROR | DNR);
     await ns.writeZeroes(0, blocks);
     await ns.verify(0, blocks);
   });
@@ -76,7 +67,7 @@ describe('initiator NVM commands', () => {
       );
       expect((await ns.read(dest, 5)).equals(Buffer.concat([b, a]))).toBe(true);
     }
-    expect(await statusOf(ns.copy([{ lba: 0, blocks: 1025 }], 5000))).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
+    expect(await fullStatusOf(ns.copy([{ lba: 0, blocks: 1025 }], 5000))).toBe(Status.CMD_SIZE_LIMIT_EXCEEDED | DNR);
     await expect(ns.copy([], 0)).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(ns.copy([{ lba: 0, blocks: 65537 }], 0)).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(ns.copy([{ lba: 0, blocks: 2 }], Number(ns.blocks) - 1)).rejects.toBeInstanceOf(InvalidArgumentError);
@@ -94,7 +85,7 @@ describe('initiator NVM commands', () => {
     await c.setHostBehavior(hbs);
     expect((await c.hostBehavior()).equals(hbs)).toBe(true);
     hbs[HostBehaviorOffset.lbafee] = 2;
-    expect(await statusOf(c.setHostBehavior(hbs))).toBe(Status.INVALID_FIELD | DNR);
+    expect(await fullStatusOf(c.setHostBehavior(hbs))).toBe(Status.INVALID_FIELD | DNR);
     await expect(c.setHostBehavior(Buffer.alloc(511))).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 
@@ -120,7 +111,7 @@ describe('initiator NVM commands', () => {
     const back = c.namespace(1);
     expect([back.blockSize, back.blocks]).toEqual([512, 32768n]);
     expect((await back.read(32760, 8)).equals(Buffer.alloc(4096))).toBe(true);
-    expect(await statusOf(c.format(1, 2))).toBe(Status.INVALID_FORMAT | DNR);
+    expect(await fullStatusOf(c.format(1, 2))).toBe(Status.INVALID_FORMAT | DNR);
   });
 
   it('write protection: writes fail NS_WRITE_PROTECTED while set, reads go on', async () => {
@@ -129,10 +120,10 @@ describe('initiator NVM commands', () => {
     expect(await c.writeProtect(1)).toBe(NwpState.NONE);
     await c.setWriteProtect(1, NwpState.WRITE_PROTECT);
     expect(await c.writeProtect(1)).toBe(NwpState.WRITE_PROTECT);
-    expect(await statusOf(ns.write(0, Buffer.alloc(512)))).toBe(Status.NS_WRITE_PROTECTED);
+    expect(await fullStatusOf(ns.write(0, Buffer.alloc(512)))).toBe(Status.NS_WRITE_PROTECTED);
     await ns.read(0, 1);
     await c.setWriteProtect(1, NwpState.NONE);
     await ns.write(0, Buffer.alloc(512));
-    expect(await statusOf(c.setWriteProtect(1, NwpState.PERMANENT))).toBe(Status.INVALID_FIELD | DNR);
+    expect(await fullStatusOf(c.setWriteProtect(1, NwpState.PERMANENT))).toBe(Status.INVALID_FIELD | DNR);
   });
 });

@@ -3,8 +3,9 @@
 import { Buffer } from 'node:buffer';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, type Controller } from '../../initiator/index.js';
-import { DNR, NvmeStatusError, Status } from '../../protocol/index.js';
+import { DNR, Status } from '../../protocol/index.js';
 import { TargetService } from '../../target/index.js';
+import { fullStatusOf } from '../fixtures/status-of.js';
 
 const NQN = 'nqn.2024-01.io.test:zoned';
 let t: TargetService | undefined;
@@ -15,16 +16,6 @@ afterEach(async () => {
   await t?.stop();
   t = undefined;
 });
-
-async function statusOf(p: Promise<unknown>): Promise<number> {
-  try {
-    await p;
-    return 0;
-  } catch (err) {
-    if (err instanceof NvmeStatusError) return err.status;
-    throw err;
-  }
-}
 
 describe('initiator zone commands', () => {
   it('report, append, open/close/finish/reset with Select All, and zone statuses', async () => {
@@ -41,14 +32,14 @@ describe('initiator zone commands', () => {
     expect((await c.namespace(1).read(513, 1)).equals(Buffer.alloc(512, 7))).toBe(true);
     const part = await z.report({ slba: 512, partial: true, length: 128 });
     expect([part.nrZones, part.zones[0]?.zs, part.zones[0]?.wp]).toEqual([1n, 2, 515]);
-    expect(await statusOf(z.open(1024))).toBe(0); // zone 1 implicitly closed for room (maxOpen 1)
+    expect(await fullStatusOf(z.open(1024))).toBe(0); // zone 1 implicitly closed for room (maxOpen 1)
     expect((await z.report({ filter: 'closed' })).zones.map((d) => d.zslba)).toEqual([512]);
-    expect(await statusOf(z.append(513, Buffer.alloc(512)))).toBe(Status.INVALID_FIELD | DNR);
-    expect(await statusOf(c.namespace(1).write(600, Buffer.alloc(512)))).toBe(Status.ZONE_INVALID_WRITE | DNR);
+    expect(await fullStatusOf(z.append(513, Buffer.alloc(512)))).toBe(Status.INVALID_FIELD | DNR);
+    expect(await fullStatusOf(c.namespace(1).write(600, Buffer.alloc(512)))).toBe(Status.ZONE_INVALID_WRITE | DNR);
     await z.close(0, { all: true });
     await z.finish(512);
-    expect(await statusOf(z.append(512, Buffer.alloc(512)))).toBe(Status.ZONE_FULL | DNR);
-    expect(await statusOf(z.offline(512))).toBe(Status.ZONE_INVALID_TRANSITION | DNR);
+    expect(await fullStatusOf(z.append(512, Buffer.alloc(512)))).toBe(Status.ZONE_FULL | DNR);
+    expect(await fullStatusOf(z.offline(512))).toBe(Status.ZONE_INVALID_TRANSITION | DNR);
     await z.reset(0, { all: true });
     expect((await z.report({ filter: 'empty' })).nrZones).toBe(4n);
     await expect(z.report({ length: 60 })).rejects.toThrow(/at least 64/);
