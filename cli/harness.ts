@@ -30,6 +30,7 @@ import {
   type ScenarioContext,
 } from '../harness/index.js';
 import { parseCpus } from '../harness/load/index.js';
+import { CATALOGUE, CATALOGUE_HOSTS, findCase, LinuxLabHost, OursHost, runCatalogue, SpdkPerfHost, renderMatrixMarkdown, writeMatrix, type HostAdapter } from '../harness/catalogue/index.js';
 import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
 import { LAB_KERNELS, labPrerequisites, localPrerequisites, type LabKernel } from '../harness/kernel-host/runner.js';
@@ -45,6 +46,7 @@ const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --t
        nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
        nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|newest | --local) [--nr-io-queues N]
                       [--queue-size N] [--ram SIZE] [-n NQN] [--out DIR]
+       nvme-tcp bench --catalogue [--hosts ours,linux-6.1,linux-6.12,linux-newest,spdk-perf] [--cases ID,...] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -80,6 +82,12 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
                            (nvme-cli + fio) as the initiator, against our target in this process:
       --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
+      --catalogue          run the host-behaviour catalogue (docs/faults.md): each case's fault rules on
+                           our target in this process, its workload on each host; writes
+                           host-behaviour.json/.md/.html and evidence/ to --out (default
+                           reports/host-behaviour); --hosts picks the columns (default ours),
+                           --cases the rows (default all); exit 0 once the matrix is written, whatever
+                           the hosts did (a misbehaving host is a finding)
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
   -o, --output-format F    normal (the Markdown summary, default) or json (the JSON report on stdout), as
                            fio and the other verbs spell it
@@ -129,6 +137,9 @@ const OPTIONS = {
   json: { type: 'boolean' },
   'output-format': { type: 'string', short: 'o' },
   list: { type: 'boolean' },
+  catalogue: { type: 'boolean' },
+  hosts: { type: 'string' },
+  cases: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -197,6 +208,11 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     const log = (msg: string): void => {
       if (tty) io.stderr(`\r\x1b[2K${msg}\n`);
     };
+    if (v.catalogue === true) {
+      if (pos.length > 0 || v.scenario !== undefined) throw new UsageError('--catalogue takes no job file or --scenario: drop them');
+      return await runCatalogueCli(v, io, log);
+    }
+    if (v.hosts !== undefined || v.cases !== undefined) throw new UsageError(`--${v.hosts !== undefined ? 'hosts' : 'cases'} needs --catalogue`);
     if (v.scenario !== undefined) {
       if (pos.length > 0) throw new UsageError(`--scenario takes no job file (got "${pos[0]}")`);
       const sc = findScenario(v.scenario);
@@ -221,6 +237,34 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
   } catch (e) {
     return failed(io, e);
   }
+}
+
+/** `--catalogue`: hosts and cases checked before anything starts (one line, exit 2), then the run and the matrix. */
+async function runCatalogueCli(v: BenchValues, io: BenchIo, log: (m: string) => void): Promise<number> {
+  const hostIds = (v.hosts ?? 'ours').split(',').filter((h) => h !== '');
+  for (const h of hostIds) {
+    if (!(CATALOGUE_HOSTS as readonly string[]).includes(h)) throw new UsageError(`--hosts: unknown host "${h}"; use some of ${CATALOGUE_HOSTS.join(',')}`);
+  }
+  const caseIds = v.cases === undefined ? CATALOGUE.map((c) => c.id) : v.cases.split(',').filter((c) => c !== '');
+  const cases = caseIds.map((id) => {
+    const c = findCase(id);
+    if (c === undefined) throw new UsageError(`--cases: unknown case "${id}"; one of ${CATALOGUE.map((k) => k.id).join(', ')}`);
+    return c;
+  });
+  const hosts: HostAdapter[] = hostIds.map((h) => {
+    if (h === 'ours') return new OursHost();
+    if (h === 'spdk-perf') return new SpdkPerfHost();
+    const which = h.slice('linux-'.length) as LabKernel;
+    const missing = labPrerequisites(which);
+    if (missing !== undefined) throw new UsageError(`--hosts ${h}: ${missing}`);
+    return new LinuxLabHost(which, { log });
+  });
+  const out = v.out ?? path.join('reports', 'host-behaviour');
+  const matrix = await runCatalogue({ hosts, cases, out, log: (m) => io.stderr(`${m}\n`) });
+  const files = await writeMatrix(out, matrix);
+  if (v.json === true) io.stdout(renderJson(matrix));
+  else io.stdout(`${renderMatrixMarkdown(matrix)}\nwrote ${files.markdown}, ${files.html}, ${files.json}\n`);
+  return 0;
 }
 
 type BenchValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>['values'];

@@ -106,6 +106,15 @@ export const CATALOGUE: readonly CatalogueCase[] = [
     expect: 'recovered',
   },
   {
+    id: 'reauth-failure',
+    title: 'A failed re-authentication (the new key never reached the target)',
+    spec: 'NVMe Base 2.0 §8.13.5 (DH-HMAC-CHAP), §5.3.2 (AUTH_Failure1); NVMe-oF 1.1 §3.6',
+    rules: [],
+    workload: { armAt: 'after-write', range: RANGE, reauth: true, connect: { reconnectDelayS: 2, ctrlLossTmoS: 10 } },
+    correct: 'the re-authentication fails within a bounded time (AUTH_Failure1 from the target), the host reports it, tears the association down and fails I/O once ctrl_loss_tmo runs out; no task hangs',
+    expect: 'error-surfaced',
+  },
+  {
     id: 'duplicate-cqe',
     title: 'The same completion sent twice',
     spec: 'NVMe Base 2.0 §4.2 (CID unique among outstanding commands); NVMe-TCP 1.0 §3.7',

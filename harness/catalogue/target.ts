@@ -2,6 +2,7 @@
 // cases), its `fault fired` log lines kept so each cell's evidence has the rule firings.
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { TargetService, type FaultRuleInput } from '../../target/index.js';
 import { armFault } from '../faults.js';
 import { CATALOGUE_NQN, CATALOGUE_PORTS } from './cases.js';
@@ -11,6 +12,7 @@ export class CatalogueTarget {
   readonly service: TargetService;
   readonly #lines: string[] = [];
   #mark = 0;
+  readonly #authHosts = new Set<string>();
 
   private constructor(service: TargetService, lines: string[]) {
     this.service = service;
@@ -45,7 +47,17 @@ export class CatalogueTarget {
   reset(): void {
     this.service.clearFaultRules();
     for (const id of CATALOGUE_PORTS) this.service.setAnaState(id, 1, 'optimized');
+    for (const h of this.#authHosts) this.service.clearHostAuth(h);
+    this.#authHosts.clear();
     this.#mark = this.#lines.length;
+  }
+
+  /** Makes `hostnqn` authenticate with DH-HMAC-CHAP (NVMe Base 2.0 §8.13.5) until the next reset; its secret. */
+  requireAuth(hostnqn: string): string {
+    const key = generateDhchapKey({ hmac: 1, hostnqn }).format();
+    this.service.setHostAuth({ nqn: hostnqn, dhchapKey: key });
+    this.#authHosts.add(hostnqn);
+    return key;
   }
 
   arm(rules: readonly FaultRuleInput[]): void {

@@ -27,6 +27,11 @@ export interface Workload {
   range: BlockRange;
   idleS?: number;
   badRange?: BlockRange;
+  /**
+   * Connect with a DH-HMAC-CHAP secret the target holds for this host; once written, give the host a new secret the
+   * target does not hold, so its re-authentication fails (the target answers AUTH_Failure1).
+   */
+  reauth?: boolean;
   /** Connect to both target ports (one multipath subsystem, two paths). */
   multipath?: boolean;
   connect?: {
@@ -69,6 +74,8 @@ export interface HostEvidence {
   /** Blocks of the read-back that failed, and the error the host gave for them. */
   failedBlocks: BlockRange[];
   readError?: string;
+  /** I/O errors the host reported without saying which blocks (spdk_nvme_perf): its first error line. */
+  ioErrors?: string;
   /** Blocks that read back different from what was written. */
   mismatchedBlocks: BlockRange[];
   /** A step that ran past its bounded wait: its name and the bound. */

@@ -28,10 +28,12 @@ export function judge(c: CatalogueCase, ev: HostEvidence, firings: RuleFirings):
     ev.hung !== undefined ? 'hung'
     : ev.kernelWarnings.length > 0 ? 'kernel-warning'
     : ev.mismatchedBlocks.length > 0 ? 'data-mismatch'
-    : ev.connectError !== undefined || ev.failedBlocks.length > 0 ? 'error-surfaced'
+    : ev.connectError !== undefined || ev.failedBlocks.length > 0 || ev.ioErrors !== undefined ? 'error-surfaced'
     : 'recovered';
   const bad = c.workload.badRange;
-  if (bad !== undefined) {
+  if (bad !== undefined && ev.facts['blocksAttributed'] === false) {
+    checks.push({ name: 'an error for the bad range', ok: ev.ioErrors !== undefined, detail: `${ev.ioErrors ?? 'no error reported'} (this host does not say which blocks failed)` });
+  } else if (bad !== undefined) {
     const exact = ev.failedBlocks.length === 1 && ev.failedBlocks[0]?.start === bad.start && ev.failedBlocks[0]?.count === bad.count;
     checks.push({ name: 'EIO for exactly the bad range', ok: exact, detail: `failed: ${fmt(ev.failedBlocks)} (${ev.readError ?? 'no error'}); bad: ${fmt([bad])}` });
   }
@@ -50,7 +52,7 @@ export function judge(c: CatalogueCase, ev: HostEvidence, firings: RuleFirings):
     : verdict === 'kernel-warning' ? `kernel log: ${ev.kernelWarnings[0] as string}`
     : verdict === 'data-mismatch' ? `blocks ${fmt(ev.mismatchedBlocks)} read back different from what was written`
     : verdict === 'error-surfaced' ? (ev.connectError !== undefined ? `connect failed: ${ev.connectError}` : `blocks ${fmt(ev.failedBlocks)} failed: ${ev.readError ?? '?'}`)
-    : 'every block read back as written';
+    : ev.facts['blocksAttributed'] === false ? 'no error, no hang (this host compares no data)' : 'every block read back as written';
   const failed = checks.filter((k) => !k.ok).map((k) => `${k.name}: no (${k.detail})`);
   return { verdict, checks, summary: [what, ...failed].join('; ') + (asked ? '' : ` — expected ${c.expect}`) };
 }

@@ -17,6 +17,12 @@ export interface KernelConnectOptions {
   queueSize?: number;
   /** Seconds before a lost controller is given up; small so a failed arm cannot hang its cleanup. */
   ctrlLossTmo?: number;
+  /** Keep Alive Timeout, seconds (NVMe Base 2.0 §5.25.1: KATO). */
+  keepAliveTmo?: number;
+  /** Seconds between reconnect attempts after the association is lost. */
+  reconnectDelay?: number;
+  /** DH-HMAC-CHAP host secret (NVMe Base 2.0 §8.13.5), `DHHC-1:..:...:`. */
+  dhchapSecret?: string;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -29,6 +35,9 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.duplicate === true ? ['--duplicate-connect'] : []),
     ...(o.queuesPerHctx === undefined ? [] : [`--queues-per-hctx=${o.queuesPerHctx}`]),
     ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
+    ...(o.keepAliveTmo === undefined ? [] : [`--keep-alive-tmo=${o.keepAliveTmo}`]),
+    ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
+    ...(o.dhchapSecret === undefined ? [] : [`--dhchap-secret=${o.dhchapSecret}`]),
     '-o', 'json',
   ];
 }

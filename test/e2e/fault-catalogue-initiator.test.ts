@@ -7,7 +7,8 @@ import { runCatalogue } from '../../harness/catalogue/runner.js';
 
 describe('catalogue: our initiator', () => {
   for (const c of CATALOGUE) {
-    it.skipIf(c.pending !== undefined)(`${c.id}: ${c.title} → ${c.expect}`, { timeout: 60_000 }, async () => {
+    // Skipped cases say why in their cell: pending (the engine lacks the action) or a host that has no such feature.
+    it.skipIf(c.pending !== undefined || new OursHost().cannot(c) !== undefined)(`${c.id}: ${c.title} → ${c.expect}`, { timeout: 60_000 }, async () => {
       const m = await runCatalogue({ hosts: [new OursHost()], cases: [c] });
       const cell = m.cells[0];
       expect(cell?.summary).toBeDefined();

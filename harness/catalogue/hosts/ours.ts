@@ -33,8 +33,8 @@ export class OursHost implements HostAdapter {
     return { id: this.id, describe: "this repository's initiator (initiator/), in the runner's process", notes: ['no pcap: the host runs in-process; the evidence is its own log and the rule firings'] };
   }
 
-  cannot(): string | undefined {
-    return undefined;
+  cannot(c: CatalogueCase): string | undefined {
+    return c.workload.reauth === true ? 'our initiator authenticates at Connect only: it has no re-authentication to fail' : undefined;
   }
 
   async #connect(c: CatalogueCase, port: number): Promise<Controller> {
