@@ -27,7 +27,7 @@ export const CATALOGUE: readonly CatalogueCase[] = [
     title: 'A path error on one path of a multipath set',
     spec: 'NVMe Base 2.0 §4.2.3.2.7 (Path Related Status), §8.1.3 (multipath, ANA)',
     rules: [{ id: 'path1-error', match: { port: 1, qid: 'io', opcode: NvmOpcode.READ }, action: { kind: 'status', status: 'INTERNAL_PATH_ERROR' } }],
-    workload: { armAt: 'after-write', range: RANGE, multipath: true, connect: { ctrlLossTmoS: 30 } },
+    workload: { armAt: 'after-write', range: RANGE, multipath: true, connect: { ioTimeoutS: 5, ctrlLossTmoS: 30 } },
     correct: 'reads that fail with a path error on path 1 are retried on path 2; every read returns the written data',
     expect: 'recovered',
   },

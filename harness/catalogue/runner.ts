@@ -27,6 +27,11 @@ export interface HostAdapter {
   close(): Promise<void>;
 }
 
+/** A host step that ran past its bounded wait: the adapter's evidence for a `hung` verdict, never thrown out of it. */
+export class HostHung extends Error {
+  readonly code = 'HARNESS_ERR_HOST_HUNG';
+}
+
 export const emptyEvidence = (): HostEvidence => ({ failedBlocks: [], mismatchedBlocks: [], kernelWarnings: [], facts: {}, log: '' });
 
 export interface CatalogueRun {

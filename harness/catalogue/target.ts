@@ -8,10 +8,12 @@ import { armFault } from '../faults.js';
 import { CATALOGUE_NQN, CATALOGUE_PORTS } from './cases.js';
 import type { RuleFirings } from './types.js';
 
+/** Log lines a case keeps (head and tail, at most twice this); GET /faults hit counts stay exact. */
+const LOG_KEEP = 400;
+
 export class CatalogueTarget {
   readonly service: TargetService;
   readonly #lines: string[] = [];
-  #mark = 0;
   readonly #authHosts = new Set<string>();
 
   private constructor(service: TargetService, lines: string[]) {
@@ -25,6 +27,8 @@ export class CatalogueTarget {
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb): void {
         for (const l of chunk.toString().split('\n')) if (l !== '' && (l.includes('fault fired') || /"level":(40|50|60)/.test(l))) lines.push(l);
+        // A host that retries in a loop fires a rule tens of thousands of times: keep the log's head and tail.
+        if (lines.length > 2 * LOG_KEEP) lines.splice(LOG_KEEP, lines.length - 2 * LOG_KEEP + LOG_KEEP / 2);
         cb();
       },
     });
@@ -43,13 +47,13 @@ export class CatalogueTarget {
     return p.port;
   }
 
-  /** Clears the rules and ANA states of the last case and starts a new firing log. */
+  /** Clears the rules, ANA states, host keys and firing log of the last case. */
   reset(): void {
     this.service.clearFaultRules();
     for (const id of CATALOGUE_PORTS) this.service.setAnaState(id, 1, 'optimized');
     for (const h of this.#authHosts) this.service.clearHostAuth(h);
     this.#authHosts.clear();
-    this.#mark = this.#lines.length;
+    this.#lines.length = 0;
   }
 
   /** Makes `hostnqn` authenticate with DH-HMAC-CHAP (NVMe Base 2.0 §8.13.5) until the next reset; its secret. */
@@ -65,7 +69,7 @@ export class CatalogueTarget {
   }
 
   firings(): RuleFirings {
-    return { rules: this.service.listFaultRules().map((r) => ({ id: r.id, matches: r.matches, hits: r.hits })), lines: this.#lines.slice(this.#mark) };
+    return { rules: this.service.listFaultRules().map((r) => ({ id: r.id, matches: r.matches, hits: r.hits })), lines: [...this.#lines] };
   }
 
   /**

@@ -1,7 +1,7 @@
 // The Linux host as a catalogue host: nvme-cli and busybox dd in the qemu lab guest (harness/kernel-host), the
 // kernel's log streamed to the lab's output so a host that hangs still leaves its hung-task reports as evidence.
 import { CATALOGUE_NQN } from '../cases.js';
-import { emptyEvidence, type CaseContext, type HostAdapter } from '../runner.js';
+import { emptyEvidence, HostHung, type CaseContext, type HostAdapter } from '../runner.js';
 import type { CatalogueTarget } from '../target.js';
 import type { BlockRange, CatalogueCase, HostEvidence, HostInfo } from '../types.js';
 import { KERNEL_WARNING, readChunks } from '../verdict.js';
@@ -14,8 +14,6 @@ import { generateDhchapKey } from '../../../protocol/auth/index.js';
 const PATH2 = { traddr: '10.0.2.102', trsvcid: 4420 };
 /** Seconds the guest's hung-task detector waits (the default 120 s is past any bounded wait here). */
 const HUNG_TASK_S = 10;
-
-class Hung extends Error {}
 
 export class LinuxLabHost implements HostAdapter {
   readonly id: string;
@@ -71,9 +69,9 @@ export class LinuxLabHost implements HostAdapter {
     const r = this.#runner as HostRunner;
     let t: NodeJS.Timeout | undefined;
     const res = await Promise.race([r.exec(['sh', '-c', script], ms), new Promise<undefined>((ok) => (t = setTimeout(() => ok(undefined), ms + 20_000)))]).finally(() => clearTimeout(t));
-    if (res === undefined) throw new Hung(`${step} did not return within ${Math.round(ms / 1000) + 20} s`);
+    if (res === undefined) throw new HostHung(`${step} did not return within ${Math.round(ms / 1000) + 20} s`);
     lines.push(`$ ${script}\n${res.stdout}${res.stderr}(exit ${res.code}, ${Math.round(res.wallMs)} ms)`);
-    if (res.code === 124 || res.code === 143) throw new Hung(`${step} ran past its ${Math.round(ms / 1000)} s bound (busybox timeout)`);
+    if (res.code === 124 || res.code === 143) throw new HostHung(`${step} ran past its ${Math.round(ms / 1000)} s bound (busybox timeout)`);
     return res;
   }
 
@@ -110,7 +108,7 @@ export class LinuxLabHost implements HostAdapter {
       for (const a of w.multipath === true ? [a1, PATH2] : [a1]) {
         const connectOnce = async (): Promise<string> => {
           let t: NodeJS.Timeout | undefined;
-          const res = await Promise.race([host.connect(opts(a)), new Promise<never>((_ok, no) => (t = setTimeout(() => no(new Hung(`nvme connect to ${a.traddr} did not return within 150 s`)), 150_000)))]).finally(() => clearTimeout(t));
+          const res = await Promise.race([host.connect(opts(a)), new Promise<never>((_ok, no) => (t = setTimeout(() => no(new HostHung(`nvme connect to ${a.traddr} did not return within 150 s`)), 150_000)))]).finally(() => clearTimeout(t));
           lines.push(`nvme connect ${a.traddr}: ${res.device} (${Math.round(res.connectMs)} ms)`);
           return res.device;
         };
@@ -147,7 +145,7 @@ export class LinuxLabHost implements HostAdapter {
       for (const ch of readChunks(r, w.badRange)) await this.#readChunk(blk, r, ch, ev, bound, lines);
       if (sub !== undefined) ev.facts['paths'] = sub.paths.length;
     } catch (e) {
-      if (e instanceof Hung) {
+      if (e instanceof HostHung) {
         ev.hung = e.message;
         broken = true;
       } else if (e instanceof KernelHostCommandError) {
@@ -159,7 +157,7 @@ export class LinuxLabHost implements HostAdapter {
       try {
         await this.#exec('disconnect', `nvme disconnect -n ${shQuote(CATALOGUE_NQN)} 2>&1; sleep 1; dmesg -c`, 60_000, lines);
       } catch (e) {
-        if (!(e instanceof Hung)) throw e;
+        if (!(e instanceof HostHung)) throw e;
         ev.hung = `disconnect: ${e.message}`;
         broken = true;
       }

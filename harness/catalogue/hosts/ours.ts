@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, createMultipath, NvmeStatusError, type Controller } from '../../../initiator/index.js';
 import { CATALOGUE_NQN, CATALOGUE_PORTS } from '../cases.js';
-import { emptyEvidence, type CaseContext, type HostAdapter } from '../runner.js';
+import { emptyEvidence, HostHung, type CaseContext, type HostAdapter } from '../runner.js';
 import type { CatalogueTarget } from '../target.js';
 import type { CatalogueCase, HostEvidence, HostInfo } from '../types.js';
 import { readChunks } from '../verdict.js';
@@ -11,11 +11,9 @@ const BLOCK = 512;
 /** Bounded wait for one step: longer than any case's timeouts and retries together. */
 const STEP_MS = 30_000;
 
-class StepTimeout extends Error {}
-
 function bounded<T>(step: string, p: Promise<T>, ms = STEP_MS): Promise<T> {
   let t: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_r, reject) => (t = setTimeout(() => reject(new StepTimeout(`${step} did not finish within ${ms / 1000} s`)), ms)))]).finally(() => clearTimeout(t));
+  return Promise.race([p, new Promise<never>((_r, reject) => (t = setTimeout(() => reject(new HostHung(`${step} did not finish within ${ms / 1000} s`)), ms)))]).finally(() => clearTimeout(t));
 }
 
 const errText = (e: unknown): string => (e instanceof NvmeStatusError ? `${e.message} (status 0x${e.status.toString(16)}${e.dnr ? ', DNR' : ''})` : (e as Error).message);
@@ -65,7 +63,7 @@ export class OursHost implements HostAdapter {
           ctrls.push(await bounded(`connect to port ${p}`, this.#connect(c, p)));
           note(`connected to port ${p}`);
         } catch (e) {
-          if (e instanceof StepTimeout) throw e;
+          if (e instanceof HostHung) throw e;
           ev.connectError = errText(e);
           note(`connect to port ${p} failed: ${ev.connectError}`);
           const left = await ctx.target.settled();
@@ -93,7 +91,7 @@ export class OursHost implements HostAdapter {
           if (!got.equals(data.subarray(off, off + ch.count * BLOCK))) ev.mismatchedBlocks.push(ch);
           note(`read blocks ${ch.start}..${ch.start + ch.count - 1}: ${ev.mismatchedBlocks.includes(ch) ? 'MISMATCH' : 'ok'}`);
         } catch (e) {
-          if (e instanceof StepTimeout) throw e;
+          if (e instanceof HostHung) throw e;
           ev.failedBlocks.push(ch);
           ev.readError ??= errText(e);
           note(`read blocks ${ch.start}..${ch.start + ch.count - 1} failed: ${errText(e)}`);
@@ -103,7 +101,7 @@ export class OursHost implements HostAdapter {
       ev.facts['reconnects'] = reconnects;
       ev.facts['anaState'] = first.anaStates.get(1) ?? '?';
     } catch (e) {
-      if (!(e instanceof StepTimeout)) throw e;
+      if (!(e instanceof HostHung)) throw e;
       ev.hung = e.message;
       note(e.message);
     } finally {
