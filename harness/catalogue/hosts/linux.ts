@@ -116,6 +116,14 @@ export class LinuxLabHost implements HostAdapter {
           devices.push(await connectOnce());
         } catch (e) {
           if (!(e instanceof KernelHostCommandError)) throw e;
+          if (secret !== undefined) {
+            // The case is about re-authentication: a host that cannot authenticate at all never gets there.
+            const why = (await this.#exec('dmesg', 'dmesg | grep -i auth | tail -n 3', 30_000, lines)).stdout.trim().split('\n').pop() ?? '';
+            ev.notRun = `Linux ${this.#kernel}: the first connect with a DH-HMAC-CHAP secret failed, so there is no re-authentication to test (${why || e.message})`;
+            ev.log = lines.join('\n') + '\n';
+            await this.#exec('disconnect', `nvme disconnect -n ${shQuote(CATALOGUE_NQN)} 2>&1`, 60_000, lines).catch(() => undefined);
+            return ev;
+          }
           ev.connectError = e.message;
           lines.push(e.message);
           const left = await ctx.target.settled(15_000);
