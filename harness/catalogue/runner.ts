@@ -71,7 +71,8 @@ export async function runCatalogue(o: CatalogueRun): Promise<Matrix> {
             continue;
           }
           log(`${h.id}: ${c.id}`);
-          const ev = await h.run(c, { target, arm: () => target.arm(c.rules), log });
+          // An adapter that breaks leaves a cell saying so; the other cases and hosts still run.
+          const ev = await h.run(c, { target, arm: () => target.arm(c.rules), log }).catch((e: unknown) => ({ ...emptyEvidence(), notRun: `the ${h.id} adapter failed: ${(e as Error).message}`, log: (e as Error).stack ?? '' }));
           const firings = target.firings();
           const j = judge(c, ev, firings);
           const wallMs = Math.round(performance.now() - t0);

@@ -96,12 +96,13 @@ export class LinuxLabHost implements HostAdapter {
     });
     const bound = (k.ioTimeoutS ?? 30) * 1000 * 3 + 30_000;
     let secret: string | undefined;
+    let hostnqnOf = '';
     let broken = false;
     try {
       await this.#exec('io_timeout', `echo ${k.ioTimeoutS ?? 30} > /sys/module/nvme_core/parameters/io_timeout; dmesg -c > /dev/null`, 30_000, lines);
       if (w.reauth === true) {
-        const hostnqn = (await this.#exec('hostnqn', 'cat /etc/nvme/hostnqn', 30_000, lines)).stdout.trim();
-        secret = ctx.target.requireAuth(hostnqn);
+        hostnqnOf = (await this.#exec('hostnqn', 'cat /etc/nvme/hostnqn', 30_000, lines)).stdout.trim();
+        secret = ctx.target.requireAuth(hostnqnOf);
       }
       if (w.armAt === 'before-connect') ctx.arm();
       const devices: string[] = [];
@@ -144,7 +145,7 @@ export class LinuxLabHost implements HostAdapter {
       if (w.armAt === 'after-write') ctx.arm();
       if (w.reauth === true) {
         // A secret the target does not hold: the re-authentication this write starts must fail (AUTH_Failure1).
-        const other = generateDhchapKey({ hmac: 1 }).format();
+        const other = generateDhchapKey({ hmac: 1, hostnqn: hostnqnOf }).format();
         const re = await this.#exec('re-authentication', `echo ${other} > /sys/class/nvme/${dev0}/dhchap_secret; echo rc=$?`, 60_000, lines);
         ev.facts['reauthWrite'] = re.stdout.trim().split('\n').pop() ?? '';
         await new Promise((ok) => setTimeout(ok, ((k.ctrlLossTmoS ?? 10) + 5) * 1000));
