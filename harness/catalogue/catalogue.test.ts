@@ -49,6 +49,13 @@ describe('catalogue verdicts', () => {
     expect(good.summary).toBe('every block read back as written');
   });
 
+  it('a host that names no block: its first error line, and the bad-range check asks only for an error', () => {
+    const j = judge(media, ev({ ioErrors: 'Read completed with error (sct=2, sc=129)', facts: { blocksAttributed: false } }), fired);
+    expect(j.verdict).toBe('error-surfaced');
+    expect(j.summary).toBe('I/O errors: Read completed with error (sct=2, sc=129)');
+    expect(j.checks.map((k) => [k.name, k.ok])).toEqual([['rule fired', true], ['an error for the bad range', true]]);
+  });
+
   it('a rule that never fired fails its check, whatever the host did', () => {
     const j = judge(findCase('retryable-status') as CatalogueCase, ev({}), { rules: [{ id: 'not-ready', matches: 0, hits: 0 }], lines: [] });
     expect(j.checks.find((k) => k.name === 'rule fired')?.ok).toBe(false);

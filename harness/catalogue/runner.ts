@@ -84,7 +84,7 @@ export async function runCatalogue(o: CatalogueRun): Promise<Matrix> {
             'host.log': ev.log,
           });
           cells.push({ ...cell, evidence });
-          log(`${h.id}: ${c.id}: ${j.verdict}${cell.asExpected ? '' : ' (not as expected)'}`);
+          log(`${h.id}: ${c.id}: ${j.verdict}${cell.asExpected || j.verdict === 'not-run' ? '' : ' (not as expected)'}`);
         }
       } finally {
         hosts.push(h.info());

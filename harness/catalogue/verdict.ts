@@ -51,7 +51,7 @@ export function judge(c: CatalogueCase, ev: HostEvidence, firings: RuleFirings):
     verdict === 'hung' ? `hung: ${ev.hung as string}`
     : verdict === 'kernel-warning' ? `kernel log: ${ev.kernelWarnings[0] as string}`
     : verdict === 'data-mismatch' ? `blocks ${fmt(ev.mismatchedBlocks)} read back different from what was written`
-    : verdict === 'error-surfaced' ? (ev.connectError !== undefined ? `connect failed: ${ev.connectError}` : `blocks ${fmt(ev.failedBlocks)} failed: ${ev.readError ?? '?'}`)
+    : verdict === 'error-surfaced' ? (ev.connectError !== undefined ? `connect failed: ${ev.connectError}` : ev.failedBlocks.length > 0 ? `blocks ${fmt(ev.failedBlocks)} failed: ${ev.readError ?? '?'}` : `I/O errors: ${ev.ioErrors ?? '?'}`)
     : ev.facts['blocksAttributed'] === false ? 'no error, no hang (this host compares no data)' : 'every block read back as written';
   const failed = checks.filter((k) => !k.ok).map((k) => `${k.name}: no (${k.detail})`);
   return { verdict, checks, summary: [what, ...failed].join('; ') + (asked ? '' : ` — expected ${c.expect}`) };
