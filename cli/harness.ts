@@ -43,8 +43,8 @@ import { connect, type ConnectOptions, type IoWorkerInfo } from '../initiator/in
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --target ours|spdk] [options]
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
-       nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
-       nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|newest | --local) [--nr-io-queues N]
+       nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|6.12|newest | --local) [--quick] [--out DIR]
+       nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|6.12|newest | --local) [--nr-io-queues N]
                       [--queue-size N] [--ram SIZE] [-n NQN] [--out DIR]
        nvme-tcp bench --catalogue [--hosts ours,linux-6.1,linux-6.12,linux-newest,spdk-perf] [--cases ID,...] [--out DIR]
        nvme-tcp bench --list
@@ -80,7 +80,7 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
       --initiator kernel   scenarios parallel-connect, duplicate-connect, queue-groups, match-hw-queues,
                            or a job file (run by fio on the connected namespace), with the Linux host
                            (nvme-cli + fio) as the initiator, against our target in this process:
-      --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
+      --lab 6.1|6.12|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
       --catalogue          run the host-behaviour catalogue (docs/faults.md): each case's fault rules on
                            our target in this process, its workload on each host; writes
@@ -457,7 +457,7 @@ async function runKernelJobFile(file: string, v: BenchValues, io: BenchIo, kerne
 }
 
 /**
- * --initiator kernel with --lab 6.1|newest or --local; undefined for our initiator. Checks, before anything connects,
+ * --initiator kernel with --lab 6.1|6.12|newest or --local; undefined for our initiator. Checks, before anything connects,
  * that the host can run it: root, nvme-tcp, nvme-cli and fio for --local; the lab kernel built for --lab.
  */
 function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string | undefined, ioWorkers: number | undefined, local?: BenchIo['kernelHostLocal']): KernelHostChoice | undefined {
@@ -469,7 +469,7 @@ function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean;
   if (scenario !== undefined && !KERNEL_SCENARIOS.includes(scenario)) throw new UsageError(`--initiator kernel runs ${KERNEL_SCENARIOS.join(', ')}; not ${scenario}`);
   if (v.target !== undefined && v.target !== 'ours') throw new UsageError('--initiator kernel runs against our target only: drop --target');
   if (ioWorkers !== undefined && ioWorkers > 0) throw new UsageError('--io-workers is our initiator\'s: drop it with --initiator kernel');
-  if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|newest or --local (one of them)');
+  if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|6.12|newest or --local (one of them)');
   if (v.local === true) {
     const missing = localPrerequisites(local === undefined ? {} : { env: local.env, uid: local.uid, sysRoot: local.root });
     if (missing !== undefined) throw new UsageError(missing);
