@@ -115,6 +115,15 @@ export const CATALOGUE: readonly CatalogueCase[] = [
     expect: 'error-surfaced',
   },
   {
+    id: 'reauth-failure-bidir',
+    title: 'A failed bidirectional re-authentication: new host and controller secrets the target never got',
+    spec: 'NVMe Base 2.0 §8.13.5 (DH-HMAC-CHAP, controller authentication), §5.3.2 (AUTH_Failure1); NVMe-oF 1.1 §3.6',
+    rules: [],
+    workload: { armAt: 'after-write', range: RANGE, reauth: true, reauthCtrl: true, connect: { reconnectDelayS: 2, ctrlLossTmoS: 10 } },
+    correct: 'as reauth-failure, with a controller secret too (blktests nvme/045\'s order: host secret, then controller secret): the writes return, the re-authentication fails, the host tears down and fails I/O; no task hangs',
+    expect: 'error-surfaced',
+  },
+  {
     id: 'duplicate-cqe',
     title: 'The same completion sent twice',
     spec: 'NVMe Base 2.0 §4.2 (CID unique among outstanding commands); NVMe-TCP 1.0 §3.7',

@@ -56,12 +56,16 @@ export class CatalogueTarget {
     this.#lines.length = 0;
   }
 
-  /** Makes `hostnqn` authenticate with DH-HMAC-CHAP (NVMe Base 2.0 §8.13.5) until the next reset; its secret. */
-  requireAuth(hostnqn: string): string {
+  /**
+   * Makes `hostnqn` authenticate with DH-HMAC-CHAP (NVMe Base 2.0 §8.13.5) until the next reset, bidirectionally with
+   * `ctrl`; the secrets.
+   */
+  requireAuth(hostnqn: string, o: { ctrl?: boolean } = {}): { key: string; ctrlKey?: string } {
     const key = generateDhchapKey({ hmac: 1, hostnqn }).format();
-    this.service.setHostAuth({ nqn: hostnqn, dhchapKey: key });
+    const ctrlKey = o.ctrl === true ? generateDhchapKey({ hmac: 1, hostnqn: CATALOGUE_NQN }).format() : undefined;
+    this.service.setHostAuth({ nqn: hostnqn, dhchapKey: key, ...(ctrlKey === undefined ? {} : { dhchapCtrlKey: ctrlKey }) });
     this.#authHosts.add(hostnqn);
-    return key;
+    return { key, ...(ctrlKey === undefined ? {} : { ctrlKey }) };
   }
 
   arm(rules: readonly FaultRuleInput[]): void {

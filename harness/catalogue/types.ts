@@ -32,6 +32,8 @@ export interface Workload {
    * target does not hold, so its re-authentication fails (the target answers AUTH_Failure1).
    */
   reauth?: boolean;
+  /** With reauth: bidirectional, the target also holds a controller secret and the host gets a new one too. */
+  reauthCtrl?: boolean;
   /** Connect to both target ports (one multipath subsystem, two paths). */
   multipath?: boolean;
   connect?: {

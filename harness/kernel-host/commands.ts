@@ -23,6 +23,8 @@ export interface KernelConnectOptions {
   reconnectDelay?: number;
   /** DH-HMAC-CHAP host secret (NVMe Base 2.0 §8.13.5), `DHHC-1:..:...:`. */
   dhchapSecret?: string;
+  /** DH-HMAC-CHAP controller secret: the host authenticates the controller too. */
+  dhchapCtrlSecret?: string;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -38,6 +40,7 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.keepAliveTmo === undefined ? [] : [`--keep-alive-tmo=${o.keepAliveTmo}`]),
     ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
     ...(o.dhchapSecret === undefined ? [] : [`--dhchap-secret=${o.dhchapSecret}`]),
+    ...(o.dhchapCtrlSecret === undefined ? [] : [`--dhchap-ctrl-secret=${o.dhchapCtrlSecret}`]),
     '-o', 'json',
   ];
 }

@@ -93,16 +93,20 @@ export class LinuxLabHost implements HostAdapter {
       ...(k.keepAliveTmoS === undefined ? {} : { keepAliveTmo: k.keepAliveTmoS }),
       ...(k.reconnectDelayS === undefined ? {} : { reconnectDelay: k.reconnectDelayS }),
       ...(secret === undefined ? {} : { dhchapSecret: secret }),
+      ...(ctrlSecret === undefined ? {} : { dhchapCtrlSecret: ctrlSecret }),
     });
     const bound = (k.ioTimeoutS ?? 30) * 1000 * 3 + 30_000;
     let secret: string | undefined;
     let hostnqnOf = '';
+    let ctrlSecret: string | undefined;
     let broken = false;
     try {
       await this.#exec('io_timeout', `echo ${k.ioTimeoutS ?? 30} > /sys/module/nvme_core/parameters/io_timeout; dmesg -c > /dev/null`, 30_000, lines);
       if (w.reauth === true) {
         hostnqnOf = (await this.#exec('hostnqn', 'cat /etc/nvme/hostnqn', 30_000, lines)).stdout.trim();
-        secret = ctx.target.requireAuth(hostnqnOf);
+        const keys = ctx.target.requireAuth(hostnqnOf, { ctrl: w.reauthCtrl === true });
+        secret = keys.key;
+        ctrlSecret = keys.ctrlKey;
       }
       if (w.armAt === 'before-connect') ctx.arm();
       const devices: string[] = [];
@@ -146,7 +150,10 @@ export class LinuxLabHost implements HostAdapter {
       if (w.reauth === true) {
         // A secret the target does not hold: the re-authentication this write starts must fail (AUTH_Failure1).
         const other = generateDhchapKey({ hmac: 1, hostnqn: hostnqnOf }).format();
-        const re = await this.#exec('re-authentication', `echo ${other} > /sys/class/nvme/${dev0}/dhchap_secret; echo rc=$?`, 60_000, lines);
+        // nvme/045's order: the host secret, then the controller secret, each write starting a re-authentication.
+        const otherCtrl = ctrlSecret === undefined ? undefined : generateDhchapKey({ hmac: 1, hostnqn: CATALOGUE_NQN }).format();
+        const script = `echo ${other} > /sys/class/nvme/${dev0}/dhchap_secret; echo rc=$?` + (otherCtrl === undefined ? '' : `; echo ${otherCtrl} > /sys/class/nvme/${dev0}/dhchap_ctrl_secret; echo rc=$?`);
+        const re = await this.#exec('re-authentication', script, 60_000, lines);
         ev.facts['reauthWrite'] = re.stdout.trim().split('\n').pop() ?? '';
         await new Promise((ok) => setTimeout(ok, ((k.ctrlLossTmoS ?? 10) + 5) * 1000));
       }
