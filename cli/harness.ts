@@ -30,6 +30,7 @@ import {
   type ScenarioContext,
 } from '../harness/index.js';
 import { parseCpus } from '../harness/load/index.js';
+import { CATALOGUE, CATALOGUE_HOSTS, findCase, LinuxLabHost, OursHost, runCatalogue, SpdkPerfHost, renderMatrixMarkdown, writeMatrix, type HostAdapter } from '../harness/catalogue/index.js';
 import { SPDK_DEFAULT_DIR } from '../harness/peers/spdk.js';
 import { splitSetupText, withSplitTarget } from '../harness/scenarios/workload.js';
 import { LAB_KERNELS, labPrerequisites, localPrerequisites, type LabKernel } from '../harness/kernel-host/runner.js';
@@ -43,10 +44,11 @@ import { connect, type ConnectOptions, type IoWorkerInfo } from '../initiator/in
 const BENCH_USAGE = `usage: nvme-tcp bench JOBFILE [-a ADDR -s PORT -n NQN | --target ours|spdk] [options]
        nvme-tcp bench --scenario NAME [--quick] [--io-workers N] [--target ours|spdk [--target-cores N]
                       [--spdk-interrupt]] [--out DIR]
-       nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|newest | --local) [--quick] [--out DIR]
+       nvme-tcp bench --scenario NAME --initiator kernel (--lab 6.1|6.12|newest | --local) [--quick] [--out DIR]
                       [--host-patches stock|queues-per-hctx|nic-aware-queues|parallel-queue-setup|DIR]
-       nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|newest | --local) [--nr-io-queues N]
+       nvme-tcp bench JOBFILE --initiator kernel (--lab 6.1|6.12|newest | --local) [--nr-io-queues N]
                       [--queue-size N] [--ram SIZE] [-n NQN] [--out DIR]
+       nvme-tcp bench --catalogue [--hosts ours,linux-6.1,linux-6.12,linux-newest,spdk-perf] [--cases ID,...] [--out DIR]
        nvme-tcp bench --list
 
 JOBFILE is an fio-style job file ([global] + [job] sections: rw, rwmixread, bs, bssplit, iodepth, numjobs,
@@ -80,12 +82,18 @@ in its own process, pinned apart from this one, whose CPU the report reads from 
       --initiator kernel   scenarios parallel-connect, duplicate-connect, queue-groups, match-hw-queues,
                            or a job file (run by fio on the connected namespace), with the Linux host
                            (nvme-cli + fio) as the initiator, against our target in this process:
-      --lab 6.1|newest     ... in the qemu lab's guest (figures labelled emulated)
+      --lab 6.1|6.12|newest     ... in the qemu lab's guest (figures labelled emulated)
       --local              ... on this machine (root, nvme-tcp loaded, nvme-cli and fio installed)
       --host-patches S     with --lab newest and parallel-connect, queue-groups or match-hw-queues: stock
                            arms, then the same arms with nvme-core/-fabrics/-tcp built from a host patch
                            series (a seed name, from HOST_PATCHES_SRC or ../shared/seed-patches, or a
                            DIR with a series file) and loaded in the guest; stock: the stock arms only
+      --catalogue          run the host-behaviour catalogue (docs/faults.md): each case's fault rules on
+                           our target in this process, its workload on each host; writes
+                           host-behaviour.json/.md/.html and evidence/ to --out (default
+                           reports/host-behaviour); --hosts picks the columns (default ours),
+                           --cases the rows (default all); exit 0 once the matrix is written, whatever
+                           the hosts did (a misbehaving host is a finding)
       --out DIR            write NAME.json, NAME.md and NAME.html there (scenarios default to ./reports)
   -o, --output-format F    normal (the Markdown summary, default) or json (the JSON report on stdout), as
                            fio and the other verbs spell it
@@ -136,6 +144,9 @@ const OPTIONS = {
   json: { type: 'boolean' },
   'output-format': { type: 'string', short: 'o' },
   list: { type: 'boolean' },
+  catalogue: { type: 'boolean' },
+  hosts: { type: 'string' },
+  cases: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -204,6 +215,11 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
     const log = (msg: string): void => {
       if (tty) io.stderr(`\r\x1b[2K${msg}\n`);
     };
+    if (v.catalogue === true) {
+      if (pos.length > 0 || v.scenario !== undefined) throw new UsageError('--catalogue takes no job file or --scenario: drop them');
+      return await runCatalogueCli(v, io, log);
+    }
+    if (v.hosts !== undefined || v.cases !== undefined) throw new UsageError(`--${v.hosts !== undefined ? 'hosts' : 'cases'} needs --catalogue`);
     if (v.scenario !== undefined) {
       if (pos.length > 0) throw new UsageError(`--scenario takes no job file (got "${pos[0]}")`);
       const sc = findScenario(v.scenario);
@@ -229,6 +245,34 @@ export async function runBenchCli(argv: string[], io: BenchIo = defaultIo): Prom
   } catch (e) {
     return failed(io, e);
   }
+}
+
+/** `--catalogue`: hosts and cases checked before anything starts (one line, exit 2), then the run and the matrix. */
+async function runCatalogueCli(v: BenchValues, io: BenchIo, log: (m: string) => void): Promise<number> {
+  const hostIds = (v.hosts ?? 'ours').split(',').filter((h) => h !== '');
+  for (const h of hostIds) {
+    if (!(CATALOGUE_HOSTS as readonly string[]).includes(h)) throw new UsageError(`--hosts: unknown host "${h}"; use some of ${CATALOGUE_HOSTS.join(',')}`);
+  }
+  const caseIds = v.cases === undefined ? CATALOGUE.map((c) => c.id) : v.cases.split(',').filter((c) => c !== '');
+  const cases = caseIds.map((id) => {
+    const c = findCase(id);
+    if (c === undefined) throw new UsageError(`--cases: unknown case "${id}"; one of ${CATALOGUE.map((k) => k.id).join(', ')}`);
+    return c;
+  });
+  const hosts: HostAdapter[] = hostIds.map((h) => {
+    if (h === 'ours') return new OursHost();
+    if (h === 'spdk-perf') return new SpdkPerfHost();
+    const which = h.slice('linux-'.length) as LabKernel;
+    const missing = labPrerequisites(which);
+    if (missing !== undefined) throw new UsageError(`--hosts ${h}: ${missing}`);
+    return new LinuxLabHost(which, { log });
+  });
+  const out = v.out ?? path.join('reports', 'host-behaviour');
+  const matrix = await runCatalogue({ hosts, cases, out, log: (m) => io.stderr(`${m}\n`) });
+  const files = await writeMatrix(out, matrix);
+  if (v.json === true) io.stdout(renderJson(matrix));
+  else io.stdout(`${renderMatrixMarkdown(matrix)}\nwrote ${files.markdown}, ${files.html}, ${files.json}\n`);
+  return 0;
 }
 
 type BenchValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>['values'];
@@ -422,7 +466,7 @@ async function runKernelJobFile(file: string, v: BenchValues, io: BenchIo, kerne
 }
 
 /**
- * --initiator kernel with --lab 6.1|newest or --local; undefined for our initiator. Checks, before anything connects,
+ * --initiator kernel with --lab 6.1|6.12|newest or --local; undefined for our initiator. Checks, before anything connects,
  * that the host can run it: root, nvme-tcp, nvme-cli and fio for --local; the lab kernel built for --lab.
  */
 function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean; target?: string }, scenario: string | undefined, ioWorkers: number | undefined, local?: BenchIo['kernelHostLocal']): KernelHostChoice | undefined {
@@ -434,7 +478,7 @@ function kernelHostFlags(v: { initiator?: string; lab?: string; local?: boolean;
   if (scenario !== undefined && !KERNEL_SCENARIOS.includes(scenario)) throw new UsageError(`--initiator kernel runs ${KERNEL_SCENARIOS.join(', ')}; not ${scenario}`);
   if (v.target !== undefined && v.target !== 'ours') throw new UsageError('--initiator kernel runs against our target only: drop --target');
   if (ioWorkers !== undefined && ioWorkers > 0) throw new UsageError('--io-workers is our initiator\'s: drop it with --initiator kernel');
-  if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|newest or --local (one of them)');
+  if ((v.lab === undefined) === (v.local !== true)) throw new UsageError('--initiator kernel needs --lab 6.1|6.12|newest or --local (one of them)');
   if (v.local === true) {
     const missing = localPrerequisites(local === undefined ? {} : { env: local.env, uid: local.uid, sysRoot: local.root });
     if (missing !== undefined) throw new UsageError(missing);

@@ -19,8 +19,16 @@ export interface KernelConnectOptions {
   queueSize?: number;
   /** Seconds before a lost controller is given up; small so a failed arm cannot hang its cleanup. */
   ctrlLossTmo?: number;
-  /** Seconds between reconnect attempts after an error recovery (the kernel's default is 10). */
+  /** Keep Alive Timeout, seconds (NVMe Base 2.0 §5.25.1: KATO). */
+  keepAliveTmo?: number;
+  /** Seconds between reconnect attempts after the association is lost. */
   reconnectDelay?: number;
+  /** DH-HMAC-CHAP host secret (NVMe Base 2.0 §8.13.5), `DHHC-1:..:...:`. */
+  dhchapSecret?: string;
+  /** DH-HMAC-CHAP controller secret: the host authenticates the controller too. */
+  dhchapCtrlSecret?: string;
+  /** Header and data digests (nvme-cli `--hdr-digest --data-digest`; NVMe-TCP 1.0 §3.6.1.7). */
+  digests?: boolean;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -34,7 +42,11 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.queuesPerHctx === undefined ? [] : [`--queues-per-hctx=${o.queuesPerHctx}`]),
     ...(o.matchHwQueues === true ? ['--match-hw-queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
+    ...(o.keepAliveTmo === undefined ? [] : [`--keep-alive-tmo=${o.keepAliveTmo}`]),
     ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
+    ...(o.dhchapSecret === undefined ? [] : [`--dhchap-secret=${o.dhchapSecret}`]),
+    ...(o.dhchapCtrlSecret === undefined ? [] : [`--dhchap-ctrl-secret=${o.dhchapCtrlSecret}`]),
+    ...(o.digests === true ? ['--hdr-digest', '--data-digest'] : []),
     '-o', 'json',
   ];
 }

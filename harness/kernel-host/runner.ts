@@ -40,6 +40,8 @@ export interface HostRunner {
   exec(argv: readonly string[], timeoutMs?: number): Promise<ExecResult>;
   /** `emulated (TCG)` / `emulated (KVM)` for the lab; undefined on real hardware. */
   readonly emulated: string | undefined;
+  /** The lab guest's console so far (kernel messages included); undefined for the local runner. */
+  console?(): string;
   close(): Promise<void>;
 }
 
@@ -84,11 +86,13 @@ export function localRunner(o: { env?: NodeJS.ProcessEnv } = {}): HostRunner {
 }
 
 /**
- * The lab kernels: `6.1` (build.sh, LAB_OUT or /var/tmp/nvme-lab) and `newest` (build-newest-kernel.sh, LAB7_OUT or
+ * The lab kernels: `6.1` (build.sh, LAB_OUT or /var/tmp/nvme-lab), `6.12` and `newest` (build-newest-kernel.sh, LAB7_OUT or
  * /var/tmp/nvme-lab-7).
  */
 export const LAB_KERNELS = {
   '6.1': { out: () => process.env['LAB_OUT'] ?? '/var/tmp/nvme-lab', script: 'build.sh' },
+  /** Debian's 6.12 kernel with NVMe auth (test/interop/auth-lab.sh, LAB_AUTH_OUT or /var/tmp/nvme-lab-bpo). */
+  '6.12': { out: () => process.env['LAB_AUTH_OUT'] ?? '/var/tmp/nvme-lab-bpo', script: '../../test/interop/auth-lab.sh' },
   newest: { out: () => process.env['LAB7_OUT'] ?? '/var/tmp/nvme-lab-7', script: 'build-newest-kernel.sh' },
 } as const;
 export type LabKernel = keyof typeof LAB_KERNELS;
@@ -235,11 +239,12 @@ export async function labRunner(o: {
   const accel = (await readFile(path.join(out, 'accel'), 'utf8').catch(() => 'tcg')).trim().toUpperCase();
   const timeoutS = o.timeoutS ?? 900;
   let runErr = '';
+  let consoleOut = '';
   const { child, done } = runLabScript(
     [path.join(labDir(), 'run.sh'), '--timeout', String(timeoutS), '--smp', String(o.smp ?? 2), '--mem', '1024', '--hostfwd', 'none',
       '--guestfwd', `${TARGET_GUEST.traddr}:${TARGET_GUEST.trsvcid}:${o.targetPort}`, '--guestfwd', `${CMD_GUEST}:${cmdPort}`, ...(o.guestfwd ?? []).flatMap((g) => ['--guestfwd', g]),
       ...(o.files ?? []).flatMap((f) => ['--file', f]), ...(o.tap === undefined ? [] : ['--tap', String(o.tap)]), script],
-    undefined,
+    (_chunk, all) => (consoleOut = all),
     { LAB_OUT: out },
     (chunk) => (runErr += chunk),
   );
@@ -276,6 +281,7 @@ export async function labRunner(o: {
     net,
     emulated: `emulated (${accel})`,
     targetAddress: () => ({ ...TARGET_GUEST }),
+    console: () => consoleOut,
     exec: (argv, timeoutMs = 300_000) =>
       new Promise<ExecResult>((resolve) => {
         if (ended) return resolve({ code: 255, stdout: '', stderr: 'the lab guest has ended', wallMs: 0 });

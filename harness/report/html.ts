@@ -4,7 +4,8 @@ import { describeRatio, fmtNum, initiatorText, jobRows, metricColumns, metricHea
 import { barChart, lineChart, type Bar, type Series } from './svg.js';
 import type { Arm, Report } from './types.js';
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+export const escHtml = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const esc = escHtml;
 
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1340px;color:#222;background:#fff}

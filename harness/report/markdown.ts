@@ -5,7 +5,8 @@ import type { Arm, Report } from './types.js';
 /** Metrics the arm table leaves out (the status line and the verify line say them; allowed CPUs explain boundness). */
 const HIDDEN: readonly string[] = ['maxUs', 'errors', 'verifyMismatches', 'gcMaxMs', 'allowedCpus', 'targetAllowedCpus'];
 
-const esc = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+export const escMd = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const esc = escMd;
 
 function paramText(a: Arm): string {
   const p = Object.entries(a.params).map(([k, v]) => `${k}=${String(v)}`);

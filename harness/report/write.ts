@@ -12,7 +12,7 @@ export interface WrittenReport {
 }
 
 /** Stable JSON: two-space indent, keys in the order the schema declares them (object construction order). */
-export function renderJson(r: Report): string {
+export function renderJson(r: Report | object): string {
   return `${JSON.stringify(r, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2)}\n`;
 }
 

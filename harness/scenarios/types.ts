@@ -7,7 +7,7 @@ import type { TargetKind } from './placement.js';
 
 /**
  * The Linux host as the initiator (`--initiator kernel`): nvme-cli and fio on this machine as root (`local`; `env`
- * `root` and `uid` let tests put fake tools and a fake /sys in place) or in the qemu lab's guest (`lab`, 6.1 or newest).
+ * `root` and `uid` let tests put fake tools and a fake /sys in place) or in the qemu lab's guest (`lab`, 6.1, 6.12 or newest).
  * `hostModules` (lab): a patch series' modules, loaded in the guest after the stock arms ran (--host-patches).
  */
 export type KernelHostChoice = { where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel; hostModules?: HostModules };

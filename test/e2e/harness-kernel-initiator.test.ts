@@ -30,11 +30,11 @@ async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Pr
 
 describe('nvme-tcp bench --initiator kernel: bad input', () => {
   it.each([
-    [['--scenario', 'parallel-connect', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|newest or --local/],
-    [['--scenario', 'parallel-connect', '--initiator', 'kernel', '--lab', '6.1', '--local'], /needs --lab 6\.1\|newest or --local \(one of them\)/],
+    [['--scenario', 'parallel-connect', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|6\.12\|newest or --local/],
+    [['--scenario', 'parallel-connect', '--initiator', 'kernel', '--lab', '6.1', '--local'], /needs --lab 6\.1\|6\.12\|newest or --local \(one of them\)/],
     [['--scenario', 'parallel-connect', '--lab', '6.1'], /--lab needs --initiator kernel/],
     [['--scenario', 'parallel-connect', '--initiator', 'linux'], /--initiator must be ours or kernel, got "linux"/],
-    [['--scenario', 'parallel-connect', '--initiator', 'kernel', '--lab', '5.4'], /--lab must be 6\.1 or newest, got "5\.4"/],
+    [['--scenario', 'parallel-connect', '--initiator', 'kernel', '--lab', '5.4'], /--lab must be 6\.1 or 6\.12 or newest, got "5\.4"/],
     [['--scenario', 'kernel-interop', '--initiator', 'kernel', '--lab', '6.1'], /--initiator kernel runs parallel-connect, duplicate-connect, queue-groups, match-hw-queues; not kernel-interop/],
     [['--scenario', 'duplicate-connect', '--initiator', 'kernel', '--lab', '6.1', '--target', 'spdk'], /runs against our target only/],
     [['job.fio', '--initiator', 'kernel', '--local', '-a', '127.0.0.1', '-n', 'nqn.x'], /^nvme-tcp bench: -a does not apply to a job file with --initiator kernel \(the harness starts our target for the Linux host\): drop it$/m],
@@ -42,7 +42,7 @@ describe('nvme-tcp bench --initiator kernel: bad input', () => {
     [['job.fio', '--initiator', 'kernel', '--local', '--hdr-digest'], /--hdr-digest does not apply to a job file with --initiator kernel/],
     [['job.fio', '--initiator', 'kernel', '--local', '--io-workers', '2'], /--io-workers is our initiator's: drop it with --initiator kernel/],
     [['job.fio', '--lab', '6.1'], /--lab needs --initiator kernel/],
-    [['job.fio', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|newest or --local/],
+    [['job.fio', '--initiator', 'kernel'], /--initiator kernel needs --lab 6\.1\|6\.12\|newest or --local/],
     [['job.fio', '--initiator', 'kernel', '--local', '--host-patches', 'queues-per-hctx'], /^nvme-tcp bench: --host-patches applies to --scenario with --initiator kernel --lab newest$/m],
     [['--scenario', 'queue-groups', '--host-patches', 'queues-per-hctx'], /^nvme-tcp bench: --host-patches needs --initiator kernel --lab newest \(the series are built for the newest lab kernel\)$/m],
   ])('%j: one line, exit 2', async (argv, line) => {
