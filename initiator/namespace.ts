@@ -11,7 +11,6 @@ import {
   encodeDsmRanges,
   encodeCopyCmd,
   encodeCopyRanges,
-  encodeRwCmd,
   encodeSqe,
   encodeWriteZeroesCmd,
   RESV_REPORT_EDS,
@@ -211,6 +210,8 @@ export class Namespace implements IoSqeBuilder {
         return self.blockSize;
       },
       execIo: (build, write) => exec.execIo(() => ({ ...build(), timeoutMs: exec.ioTimeoutMs }), { write }),
+      // Zone Append has the Write layout (ZNS 1.1 §3.4.1): the same one writer as Read and Write.
+      rwSqe: (opcode, lba, blocks, fua) => this.#rw(opcode, lba, blocks, fua),
     });
   }
 

@@ -1,7 +1,7 @@
 // A zoned namespace's commands from the host side (ZNS 1.1 §3.4): report zones, the zone actions, Zone Append.
 // ns.zones; the same commands nvme-cli's `nvme zns report-zones|open-zone|...|zone-append` send.
 import { Buffer } from 'node:buffer';
-import { NvmOpcode, ZoneReportFilter, ZoneSendAction, decodeZoneReport, encodeRwCmd, encodeZoneMgmtRecvCmd, encodeZoneMgmtSendCmd, type ZoneDescriptor } from '../protocol/index.js';
+import { NvmOpcode, ZoneReportFilter, ZoneSendAction, decodeZoneReport, encodeZoneMgmtRecvCmd, encodeZoneMgmtSendCmd, type ZoneDescriptor } from '../protocol/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { Completion } from './queue-pair.js';
 
@@ -10,6 +10,8 @@ export interface ZonedNamespaceIo {
   readonly nsid: number;
   readonly blockSize: number;
   execIo(build: () => { sqe: Buffer; h2c?: Buffer; c2h?: Buffer }, write: boolean): Promise<Completion>;
+  /** A Read/Write-family SQE from the namespace's one writer (CID and SGL left to the queue). */
+  rwSqe(opcode: number, lba: number, blocks: number, fua: boolean): Buffer;
 }
 
 /** Report filters by name (ZNS 1.1 Figure 36, ZRASF). */
@@ -76,7 +78,7 @@ export class NamespaceZones {
   async append(zslba: number, data: Buffer, o: { fua?: boolean } = {}): Promise<number> {
     const bs = this.#io.blockSize;
     if (data.length === 0 || data.length % bs !== 0 || data.length / bs > 0x1_0000) throw new InvalidArgumentError('data', `${data.length} bytes: use 1..65536 whole ${bs}-byte blocks`);
-    const sqe = encodeRwCmd({ opcode: NvmOpcode.ZONE_APPEND, cid: 0, nsid: this.#io.nsid, slba: lbaArg(zslba), nlb: data.length / bs, fua: o.fua === true });
+    const sqe = this.#io.rwSqe(NvmOpcode.ZONE_APPEND, lbaNumber(zslba), data.length / bs, o.fua === true);
     const c = await this.#io.execIo(() => ({ sqe, h2c: data }), true);
     // The LBA written, CQE DW0 (low) and DW1 (high) (ZNS 1.1 §3.4.1.1).
     return c.dw1 * 0x1_0000_0000 + (c.dw0 >>> 0);
@@ -88,7 +90,11 @@ export class NamespaceZones {
   }
 }
 
-function lbaArg(lba: number): bigint {
+function lbaNumber(lba: number): number {
   if (!Number.isSafeInteger(lba) || lba < 0) throw new InvalidArgumentError('lba', `${lba}: use a non-negative safe integer`);
-  return BigInt(lba);
+  return lba;
+}
+
+function lbaArg(lba: number): bigint {
+  return BigInt(lbaNumber(lba));
 }
