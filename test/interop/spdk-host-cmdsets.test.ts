@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findNvmeFuzz, findSpdk, runSpdkTool, spdkIdentify, spdkSkipReason } from '../../harness/peers/spdk.js';
 import { connect } from '../../initiator/index.js';
-import { TargetService } from '../../target/index.js';
+import { TargetService, type SubsystemConfig } from '../../target/index.js';
 
 const FUZZ_NQN = 'nqn.2024-01.io.nvme-tcp-ts:spdk-fuzz';
 const GUARD_NQN = 'nqn.2024-01.io.nvme-tcp-ts:spdk-fuzz-guard';
@@ -37,24 +37,32 @@ afterEach(async () => {
   target = undefined;
 });
 
+/**
+ * Our target on 127.0.0.1 (port 0): `nqn` with a zoned RAM namespace 1 (1 MiB zones, MOR 4, MAR 6) and a conventional
+ * RAM namespace 2, each `size`, plus `more` subsystems. Returns the bound port.
+ */
+async function startTarget(nqn: string, size: string, more: SubsystemConfig[] = []): Promise<number> {
+  target = new TargetService();
+  await target.apply({
+    ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
+    subsystems: [
+      {
+        nqn,
+        namespaces: [
+          { nsid: 1, backend: { type: 'ram', size }, zoned: { zoneSize: '1M', maxOpen: 4, maxActive: 6 } },
+          { nsid: 2, backend: { type: 'ram', size } },
+        ],
+      },
+      ...more,
+    ],
+  });
+  return target.boundPorts()[0]!.port;
+}
+
 describe.skipIf(noSpdk !== undefined)('SPDK nvme_fuzz against our target', () => {
   it(`${SECONDS} s of random I/O commands (seed ${SEED}): target alive, guard subsystem unchanged`, async () => {
     const fuzz = findNvmeFuzz(findSpdk());
-    target = new TargetService();
-    await target.apply({
-      ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
-      subsystems: [
-        {
-          nqn: FUZZ_NQN,
-          namespaces: [
-            { nsid: 1, backend: { type: 'ram', size: '16M' }, zoned: { zoneSize: '1M', maxOpen: 4, maxActive: 8 } },
-            { nsid: 2, backend: { type: 'ram', size: '16M' } },
-          ],
-        },
-        { nqn: GUARD_NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '4M' } }] },
-      ],
-    });
-    const port = target.boundPorts()[0]!.port;
+    const port = await startTarget(FUZZ_NQN, '16M', [{ nqn: GUARD_NQN, namespaces: [{ nsid: 1, backend: { type: 'ram', size: '4M' } }] }]);
     const pattern = randomBytes(1024 * 1024);
     const guard = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: GUARD_NQN, nr_io_queues: 1 });
     try {
@@ -102,20 +110,7 @@ describe.skipIf(noSpdk !== undefined)('SPDK nvme_fuzz against our target', () =>
 describe.skipIf(noSpdk !== undefined)('SPDK host against a zoned namespace', () => {
   it('spdk_nvme_identify -z: ZNS data, Copy limits, and a zone report equal to the target zones', async () => {
     findSpdk();
-    target = new TargetService();
-    await target.apply({
-      ports: [{ id: 1, addr: '127.0.0.1', port: 0 }],
-      subsystems: [
-        {
-          nqn: ZNS_NQN,
-          namespaces: [
-            { nsid: 1, backend: { type: 'ram', size: '8M' }, zoned: { zoneSize: '1M', maxOpen: 4, maxActive: 6 } },
-            { nsid: 2, backend: { type: 'ram', size: '8M' } },
-          ],
-        },
-      ],
-    });
-    const port = target.boundPorts()[0]!.port;
+    const port = await startTarget(ZNS_NQN, '8M');
     // Four zone states for the report: zone 1 implicitly open (a write), 2 explicitly open, 3 full, the rest empty.
     const c = await connect({ traddr: '127.0.0.1', trsvcid: port, nqn: ZNS_NQN, nr_io_queues: 1 });
     try {
@@ -147,7 +142,7 @@ describe.skipIf(noSpdk !== undefined)('SPDK host against a zoned namespace', () 
       wp: parseInt(m[3]!, 16),
       zs: m[4],
     }));
-    const ours = target.zones(ZNS_NQN, 1)!;
+    const ours = target!.zones(ZNS_NQN, 1)!;
     expect(ours.map((z) => z.state).slice(0, 4)).toEqual(['empty', 'imp-open', 'exp-open', 'full']);
     expect(report).toEqual(ours.map((z) => ({ zslba: z.zslba, zcap: z.zcap, wp: z.wp, zs: SPDK_ZS[z.state] })));
   }, 60_000);
