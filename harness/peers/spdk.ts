@@ -81,6 +81,16 @@ export function findSpdk(dir: string = process.env['SPDK_DIR'] ?? SPDK_DEFAULT_D
   return s;
 }
 
+/**
+ * SPDK's NVMe fuzzer (test/app/fuzz/nvme_fuzz), built by test/interop/labs.sh after build.sh (build.sh builds no test
+ * apps). Separate from findSpdk so the other suites do not need it; a SpdkError saying how to build it when absent.
+ */
+export function findNvmeFuzz(spdk: SpdkInstall = findSpdk()): string {
+  const f = path.join(spdk.dir, 'test', 'app', 'fuzz', 'nvme_fuzz', 'nvme_fuzz');
+  if (!existsSync(f)) throw new SpdkError('HARNESS_ERR_SPDK_MISSING', `SPDK's nvme_fuzz is not built (${f} is missing): run test/interop/labs.sh, or make -C ${path.dirname(f)}`);
+  return f;
+}
+
 /** Whether SPDK is built here (for suites that say why they cannot run). */
 export function spdkAvailable(): boolean {
   try {
