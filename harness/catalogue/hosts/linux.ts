@@ -84,18 +84,7 @@ export class LinuxLabHost implements HostAdapter {
     const consoleMark = runner.console?.().length ?? 0;
     const w = c.workload;
     const k = w.connect ?? {};
-    const a1 = runner.targetAddress(0);
-    const opts = (a: { traddr: string; trsvcid: number }): Parameters<KernelHost['connect']>[0] => ({
-      ...a,
-      nqn: CATALOGUE_NQN,
-      ...(k.nrIoQueues === undefined ? {} : { nrIoQueues: k.nrIoQueues }),
-      ctrlLossTmo: k.ctrlLossTmoS ?? 10,
-      ...(k.keepAliveTmoS === undefined ? {} : { keepAliveTmo: k.keepAliveTmoS }),
-      ...(k.reconnectDelayS === undefined ? {} : { reconnectDelay: k.reconnectDelayS }),
-      ...(secret === undefined ? {} : { dhchapSecret: secret }),
-      ...(ctrlSecret === undefined ? {} : { dhchapCtrlSecret: ctrlSecret }),
-      ...(k.digests === true ? { digests: true } : {}),
-    });
+    const opts = (a: { traddr: string; trsvcid: number }): Parameters<KernelHost['connect']>[0] => connectOptions(a, k, secret, ctrlSecret);
     const bound = (k.ioTimeoutS ?? 30) * 1000 * 3 + 30_000;
     let secret: string | undefined;
     let hostnqnOf = '';
@@ -111,7 +100,7 @@ export class LinuxLabHost implements HostAdapter {
       }
       if (w.armAt === 'before-connect') ctx.arm();
       const devices: string[] = [];
-      for (const a of w.multipath === true ? [a1, PATH2] : [a1]) {
+      for (const a of w.multipath === true ? [runner.targetAddress(0), PATH2] : [runner.targetAddress(0)]) {
         const connectOnce = async (): Promise<string> => {
           let t: NodeJS.Timeout | undefined;
           const res = await Promise.race([host.connect(opts(a)), new Promise<never>((_ok, no) => (t = setTimeout(() => no(new HostHung(`nvme connect to ${a.traddr} did not return within 150 s`)), 150_000)))]).finally(() => clearTimeout(t));
@@ -149,13 +138,7 @@ export class LinuxLabHost implements HostAdapter {
       if (wr.code !== 0) throw new KernelHostCommandError(`the write before the fault failed (exit ${wr.code}): ${wr.stdout.trim().split('\n').slice(-1)[0] ?? ''}`);
       if (w.armAt === 'after-write') ctx.arm();
       if (w.reauth === true) {
-        // A secret the target does not hold: the re-authentication this write starts must fail (AUTH_Failure1).
-        const other = generateDhchapKey({ hmac: 1, hostnqn: hostnqnOf }).format();
-        // nvme/045's order: the host secret, then the controller secret, each write starting a re-authentication.
-        const otherCtrl = ctrlSecret === undefined ? undefined : generateDhchapKey({ hmac: 1, hostnqn: CATALOGUE_NQN }).format();
-        const script = `echo ${other} > /sys/class/nvme/${dev0}/dhchap_secret; echo rc=$?` + (otherCtrl === undefined ? '' : `; echo ${otherCtrl} > /sys/class/nvme/${dev0}/dhchap_ctrl_secret; echo rc=$?`);
-        const re = await this.#exec('re-authentication', script, 60_000, lines);
-        ev.facts['reauthWrite'] = re.stdout.trim().split('\n').pop() ?? '';
+        ev.facts['reauthWrite'] = await this.#failReauth(dev0, hostnqnOf, ctrlSecret !== undefined, lines);
         await new Promise((ok) => setTimeout(ok, ((k.ctrlLossTmoS ?? 10) + 5) * 1000));
       }
       if (w.idleS !== undefined) await new Promise((ok) => setTimeout(ok, (w.idleS as number) * 1000));
@@ -170,6 +153,24 @@ export class LinuxLabHost implements HostAdapter {
       } else throw e;
       lines.push(`stopped: ${(e as Error).message}`);
     }
+    return this.#wrapUp(ev, lines, broken, () => (runner.console?.() ?? '').slice(consoleMark));
+  }
+
+  /**
+   * A secret the target does not hold: the re-authentication the write starts must fail (AUTH_Failure1). blktests
+   * nvme/045's order: the host secret, then the controller secret (when the case has one), each write starting one.
+   */
+  async #failReauth(dev: string, hostnqn: string, ctrl: boolean, lines: string[]): Promise<string> {
+    const other = generateDhchapKey({ hmac: 1, hostnqn }).format();
+    const otherCtrl = ctrl ? generateDhchapKey({ hmac: 1, hostnqn: CATALOGUE_NQN }).format() : undefined;
+    const script = `echo ${other} > /sys/class/nvme/${dev}/dhchap_secret; echo rc=$?` + (otherCtrl === undefined ? '' : `; echo ${otherCtrl} > /sys/class/nvme/${dev}/dhchap_ctrl_secret; echo rc=$?`);
+    const re = await this.#exec('re-authentication', script, 60_000, lines);
+    return re.stdout.trim().split('\n').pop() ?? '';
+  }
+
+  /** Disconnects (unless the guest hung), then the kernel log's warnings; a hung guest is replaced for the next case. */
+  async #wrapUp(ev: HostEvidence, lines: string[], hung: boolean, kernelLogSince: () => string): Promise<HostEvidence> {
+    let broken = hung;
     if (!broken) {
       try {
         await this.#exec('disconnect', `nvme disconnect -n ${shQuote(CATALOGUE_NQN)} 2>&1; sleep 1; dmesg -c`, 60_000, lines);
@@ -180,7 +181,8 @@ export class LinuxLabHost implements HostAdapter {
       }
     }
     if (broken) await new Promise((ok) => setTimeout(ok, (HUNG_TASK_S + 15) * 1000));
-    const kernelLog = (runner.console?.() ?? '').slice(consoleMark);
+    // Read after the wait: a hung task's report comes HUNG_TASK_S after it stuck.
+    const kernelLog = kernelLogSince();
     ev.kernelWarnings = kernelLog.split('\n').filter((l) => KERNEL_WARNING.test(l)).slice(0, 20);
     ev.log = `${lines.join('\n')}\n\n--- kernel log (streamed /proc/kmsg) ---\n${kernelLog}`;
     if (broken) {
@@ -205,4 +207,19 @@ export class LinuxLabHost implements HostAdapter {
     this.#host = undefined;
     await r?.close();
   }
+}
+
+/** `nvme connect` options for a case's workload (timeouts, secrets, digests) to one target address. */
+function connectOptions(a: { traddr: string; trsvcid: number }, k: NonNullable<CatalogueCase['workload']['connect']>, secret: string | undefined, ctrlSecret: string | undefined): Parameters<KernelHost['connect']>[0] {
+  return {
+    ...a,
+    nqn: CATALOGUE_NQN,
+    ...(k.nrIoQueues === undefined ? {} : { nrIoQueues: k.nrIoQueues }),
+    ctrlLossTmo: k.ctrlLossTmoS ?? 10,
+    ...(k.keepAliveTmoS === undefined ? {} : { keepAliveTmo: k.keepAliveTmoS }),
+    ...(k.reconnectDelayS === undefined ? {} : { reconnectDelay: k.reconnectDelayS }),
+    ...(secret === undefined ? {} : { dhchapSecret: secret }),
+    ...(ctrlSecret === undefined ? {} : { dhchapCtrlSecret: ctrlSecret }),
+    ...(k.digests === true ? { digests: true } : {}),
+  };
 }
