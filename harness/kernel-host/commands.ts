@@ -21,6 +21,9 @@ export interface KernelConnectOptions {
   ctrlLossTmo?: number;
   /** Seconds between reconnect attempts after an error recovery (the kernel's default is 10). */
   reconnectDelay?: number;
+  /** Header / data digests in the ICReq (NVMe/TCP 1.0 §3.6.2.2 HDGST_ENABLE / DDGST_ENABLE; nvme-cli -g / -G). */
+  hdrDigest?: boolean;
+  dataDigest?: boolean;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -35,6 +38,8 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.matchHwQueues === true ? ['--match-hw-queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`--ctrl-loss-tmo=${o.ctrlLossTmo}`]),
     ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
+    ...(o.hdrDigest === true ? ['--hdr-digest'] : []),
+    ...(o.dataDigest === true ? ['--data-digest'] : []),
     '-o', 'json',
   ];
 }
@@ -56,6 +61,8 @@ export function fabricsWriteScript(o: KernelConnectOptions, root = ''): string {
     ...(o.matchHwQueues === true ? ['match_hw_queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`ctrl_loss_tmo=${o.ctrlLossTmo}`]),
     ...(o.reconnectDelay === undefined ? [] : [`reconnect_delay=${o.reconnectDelay}`]),
+    ...(o.hdrDigest === true ? ['hdr_digest'] : []),
+    ...(o.dataDigest === true ? ['data_digest'] : []),
   ].join(',');
   const hn = o.hostnqn === undefined ? `$(cat ${root}/etc/nvme/hostnqn 2>/dev/null)` : o.hostnqn;
   const hi = o.hostid === undefined ? `$(cat ${root}/etc/nvme/hostid 2>/dev/null)` : o.hostid;
