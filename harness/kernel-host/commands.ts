@@ -27,8 +27,9 @@ export interface KernelConnectOptions {
   dhchapSecret?: string;
   /** DH-HMAC-CHAP controller secret: the host authenticates the controller too. */
   dhchapCtrlSecret?: string;
-  /** Header and data digests (nvme-cli `--hdr-digest --data-digest`; NVMe-TCP 1.0 §3.6.1.7). */
-  digests?: boolean;
+  /** Header / data digests in the ICReq (NVMe/TCP 1.0 §3.6.2.2 HDGST_ENABLE / DDGST_ENABLE; nvme-cli -g / -G). */
+  hdrDigest?: boolean;
+  dataDigest?: boolean;
 }
 
 export function connectArgv(o: KernelConnectOptions): string[] {
@@ -46,7 +47,8 @@ export function connectArgv(o: KernelConnectOptions): string[] {
     ...(o.reconnectDelay === undefined ? [] : [`--reconnect-delay=${o.reconnectDelay}`]),
     ...(o.dhchapSecret === undefined ? [] : [`--dhchap-secret=${o.dhchapSecret}`]),
     ...(o.dhchapCtrlSecret === undefined ? [] : [`--dhchap-ctrl-secret=${o.dhchapCtrlSecret}`]),
-    ...(o.digests === true ? ['--hdr-digest', '--data-digest'] : []),
+    ...(o.hdrDigest === true ? ['--hdr-digest'] : []),
+    ...(o.dataDigest === true ? ['--data-digest'] : []),
     '-o', 'json',
   ];
 }
@@ -68,6 +70,8 @@ export function fabricsWriteScript(o: KernelConnectOptions, root = ''): string {
     ...(o.matchHwQueues === true ? ['match_hw_queues'] : []),
     ...(o.ctrlLossTmo === undefined ? [] : [`ctrl_loss_tmo=${o.ctrlLossTmo}`]),
     ...(o.reconnectDelay === undefined ? [] : [`reconnect_delay=${o.reconnectDelay}`]),
+    ...(o.hdrDigest === true ? ['hdr_digest'] : []),
+    ...(o.dataDigest === true ? ['data_digest'] : []),
   ].join(',');
   const hn = o.hostnqn === undefined ? `$(cat ${root}/etc/nvme/hostnqn 2>/dev/null)` : o.hostnqn;
   const hi = o.hostid === undefined ? `$(cat ${root}/etc/nvme/hostid 2>/dev/null)` : o.hostid;

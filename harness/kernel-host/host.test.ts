@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findScenario } from '../scenarios/index.js';
-import type { ScenarioContext } from '../scenarios/types.js';
+import type { KernelHostChoice, ScenarioContext } from '../scenarios/types.js';
 import { renderHtml } from '../report/html.js';
 import { renderMarkdown } from '../report/markdown.js';
 import { connectArgv, fabricsWriteScript, fioArgv, parseFabricsOptions, parseFioJson, parseIoQueueInfo } from './commands.js';
@@ -239,6 +239,21 @@ describe('scenarios with --initiator kernel --local (fake nvme-cli and fio)', ()
     expect(calls.filter((c) => c.startsWith('nvme disconnect'))).toHaveLength(6);
     expect(r.verdict).toMatch(/64 I\/O queues: each injected ms/);
   }, 60_000);
+
+  it('kernelHost digests: every nvme connect asks for header and data digests (-g -G); without it none does', async () => {
+    fake = await fakeTools();
+    const ctx = ctxFor(fake);
+    await (findScenario('parallel-connect') as NonNullable<ReturnType<typeof findScenario>>).run({ ...ctx, kernelHost: { ...(ctx.kernelHost as KernelHostChoice), digests: true } });
+    const on = (await fake.calls()).filter((c) => c.startsWith('nvme connect'));
+    expect(on).toHaveLength(6);
+    for (const c of on) expect(c.split(' ').filter((w) => w.endsWith('-digest'))).toEqual(['--hdr-digest', '--data-digest']);
+    await fake.cleanup();
+    fake = await fakeTools();
+    await run('parallel-connect', fake);
+    const off = (await fake.calls()).filter((c) => c.startsWith('nvme connect'));
+    expect(off).toHaveLength(6);
+    for (const c of off) expect(c).not.toMatch(/digest/);
+  }, 60_000);
 });
 
 describe('parseLabNet: run.sh\'s net line', () => {
@@ -266,6 +281,15 @@ describe('host patch series (--host-patches)', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('digests go to nvme connect as --hdr-digest / --data-digest and to /dev/nvme-fabrics as hdr_digest / data_digest', () => {
+    const o = { traddr: 'a', trsvcid: 1, nqn: 'n' };
+    expect(connectArgv({ ...o, hdrDigest: true, dataDigest: true }).filter((w) => w.includes('digest'))).toEqual(['--hdr-digest', '--data-digest']);
+    expect(connectArgv({ ...o, hdrDigest: false, dataDigest: true }).filter((w) => w.includes('digest'))).toEqual(['--data-digest']);
+    expect(connectArgv(o).filter((w) => w.includes('digest'))).toEqual([]);
+    expect(fabricsWriteScript({ ...o, hdrDigest: true, dataDigest: true })).toContain('trsvcid=1,hdr_digest,data_digest');
+    expect(fabricsWriteScript(o)).not.toMatch(/digest/);
   });
 
   it('match_hw_queues goes to /dev/nvme-fabrics as an option without a value', () => {

@@ -42,9 +42,13 @@ export class KernelHost {
   readonly #iopolicies = new Map<string, boolean>();
   #perQueue: KernelOffersInfo['perQueue'];
 
-  constructor(runner: HostRunner, o: { root?: string } = {}) {
+  /** Every connect that names neither digest asks for both (the caller's choice, e.g. a digests-on test run). */
+  readonly digests: boolean;
+
+  constructor(runner: HostRunner, o: { root?: string; digests?: boolean } = {}) {
     this.runner = runner;
     this.root = o.root ?? '';
+    this.digests = o.digests ?? false;
   }
 
   /** Every controller connected and not yet disconnected, oldest first. */
@@ -90,7 +94,8 @@ export class KernelHost {
    * nvme connect; throws KernelHostCommandError with nvme-cli's message. A duplicate that nvme-cli refuses as
    * "already connected" (2.3's userspace check) is written to /dev/nvme-fabrics directly, and a note says so.
    */
-  async connect(o: KernelConnectOptions): Promise<KernelController> {
+  async connect(asked: KernelConnectOptions): Promise<KernelController> {
+    const o = this.digests && asked.hdrDigest === undefined && asked.dataDigest === undefined ? { ...asked, hdrDigest: true, dataDigest: true } : asked;
     const before = await this.#controllers();
     let r = await this.runner.exec(connectArgv(o));
     let device = parseConnectDevice(r.stdout);

@@ -41,7 +41,7 @@ export async function withKernelHost<T>(ctx: ScenarioContext, targetPort: number
   } else {
     runner = await labRunner({ which: choice.lab, targetPort, smp, log: ctx.log, ...(choice.hostModules === undefined ? {} : { files: [choice.hostModules.dir] }), ...(tap === undefined ? {} : { tap: tap.queues }) });
   }
-  const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '' });
+  const host = new KernelHost(runner, { root: choice.where === 'local' ? (choice.root ?? '') : '', digests: choice.digests ?? false });
   try {
     const offers = await host.offers();
     const net = runner.net;
@@ -89,7 +89,7 @@ export async function kernelPasses(ctx: ScenarioContext, targetPort: number, smp
     await k.host.disconnectAll();
     ctx.log(`loading the ${mods.series} modules in the guest`);
     await loadHostModules(k.host.runner, mods);
-    const host = new KernelHost(k.host.runner);
+    const host = new KernelHost(k.host.runner, { digests: k.host.digests });
     await host.offers();
     const hostPatches = { series: mods.series, patches: mods.patches, base: mods.base, kver: mods.kver };
     try {

@@ -10,7 +10,10 @@ import type { TargetKind } from './placement.js';
  * `root` and `uid` let tests put fake tools and a fake /sys in place) or in the qemu lab's guest (`lab`, 6.1, 6.12 or newest).
  * `hostModules` (lab): a patch series' modules, loaded in the guest after the stock arms ran (--host-patches).
  */
-export type KernelHostChoice = { where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel; hostModules?: HostModules };
+export type KernelHostChoice = ({ where: 'local'; env?: NodeJS.ProcessEnv; root?: string; uid?: number } | { where: 'lab'; lab: LabKernel; hostModules?: HostModules }) & {
+  /** Every nvme connect that names neither digest asks for header and data digests (NVMe/TCP 1.0 §3.6.2.2). */
+  digests?: boolean;
+};
 
 export interface ScenarioContext {
   /** Seconds rather than minutes: short runtimes, fewer repetitions; same arms. */

@@ -12,6 +12,7 @@ import { labPrerequisites } from '../../harness/kernel-host/runner.js';
 import { REPO_ROOT } from '../../harness/nvme.js';
 import type { Report } from '../../harness/report/types.js';
 import { findScenario } from '../../harness/scenarios/index.js';
+import { PEER_DIGESTS } from '../fixtures/peer-digests.js';
 
 const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'host-patches');
 const CACHE = path.join(process.env['HOST_PATCHES_WORK'] ?? '/var/tmp/nvme-tcp-kbuild', 'modules');
@@ -32,7 +33,7 @@ const kernelArgs = (series: string): string[] => ['--scenario', 'queue-groups', 
 /** The scenario with the stock pass, then the series' modules loaded in the same guest. */
 async function runSeries(scenario: string, series: string): Promise<Report> {
   const hostModules = await buildHostModules(path.join(seedPatchesDir(), series));
-  return (findScenario(scenario) as NonNullable<ReturnType<typeof findScenario>>).run({ quick: true, log: () => undefined, kernelHost: { where: 'lab', lab: 'newest', hostModules } });
+  return (findScenario(scenario) as NonNullable<ReturnType<typeof findScenario>>).run({ quick: true, log: () => undefined, kernelHost: { where: 'lab', lab: 'newest', hostModules, digests: PEER_DIGESTS } });
 }
 
 const arm = (r: Report, n: string) => r.arms.find((a) => a.name === n);

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLabReady, labDir, labKernel, parseSteps, startCliTarget, type CliTarget, runLabScript, stopLab, type StepResult } from '../../harness/lab.js';
+import { PEER_DIGESTS } from '../fixtures/peer-digests.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'kernel-host.sh');
@@ -112,7 +113,8 @@ export function kernelHostSuite(opts: KernelHostSuiteOptions = {}): void {
         const labPath = labDir();
         checkLabReady(labPath);
         dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-interop-'));
-        const env = [`NQN=${NQN}`];
+        // NVME_TCP_TEST_DIGESTS=1: the plain connect asks for digests too (test/fixtures/peer-digests.ts).
+        const env = [`NQN=${NQN}`, ...(PEER_DIGESTS ? ['DIGESTS=1'] : [])];
         // nvmet's file backend zeroes with fallocate(ZERO_RANGE), which the guest's tmpfs refuses
         // nvmet has no Verify, Write Uncorrectable, Compare, Copy or Format NVM (docs/target.md, "NVM commands")
         if (REFERENCE) env.push('KERNEL_TARGET=1', 'SKIP_STEPS=write-zeroes verify write-uncor compare copy format');

@@ -8,9 +8,10 @@ import { describe, expect, it } from 'vitest';
 import { labPrerequisites, type LabKernel } from '../../harness/kernel-host/runner.js';
 import { findScenario } from '../../harness/scenarios/index.js';
 import type { Report } from '../../harness/report/types.js';
+import { PEER_DIGESTS } from '../fixtures/peer-digests.js';
 
 const run = (name: string, lab: LabKernel): Promise<Report> =>
-  (findScenario(name) as NonNullable<ReturnType<typeof findScenario>>).run({ quick: true, log: () => undefined, kernelHost: { where: 'lab', lab } });
+  (findScenario(name) as NonNullable<ReturnType<typeof findScenario>>).run({ quick: true, log: () => undefined, kernelHost: { where: 'lab', lab, digests: PEER_DIGESTS } });
 
 for (const lab of ['6.1', 'newest'] as const) {
   const missing = labPrerequisites(lab);

@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { byLine, checkLabReady, labDir, parseSteps, runLabScript, killLabGroup, type StepResult } from '../../harness/lab.js';
+import { PEER_DIGESTS } from '../fixtures/peer-digests.js';
 import { REPO_ROOT } from '../../harness/nvme.js';
 import { TargetService } from '../../target/index.js';
 
@@ -52,7 +53,7 @@ describe.skipIf(!existsSync(path.join(LAB7, 'vmlinuz')))('newest Linux host: zon
         ],
       });
       const args = [path.join(labDir(), 'run.sh'), '--timeout', '540', '--hostfwd', 'none', '--append', 'nvme_core.multipath=N', '--guestfwd', `10.0.2.100:4420:${port}`];
-      for (const e of [`ZNS_NQN=${NQN}`, `ZONE_SECTORS=${ZONE / 512}`, `NR_ZONES=${SIZE / ZONE}`]) args.push('--env', e);
+      for (const e of [`ZNS_NQN=${NQN}`, `ZONE_SECTORS=${ZONE / 512}`, `NR_ZONES=${SIZE / ZONE}`, ...(PEER_DIGESTS ? ['DIGESTS=1'] : [])]) args.push('--env', e);
       args.push(GUEST_SCRIPT);
       const run = runLabScript(
         args,

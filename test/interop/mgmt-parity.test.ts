@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLabReady, labDir, parseSteps, runLabScript, startCliTarget, stopLab, type CliTarget, type StepResult } from '../../harness/lab.js';
+import { PEER_DIGESTS } from '../fixtures/peer-digests.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const GUEST_SCRIPT = path.join(repoRoot, 'test', 'interop', 'guest', 'mgmt-parity.sh');
@@ -48,7 +49,7 @@ describe('Linux kernel host: nvmet-parity management (issue 17)', () => {
       checkLabReady(labPath);
       dir = await mkdtemp(path.join(tmpdir(), 'nvme-tcp-parity-'));
       target = await startTarget(dir);
-      const args = [path.join(labPath, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none'];
+      const args = [path.join(labPath, 'run.sh'), '--timeout', String(LAB_TIMEOUT_S), '--hostfwd', 'none', ...(PEER_DIGESTS ? ['--env', 'DIGESTS=1'] : [])];
       args.push('--guestfwd', `${GUEST_ADDR}:4420:${target.port}`, '--guestfwd', `${GUEST_ADDR}:8080:${String(target.apiPort)}`, GUEST_SCRIPT);
       const run = runLabScript(args);
       labChild = run.child;

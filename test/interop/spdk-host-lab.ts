@@ -7,6 +7,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { startCliTarget, type CliTarget } from '../../harness/lab.js';
 import { addKeyringKey, attachControllerParams, findSpdk, startSpdkApp, type BdevNvmeController, type SpdkApp } from '../../harness/peers/spdk.js';
+import { withPeerDigests } from '../fixtures/peer-digests.js';
 import { TargetService, type ControllerInfo, type TargetConfig } from '../../target/index.js';
 import { REPORT_INTERVAL_MS } from '../../target/workers/worker.js';
 
@@ -282,7 +283,7 @@ export async function startBdevHost(o: { cpus?: readonly number[]; qd?: number; 
   return {
     app,
     call,
-    attach: (c) => call<string[]>('bdev_nvme_attach_controller', attachControllerParams(c)),
+    attach: (c) => call<string[]>('bdev_nvme_attach_controller', attachControllerParams(withPeerDigests(c))),
     bdevs: () => call('bdev_get_bdevs'),
     controllers: () => call('bdev_nvme_get_controllers'),
     ioPaths: async () => {

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { findSpdk, spdkIdentify, spdkSkipReason, spdkPerf, type PerfResult, type TransportIdOptions } from '../../harness/peers/spdk.js';
+import { withPeerDigests } from '../fixtures/peer-digests.js';
 import { generateDhchapKey } from '../../protocol/auth/index.js';
 import { formatTlsKey } from '../../protocol/tls/index.js';
 import type { TargetService } from '../../target/index.js';
@@ -176,7 +177,7 @@ describe.skipIf(noSpdk !== undefined).each(MODES)('SPDK host tools against our t
     const { hostnqn: _h, ...anon } = trid;
     const hostnqns = new Set<string>();
     const seen = sampleHostnqns(t, hostnqns);
-    const perf = await spdkPerf(anon, { workload: 'randread', qd: 1, ioSize: 4096, seconds: 1 }).finally(() => seen.stop());
+    const perf = await spdkPerf(anon, withPeerDigests<Parameters<typeof spdkPerf>[1]>({ workload: 'randread', qd: 1, ioSize: 4096, seconds: 1 })).finally(() => seen.stop());
     await seen.done;
     expect(perf.iops).toBeGreaterThan(0);
     expect(spdkErrorLines(perf.out)).toEqual([]);

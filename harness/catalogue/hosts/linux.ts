@@ -220,6 +220,6 @@ function connectOptions(a: { traddr: string; trsvcid: number }, k: NonNullable<C
     ...(k.reconnectDelayS === undefined ? {} : { reconnectDelay: k.reconnectDelayS }),
     ...(secret === undefined ? {} : { dhchapSecret: secret }),
     ...(ctrlSecret === undefined ? {} : { dhchapCtrlSecret: ctrlSecret }),
-    ...(k.digests === true ? { digests: true } : {}),
+    ...(k.digests === true ? { hdrDigest: true, dataDigest: true } : {}),
   };
 }

@@ -14,6 +14,7 @@
 #                    (to check this script against the reference implementation)
 #   FIO_SIZE         bytes per fio verify job (default 16M)
 #   SKIP_STEPS       space-separated step names to skip
+#   DIGESTS=1        the plain connect asks for header and data digests too (-g -G)
 A=${TARGET_IP:-${LAB_GUESTFWD_IP:-10.0.2.100}}
 P=${TARGET_PORT:-${LAB_GUESTFWD_PORT:-4420}}
 NQN=${NQN:-nqn.2024-01.io.nvme-tcp-ts:interop}
@@ -328,8 +329,11 @@ do_digest_check() {
 }
 
 echo "target $A:$P nqn $NQN (kernel $(uname -r), nvme-cli $(nvme version | awk '{print $3}'), $(fio --version))"
+# DIGESTS=1 (NVME_TCP_TEST_DIGESTS=1 on the host side): the plain connect asks for header and data digests too.
+[ "${DIGESTS:-0}" = 1 ] && PLAIN_DIGESTS="-g -G" || PLAIN_DIGESTS=""
 step discover do_discover
-if step connect do_connect; then
+# shellcheck disable=SC2086 # two flags or none
+if step connect do_connect $PLAIN_DIGESTS; then
     step id-ctrl do_id_ctrl
     step id-ns do_id_ns
     step ns-descs do_ns_descs

@@ -7,7 +7,8 @@
 #   @@STEP <name> BEGIN|PASS|FAIL   around each phase
 #   @@ZONES <label> <json>         nvme zns report-zones -o json on one line; the host reads its own zones as it
 #                                  sees the line (the guest waits 2 s before the next command)
-# Environment: ZNS_NQN; ZONE_SECTORS (zone size in 512-byte sectors); NR_ZONES (per namespace)
+# Environment: ZNS_NQN; ZONE_SECTORS (zone size in 512-byte sectors); NR_ZONES (per namespace); DIGESTS=1: connect
+# with header and data digests (-g -G)
 FAILED=""
 step() {
     name=$1; shift
@@ -33,7 +34,8 @@ dev_of() { # nsid: the block device of that namespace (multipath off)
 }
 
 connect() {
-    nvme connect -t tcp -a "$LAB_GUESTFWD_IP" -s "$LAB_GUESTFWD_PORT" -n "$ZNS_NQN" -i 2 || return 1
+    # shellcheck disable=SC2046 # two flags or none
+    nvme connect -t tcp -a "$LAB_GUESTFWD_IP" -s "$LAB_GUESTFWD_PORT" -n "$ZNS_NQN" -i 2 $([ "${DIGESTS:-0}" = 1 ] && echo -g -G) || return 1
     i=0; while [ $i -lt 300 ]; do dev_of 1 >/dev/null && dev_of 2 >/dev/null && break; sleep 0.1; i=$((i + 1)); done
     D1=$(dev_of 1) || fail "no block device for NSID 1" || return 1
     D2=$(dev_of 2) || fail "no block device for NSID 2" || return 1

@@ -5,6 +5,7 @@
 # (busybox wget only does GET/POST), so every change happens at a known point of the host's view.
 # Subsystems: "testnqn" (nsid 1 and 2, RAM) and "blktests-subsystem-1" (nsid 1, cntlidMin 5, cntlidMax 6).
 # Markers: @@STEP <name> BEGIN / PASS / FAIL rc=<n>, as guest/kernel-host.sh prints them.
+# DIGESTS=1: every connect asks for header and data digests (-g -G).
 A=${LAB_GUESTFWD_IP:-10.0.2.100}
 P=${LAB_GUESTFWD_PORT:-4420}
 API_IP=${API_IP:-10.0.2.100}
@@ -58,7 +59,8 @@ has_uuid() { [ "$(ns_uuid "$1")" = "$2" ]; }
 no_ns() { ! ns_dev "$1"; }
 
 do_connect() {
-    nvme connect -t tcp -a "$A" -s "$P" -n "$NQN" --nr-io-queues 2 --reconnect-delay 1 || fail "nvme connect -n $NQN exited $?" || return 1
+    # shellcheck disable=SC2046 # two flags or none
+    nvme connect -t tcp -a "$A" -s "$P" -n "$NQN" --nr-io-queues 2 --reconnect-delay 1 $([ "${DIGESTS:-0}" = 1 ] && echo -g -G) || fail "nvme connect -n $NQN exited $?" || return 1
     wait_for 15 ns_dev 2 && wait_for 5 ns_dev 1 || { nvme list; fail "namespaces of $NQN did not appear"; return 1; }
     C=$(ctrl_of "$NQN"); echo "controller $C subsysnqn $(cat /sys/class/nvme/$C/subsysnqn)"
     dmesg | grep "nvme $C: mapped" | tail -n 1 | grep -q "mapped 2/0/0" || fail "expected 2 I/O queues" || return 1
